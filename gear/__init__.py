@@ -1,0 +1,17 @@
+"""gear: articulated rigid-body dynamics on the Lie-group formulation of
+J. Kim ("Lie Group Formulation of Articulated Rigid Body Dynamics").
+
+Public API: see ``docs/api.md``.  Twists are ``(w, v)``, wrenches ``(m, f)``,
+both in body coordinates; ``T_{lambda(i),i} = placement_i J_i(q_i)``.
+"""
+from . import joints, spatial
+from .spatial import SE3, Inertia
+from .model import Model
+from .algorithms.dynamics import *  # noqa: F401,F403
+from .algorithms.dynamics import __all__ as _dyn_all
+from .parsers import load_urdf, load_mjcf, LoopClosureSpec, ModelFileError
+
+__version__ = "0.1.0"
+
+__all__ = ["joints", "spatial", "SE3", "Inertia", "Model", "load_urdf", "load_mjcf",
+           "LoopClosureSpec", "ModelFileError", *_dyn_all]

@@ -1,0 +1,91 @@
+"""Argument validation at the public boundary.
+
+Every public function converts its array arguments through :func:`as_array`,
+which returns a C-contiguous float64 copy (or view) and raises a ``ValueError``
+or ``TypeError`` that names the argument and the expected shape.  Kernels
+behind the boundary never check again.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["as_array", "as_batch", "check_finite"]
+
+
+def _shape_str(shape):
+    return "(" + ", ".join(str(s) for s in shape) + (",)" if len(shape) == 1 else ")")
+
+
+def check_finite(name, a):
+    """Raise ``ValueError`` if ``a`` contains NaN or inf."""
+    if not np.all(np.isfinite(a)):
+        bad = np.argwhere(~np.isfinite(a))
+        raise ValueError(
+            f"{name} contains non-finite values (NaN or inf), first at index "
+            f"{tuple(int(i) for i in bad[0])}; pass finite numbers"
+        )
+
+
+def as_array(name, value, shape, finite=True):
+    """Convert ``value`` to a C-contiguous float64 array of ``shape``.
+
+    ``shape`` entries that are ``None`` accept any length.  Integer and
+    float inputs are accepted (converted to float64); complex, object and
+    string inputs raise ``TypeError``.
+    """
+    if value is None:
+        raise TypeError(f"{name} is required, got None; expected an array of shape {_shape_str(shape)}")
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:  # pragma: no cover - numpy raises for ragged lists
+        raise TypeError(f"{name} could not be converted to an array: {exc}") from None
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{name} must be a real numeric array (float64), got dtype {arr.dtype}"
+        )
+    if arr.ndim != len(shape) or any(s is not None and s != a for s, a in zip(shape, arr.shape)):
+        raise ValueError(
+            f"{name} has wrong shape: expected {_shape_str(shape)}, got {_shape_str(arr.shape)}"
+        )
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    if finite:
+        check_finite(name, arr)
+    return arr
+
+
+def as_batch(name, value, inner, batch=None):
+    """Convert ``value`` to shape ``inner`` or ``(N,) + inner``.
+
+    Returns ``(array_2d_or_more, is_batch)`` where the array always has a
+    leading batch axis.  If ``batch`` is given (an int or ``None``) the
+    leading dimension must match it; a single state is broadcast to
+    ``batch`` states when ``batch`` is an int and the input is unbatched.
+    """
+    if value is None:
+        raise TypeError(f"{name} is required, got None; expected shape {_shape_str(inner)} or (N,) + {_shape_str(inner)}")
+    arr = np.asarray(value)
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be a real numeric array (float64), got dtype {arr.dtype}")
+    if arr.ndim == len(inner):
+        if tuple(arr.shape) != tuple(inner):
+            raise ValueError(
+                f"{name} has wrong shape: expected {_shape_str(inner)} or (N,) + {_shape_str(inner)}, "
+                f"got {_shape_str(arr.shape)}"
+            )
+        out = np.ascontiguousarray(arr, dtype=np.float64)[None]
+        is_batch = False
+    elif arr.ndim == len(inner) + 1:
+        if tuple(arr.shape[1:]) != tuple(inner):
+            raise ValueError(
+                f"{name} has wrong shape: expected {_shape_str(inner)} or (N,) + {_shape_str(inner)}, "
+                f"got {_shape_str(arr.shape)}"
+            )
+        out = np.ascontiguousarray(arr, dtype=np.float64)
+        is_batch = True
+    else:
+        raise ValueError(
+            f"{name} has wrong shape: expected {_shape_str(inner)} or (N,) + {_shape_str(inner)}, "
+            f"got {_shape_str(arr.shape)}"
+        )
+    check_finite(name, out)
+    return out, is_batch

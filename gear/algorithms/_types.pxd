@@ -1,0 +1,50 @@
+# cython: language_level=3
+"""Frozen model arrays and per-state workspace shared by all kernels."""
+
+cdef struct ModelC:
+    int nb            # number of bodies (one joint each)
+    int nq
+    int nv
+    const int* parent     # parent body index, -1 for the world; parent[i] < i
+    const int* jtype      # joint kind (gear/joints/_jcalc.pxd)
+    const int* iq         # first q index of each joint
+    const int* iv         # first v index of each joint
+    const int* nvi        # joint dof
+    const double* jparam  # (nb, 10) joint parameters
+    const double* Xtree   # (nb, 12) placements, SE(3) layout of _spatial.pxd
+    const double* inertia # (nb, 10) body inertias (m, h, Ibar), _spatial.pxd
+    double g[3]           # gravity in the world frame
+
+
+cdef struct Work:
+    double* T      # (nb, 12) T_{lambda(i), i}
+    double* S      # (nb, 36) S_i, column-major 6 x nv_i
+    double* V      # (nb, 6) body twists V_i
+    double* dV     # (nb, 6) dV_i
+    double* F      # (nb, 6) joint wrenches F_i
+    double* eta    # (nb, 6) eta_i = ad_{V_i} S_i dq_i + dS_i dq_i
+    double* Ih     # (nb, 36) articulated (or composite) inertias
+    double* Bh     # (nb, 6) bias forces
+    double* U      # (nb, 36) U_i = Ihat_i S_i (6 x nv_i, column-major)
+    double* Dinv   # (nb, 36) Psi_i = (S_i^T Ihat_i S_i)^{-1}
+    double* u      # (nb, 6) u_i = tau_i - S_i^T (Ihat_i eta_i + Bhat_i)
+
+
+cdef enum:
+    WORK_PER_BODY = 12 + 36 + 6 + 6 + 6 + 6 + 36 + 6 + 36 + 36 + 6
+
+
+cdef inline Work work_from(double* base, int nb) noexcept nogil:
+    cdef Work w
+    w.T = base
+    w.S = w.T + 12 * nb
+    w.V = w.S + 36 * nb
+    w.dV = w.V + 6 * nb
+    w.F = w.dV + 6 * nb
+    w.eta = w.F + 6 * nb
+    w.Ih = w.eta + 6 * nb
+    w.Bh = w.Ih + 36 * nb
+    w.U = w.Bh + 6 * nb
+    w.Dinv = w.U + 36 * nb
+    w.u = w.Dinv + 36 * nb
+    return w

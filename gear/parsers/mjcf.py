@@ -1,0 +1,2 @@
+def load_mjcf(path):
+    raise NotImplementedError

@@ -1,0 +1,290 @@
+# cython: language_level=3
+"""nogil twins of gear.spatial for kernels (Kim Sec. 1).
+
+Storage:
+  SE(3)  T = (R, p): double[12], R row-major in T[0:9], p in T[9:12]  (eq. 3)
+  twist  V = (w, v): double[6], angular first                         (eq. 10)
+  wrench F = (m, f): double[6], moment first                          (eq. 12)
+  body inertia: double[10] = (m, h, Ibar) with h = m c and Ibar the
+      rotational inertia about the frame origin stored as
+      (Ixx, Iyy, Izz, Ixy, Ixz, Iyz); its 6x6 form is eq. (22):
+      [[Ibar, [h]], [[h]^T, m 1]]
+  6x6 matrices: double[36], row-major.
+"""
+from libc.math cimport sqrt, sin, cos, fabs
+
+
+cdef inline void cross3(const double* a, const double* b, double* out) noexcept nogil:
+    cdef double x = a[1] * b[2] - a[2] * b[1]
+    cdef double y = a[2] * b[0] - a[0] * b[2]
+    cdef double z = a[0] * b[1] - a[1] * b[0]
+    out[0] = x
+    out[1] = y
+    out[2] = z
+
+
+cdef inline void matvec3(const double* R, const double* x, double* out) noexcept nogil:
+    # out = R x (out may not alias x)
+    out[0] = R[0] * x[0] + R[1] * x[1] + R[2] * x[2]
+    out[1] = R[3] * x[0] + R[4] * x[1] + R[5] * x[2]
+    out[2] = R[6] * x[0] + R[7] * x[1] + R[8] * x[2]
+
+
+cdef inline void matTvec3(const double* R, const double* x, double* out) noexcept nogil:
+    # out = R^T x (out may not alias x)
+    out[0] = R[0] * x[0] + R[3] * x[1] + R[6] * x[2]
+    out[1] = R[1] * x[0] + R[4] * x[1] + R[7] * x[2]
+    out[2] = R[2] * x[0] + R[5] * x[1] + R[8] * x[2]
+
+
+cdef inline void matmul3(const double* A, const double* B, double* out) noexcept nogil:
+    # out = A B (3x3 row-major, out may not alias)
+    cdef int i, j
+    for i in range(3):
+        for j in range(3):
+            out[3 * i + j] = A[3 * i] * B[j] + A[3 * i + 1] * B[3 + j] + A[3 * i + 2] * B[6 + j]
+
+
+cdef inline void rodrigues(const double* a, double angle, double* R) noexcept nogil:
+    # R = exp([a] angle) for a unit axis a (Rodrigues' formula)
+    cdef double s = sin(angle)
+    cdef double c1 = 1.0 - cos(angle)
+    R[0] = 1.0 - c1 * (a[1] * a[1] + a[2] * a[2])
+    R[4] = 1.0 - c1 * (a[0] * a[0] + a[2] * a[2])
+    R[8] = 1.0 - c1 * (a[0] * a[0] + a[1] * a[1])
+    R[1] = c1 * a[0] * a[1] - s * a[2]
+    R[3] = c1 * a[0] * a[1] + s * a[2]
+    R[2] = c1 * a[0] * a[2] + s * a[1]
+    R[6] = c1 * a[0] * a[2] - s * a[1]
+    R[5] = c1 * a[1] * a[2] - s * a[0]
+    R[7] = c1 * a[1] * a[2] + s * a[0]
+
+
+cdef inline void quat_to_rot(const double* q, double* R) noexcept nogil:
+    # q = (w, x, y, z), normalised here so that R is orthonormal
+    cdef double n = sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
+    cdef double w = q[0] / n, x = q[1] / n, y = q[2] / n, z = q[3] / n
+    R[0] = 1.0 - 2.0 * (y * y + z * z)
+    R[1] = 2.0 * (x * y - w * z)
+    R[2] = 2.0 * (x * z + w * y)
+    R[3] = 2.0 * (x * y + w * z)
+    R[4] = 1.0 - 2.0 * (x * x + z * z)
+    R[5] = 2.0 * (y * z - w * x)
+    R[6] = 2.0 * (x * z - w * y)
+    R[7] = 2.0 * (y * z + w * x)
+    R[8] = 1.0 - 2.0 * (x * x + y * y)
+
+
+cdef inline void se3_mul(const double* A, const double* B, double* out) noexcept nogil:
+    # out = A B = (Ra Rb, Ra pb + pa); out may not alias A or B
+    matmul3(A, B, out)
+    matvec3(A, B + 9, out + 9)
+    out[9] += A[9]
+    out[10] += A[10]
+    out[11] += A[11]
+
+
+cdef inline void se3_inv(const double* T, double* out) noexcept nogil:
+    # eq. (4): T^{-1} = (R^T, -R^T p)
+    cdef int i, j
+    for i in range(3):
+        for j in range(3):
+            out[3 * i + j] = T[3 * j + i]
+    matTvec3(T, T + 9, out + 9)
+    out[9] = -out[9]
+    out[10] = -out[10]
+    out[11] = -out[11]
+
+
+cdef inline void Ad(const double* T, const double* V, double* out) noexcept nogil:
+    # eq. (7): Ad_T V = (R w, p x R w + R v); out may not alias V
+    cdef double t[3]
+    matvec3(T, V, out)
+    matvec3(T, V + 3, out + 3)
+    cross3(T + 9, out, t)
+    out[3] += t[0]
+    out[4] += t[1]
+    out[5] += t[2]
+
+
+cdef inline void Ad_inv(const double* T, const double* V, double* out) noexcept nogil:
+    # Ad_{T^{-1}} V = (R^T w, R^T (v - p x w)); out may not alias V
+    cdef double t[3]
+    cross3(T + 9, V, t)
+    t[0] = V[3] - t[0]
+    t[1] = V[4] - t[1]
+    t[2] = V[5] - t[2]
+    matTvec3(T, V, out)
+    matTvec3(T, t, out + 3)
+
+
+cdef inline void dAd_inv(const double* T, const double* F, double* out) noexcept nogil:
+    # eq. (8): Ad*_{T^{-1}} F = (Ad_{T^{-1}})^T F = (R m + p x R f, R f)
+    # (a wrench of the child frame expressed in the parent frame)
+    cdef double t[3]
+    matvec3(T, F, out)
+    matvec3(T, F + 3, out + 3)
+    cross3(T + 9, out + 3, t)
+    out[0] += t[0]
+    out[1] += t[1]
+    out[2] += t[2]
+
+
+cdef inline void dAd(const double* T, const double* F, double* out) noexcept nogil:
+    # Ad*_T F = Ad_T^T F = (R^T (m - p x f), R^T f)
+    cdef double t[3]
+    cross3(T + 9, F + 3, t)
+    t[0] = F[0] - t[0]
+    t[1] = F[1] - t[1]
+    t[2] = F[2] - t[2]
+    matTvec3(T, t, out)
+    matTvec3(T, F + 3, out + 3)
+
+
+cdef inline void ad(const double* V, const double* X, double* out) noexcept nogil:
+    # eq. (27): ad_V X = (w x xw, v x xw + w x xv); out may not alias
+    cdef double t[3]
+    cross3(V, X, out)
+    cross3(V + 3, X, out + 3)
+    cross3(V, X + 3, t)
+    out[3] += t[0]
+    out[4] += t[1]
+    out[5] += t[2]
+
+
+cdef inline void dad(const double* V, const double* F, double* out) noexcept nogil:
+    # eq. (29): ad*_V F = ad_V^T F = (m x w + f x v, f x w); out may not alias
+    cdef double t[3]
+    cross3(F, V, out)
+    cross3(F + 3, V + 3, t)
+    out[0] += t[0]
+    out[1] += t[1]
+    out[2] += t[2]
+    cross3(F + 3, V, out + 3)
+
+
+cdef inline void inertia_mul(const double* I, const double* V, double* out) noexcept nogil:
+    # eq. (22): I V = (Ibar w + h x v, m v - h x w); I = (m, h, Ixx, Iyy, Izz, Ixy, Ixz, Iyz)
+    cdef const double* h = I + 1
+    cdef const double* w = V
+    cdef const double* v = V + 3
+    cdef double t[3]
+    cdef double u[3]
+    cross3(h, v, t)
+    cross3(h, w, u)
+    out[0] = I[4] * w[0] + I[7] * w[1] + I[8] * w[2] + t[0]
+    out[1] = I[7] * w[0] + I[5] * w[1] + I[9] * w[2] + t[1]
+    out[2] = I[8] * w[0] + I[9] * w[1] + I[6] * w[2] + t[2]
+    out[3] = I[0] * v[0] - u[0]
+    out[4] = I[0] * v[1] - u[1]
+    out[5] = I[0] * v[2] - u[2]
+
+
+cdef inline void inertia_to_mat(const double* I, double* M) noexcept nogil:
+    # eq. (22) as a 6x6 row-major matrix
+    cdef double m = I[0], hx = I[1], hy = I[2], hz = I[3]
+    cdef int k
+    for k in range(36):
+        M[k] = 0.0
+    M[0] = I[4]; M[7] = I[5]; M[14] = I[6]
+    M[1] = I[7]; M[6] = I[7]
+    M[2] = I[8]; M[12] = I[8]
+    M[8] = I[9]; M[13] = I[9]
+    # upper-right [h], lower-left [h]^T
+    M[4] = -hz; M[5] = hy; M[9] = hz; M[11] = -hx; M[15] = -hy; M[16] = hx
+    M[19] = hz; M[20] = -hy; M[24] = -hz; M[26] = hx; M[30] = hy; M[31] = -hx
+    M[21] = m; M[28] = m; M[35] = m
+
+
+cdef inline void mat6_vec(const double* M, const double* x, double* out) noexcept nogil:
+    # out = M x (6x6 row-major); out may not alias x
+    cdef int i
+    for i in range(6):
+        out[i] = (M[6 * i] * x[0] + M[6 * i + 1] * x[1] + M[6 * i + 2] * x[2]
+                  + M[6 * i + 3] * x[3] + M[6 * i + 4] * x[4] + M[6 * i + 5] * x[5])
+
+
+cdef inline void Ad_inv_mat(const double* T, double* X) noexcept nogil:
+    # the 6x6 matrix Ad_{T^{-1}} = [[R^T, 0], [-R^T [p], R^T]]
+    cdef int i, j
+    cdef double P[9]
+    cdef double px = T[9], py = T[10], pz = T[11]
+    # P = [p]
+    P[0] = 0.0; P[1] = -pz; P[2] = py
+    P[3] = pz; P[4] = 0.0; P[5] = -px
+    P[6] = -py; P[7] = px; P[8] = 0.0
+    for i in range(3):
+        for j in range(3):
+            X[6 * i + j] = T[3 * j + i]
+            X[6 * i + j + 3] = 0.0
+            X[6 * (i + 3) + j + 3] = T[3 * j + i]
+            # -(R^T [p])_ij = -sum_k R_ki P_kj
+            X[6 * (i + 3) + j] = -(T[i] * P[j] + T[3 + i] * P[3 + j] + T[6 + i] * P[6 + j])
+
+
+cdef inline void congruence_Ad_inv(const double* T, const double* P, double* out) noexcept nogil:
+    # out = Ad*_{T^{-1}} P Ad_{T^{-1}} = X^T P X with X = Ad_{T^{-1}} (eq. 49)
+    cdef double X[36]
+    cdef double Y[36]
+    cdef int i, j, k
+    cdef double s
+    Ad_inv_mat(T, X)
+    for i in range(6):
+        for j in range(6):
+            s = 0.0
+            for k in range(6):
+                s += P[6 * i + k] * X[6 * k + j]
+            Y[6 * i + j] = s
+    for i in range(6):
+        for j in range(i, 6):
+            s = 0.0
+            for k in range(6):
+                s += X[6 * k + i] * Y[6 * k + j]
+            out[6 * i + j] = s
+            out[6 * j + i] = s
+
+
+cdef inline int chol_inv(double* A, int n, double* Ainv) noexcept nogil:
+    # Inverse of a small SPD matrix (n <= 6, row-major) by Cholesky.
+    # A is overwritten with its Cholesky factor. Returns 0, or 1 if a pivot
+    # is not positive relative to the largest diagonal entry (singular).
+    cdef int i, j, k
+    cdef double s, dmax = 0.0
+    cdef double Linv[36]
+    for i in range(n):
+        if A[i * n + i] > dmax:
+            dmax = A[i * n + i]
+    if not (dmax > 0.0):
+        return 1
+    for j in range(n):
+        s = A[j * n + j]
+        for k in range(j):
+            s -= A[j * n + k] * A[j * n + k]
+        if not (s > 1e-13 * dmax):
+            return 1
+        s = sqrt(s)
+        A[j * n + j] = s
+        for i in range(j + 1, n):
+            for k in range(j):
+                A[i * n + j] -= A[i * n + k] * A[j * n + k]
+            A[i * n + j] /= s
+    # Linv = L^{-1} (lower triangular)
+    for i in range(n):
+        for j in range(n):
+            Linv[i * n + j] = 0.0
+    for i in range(n):
+        Linv[i * n + i] = 1.0 / A[i * n + i]
+        for j in range(i):
+            s = 0.0
+            for k in range(j, i):
+                s -= A[i * n + k] * Linv[k * n + j]
+            Linv[i * n + j] = s / A[i * n + i]
+    # Ainv = Linv^T Linv
+    for i in range(n):
+        for j in range(i, n):
+            s = 0.0
+            for k in range(j, n):
+                s += Linv[k * n + i] * Linv[k * n + j]
+            Ainv[i * n + j] = s
+            Ainv[j * n + i] = s
+    return 0
