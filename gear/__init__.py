@@ -13,5 +13,13 @@ from .parsers import load_urdf, load_mjcf, LoopClosureSpec, ModelFileError
 
 __version__ = "0.1.0"
 
+
+def data_path(name=""):
+    """Path of a model file bundled in ``gear/data`` (e.g. ``"arm7.urdf"``)."""
+    import os
+
+    return os.path.join(os.path.dirname(__file__), "data", name)
+
+
 __all__ = ["joints", "spatial", "SE3", "Inertia", "Model", "load_urdf", "load_mjcf",
-           "LoopClosureSpec", "ModelFileError", *_dyn_all]
+           "LoopClosureSpec", "ModelFileError", "data_path", *_dyn_all]

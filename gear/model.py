@@ -45,6 +45,9 @@ class Model:
         self.placements: list[SE3] = []
         self.inertias: list[Inertia | None] = []
         self.loop_closures: list = []
+        # Named frames rigidly attached to bodies: name -> (body index, SE3 in
+        # that body's frame).  Loaders record merged fixed links here.
+        self.frames: dict[str, tuple[int, SE3]] = {}
         self._iq: list[int] = []
         self._iv: list[int] = []
         self.nq = 0
