@@ -54,7 +54,10 @@ def _so3_coeffs(theta):
         c = 1.0 / 6.0 - t2 / 120.0 + t2 * t2 / 5040.0
     else:
         a = np.sin(theta) / theta
-        b = (1.0 - np.cos(theta)) / t2
+        # (1 - cos t) / t^2 = 2 sin^2(t/2) / t^2, free of the cancellation
+        # that costs ~eps/t^2 relative accuracy just above _SMALL
+        sh = np.sin(0.5 * theta) / theta
+        b = 2.0 * sh * sh
         c = (theta - np.sin(theta)) / (t2 * theta)
     return a, b, c
 
