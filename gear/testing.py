@@ -159,7 +159,8 @@ def _kind_list(kinds, nbodies, rng):
     return [seq[int(k)] for k in rng.permutation(nbodies)]
 
 
-def random_tree(rng=None, nbodies=8, kinds=None, gravity=(0.0, 0.0, -9.81), parents=None):
+def random_tree(rng=None, nbodies=8, kinds=None, gravity=(0.0, 0.0, -9.81), parents=None,
+                root_free=False):
     """A seeded random kinematic tree.
 
     Body ``i`` hangs from a random earlier body (or the world), through a
@@ -177,6 +178,10 @@ def random_tree(rng=None, nbodies=8, kinds=None, gravity=(0.0, 0.0, -9.81), pare
     parents : sequence of int, optional
         Parent index of each body (``-1`` = world, ``parents[i] < i``);
         random by default.
+    root_free : bool
+        If true, body 0 is a floating base (a :class:`~gear.joints.Free`
+        joint to the world) and every other body descends from it, so only
+        internal forces act between the bodies and the world.
 
     Returns
     -------
@@ -188,9 +193,18 @@ def random_tree(rng=None, nbodies=8, kinds=None, gravity=(0.0, 0.0, -9.81), pare
     if nbodies < 1:
         raise ValueError(f"nbodies must be >= 1, got {nbodies}")
     kind_seq = _kind_list(kinds, nbodies, rng)
+    if root_free:
+        kind_seq[0] = "free"
     model = Model(gravity=gravity)
     for i in range(nbodies):
-        p = int(rng.integers(-1, i)) if parents is None else int(parents[i])
+        if parents is not None:
+            p = int(parents[i])
+        elif root_free:
+            p = -1 if i == 0 else int(rng.integers(0, i))
+        else:
+            p = int(rng.integers(-1, i))
+        if root_free and (p < 0) != (i == 0):
+            raise ValueError("with root_free=True only body 0 may have the world as parent")
         if not -1 <= p < i:
             raise ValueError(f"parents[{i}] = {p} must be in [-1, {i})")
         model.add_body(f"b{i}", "world" if p < 0 else p, random_joint(kind_seq[i], rng),
