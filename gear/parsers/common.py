@@ -1,11 +1,21 @@
-"""Shared pieces of the model-file loaders."""
+"""Shared pieces of the model-file loaders.
+
+Both loaders read the file into a flat list of :class:`_Node` records (one
+per link / MJCF body, parent-first) and hand it to :func:`assemble`, which
+merges rigid attachments into their parent body, lumps inertias, checks
+that no movable joint carries a massless subtree, and fills a
+:class:`gear.Model`.
+"""
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..spatial import SE3
+from ..joints import Joint
+from ..spatial import SE3, Inertia
 
 __all__ = ["ModelFileError", "LoopClosureSpec"]
 
@@ -37,3 +47,176 @@ class LoopClosureSpec:
     placement_b: SE3
     name: str | None = None
     params: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------
+# XML reading and attribute parsing
+# ---------------------------------------------------------------------------
+
+def parse_xml(path):
+    """Parse ``path`` with defusedxml (no entity expansion, no external
+    references) and return the root element.
+
+    Raises
+    ------
+    ModelFileError
+        If the file is not well-formed XML or declares entities.
+    OSError
+        If the file cannot be read.
+    """
+    import xml.etree.ElementTree as _ET
+
+    import defusedxml
+    import defusedxml.ElementTree as ET
+
+    with open(path, "rb") as fh:  # let FileNotFoundError & co. propagate
+        data = fh.read()
+    try:
+        root = ET.fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
+    except defusedxml.EntitiesForbidden as exc:
+        raise ModelFileError(
+            f"{path}: XML entity declarations are not allowed (entity {exc.name!r}); "
+            "model files must not use <!ENTITY> (possible entity-expansion attack)"
+        ) from None
+    except defusedxml.DefusedXmlException as exc:
+        raise ModelFileError(f"{path}: rejected unsafe XML construct: {exc}") from None
+    except _ET.ParseError as exc:
+        raise ModelFileError(f"{path}: not a well-formed XML document ({exc})") from None
+    return root
+
+
+class Reader:
+    """Attribute parsing with error messages naming the file and element."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+
+    def error(self, where, msg):
+        return ModelFileError(f"{self.path}: {where}: {msg}" if where else f"{self.path}: {msg}")
+
+    def floats(self, text, n, where, attr, default=None):
+        """Parse ``n`` whitespace-separated finite floats (``n=None``: any count)."""
+        if text is None:
+            if default is None:
+                raise self.error(where, f"missing required attribute {attr!r}")
+            return np.array(default, dtype=float)
+        parts = text.split()
+        if n is not None and len(parts) != n:
+            raise self.error(where, f"attribute {attr}={text!r} must have {n} numbers, got {len(parts)}")
+        out = np.empty(len(parts))
+        for k, s in enumerate(parts):
+            try:
+                v = float(s)
+            except ValueError:
+                raise self.error(where, f"attribute {attr}={text!r}: {s!r} is not a number") from None
+            if not math.isfinite(v):
+                raise self.error(where, f"attribute {attr}={text!r}: {s!r} is not a finite number")
+            out[k] = v
+        return out
+
+    def float1(self, text, where, attr, default=None):
+        return float(self.floats(text, 1, where, attr, None if default is None else [default])[0])
+
+    def inertia(self, mass, com, I_com, where):
+        """``gear.Inertia`` with its ``ValueError`` re-raised as ModelFileError."""
+        try:
+            return Inertia(mass, com, I_com)
+        except (ValueError, TypeError) as exc:
+            raise self.error(where, f"invalid inertia: {exc}") from None
+
+    def axis(self, text, where, attr="axis", default=(1.0, 0.0, 0.0)):
+        a = self.floats(text, 3, where, attr, default)
+        n = float(np.linalg.norm(a))
+        if n < 1e-12:
+            raise self.error(where, f"{attr} must be a non-zero vector, got {a.tolist()}")
+        return a / n
+
+
+# ---------------------------------------------------------------------------
+# Tree assembly
+# ---------------------------------------------------------------------------
+
+@dataclass
+class _Node:
+    """One link / body of the file, attached to ``parent`` (a node name or
+    ``"world"``).
+
+    ``placement`` is the pose of the joint frame in the parent *node* frame;
+    the node frame is the joint's child frame.  ``merge=True`` welds the
+    node into its parent body (inertia lumped, node recorded as a frame).
+    ``frame_offset`` is the pose, in the node frame, of the frame recorded
+    under ``name`` in ``model.frames`` (MJCF bodies whose joint has a
+    ``pos``).  ``q0`` is the node's reference configuration (default: the
+    joint's neutral configuration).
+    """
+
+    name: str
+    parent: str
+    joint: Joint
+    joint_name: str
+    placement: SE3
+    inertia: Inertia | None
+    merge: bool = False
+    where: str = ""
+    frame_offset: SE3 | None = None
+    q0: np.ndarray | None = None
+
+
+def assemble(model, nodes, reader):
+    """Fill ``model`` from parent-first ``nodes``; returns ``model``.
+
+    Merged nodes' inertias are lumped into their body with
+    ``Inertia.transform`` and ``+``; massless merged nodes are skipped.
+    Every node is recorded in ``model.frames`` as ``(body index, SE3)``
+    (body index ``-1`` for nodes welded to the world).
+
+    Raises
+    ------
+    ModelFileError
+        If a movable joint's whole subtree is massless (the articulated
+        inertia of that joint would be singular).
+    """
+    target = {}        # node name -> (gear body name | "world", SE3 of node in body)
+    bodies = []        # non-merged nodes, in order, with composed placements
+    inertia = {}
+    parent_body = {}
+    for n in nodes:
+        if n.parent == "world":
+            pb, Tp = "world", SE3()
+        else:
+            pb, Tp = target[n.parent]
+        T = Tp * n.placement
+        if n.merge:
+            target[n.name] = (pb, T)
+            if n.inertia is not None and pb != "world":
+                I = n.inertia.transform(T)
+                inertia[pb] = I if inertia[pb] is None else inertia[pb] + I
+        else:
+            target[n.name] = (n.name, SE3())
+            inertia[n.name] = n.inertia
+            parent_body[n.name] = pb
+            bodies.append((n, T))
+
+    # A movable joint whose whole subtree is massless makes S^T Ia S singular.
+    sub = {n.name: (inertia[n.name].mass if inertia[n.name] is not None else 0.0) for n, _ in bodies}
+    for n, _ in reversed(bodies):
+        pb = parent_body[n.name]
+        if pb != "world":
+            sub[pb] += sub[n.name]
+    for n, _ in bodies:
+        if n.joint.nv > 0 and sub[n.name] <= 0.0:
+            raise reader.error(
+                n.where or f"joint {n.joint_name!r}",
+                f"joint {n.joint_name!r} moves only massless bodies (no inertial data in its "
+                "subtree), so forward dynamics would be singular; add an inertial element",
+            )
+
+    for n, T in bodies:
+        model.add_body(n.name, parent_body[n.name], n.joint, placement=T,
+                       inertia=inertia[n.name], joint_name=n.joint_name)
+    for n in nodes:
+        b, T = target[n.name]
+        if n.frame_offset is not None:
+            T = T * n.frame_offset
+        model.frames[n.name] = (model.body_index(b), T)
+    return model
