@@ -142,7 +142,7 @@ def test_power_balance(seed):
     ddq = gear.forward_dynamics(m, q, dq, tau, fe)
     _, V = gear.forward_kinematics(m, q, dq)
     power = tau @ dq + np.sum(fe * V)
-    h = 1e-4
+    h = 1e-5
     # second-order Taylor steps on the manifold (body-frame velocities)
     qp = m.integrate(q, h * dq + 0.5 * h * h * ddq)
     qm = m.integrate(q, -h * dq + 0.5 * h * h * ddq)
@@ -158,7 +158,7 @@ def test_free_floating_tree_conserves_momentum(seed):
     q, dq, _, tau = state(m, seed)
     tau[m.idx_v(m.joint_names[0])] = 0.0  # internal torques only
     ddq = gear.forward_dynamics(m, q, dq, tau)
-    h = 1e-4
+    h = 1e-5
     qp = m.integrate(q, h * dq + 0.5 * h * h * ddq)
     qm = m.integrate(q, -h * dq + 0.5 * h * h * ddq)
     dL = (gear.momentum(m, qp, dq + h * ddq) - gear.momentum(m, qm, dq - h * ddq)) / (2 * h)
