@@ -26,6 +26,24 @@ def check_finite(name, a):
         )
 
 
+def _to_array(name, value):
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError) as exc:  # ragged nested lists
+        raise ValueError(f"{name} could not be converted to a numeric array ({exc}); "
+                         "pass a rectangular array") from None
+
+
+def check_scalar(name, value):
+    """A finite real number, as float."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    return value
+
+
 def as_array(name, value, shape, finite=True):
     """Convert ``value`` to a C-contiguous float64 array of ``shape``.
 
@@ -35,10 +53,7 @@ def as_array(name, value, shape, finite=True):
     """
     if value is None:
         raise TypeError(f"{name} is required, got None; expected an array of shape {_shape_str(shape)}")
-    try:
-        arr = np.asarray(value)
-    except Exception as exc:  # pragma: no cover - numpy raises for ragged lists
-        raise TypeError(f"{name} could not be converted to an array: {exc}") from None
+    arr = _to_array(name, value)
     if arr.dtype == object or arr.dtype.kind not in "biuf":
         raise TypeError(
             f"{name} must be a real numeric array (float64), got dtype {arr.dtype}"
@@ -63,7 +78,7 @@ def as_batch(name, value, inner, batch=None):
     """
     if value is None:
         raise TypeError(f"{name} is required, got None; expected shape {_shape_str(inner)} or (N,) + {_shape_str(inner)}")
-    arr = np.asarray(value)
+    arr = _to_array(name, value)
     if arr.dtype == object or arr.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be a real numeric array (float64), got dtype {arr.dtype}")
     if arr.ndim == len(inner):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import as_array, as_batch
+from ._validate import as_array, as_batch, check_scalar
 from .joints import FREE, SPHERICAL, Joint, _check_quat
 from .spatial import SE3, Inertia
 
@@ -247,6 +247,7 @@ class Model:
         -------
         ndarray, shape of ``q``
         """
+        dt = check_scalar("dt", dt)
         qb, batch = as_batch("q", q, (self.nq,))
         vb, _ = as_batch("dq", dq, (self.nv,))
         if vb.shape[0] != qb.shape[0]:

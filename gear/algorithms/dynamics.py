@@ -312,7 +312,9 @@ def _body_inertia_matrices(model):
 
 
 def kinetic_energy(model, q, dq):
-    """Kinetic energy ``sum_i 1/2 V_i^T I_i V_i`` (Kim eq. 15)."""
+    """Kinetic energy ``sum_i 1/2 V_i^T I_i V_i`` (Kim eq. 15), shape () or (N,)."""
+    if dq is None:
+        raise TypeError(f"dq is required, got None; expected shape ({model.nv},) or (N, {model.nv})")
     poses, V = forward_kinematics(model, q, dq)
     Is = _body_inertia_matrices(model)
     return 0.5 * np.einsum("...bi,bij,...bj->...", V, Is, V)
@@ -331,6 +333,8 @@ def momentum(model, q, dq):
     """Total generalized momentum ``sum_i Ad*_{T_i^{-1}} I_i V_i`` (Kim eq. 23,
     24) expressed in the world frame at its origin: ``(angular, linear)``,
     shape (6,) or (N, 6)."""
+    if dq is None:
+        raise TypeError(f"dq is required, got None; expected shape ({model.nv},) or (N, {model.nv})")
     poses, V = forward_kinematics(model, q, dq)
     Is = _body_inertia_matrices(model)
     L = np.einsum("bij,...bj->...bi", Is, V)  # body momenta (eq. 23)

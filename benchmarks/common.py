@@ -1,0 +1,87 @@
+"""Shared helpers of the benchmarks: timing, chain URDFs, Pinocchio models."""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+import numpy as np
+
+import gear
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def best_time(fn, number=None, repeat=5, target=0.2):
+    """Best-of-``repeat`` seconds per call of ``fn()`` (auto-sized loops)."""
+    if number is None:
+        number = 1
+        while True:
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn()
+            dt = time.perf_counter() - t0
+            if dt > target / 5 or number > 1 << 22:
+                break
+            number *= 4
+    best = np.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / number)
+    return best
+
+
+def chain_urdf(n, path=None):
+    """A serial chain of ``n`` revolute joints (axes alternating z, y) as URDF."""
+    links = []
+    joints = []
+    for i in range(n + 1):
+        if i == 0:
+            links.append('<link name="base"/>')
+            continue
+        links.append(f"""<link name="l{i}"><inertial><origin xyz="0.1 0.01 0.02" rpy="0.1 0.2 0.3"/>
+<mass value="{1.0 + 0.1 * i}"/><inertia ixx="0.02" ixy="0.001" ixz="0.0" iyy="0.03" iyz="0.002" izz="0.04"/></inertial></link>""")
+        parent = "base" if i == 1 else f"l{i - 1}"
+        axis = "0 0 1" if i % 2 else "0 1 0"
+        joints.append(f"""<joint name="j{i}" type="revolute"><parent link="{parent}"/><child link="l{i}"/>
+<origin xyz="0.2 0.0 0.05" rpy="0.0 0.1 0.0"/><axis xyz="{axis}"/>
+<limit lower="-3" upper="3" effort="100" velocity="10"/></joint>""")
+    text = '<robot name="chain%d">\n%s\n%s\n</robot>\n' % (n, "\n".join(links), "\n".join(joints))
+    if path is None:
+        fd, path = tempfile.mkstemp(suffix=".urdf")
+        os.close(fd)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def robots():
+    """(label, urdf path, floating_base) of the bundled robots."""
+    return [("arm7", gear.data_path("arm7.urdf"), False),
+            ("quadruped", gear.data_path("quadruped.urdf"), True)]
+
+
+def pin_model(urdf, floating):
+    """Pinocchio's model of a URDF file (its own parser), or None if absent."""
+    try:
+        import pinocchio as pin
+    except ImportError:
+        return None
+    if floating:
+        return pin.buildModelFromUrdf(urdf, pin.JointModelFreeFlyer())
+    return pin.buildModelFromUrdf(urdf)
+
+
+def states(model, N, seed=0):
+    rng = np.random.default_rng(seed)
+    q = model.random_configuration(rng, n=N)
+    dq = rng.standard_normal((N, model.nv))
+    ddq = rng.standard_normal((N, model.nv))
+    return q, dq, ddq
+
+
+def fmt_ratio(a, b):
+    """``a / b`` formatted, or '-' if ``b`` is missing."""
+    return "-" if b is None or not np.isfinite(b) else f"{a / b:6.2f}"
