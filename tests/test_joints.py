@@ -406,3 +406,12 @@ def test_forward_kinematics_is_product_of_joint_transforms(tree_rng):
           - gear.forward_kinematics(model, model.integrate(q, dq, -h))) / (2 * h)
     for i in range(model.nbodies):
         np.testing.assert_allclose(twists[i], gt.se3_vee(np.linalg.inv(poses[i]) @ dP[i]), atol=1e-7)
+
+
+def test_docs_examples_run():
+    import doctest
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "joints.md"
+    res = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 0 and res.failed == 0

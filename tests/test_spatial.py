@@ -381,3 +381,12 @@ def test_exp_log_reject_bad_input():
 
 def test_public_reexports():
     assert gear.SE3 is SE3 and gear.Inertia is Inertia
+
+
+def test_docs_examples_run():
+    import doctest
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "spatial.md"
+    res = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 0 and res.failed == 0
