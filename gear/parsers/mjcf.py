@@ -1,2 +1,531 @@
+"""A strict reader for MuJoCo MJCF models (the kinematic tree, inertias,
+gravity and ``connect``/``weld`` loop closures).
+
+Mapping to gear (see ``docs/models.md``):
+
+* ``hinge`` -> ``Revolute``, ``slide`` -> ``Prismatic``, ``ball`` ->
+  ``Spherical``, ``free``/``<freejoint>`` -> ``Free``.  Joint axes and
+  anchors (``pos``) are in the body frame; ``range`` becomes joint limits
+  when the joint is limited (``limited="true"``, or ``"auto"`` with a
+  ``range`` and ``<compiler autolimits="true">``, MuJoCo's default).
+* A gear body frame is its joint's child frame.  For a body whose (last)
+  joint has ``pos = p != 0`` the gear frame sits at the joint anchor, i.e.
+  at ``T_body * Trans(p)``; the inertia is re-expressed in that frame and
+  the MJCF body frame is recorded as ``model.frames[body]``.
+* A body with several joints becomes a chain of massless bodies named
+  ``f"{body}__{joint}"``; the last one is named ``body`` and carries the
+  inertia.  A body without joints is welded (merged) into its parent.
+* The configuration vector equals MuJoCo's ``qpos`` (same joint order and
+  quaternion convention ``(w, x, y, z)``; a free joint's ``q`` is the
+  body's world pose).  ``model.qpos0`` holds MuJoCo's reference
+  configuration (free bodies at their XML pose).
+* ``<equality><connect>``/``<weld>`` become
+  :class:`~gear.parsers.common.LoopClosureSpec` entries in
+  ``model.loop_closures``, with constraint frames that coincide at
+  ``model.qpos0``.
+
+Inertias come from ``<inertial>``.  A body with geoms but no
+``<inertial>`` gets MuJoCo's geom-derived inertia when the optional
+``mujoco`` package is importable, otherwise :class:`~gear.ModelFileError`
+asks for an explicit ``<inertial>``.  Elements that would change the
+kinematics or the inertias but are not supported (``include``, ``frame``,
+``attach``, ``replicate``, ``composite``, ``flexcomp``, joint ``ref``,
+``equality`` kinds other than connect/weld, several compiler options)
+raise :class:`~gear.ModelFileError`.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .. import joints as J
+from ..model import Model
+from ..spatial import SE3, exp_so3, quat_to_rot, rot_to_quat
+from .common import LoopClosureSpec, ModelFileError, Reader, _Node, assemble, parse_xml
+
+__all__ = ["load_mjcf"]
+
+_TOP = {"compiler", "option", "size", "visual", "statistic", "default", "custom", "extension",
+        "asset", "worldbody", "contact", "deformable", "equality", "tendon", "actuator",
+        "sensor", "keyframe"}
+_UNSUPPORTED = {"include", "attach", "replicate", "frame", "composite", "flexcomp"}
+_BODY_CHILDREN = {"inertial", "joint", "freejoint", "geom", "site", "camera", "light", "body",
+                  "plugin"}
+_JOINT_TYPES = {"hinge", "slide", "ball", "free"}
+
+
+def _import_mujoco():
+    """The ``mujoco`` module, or ``None`` if it is not installed."""
+    try:
+        import mujoco
+    except Exception:  # ImportError, or a broken binary install
+        return None
+    return mujoco
+
+
+def _bool(r, value, where, attr, default):
+    if value is None:
+        return default
+    if value in ("true", "false"):
+        return value == "true"
+    raise r.error(where, f"attribute {attr}={value!r} must be 'true' or 'false'")
+
+
+class _Compiler:
+    def __init__(self):
+        self.degree = True
+        self.eulerseq = "xyz"
+        self.autolimits = True
+        self.inertiafromgeom = "auto"
+        self.fusestatic = False
+
+
+def _read_compiler(r, root):
+    c = _Compiler()
+    for el in root.findall("compiler"):
+        w = "<compiler>"
+        a = el.get("angle")
+        if a is not None:
+            if a not in ("degree", "radian"):
+                raise r.error(w, f"angle={a!r} must be 'degree' or 'radian'")
+            c.degree = a == "degree"
+        s = el.get("eulerseq")
+        if s is not None:
+            if len(s) != 3 or any(ch not in "xyzXYZ" for ch in s):
+                raise r.error(w, f"eulerseq={s!r} must be 3 characters from 'xyzXYZ'")
+            c.eulerseq = s
+        c.autolimits = _bool(r, el.get("autolimits"), w, "autolimits", c.autolimits)
+        c.fusestatic = _bool(r, el.get("fusestatic"), w, "fusestatic", c.fusestatic)
+        ifg = el.get("inertiafromgeom")
+        if ifg is not None:
+            if ifg not in ("true", "false", "auto"):
+                raise r.error(w, f"inertiafromgeom={ifg!r} must be 'true', 'false' or 'auto'")
+            c.inertiafromgeom = ifg
+        if el.get("coordinate", "local") != "local":
+            raise r.error(w, "coordinate='global' is not supported (only local coordinates)")
+        for attr, ok in (("alignfree", "false"), ("balanceinertia", "false")):
+            if el.get(attr, ok) != ok:
+                raise r.error(w, f"{attr}={el.get(attr)!r} is not supported")
+        for attr in ("boundmass", "boundinertia"):
+            if el.get(attr) is not None and r.float1(el.get(attr), w, attr) != 0.0:
+                raise r.error(w, f"{attr} is not supported (it alters the inertias)")
+        if el.get("settotalmass") is not None and r.float1(el.get("settotalmass"), w, "settotalmass") > 0:
+            raise r.error(w, "settotalmass is not supported (it rescales the inertias)")
+    return c
+
+
+def _read_defaults(r, root):
+    """Default classes: name -> {element tag: attributes}, inheritance applied."""
+    classes = {}
+
+    def walk(el, name, inherited):
+        if name in classes:
+            raise r.error(f"<default class={name!r}>", "duplicate default class")
+        cur = {k: dict(v) for k, v in inherited.items()}
+        for c in el:
+            if c.tag != "default":
+                cur.setdefault(c.tag, {}).update(c.attrib)
+        classes[name] = cur
+        for c in el.findall("default"):
+            cn = c.get("class")
+            if not cn:
+                raise r.error(f"<default class={name!r}>", "a nested <default> needs a 'class' attribute")
+            walk(c, cn, cur)
+
+    tops = root.findall("default")
+    if len(tops) > 1:
+        raise r.error("<default>", "more than one top-level <default> element")
+    if tops:
+        walk(tops[0], tops[0].get("class", "main"), {})
+    else:
+        classes["main"] = {}
+    return classes, (tops[0].get("class", "main") if tops else "main")
+
+
+class _Loader:
+    def __init__(self, path):
+        self.path = path
+        self.r = Reader(path)
+
+    # -- poses ----------------------------------------------------------
+    def angle(self, v):
+        return np.deg2rad(v) if self.comp.degree else v
+
+    def rotation(self, el, where):
+        r = self.r
+        given = [k for k in ("quat", "axisangle", "euler", "xyaxes", "zaxis") if el.get(k) is not None]
+        if len(given) > 1:
+            raise r.error(where, f"more than one orientation given ({', '.join(given)})")
+        if not given:
+            return np.eye(3)
+        k = given[0]
+        if k == "quat":
+            q = r.floats(el.get(k), 4, where, k)
+            if np.linalg.norm(q) < 1e-12:
+                raise r.error(where, f"quat={el.get(k)!r} is zero")
+            return quat_to_rot(q / np.linalg.norm(q))
+        if k == "axisangle":
+            v = r.floats(el.get(k), 4, where, k)
+            n = np.linalg.norm(v[:3])
+            if n < 1e-12:
+                raise r.error(where, f"axisangle={el.get(k)!r} has a zero axis")
+            return exp_so3(v[:3] / n * self.angle(v[3]))
+        if k == "euler":
+            v = self.angle(r.floats(el.get(k), 3, where, k))
+            R = np.eye(3)
+            for ch, a in zip(self.comp.eulerseq, v):
+                Rk = exp_so3(np.eye(3)["xyz".index(ch.lower())] * a)
+                R = R @ Rk if ch.islower() else Rk @ R   # intrinsic / extrinsic
+            return R
+        if k == "xyaxes":
+            v = r.floats(el.get(k), 6, where, k)
+            x, y = v[:3], v[3:]
+            nx = np.linalg.norm(x)
+            if nx < 1e-12:
+                raise r.error(where, f"xyaxes={el.get(k)!r} has a zero x axis")
+            x = x / nx
+            y = y - x * (x @ y)
+            ny = np.linalg.norm(y)
+            if ny < 1e-12:
+                raise r.error(where, f"xyaxes={el.get(k)!r}: the axes are parallel")
+            y = y / ny
+            return np.column_stack([x, y, np.cross(x, y)])
+        z = r.floats(el.get(k), 3, where, k)
+        nz = np.linalg.norm(z)
+        if nz < 1e-12:
+            raise r.error(where, f"zaxis={el.get(k)!r} is zero")
+        z = z / nz
+        e3 = np.array([0.0, 0.0, 1.0])
+        c = np.cross(e3, z)
+        s = np.linalg.norm(c)
+        if s < 1e-12:
+            return np.eye(3) if z[2] > 0 else exp_so3([np.pi, 0.0, 0.0])
+        return exp_so3(c / s * np.arctan2(s, z[2]))
+
+    def pose(self, el, where):
+        p = self.r.floats(el.get("pos"), 3, where, "pos", (0.0, 0.0, 0.0))
+        return SE3(self.rotation(el, where), p)
+
+    # -- elements -------------------------------------------------------
+    def inertial(self, body_el, where):
+        r = self.r
+        found = body_el.findall("inertial")
+        if len(found) > 1:
+            raise r.error(where, "more than one <inertial> element")
+        if not found:
+            return None
+        el = found[0]
+        w = where + " <inertial>"
+        pos = r.floats(el.get("pos"), 3, w, "pos")
+        mass = r.float1(el.get("mass"), w, "mass")
+        if mass <= 0.0:
+            raise r.error(w, f"mass must be positive, got {mass}")
+        diag, full = el.get("diaginertia"), el.get("fullinertia")
+        if (diag is None) == (full is None):
+            raise r.error(w, "exactly one of 'diaginertia' and 'fullinertia' is required")
+        if full is not None:
+            if any(el.get(k) is not None for k in ("quat", "axisangle", "euler", "xyaxes", "zaxis")):
+                raise r.error(w, "fullinertia cannot be combined with an orientation")
+            f = r.floats(full, 6, w, "fullinertia")
+            I = np.array([[f[0], f[3], f[4]], [f[3], f[1], f[5]], [f[4], f[5], f[2]]])
+        else:
+            d = r.floats(diag, 3, w, "diaginertia")
+            r.inertia(mass, pos, np.diag(d), where)
+            R = self.rotation(el, w)
+            I = R @ np.diag(d) @ R.T
+        return r.inertia(mass, pos, I, where)
+
+    def mujoco_inertia(self, bid, name, named, where):
+        """Inertia of body ``bid`` as compiled by MuJoCo (None if massless)."""
+        if self._mj is None:
+            mj = _import_mujoco()
+            if mj is None:
+                raise self.r.error(where, "has geoms but no <inertial>; without the optional "
+                                   "'mujoco' package gear cannot derive inertias from geoms: "
+                                   "add an explicit <inertial> (or pip install mujoco)")
+            try:
+                self._mj = (mj, mj.MjModel.from_xml_path(self.path))
+            except Exception as exc:
+                raise self.r.error(where, f"MuJoCo could not compile the file to derive "
+                                   f"inertias from geoms: {exc}") from None
+        mj, m = self._mj
+        if named:
+            k = mj.mj_name2id(m, mj.mjtObj.mjOBJ_BODY, name)
+        elif self.comp.fusestatic:
+            raise self.r.error(where, "unnamed body with fusestatic='true': cannot match "
+                               "MuJoCo's compiled inertia; name the body or add an <inertial>")
+        else:
+            k = bid
+        if k < 0 or k >= m.nbody:  # pragma: no cover - defensive
+            raise self.r.error(where, "body not found in MuJoCo's compiled model")
+        mass = float(m.body_mass[k])
+        if mass <= 0.0:
+            return None
+        R = quat_to_rot(np.asarray(m.body_iquat[k], float))
+        return self.r.inertia(mass, np.asarray(m.body_ipos[k], float),
+                              R @ np.diag(np.asarray(m.body_inertia[k], float)) @ R.T, where)
+
+    def joint(self, el, childclass, body, k):
+        r = self.r
+        if el.tag == "freejoint":
+            name = el.get("name") or f"{body}_free"
+            return name, "free", np.zeros(3), None, None
+        cls = el.get("class") or childclass
+        if cls not in self.classes:
+            jn = el.get("name") or f"{body}_joint{k}"
+            raise r.error(f"joint {jn!r}", f"default class {cls!r} is not defined")
+        attrs = dict(self.classes[cls].get("joint", {}))
+        attrs.update(el.attrib)
+        name = attrs.get("name") or f"{body}_joint{k}"
+        where = f"joint {name!r}"
+        jtype = attrs.get("type", "hinge")
+        if jtype not in _JOINT_TYPES:
+            raise r.error(where, f"unknown joint type {jtype!r} (supported: hinge, slide, ball, free)")
+        if attrs.get("ref") is not None and r.float1(attrs["ref"], where, "ref") != 0.0:
+            raise r.error(where, "a non-zero 'ref' is not supported")
+        pos = r.floats(attrs.get("pos"), 3, where, "pos", (0.0, 0.0, 0.0))
+        axis = r.axis(attrs.get("axis"), where, "axis", (0.0, 0.0, 1.0)) if jtype in ("hinge", "slide") else None
+        limited = attrs.get("limited", "auto")
+        if limited not in ("true", "false", "auto"):
+            raise r.error(where, f"limited={limited!r} must be 'true', 'false' or 'auto'")
+        rng = None
+        if jtype in ("hinge", "slide"):
+            has_range = attrs.get("range") is not None
+            if limited == "true" or (limited == "auto" and self.comp.autolimits and has_range):
+                rng = r.floats(attrs.get("range"), 2, where, "range", (0.0, 0.0))
+                if jtype == "hinge":
+                    rng = self.angle(rng)
+                if not rng[0] < rng[1]:
+                    raise r.error(where, f"range {rng.tolist()} must have lower < upper")
+            elif has_range:  # still validate the numbers
+                r.floats(attrs.get("range"), 2, where, "range")
+        return name, jtype, pos, axis, rng
+
+    # -- the tree -------------------------------------------------------
+    def body(self, el, parent_node, T_pn_pb, T_w_pb, childclass, parent_is_world):
+        r = self.r
+        self.nbody += 1
+        bid = self.nbody
+        named = bool(el.get("name"))
+        name = el.get("name") or f"body{bid}"
+        where = f"body {name!r}"
+        if name == "world":
+            raise r.error(where, "the name 'world' is reserved for the world body")
+        if name in self.bodies or name in self.node_names:
+            raise r.error(where, "duplicate body name")
+        for c in el:
+            if c.tag not in _BODY_CHILDREN:
+                raise r.error(where, f"unknown child element <{c.tag}>")
+        cc = el.get("childclass") or childclass
+        if cc not in self.classes:
+            raise r.error(where, f"childclass {cc!r} is not defined")
+        T_pb_B = self.pose(el, where)
+        T0 = T_pn_pb * T_pb_B
+        T_wB = T_w_pb * T_pb_B
+
+        inertia = None
+        has_geom = el.find("geom") is not None
+        if self.comp.inertiafromgeom == "true" and has_geom:
+            inertia = self.mujoco_inertia(bid, name, named, where)
+        else:
+            inertia = self.inertial(el, where)
+            if inertia is None and has_geom and self.comp.inertiafromgeom == "auto":
+                inertia = self.mujoco_inertia(bid, name, named, where)
+
+        jels = [c for c in el if c.tag in ("joint", "freejoint")]
+        specs = [self.joint(c, cc, name, k) for k, c in enumerate(jels)]
+        for jn, *_ in specs:
+            if jn in self.joint_names:
+                raise r.error(f"joint {jn!r}", "duplicate joint name")
+            self.joint_names.add(jn)
+        nodes = []
+        if not specs:
+            nodes.append(_Node(name, parent_node, J.Fixed(), name, T0, inertia, merge=True, where=where))
+            T_node_B = SE3()
+        elif any(s[1] == "free" for s in specs):
+            jn = next(s[0] for s in specs if s[1] == "free")
+            if len(specs) > 1:
+                raise r.error(f"joint {jn!r}", "a free joint must be the only joint of its body")
+            if not parent_is_world:
+                raise r.error(f"joint {jn!r}", "a free joint is only allowed in a top-level body "
+                              "(a direct child of <worldbody>)")
+            q0 = np.concatenate([T_wB.p, rot_to_quat(T_wB.R)])
+            nodes.append(_Node(name, "world", J.Free(), jn, SE3(), inertia,
+                               where=f"joint {jn!r}", q0=q0))
+            T_node_B = SE3()
+        else:
+            prev = None
+            for k, (jn, jtype, pos, axis, rng) in enumerate(specs):
+                last = k == len(specs) - 1
+                if jtype == "hinge":
+                    joint = J.Revolute(axis)
+                elif jtype == "slide":
+                    joint = J.Prismatic(axis)
+                else:
+                    joint = J.Spherical()
+                if rng is not None:
+                    joint.set_limits(rng[0], rng[1])
+                nname = name if last else f"{name}__{jn}"
+                if nname != name and (nname in self.bodies or nname in self.node_names):
+                    raise r.error(where, f"generated body name {nname!r} is already used")
+                placement = T0 * SE3(p=pos) if prev is None else SE3(p=pos - prev)
+                T_node_B = SE3(p=-pos)
+                nodes.append(_Node(nname, parent_node if prev is None else nodes[-1].name, joint, jn,
+                                   placement, inertia.transform(T_node_B) if (last and inertia is not None) else None,
+                                   where=f"joint {jn!r}",
+                                   frame_offset=T_node_B if (last and np.any(pos != 0)) else None))
+                prev = pos
+        for n in nodes:
+            self.node_names.add(n.name)
+        self.nodes.extend(nodes)
+        self.bodies[name] = T_wB
+        for s in el.findall("site"):
+            sn = s.get("name")
+            if sn:
+                if sn in self.sites:
+                    raise r.error(f"site {sn!r}", "duplicate site name")
+                if s.get("fromto") is not None:
+                    self.sites[sn] = (name, None)
+                else:
+                    self.sites[sn] = (name, self.pose(s, f"site {sn!r}"))
+        for c in el.findall("body"):
+            self.body(c, nodes[-1].name, T_node_B, T_wB, cc, False)
+
+    # -- equality constraints ------------------------------------------
+    def equalities(self, root, model):
+        r = self.r
+        k = 0
+        for eq in root.findall("equality"):
+            for c in eq:
+                k += 1
+                name = c.get("name")
+                where = f"equality <{c.tag}> " + (repr(name) if name else f"#{k}")
+                if c.tag not in ("connect", "weld"):
+                    raise r.error(where, f"equality constraint <{c.tag}> is not supported "
+                                  "(only connect and weld)")
+                if not _bool(r, c.get("active"), where, "active", True):
+                    continue
+                use_sites = c.get("site1") is not None or c.get("site2") is not None
+                if use_sites:
+                    if c.get("body1") is not None or c.get("body2") is not None:
+                        raise r.error(where, "give either body1/body2 or site1/site2, not both")
+                    fr = []
+                    for attr in ("site1", "site2"):
+                        sn = c.get(attr)
+                        if sn is None:
+                            raise r.error(where, f"missing required attribute {attr!r}")
+                        if sn not in self.sites:
+                            raise r.error(where, f"{attr} {sn!r} is not defined")
+                        b, T = self.sites[sn]
+                        if T is None:
+                            raise r.error(f"site {sn!r}", "sites given by 'fromto' are not supported in equality constraints")
+                        fr.append((b, T if c.tag == "weld" else SE3(p=T.p)))
+                    (b1, P1), (b2, P2) = fr
+                else:
+                    b1 = c.get("body1")
+                    if b1 is None:
+                        raise r.error(where, "missing required attribute 'body1'")
+                    b2 = c.get("body2", "world")
+                    for attr, b in (("body1", b1), ("body2", b2)):
+                        if b != "world" and b not in self.bodies:
+                            raise r.error(where, f"{attr} {b!r} is not defined")
+                    T1 = self.bodies.get(b1, SE3())
+                    T2 = self.bodies.get(b2, SE3())
+                    if c.tag == "connect":
+                        anchor = r.floats(c.get("anchor"), 3, where, "anchor")
+                        P1 = SE3(p=anchor)
+                        P2 = T2.inverse() * T1 * P1
+                    else:
+                        anchor = r.floats(c.get("anchor"), 3, where, "anchor", (0.0, 0.0, 0.0))
+                        rel = r.floats(c.get("relpose"), 7, where, "relpose", (0, 1, 0, 0, 0, 0, 0))
+                        P2 = SE3(p=anchor)
+                        if np.linalg.norm(rel[3:]) > 0:
+                            P1 = SE3(quat_to_rot(rel[3:] / np.linalg.norm(rel[3:])), rel[:3])
+                        else:
+                            P1 = T1.inverse() * T2 * P2
+                params = {}
+                if c.tag == "weld" and c.get("torquescale") is not None:
+                    params["torquescale"] = r.float1(c.get("torquescale"), where, "torquescale")
+                ga, Pa = self._to_gear(model, b1, P1)
+                gb, Pb = self._to_gear(model, b2, P2)
+                model.loop_closures.append(LoopClosureSpec(
+                    kind="ball" if c.tag == "connect" else "weld", body_a=ga, placement_a=Pa,
+                    body_b=gb, placement_b=Pb, name=name, params=params))
+
+    @staticmethod
+    def _to_gear(model, body, T):
+        if body == "world":
+            return "world", T
+        idx, Toff = model.frames[body]
+        return ("world" if idx < 0 else model.body_names[idx]), Toff * T
+
+    # -- driver ----------------------------------------------------------
+    def load(self):
+        r = self.r
+        root = parse_xml(self.path)
+        if root.tag != "mujoco":
+            raise r.error("", f"root element is <{root.tag}>, expected <mujoco> (not an MJCF file)")
+        for el in root.iter():
+            if el.tag in _UNSUPPORTED:
+                nm = el.get("name") or el.get("file") or el.get("model") or ""
+                raise r.error(f"element <{el.tag}>" + (f" {nm!r}" if nm else ""),
+                              f"<{el.tag}> is not supported by gear's MJCF reader")
+        for el in root:
+            if el.tag not in _TOP:
+                raise r.error(f"element <{el.tag}>", "unknown top-level MJCF element")
+        self.comp = _read_compiler(r, root)
+        self.classes, main = _read_defaults(r, root)
+        gravity = np.array([0.0, 0.0, -9.81])
+        for opt in root.findall("option"):
+            gravity = r.floats(opt.get("gravity"), 3, "<option>", "gravity", gravity)
+
+        self._mj = None
+        self.nbody = 0
+        self.nodes, self.bodies, self.sites = [], {}, {}
+        self.node_names, self.joint_names = set(), set()
+        for wb in root.findall("worldbody"):
+            for c in wb:
+                if c.tag in ("joint", "freejoint", "inertial"):
+                    raise r.error("<worldbody>", f"the world body cannot have <{c.tag}>")
+                if c.tag not in _BODY_CHILDREN:
+                    raise r.error("<worldbody>", f"unknown child element <{c.tag}>")
+            for c in wb.findall("body"):
+                self.body(c, "world", SE3(), SE3(), main, True)
+
+        model = Model(gravity=gravity)
+        assemble(model, self.nodes, r)
+        q0 = model.neutral()
+        for n in self.nodes:
+            if n.q0 is not None and not n.merge:
+                q0[model.idx_q(n.joint_name)] = n.q0
+        model.qpos0 = q0
+        self.equalities(root, model)
+        return model
+
+
 def load_mjcf(path):
-    raise NotImplementedError
+    """Load a MuJoCo MJCF file into a :class:`gear.Model`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    gear.Model
+        ``model.loop_closures`` lists the ``<equality>`` connect/weld
+        constraints as :class:`~gear.parsers.common.LoopClosureSpec`;
+        ``model.frames[body]`` gives every MJCF body's frame as ``(gear body
+        index, SE3)`` (index ``-1`` for bodies welded to the world);
+        ``model.qpos0`` is MuJoCo's reference configuration.
+
+    Raises
+    ------
+    gear.ModelFileError
+        For a malformed or unsupported file (the message names the file and
+        element).
+    OSError
+        If the file cannot be read.
+    """
+    return _Loader(os.fspath(path)).load()
