@@ -40,6 +40,9 @@ cdef class ModelData:
     cdef readonly object arrays
     cdef double[::1] ws
     cdef readonly int nb, nq, nv, wsize
+    cdef int nquat
+    cdef int[::1] quat_at      # q offset of each quaternion (Spherical, Free)
+    cdef int[::1] quat_joint   # its joint index
 
     def __init__(self, parent, jtype, iq, iv, nvi, jparam, Xtree, inertia, gravity, int nq, int nv):
         cdef int[::1] a_parent = np.ascontiguousarray(parent, dtype=np.int32)
@@ -73,6 +76,15 @@ cdef class ModelData:
         self.c.g[2] = gravity[2]
         self.wsize = WORK_PER_BODY * nb
         self.ws = np.zeros(self.wsize)
+        at = []
+        jt = []
+        for k in range(nb):
+            if a_jtype[k] == 7 or a_jtype[k] == 8:   # J_SPHERICAL, J_FREE: quaternion last
+                at.append(a_iq[k] + (0 if a_jtype[k] == 7 else 3))
+                jt.append(k)
+        self.nquat = len(at)
+        self.quat_at = np.array(at + [0], dtype=np.int32)
+        self.quat_joint = np.array(jt + [0], dtype=np.int32)
 
     def set_gravity(self, g):
         self.c.g[0] = g[0]
@@ -249,3 +261,108 @@ def jcalc_py(int kind, const double[::1] prm, const double[::1] q, const double[
     Sa = np.asarray(S)[:6 * n].reshape(n, 6).T.copy()
     dSa = np.asarray(dS)[:6 * n].reshape(n, 6).T.copy()
     return np.asarray(J), Sa, dSa
+
+
+# ---------------------------------------------------------------------------
+# Single-state fast path.  Each function accepts arbitrary Python objects and
+# returns None unless every argument is already a 1-D C-contiguous float64
+# array of the right length with finite entries and unit quaternions; the
+# caller then falls back to the general path, which converts or raises a
+# clear error.  This keeps a single call from Python within a few hundred
+# nanoseconds of the kernel itself.
+# ---------------------------------------------------------------------------
+cimport numpy as cnp
+from libc.math cimport isfinite, fabs, sqrt
+
+cnp.import_array()
+
+
+cdef inline const double* _vec(object o, Py_ssize_t n):
+    cdef cnp.ndarray a
+    cdef const double* p
+    cdef Py_ssize_t k
+    if not cnp.PyArray_CheckExact(o):
+        return NULL
+    a = <cnp.ndarray> o
+    if (cnp.PyArray_TYPE(a) != cnp.NPY_DOUBLE or cnp.PyArray_NDIM(a) != 1
+            or cnp.PyArray_DIM(a, 0) != n or not cnp.PyArray_IS_C_CONTIGUOUS(a)):
+        return NULL
+    p = <const double*> cnp.PyArray_DATA(a)
+    for k in range(n):
+        if not isfinite(p[k]):
+            return NULL
+    return p
+
+
+cdef inline bint _quats_ok(ModelData md, const double* q):
+    cdef Py_ssize_t k
+    cdef const double* u
+    cdef double n2
+    for k in range(md.nquat):
+        u = q + md.quat_at[k]
+        n2 = u[0] * u[0] + u[1] * u[1] + u[2] * u[2] + u[3] * u[3]
+        if fabs(sqrt(n2) - 1.0) > 1e-6:
+            return False
+    return True
+
+
+cdef inline cnp.ndarray _empty(Py_ssize_t n):
+    cdef cnp.npy_intp dims[1]
+    dims[0] = n
+    return cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
+
+
+def rnea1(ModelData md, q, dq, ddq):
+    """Fast single-state RNEA, or None (see above)."""
+    cdef const double* qp = _vec(q, md.nq)
+    cdef const double* dqp = _vec(dq, md.nv)
+    cdef const double* ddqp = _vec(ddq, md.nv)
+    cdef Work w
+    if qp == NULL or dqp == NULL or ddqp == NULL or not _quats_ok(md, qp):
+        return None
+    out = _empty(md.nv)
+    w = work_from(&md.ws[0], md.nb)
+    _rnea(&md.c, qp, dqp, ddqp, NULL, True, <double*> cnp.PyArray_DATA(out), &w)
+    return out
+
+
+def aba1(ModelData md, q, dq, tau):
+    """Fast single-state ABA, or None; raises nothing (status via None)."""
+    cdef const double* qp = _vec(q, md.nq)
+    cdef const double* dqp = _vec(dq, md.nv)
+    cdef const double* taup = _vec(tau, md.nv)
+    cdef Work w
+    if qp == NULL or dqp == NULL or taup == NULL or not _quats_ok(md, qp):
+        return None
+    out = _empty(md.nv)
+    w = work_from(&md.ws[0], md.nb)
+    if _hybrid(&md.c, qp, dqp, <double*> cnp.PyArray_DATA(out), <double*> taup, NULL, NULL, &w) != 0:
+        return None
+    return out
+
+
+def crba1(ModelData md, q):
+    """Fast single-state mass matrix, or None."""
+    cdef const double* qp = _vec(q, md.nq)
+    cdef Work w
+    cdef cnp.npy_intp dims[2]
+    if qp == NULL or not _quats_ok(md, qp):
+        return None
+    dims[0] = md.nv
+    dims[1] = md.nv
+    out = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+    w = work_from(&md.ws[0], md.nb)
+    _crba(&md.c, qp, <double*> cnp.PyArray_DATA(out), &w)
+    return out
+
+
+def bad_quaternion(ModelData md, const double[:, ::1] q):
+    """(row, joint index) of the first non-unit quaternion in a batch, or None."""
+    cdef Py_ssize_t k, j
+    cdef const double* u
+    for k in range(q.shape[0]):
+        for j in range(md.nquat):
+            u = &q[k, md.quat_at[j]]
+            if fabs(sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2] + u[3] * u[3]) - 1.0) > 1e-6:
+                return (int(k), int(md.quat_joint[j]))
+    return None

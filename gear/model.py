@@ -229,6 +229,11 @@ class Model:
 
     def check_configuration(self, q, name="q"):
         """Raise ``ValueError`` if a quaternion in ``q`` (shape (..., nq)) is not unit."""
+        if q.ndim == 2 and q.dtype == np.float64 and q.flags.c_contiguous:
+            from . import _core
+
+            if self.nbodies == 0 or _core.bad_quaternion(self.data, q) is None:
+                return
         for i, j in enumerate(self.joints):
             if j.kind in (SPHERICAL, FREE):
                 s = self._iq[i] + j.nq

@@ -146,6 +146,10 @@ def inverse_dynamics(model, q, dq, ddq, f_ext=None, *, out=None):
     """
     from .. import _core
 
+    if f_ext is None and out is None:
+        r = _core.rnea1(model.data, q, dq, ddq)
+        if r is not None:
+            return r
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), False),
               ddq=(ddq, (model.nv,), False), f_ext=_fext_spec(model, f_ext))
     res = _out(out, a, (model.nv,))
@@ -199,6 +203,10 @@ def forward_dynamics(model, q, dq, tau, f_ext=None, *, out=None):
     """
     from .. import _core
 
+    if f_ext is None and out is None:
+        r = _core.aba1(model.data, q, dq, tau)
+        if r is not None:
+            return r
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), False),
               tau=(tau, (model.nv,), False), f_ext=_fext_spec(model, f_ext))
     ddq = _out(out, a, (model.nv,))
@@ -277,6 +285,10 @@ def mass_matrix(model, q, *, out=None):
     """
     from .. import _core
 
+    if out is None:
+        r = _core.crba1(model.data, q)
+        if r is not None:
+            return r
     a = _Args(model, q=(q, (model.nq,), False))
     M = _out(out, a, (model.nv, model.nv))
     _core.crba(model.data, a.q, M, get_num_threads())
