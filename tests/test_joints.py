@@ -415,3 +415,21 @@ def test_docs_examples_run():
     path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "joints.md"
     res = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert res.attempted > 0 and res.failed == 0
+
+
+def test_fd_tangent_gives_body_jacobians(tree, rng):
+    """T_i^{-1} dT_i/dq along the tangent basis = hat of the body Jacobian
+    columns Ad_{T_i^{-1} T_j} S_j (the right-perturbation convention)."""
+    q = tree.random_configuration(rng)
+    poses = gear.forward_kinematics(tree, q)
+    dP = gt.fd_tangent(lambda x: gear.forward_kinematics(tree, x), tree, q, eps=1e-6)
+    assert dP.shape == (tree.nbodies, 4, 4, tree.nv)
+    Jb = gt.reference_body_jacobians(tree, q)
+    for i in range(tree.nbodies):
+        Tinv = np.linalg.inv(poses[i])
+        for k in range(tree.nv):
+            np.testing.assert_allclose(gt.se3_vee(Tinv @ dP[i, :, :, k]), Jb[i][:, k], atol=1e-7)
+    # the twists of forward kinematics are J_i dq
+    dq = rng.standard_normal(tree.nv)
+    _, V = gear.forward_kinematics(tree, q, dq)
+    np.testing.assert_allclose(V, Jb @ dq, atol=1e-12)

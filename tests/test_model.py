@@ -386,3 +386,76 @@ def test_bad_out_argument_is_named(state):
             gear.inverse_dynamics(m, q, dq, ddq, out=bad)
     with pytest.raises(ValueError, match=r"^out must be .*\(13, 13\)"):
         gear.mass_matrix(m, q, out=np.empty((m.nv, m.nv + 1)))
+
+
+# ---------------------------------------------------------------------------
+# gear.testing helpers
+# ---------------------------------------------------------------------------
+def test_random_tree_properties():
+    for seed in range(5):
+        m = gt.random_tree(seed, nbodies=12)
+        assert {type(j).__name__.lower() for j in m.joints} == set(gt.ALL_KINDS)
+        assert all(-1 <= p < i for i, p in enumerate(m.parents))
+        assert all(isinstance(I, gear.Inertia) for I in m.inertias)
+        # seeded: the same tree twice
+        m2 = gt.random_tree(seed, nbodies=12)
+        assert m2.parents == m.parents
+        np.testing.assert_array_equal(m2.arrays()["jparam"], m.arrays()["jparam"])
+    small = gt.random_tree(0, nbodies=3, kinds=["revolute", "free"])
+    assert {type(j).__name__.lower() for j in small.joints} <= {"revolute", "free"}
+    fl = gt.random_tree(1, nbodies=6, root_free=True)
+    assert isinstance(fl.joints[0], Free) and fl.parents[0] == -1 and min(fl.parents[1:]) >= 0
+    chain = gt.random_tree(2, nbodies=4, parents=[-1, 0, 1, 2], gravity=(0, 0, 0))
+    assert chain.parents == [-1, 0, 1, 2] and not chain.gravity.any()
+    with pytest.raises(ValueError, match="parents"):
+        gt.random_tree(0, nbodies=2, parents=[-1, 1])
+    with pytest.raises(ValueError, match="nbodies"):
+        gt.random_tree(0, nbodies=0)
+
+
+def test_random_chain_and_state():
+    m = gt.random_chain(5, kind=["spherical", "helical"], rng=3)
+    assert m.parents == [-1, 0, 1, 2, 3]
+    assert [type(j).__name__ for j in m.joints] == ["Spherical", "Helical"] * 2 + ["Spherical"]
+    q, dq, ddq, tau = gt.random_state(m, 0)
+    assert q.shape == (m.nq,) and dq.shape == ddq.shape == tau.shape == (m.nv,)
+    m.check_configuration(q)
+    qb, dqb, ddqb, taub = gt.random_state(m, 0, batch=4)
+    assert qb.shape == (4, m.nq) and taub.shape == (4, m.nv)
+    m.check_configuration(qb)
+
+
+def test_reference_functions_accept_batches(tree, rng):
+    q, dq, ddq, tau = gt.random_state(tree, rng, batch=2)
+    fe = rng.standard_normal((2, tree.nbodies, 6))
+    pres = [True, False] * (tree.nbodies // 2) + [True] * (tree.nbodies % 2)
+    batched = gt.reference_inverse_dynamics(tree, q, dq, ddq, fe)
+    assert batched.shape == (2, tree.nv)
+    np.testing.assert_array_equal(batched[1], gt.reference_inverse_dynamics(tree, q[1], dq[1], ddq[1], fe[1]))
+    tb, ab = gt.reference_hybrid_dynamics(tree, q, dq, ddq, tau, pres)
+    t1, a1 = gt.reference_hybrid_dynamics(tree, q[1], dq[1], ddq[1], tau[1], pres)
+    np.testing.assert_array_equal(tb[1], t1)
+    np.testing.assert_array_equal(ab[1], a1)
+    assert gt.reference_mass_matrix(tree, q).shape == (2, tree.nv, tree.nv)
+    assert gt.reference_kinetic_energy(tree, q, dq).shape == (2,)
+    assert gt.reference_momentum(tree, q, dq).shape == (2, 6)
+
+
+def test_reference_agrees_with_kernels(tree, rng):
+    """Spot check of the dense reference against the O(n) recursions (the
+    full comparison lives in test_dynamics.py)."""
+    q, dq, ddq, tau = gt.random_state(tree, rng)
+    fe = rng.standard_normal((tree.nbodies, 6))
+    M = gt.reference_mass_matrix(tree, q)
+    np.testing.assert_allclose(M, gt.reference_mass_matrix_jacobian(tree, q), atol=1e-12)
+    np.testing.assert_allclose(gear.mass_matrix(tree, q), M, atol=1e-12)
+    np.testing.assert_allclose(gear.inverse_dynamics(tree, q, dq, ddq, fe),
+                               gt.reference_inverse_dynamics(tree, q, dq, ddq, fe), rtol=1e-12, atol=1e-11)
+    np.testing.assert_allclose(gear.forward_dynamics(tree, q, dq, tau, fe),
+                               gt.reference_forward_dynamics(tree, q, dq, tau, fe), rtol=1e-9, atol=1e-9)
+    pres = rng.random(tree.nbodies) < 0.5
+    for a, b in zip(gear.hybrid_dynamics(tree, q, dq, ddq, tau, pres, fe),
+                    gt.reference_hybrid_dynamics(tree, q, dq, ddq, tau, pres, fe)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
+    assert np.isclose(gt.reference_kinetic_energy(tree, q, dq), 0.5 * dq @ M @ dq, rtol=1e-12)
+    np.testing.assert_allclose(gear.momentum(tree, q, dq), gt.reference_momentum(tree, q, dq), atol=1e-11)
