@@ -293,26 +293,39 @@ def _split(model, x, i, which):
     return x[s]
 
 
+# Number of axes of one state's value of each per-state argument.
+_INNER_NDIM = {"q": 1, "dq": 1, "ddq": 1, "tau": 1, "f_ext": 2}
+
+
 def _batched(fun):
-    """Loop ``fun(model, q, *args)`` over a leading batch axis of ``q``."""
+    """Loop ``fun(model, q, ...)`` over a leading batch axis of ``q``.
+
+    An argument named in ``_INNER_NDIM`` is split along the batch when it
+    has one axis more than a single state's value; anything else (a single
+    state's value, ``prescribed``) is passed unchanged to every call.
+    """
     import functools
+    import inspect
+
+    names = list(inspect.signature(fun).parameters)[1:]
 
     @functools.wraps(fun)
-    def wrapper(model, q, *args, **kwargs):
-        q = np.asarray(q, dtype=float)
+    def wrapper(model, *args, **kwargs):
+        bound = dict(zip(names, args))
+        bound.update(kwargs)
+        q = np.asarray(bound["q"], dtype=float)
         if q.ndim == 1:
-            return fun(model, q, *args, **kwargs)
+            return fun(model, **bound)
         N = q.shape[0]
-
-        def pick(a, k):
-            if isinstance(a, np.ndarray) and a.ndim >= 1 and a.shape[0] == N and a.dtype != bool:
-                return a[k]
-            return a
-
-        args = [np.asarray(a, dtype=float) if isinstance(a, (list, tuple)) and a
-                and not isinstance(a[0], (str, bool, np.bool_)) else a for a in args]
-        outs = [fun(model, q[k], *[pick(a, k) for a in args],
-                    **{n: pick(v, k) for n, v in kwargs.items()}) for k in range(N)]
+        split = {}
+        for name, value in bound.items():
+            if name in _INNER_NDIM and value is not None:
+                arr = np.asarray(value, dtype=float)
+                if arr.ndim == _INNER_NDIM[name] + 1:
+                    if arr.shape[0] != N:
+                        raise ValueError(f"{name} has batch size {arr.shape[0]}, q has {N}")
+                    split[name] = arr
+        outs = [fun(model, **{**bound, **{n: a[k] for n, a in split.items()}}) for k in range(N)]
         if isinstance(outs[0], tuple):
             return tuple(np.stack(o) for o in zip(*outs))
         return np.stack(outs)

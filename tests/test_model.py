@@ -459,3 +459,15 @@ def test_reference_agrees_with_kernels(tree, rng):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
     assert np.isclose(gt.reference_kinetic_energy(tree, q, dq), 0.5 * dq @ M @ dq, rtol=1e-12)
     np.testing.assert_allclose(gear.momentum(tree, q, dq), gt.reference_momentum(tree, q, dq), atol=1e-11)
+
+
+def test_reference_batch_with_single_f_ext_and_int_prescribed():
+    # a batch of N = nbodies states with one shared f_ext must not be split
+    m = gt.random_tree(0, nbodies=3, kinds=["revolute", "spherical"])
+    q, dq, ddq, tau = gt.random_state(m, 0, batch=3)
+    fe = np.random.default_rng(1).standard_normal((3, 6))
+    np.testing.assert_allclose(gt.reference_inverse_dynamics(m, q, dq, ddq, fe),
+                               gear.inverse_dynamics(m, q, dq, ddq, fe), atol=1e-12)
+    for a, b in zip(gt.reference_hybrid_dynamics(m, q, dq, ddq, tau, [1, 0, 1], f_ext=fe),
+                    gear.hybrid_dynamics(m, q, dq, ddq, tau, [True, False, True], fe)):
+        np.testing.assert_allclose(a, b, atol=1e-10)
