@@ -56,7 +56,14 @@ cdef class ModelData:
         cdef int nb = a_parent.shape[0]
         if nb < 1:
             raise ValueError("the model has no bodies; add one with Model.add_body")
-        self.arrays = (a_parent, a_jtype, a_iq, a_iv, a_nvi, a_jparam, a_X, a_I)
+        desc_np = np.zeros((nb, nb), dtype=np.uint8)
+        for i in range(nb):
+            j = i
+            while j >= 0:
+                desc_np[j, i] = 1
+                j = a_parent[j]
+        cdef unsigned char[:, ::1] a_desc = desc_np
+        self.arrays = (a_parent, a_jtype, a_iq, a_iv, a_nvi, a_jparam, a_X, a_I, a_desc)
         self.nb = nb
         self.nq = nq
         self.nv = nv
@@ -71,6 +78,7 @@ cdef class ModelData:
         self.c.jparam = &a_jparam[0, 0]
         self.c.Xtree = &a_X[0, 0]
         self.c.inertia = &a_I[0, 0]
+        self.c.desc = &a_desc[0, 0]
         self.c.g[0] = gravity[0]
         self.c.g[1] = gravity[1]
         self.c.g[2] = gravity[2]
@@ -366,3 +374,102 @@ def bad_quaternion(ModelData md, const double[:, ::1] q):
             if fabs(sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2] + u[3] * u[3]) - 1.0) > 1e-6:
                 return (int(k), int(md.quat_joint[j]))
     return None
+
+
+# ---------------------------------------------------------------------------
+# Derivatives (Kim Sec. 4)
+# ---------------------------------------------------------------------------
+from gear.algorithms._derivatives cimport rnea_derivatives as _rnea_d, aba_derivatives as _aba_d, rnea_tangent as _rnea_t
+
+
+def rnea_derivatives(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
+                     const double[:, ::1] ddq, const double[:, :, ::1] fext,
+                     double[:, :, ::1] dtau_dq, double[:, :, ::1] dtau_ddq, int nthreads):
+    """Table 5 Jacobians for each row."""
+    cdef Py_ssize_t N = q.shape[0], k
+    cdef const ModelC* mc = &md.c
+    cdef Work w
+    cdef double* buf
+    cdef int nb = md.nb, wsize = md.wsize, nq = md.nq, nv = md.nv
+    cdef const double* qp = &q[0, 0]
+    cdef const double* dqp = &dq[0, 0]
+    cdef const double* ddqp = &ddq[0, 0]
+    cdef const double* fp = _base3(fext)
+    cdef double* op1 = &dtau_dq[0, 0, 0]
+    cdef double* op2 = &dtau_ddq[0, 0, 0]
+    if N == 1 or nthreads <= 1:
+        w = work_from(&md.ws[0], nb)
+        for k in range(N):
+            _rnea_d(mc, qp + k * nq, dqp + k * nv, ddqp + k * nv, _row(fp, k, 6 * nb),
+                    op1 + k * nv * nv, op2 + k * nv * nv, &w)
+        return
+    with nogil, parallel(num_threads=nthreads):
+        buf = <double*> malloc(wsize * sizeof(double))
+        w = work_from(buf, nb)
+        for k in prange(N, schedule='static'):
+            _rnea_d(mc, qp + k * nq, dqp + k * nv, ddqp + k * nv, _row(fp, k, 6 * nb),
+                    op1 + k * nv * nv, op2 + k * nv * nv, &w)
+        free(buf)
+
+
+def aba_derivatives(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
+                    const double[:, ::1] tau, const double[:, :, ::1] fext,
+                    double[:, ::1] ddq, double[:, :, ::1] d_dq, double[:, :, ::1] d_ddq,
+                    double[:, :, ::1] Minv, int[::1] status, int nthreads):
+    """Forward-dynamics derivatives for each row (status as in hybrid; -1 if
+    M is not positive definite)."""
+    cdef Py_ssize_t N = q.shape[0], k
+    cdef const ModelC* mc = &md.c
+    cdef Work w
+    cdef double* buf
+    cdef int nb = md.nb, wsize = md.wsize, nq = md.nq, nv = md.nv
+    cdef const double* qp = &q[0, 0]
+    cdef const double* dqp = &dq[0, 0]
+    cdef const double* tp = &tau[0, 0]
+    cdef const double* fp = _base3(fext)
+    cdef double* ap = &ddq[0, 0]
+    cdef double* o1 = &d_dq[0, 0, 0]
+    cdef double* o2 = &d_ddq[0, 0, 0]
+    cdef double* o3 = &Minv[0, 0, 0]
+    cdef int* st = &status[0]
+    cdef double[::1] Mbuf
+    if N == 1 or nthreads <= 1:
+        Mbuf = np.empty(nv * nv)
+        w = work_from(&md.ws[0], nb)
+        for k in range(N):
+            st[k] = _aba_d(mc, qp + k * nq, dqp + k * nv, tp + k * nv, _row(fp, k, 6 * nb),
+                           ap + k * nv, o1 + k * nv * nv, o2 + k * nv * nv, o3 + k * nv * nv,
+                           &Mbuf[0], &w)
+        return
+    with nogil, parallel(num_threads=nthreads):
+        buf = <double*> malloc((wsize + nv * nv) * sizeof(double))
+        w = work_from(buf, nb)
+        for k in prange(N, schedule='static'):
+            st[k] = _aba_d(mc, qp + k * nq, dqp + k * nv, tp + k * nv, _row(fp, k, 6 * nb),
+                           ap + k * nv, o1 + k * nv * nv, o2 + k * nv * nv, o3 + k * nv * nv,
+                           buf + wsize, &w)
+        free(buf)
+
+
+def rnea_tangent(ModelData md, const double[::1] q, const double[::1] dq, const double[::1] ddq,
+                 const double[:, ::1] fext, const double[:, ::1] q_p, const double[:, ::1] dq_p,
+                 const double[:, ::1] ddq_p, const double[:, :, ::1] dI, const double[:, :, ::1] dX,
+                 const double[:, ::1] dg, const double[:, :, ::1] dfext, double[:, ::1] out):
+    """Table 5 along P general directions at one state (row p of each seed
+    array is direction p; None = zero).  Writes out (P, nv)."""
+    cdef Py_ssize_t P = out.shape[0], k
+    cdef int nb = md.nb, nv = md.nv
+    cdef Work w = work_from(&md.ws[0], nb)
+    cdef const double* fp = _base2(fext)
+    cdef const double* a1 = _base2(q_p)
+    cdef const double* a2 = _base2(dq_p)
+    cdef const double* a3 = _base2(ddq_p)
+    cdef const double* a4 = _base3(dI)
+    cdef const double* a5 = _base3(dX)
+    cdef const double* a6 = _base2(dg)
+    cdef const double* a7 = _base3(dfext)
+    with nogil:
+        for k in range(P):
+            _rnea_t(&md.c, &q[0], &dq[0], &ddq[0], fp,
+                    _row(a1, k, nv), _row(a2, k, nv), _row(a3, k, nv), _row(a4, k, 10 * nb),
+                    _row(a5, k, 6 * nb), _row(a6, k, 3), _row(a7, k, 6 * nb), &out[k, 0], &w, k == 0)

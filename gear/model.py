@@ -280,5 +280,17 @@ class Model:
             out[:, sv] = j.difference(a[:, sq], b[:, sq])
         return out if batch else out[0]
 
+    def __getstate__(self):
+        # the frozen native arrays are rebuilt on demand (pickle, copy.deepcopy)
+        state = self.__dict__.copy()
+        state["_data"] = None
+        return state
+
+    def copy(self):
+        """A deep copy (bodies, joints, inertias, frames, loop closures)."""
+        import copy
+
+        return copy.deepcopy(self)
+
     def __repr__(self):
         return f"Model(nbodies={self.nbodies}, nq={self.nq}, nv={self.nv})"

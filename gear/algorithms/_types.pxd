@@ -14,6 +14,7 @@ cdef struct ModelC:
     const double* Xtree   # (nb, 12) placements, SE(3) layout of _spatial.pxd
     const double* inertia # (nb, 10) body inertias (m, h, Ibar), _spatial.pxd
     double g[3]           # gravity in the world frame
+    const unsigned char* desc  # (nb, nb): desc[j * nb + i] = 1 if body i is in the subtree of j
 
 
 cdef struct Work:
@@ -28,10 +29,12 @@ cdef struct Work:
     double* U      # (nb, 36) U_i = Ihat_i S_i (6 x nv_i, column-major)
     double* Dinv   # (nb, 36) Psi_i = (S_i^T Ihat_i S_i)^{-1}
     double* u      # (nb, 6) u_i = tau_i - S_i^T (Ihat_i eta_i + Bhat_i)
+    double* A      # (nb, 6) Ad_{T^{-1}_{lambda(i),i}} dV_{lambda(i)}  (derivatives)
+    double* D      # (nb, 36) per-direction tangents dV, ddV, dF (derivatives)
 
 
 cdef enum:
-    WORK_PER_BODY = 12 + 36 + 6 + 6 + 6 + 6 + 36 + 6 + 36 + 36 + 6
+    WORK_PER_BODY = 12 + 36 + 6 + 6 + 6 + 6 + 36 + 6 + 36 + 36 + 6 + 6 + 36
 
 
 cdef inline Work work_from(double* base, int nb) noexcept nogil:
@@ -47,4 +50,6 @@ cdef inline Work work_from(double* base, int nb) noexcept nogil:
     w.U = w.Bh + 6 * nb
     w.Dinv = w.U + 36 * nb
     w.u = w.Dinv + 36 * nb
+    w.A = w.u + 6 * nb
+    w.D = w.A + 6 * nb
     return w

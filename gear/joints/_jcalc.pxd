@@ -158,3 +158,43 @@ cdef inline int jcalc_nv(int kind) noexcept nogil:
 
 cdef inline bint jcalc_has_dS(int kind) noexcept nogil:
     return kind == J_UNIVERSAL or kind == J_PLANAR
+
+
+cdef inline void jcalc_dSdq(int kind, const double* prm, const double* S, int c,
+                            double* out) noexcept nogil:
+    """dS/dq_c (6 x nv, column-major) in the joint's tangent coordinates.
+
+    Zero except for the universal and planar joints; there S depends on q and
+    dS(q, dq) = sum_c dS/dq_c dq_c (so this is jcalc_dS with dq = e_c)."""
+    cdef double e[6]
+    cdef int k
+    for k in range(6):
+        e[k] = 0.0
+    e[c] = 1.0
+    jcalc_dS(kind, prm, NULL, e, S, out)
+
+
+cdef inline void jcalc_ddSdq(int kind, const double* prm, const double* S, int c,
+                             const double* dq, double* out) noexcept nogil:
+    """d(dS(q, dq))/dq_c (6 x nv, column-major): second derivatives of S.
+
+    universal: dS col0 = (R2^T a1) x a2 dq1  ->  d/dq1 = ((R2^T a1) x a2) x a2 dq1
+    planar:    dS col0,1 = (R^T e) x n dq2   ->  d/dq2 = ((R^T e) x n) x n dq2
+    """
+    cdef int n = jcalc_nv(kind)
+    cdef double t[3]
+    cdef int k
+    _zero(out, 6 * n)
+    if kind == J_UNIVERSAL and c == 1:
+        cross3(S, prm + 3, t)
+        cross3(t, prm + 3, out)
+        for k in range(3):
+            out[k] *= dq[1]
+    elif kind == J_PLANAR and c == 2:
+        cross3(S + 3, prm + 6, t)
+        cross3(t, prm + 6, out + 3)
+        cross3(S + 9, prm + 6, t)
+        cross3(t, prm + 6, out + 9)
+        for k in range(3):
+            out[3 + k] *= dq[2]
+            out[9 + k] *= dq[2]

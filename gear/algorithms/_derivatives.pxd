@@ -1,0 +1,375 @@
+# cython: language_level=3
+"""Analytic derivatives of inverse dynamics, Kim Sec. 4 (Lemma 3, Corollaries
+1-2, eqs. 81-91, Table 5).
+
+For a scalar p (Table 5), with dh_i = T^{-1}_{lambda(i),i} dT_{lambda(i),i}/dp (eq. 89):
+
+  forward:  dV_i  = Ad_{T^{-1}} dV_{lambda(i)} - ad_{dh_i} Ad_{T^{-1}} V_{lambda(i)}
+                    + dS_i dq_i + S_i d(dq_i)
+            ddV_i = Ad_{T^{-1}} ddV_{lambda(i)} - ad_{dh_i} Ad_{T^{-1}} dV_{lambda(i)}
+                    + dS_i ddq_i + S_i d(ddq_i) + ad_{dV_i} S_i dq_i
+                    + ad_{V_i} (dS_i dq_i + S_i d(dq_i)) + d(Sdot_i) dq_i + Sdot_i d(dq_i)
+  backward: dF_i  = dI_i dV_i + I_i ddV_i - ad*_{dV_i} I_i V_i - ad*_{V_i} (dI_i V_i + I_i dV_i)
+                    - dF_i^ext + sum_k Ad*_{T^{-1}_{i,k}} (dF_k - ad*_{dh_k} F_k)
+            dtau_i = dS_i^T F_i + S_i^T dF_i
+
+(``dV`` denotes the derivative of V and ``ddV`` that of the acceleration
+dV; derivatives with respect to q are taken along the right perturbation
+``T exp(eps S e_k)``, for which dh_i = S_i e_k by Corollary 2, eq. 90.)
+
+``rnea_derivatives`` evaluates the columns p = q_k and p = dq_k for every k:
+a column of joint j only changes bodies in j's subtree (eq. 91) and, in the
+backward pass, a single wrench carried up j's ancestors, so a column costs
+O(size of the subtree + depth) and the full Jacobians O(n * nv).
+``rnea_tangent`` evaluates one general direction (any mix of q, dq, ddq,
+inertia, placement, gravity and external-force perturbations).
+"""
+from gear.algorithms._types cimport ModelC, Work
+from gear.algorithms._common cimport S_mul, S_mul_add, St_mul, base_acceleration
+from gear.algorithms._rnea cimport rnea
+from gear.spatial._spatial cimport Ad_inv, dAd_inv, ad, dad, inertia_mul, se3_inv, se3_mul
+from gear.joints._jcalc cimport (jcalc, jcalc_dS, jcalc_has_dS, jcalc_dSdq, jcalc_ddSdq)
+
+
+cdef inline void _body_force_tangent(const double* I, const double* dI, const double* V,
+                                     const double* dVel, const double* dAcc, const double* Acc,
+                                     double* dF) noexcept nogil:
+    # dF = dI Acc + I dAcc - ad*_{dVel} I V - ad*_V (dI V + I dVel)
+    cdef double IV[6]
+    cdef double t[6]
+    cdef double u[6]
+    cdef int r
+    inertia_mul(I, dAcc, dF)
+    inertia_mul(I, V, IV)
+    dad(dVel, IV, t)
+    inertia_mul(I, dVel, u)
+    if dI != NULL:
+        inertia_mul(dI, Acc, IV)
+        for r in range(6):
+            dF[r] += IV[r]
+        inertia_mul(dI, V, IV)
+        for r in range(6):
+            u[r] += IV[r]
+    for r in range(6):
+        dF[r] -= t[r]
+    dad(V, u, t)
+    for r in range(6):
+        dF[r] -= t[r]
+
+
+cdef inline int rnea_derivatives(const ModelC* m, const double* q, const double* dq,
+                                 const double* ddq, const double* fext,
+                                 double* dtau_dq, double* dtau_ddq, Work* w) noexcept nogil:
+    """Full Jacobians dtau/dq and dtau/d(dq) (nv x nv, row-major)."""
+    cdef int nb = m.nb, nv = m.nv
+    cdef int i, j, c, k, r, p, a, child, n, nj
+    cdef double dV0[6]
+    cdef double Sdq[6]
+    cdef double xV[6]
+    cdef double t[6]
+    cdef double t2[6]
+    cdef double dSc[36]
+    cdef double ddSc[36]
+    cdef double Sdot[36]
+    cdef double dScdq[6]
+    cdef double carry_q[6]
+    cdef double carry_v[6]
+    cdef double* Dq
+    cdef double* Dv
+    cdef double* Sc
+    cdef bint hs
+    # Kim Table 2 first: T, S, V, dV, eta and the joint wrenches F (w.u is scratch for tau)
+    rnea(m, q, dq, ddq, fext, True, w.u, w)
+    base_acceleration(m, True, dV0)
+    for i in range(nb):
+        p = m.parent[i]
+        Ad_inv(w.T + 12 * i, w.dV + 6 * p if p >= 0 else dV0, w.A + 6 * i)
+    for k in range(nv * nv):
+        dtau_dq[k] = 0.0
+        dtau_ddq[k] = 0.0
+    for j in range(nb):
+        nj = m.nvi[j]
+        hs = jcalc_has_dS(m.jtype[j])
+        if hs:
+            jcalc_dS(m.jtype[j], m.jparam + 10 * j, NULL, dq + m.iv[j], w.S + 36 * j, Sdot)
+        for c in range(nj):
+            k = m.iv[j] + c
+            Sc = w.S + 36 * j + 6 * c
+            if hs:
+                jcalc_dSdq(m.jtype[j], m.jparam + 10 * j, w.S + 36 * j, c, dSc)
+                jcalc_ddSdq(m.jtype[j], m.jparam + 10 * j, w.S + 36 * j, c, dq + m.iv[j], ddSc)
+                S_mul(dSc, nj, dq + m.iv[j], dScdq)
+            # forward over the subtree of j: D = [dVq, ddVq, dFq, dVv, ddVv, dFv]
+            for i in range(j, nb):
+                if not m.desc[j * nb + i]:
+                    continue
+                n = m.nvi[i]
+                Dq = w.D + 36 * i
+                Dv = Dq + 18
+                S_mul(w.S + 36 * i, n, dq + m.iv[i], Sdq)
+                if i == j:
+                    for r in range(6):
+                        xV[r] = w.V[6 * i + r] - Sdq[r]
+                    # q direction (dh_j = S_c, eq. 90)
+                    ad(Sc, xV, Dq)
+                    ad(Sc, w.A + 6 * i, Dq + 6)
+                    for r in range(6):
+                        Dq[r] = -Dq[r]
+                        Dq[6 + r] = -Dq[6 + r]
+                    if hs:
+                        for r in range(6):
+                            Dq[r] += dScdq[r]
+                        S_mul_add(dSc, nj, ddq + m.iv[j], Dq + 6)
+                        ad(w.V + 6 * i, dScdq, t)
+                        for r in range(6):
+                            Dq[6 + r] += t[r]
+                        S_mul_add(ddSc, nj, dq + m.iv[j], Dq + 6)
+                    ad(Dq, Sdq, t)
+                    for r in range(6):
+                        Dq[6 + r] += t[r]
+                    # dq direction
+                    for r in range(6):
+                        Dv[r] = Sc[r]
+                    ad(Sc, Sdq, Dv + 6)
+                    ad(w.V + 6 * i, Sc, t)
+                    for r in range(6):
+                        Dv[6 + r] += t[r]
+                    if hs:
+                        for r in range(6):
+                            Dv[6 + r] += dScdq[r] + Sdot[6 * c + r]
+                else:
+                    p = m.parent[i]
+                    Ad_inv(w.T + 12 * i, w.D + 36 * p, Dq)
+                    Ad_inv(w.T + 12 * i, w.D + 36 * p + 6, Dq + 6)
+                    ad(Dq, Sdq, t)
+                    for r in range(6):
+                        Dq[6 + r] += t[r]
+                    Ad_inv(w.T + 12 * i, w.D + 36 * p + 18, Dv)
+                    Ad_inv(w.T + 12 * i, w.D + 36 * p + 24, Dv + 6)
+                    ad(Dv, Sdq, t)
+                    for r in range(6):
+                        Dv[6 + r] += t[r]
+                _body_force_tangent(m.inertia + 10 * i, NULL, w.V + 6 * i, Dq, Dq + 6,
+                                    w.dV + 6 * i, Dq + 12)
+                _body_force_tangent(m.inertia + 10 * i, NULL, w.V + 6 * i, Dv, Dv + 6,
+                                    w.dV + 6 * i, Dv + 12)
+            # backward over the subtree
+            for i in range(nb - 1, j - 1, -1):
+                if not m.desc[j * nb + i]:
+                    continue
+                n = m.nvi[i]
+                Dq = w.D + 36 * i
+                Dv = Dq + 18
+                St_mul(w.S + 36 * i, n, Dq + 12, t)
+                St_mul(w.S + 36 * i, n, Dv + 12, t2)
+                for r in range(n):
+                    dtau_dq[(m.iv[i] + r) * nv + k] = t[r]
+                    dtau_ddq[(m.iv[i] + r) * nv + k] = t2[r]
+                if i != j:
+                    p = m.parent[i]
+                    dAd_inv(w.T + 12 * i, Dq + 12, t)
+                    dAd_inv(w.T + 12 * i, Dv + 12, t2)
+                    for r in range(6):
+                        w.D[36 * p + 12 + r] += t[r]
+                        w.D[36 * p + 30 + r] += t2[r]
+            # joint j itself: dS^T F and the -ad*_{S_c} F_j term of eq. (88)
+            Dq = w.D + 36 * j
+            if hs:
+                St_mul(dSc, nj, w.F + 6 * j, t)
+                for r in range(nj):
+                    dtau_dq[(m.iv[j] + r) * nv + k] += t[r]
+            dad(Sc, w.F + 6 * j, t)
+            for r in range(6):
+                carry_q[r] = Dq[12 + r] - t[r]
+                carry_v[r] = Dq[30 + r]
+            # carry the wrench up j's ancestors
+            child = j
+            a = m.parent[j]
+            while a >= 0:
+                dAd_inv(w.T + 12 * child, carry_q, t)
+                dAd_inv(w.T + 12 * child, carry_v, t2)
+                for r in range(6):
+                    carry_q[r] = t[r]
+                    carry_v[r] = t2[r]
+                n = m.nvi[a]
+                St_mul(w.S + 36 * a, n, carry_q, t)
+                St_mul(w.S + 36 * a, n, carry_v, t2)
+                for r in range(n):
+                    dtau_dq[(m.iv[a] + r) * nv + k] = t[r]
+                    dtau_ddq[(m.iv[a] + r) * nv + k] = t2[r]
+                child = a
+                a = m.parent[a]
+    return 0
+
+
+cdef inline int rnea_tangent(const ModelC* m, const double* q, const double* dq,
+                             const double* ddq, const double* fext,
+                             const double* q_p, const double* dq_p, const double* ddq_p,
+                             const double* dI, const double* dX, const double* dg,
+                             const double* dfext, double* dtau, Work* w, bint fresh) noexcept nogil:
+    """One general direction of Table 5.
+
+    q_p (nv): tangent perturbation of q; dq_p, ddq_p (nv); dI (nb, 10): inertia
+    parameters (m, h, Ibar) of _spatial.pxd; dX (nb, 6): twist xi of a right
+    perturbation placement_i exp(eps xi); dg (3): gravity; dfext (nb, 6).
+    Any of them may be NULL (zero).  Writes dtau (nv).  With ``fresh`` False
+    the RNEA pass of a previous call at the same state is reused."""
+    cdef int nb = m.nb
+    cdef int i, p, n, r, c
+    cdef double ddV0[6]
+    cdef double dV0[6]
+    cdef double J[12]
+    cdef double Jinv[12]
+    cdef double Sj[36]
+    cdef double dh[6]
+    cdef double dS[36]
+    cdef double ddS[36]
+    cdef double tmp36[36]
+    cdef double Sdq[6]
+    cdef double xV[6]
+    cdef double t[6]
+    cdef double u[6]
+    cdef double* D
+    cdef bint hs
+    cdef double* Dh = w.Dinv    # (nb, 6) dh_i, reused scratch
+    cdef double* DS = w.U       # (nb, 36) dS_i
+    if fresh:
+        rnea(m, q, dq, ddq, fext, True, w.u, w)
+    base_acceleration(m, True, dV0)
+    for r in range(6):
+        ddV0[r] = 0.0
+    if dg != NULL:
+        ddV0[3] = -dg[0]
+        ddV0[4] = -dg[1]
+        ddV0[5] = -dg[2]
+    for i in range(nb):
+        p = m.parent[i]
+        n = m.nvi[i]
+        D = w.D + 36 * i
+        hs = jcalc_has_dS(m.jtype[i])
+        Ad_inv(w.T + 12 * i, w.dV + 6 * p if p >= 0 else dV0, w.A + 6 * i)
+        S_mul(w.S + 36 * i, n, dq + m.iv[i], Sdq)
+        for r in range(6):
+            xV[r] = w.V[6 * i + r] - Sdq[r]
+        # dh_i = S_i q_p,i + Ad_{J^{-1}} xi_i   (eqs. 89-91)
+        for r in range(6):
+            dh[r] = 0.0
+        if q_p != NULL:
+            S_mul(w.S + 36 * i, n, q_p + m.iv[i], dh)
+        if dX != NULL:
+            jcalc(m.jtype[i], m.jparam + 10 * i, q + m.iq[i], J, Sj)
+            se3_inv(J, Jinv)
+            # Ad_{J^{-1}} xi = Ad_inv(J, xi)
+            Ad_inv(J, dX + 6 * i, t)
+            for r in range(6):
+                dh[r] += t[r]
+        for r in range(6):
+            Dh[6 * i + r] = dh[r]
+        # dS_i = sum_c dS/dq_c q_p,c ; d(Sdot_i) dq_i
+        for r in range(6 * n):
+            dS[r] = 0.0
+            ddS[r] = 0.0
+        if hs and q_p != NULL:
+            jcalc_dS(m.jtype[i], m.jparam + 10 * i, NULL, q_p + m.iv[i], w.S + 36 * i, dS)
+            for c in range(n):
+                if q_p[m.iv[i] + c] != 0.0:
+                    jcalc_ddSdq(m.jtype[i], m.jparam + 10 * i, w.S + 36 * i, c, dq + m.iv[i], tmp36)
+                    for r in range(6 * n):
+                        ddS[r] += q_p[m.iv[i] + c] * tmp36[r]
+        if hs and dq_p != NULL:
+            jcalc_dS(m.jtype[i], m.jparam + 10 * i, NULL, dq_p + m.iv[i], w.S + 36 * i, tmp36)
+            for r in range(6 * n):
+                ddS[r] += tmp36[r]
+        for r in range(6 * n):
+            DS[36 * i + r] = dS[r]
+        # dV_i
+        if p >= 0:
+            Ad_inv(w.T + 12 * i, w.D + 36 * p, D)
+        else:
+            for r in range(6):
+                D[r] = 0.0
+        ad(dh, xV, t)
+        for r in range(6):
+            D[r] -= t[r]
+        S_mul(dS, n, dq + m.iv[i], u)          # u = dS_i dq_i (+ S_i d(dq_i))
+        if dq_p != NULL:
+            S_mul_add(w.S + 36 * i, n, dq_p + m.iv[i], u)
+        for r in range(6):
+            D[r] += u[r]
+        # ddV_i
+        if p >= 0:
+            Ad_inv(w.T + 12 * i, w.D + 36 * p + 6, D + 6)
+        else:
+            Ad_inv(w.T + 12 * i, ddV0, D + 6)
+        ad(dh, w.A + 6 * i, t)
+        for r in range(6):
+            D[6 + r] -= t[r]
+        S_mul_add(dS, n, ddq + m.iv[i], D + 6)
+        if ddq_p != NULL:
+            S_mul_add(w.S + 36 * i, n, ddq_p + m.iv[i], D + 6)
+        ad(D, Sdq, t)
+        for r in range(6):
+            D[6 + r] += t[r]
+        ad(w.V + 6 * i, u, t)
+        for r in range(6):
+            D[6 + r] += t[r]
+        S_mul_add(ddS, n, dq + m.iv[i], D + 6)
+        if hs and dq_p != NULL:
+            jcalc_dS(m.jtype[i], m.jparam + 10 * i, NULL, dq + m.iv[i], w.S + 36 * i, tmp36)
+            S_mul_add(tmp36, n, dq_p + m.iv[i], D + 6)
+        # dF_i (local part)
+        _body_force_tangent(m.inertia + 10 * i, dI + 10 * i if dI != NULL else NULL,
+                            w.V + 6 * i, D, D + 6, w.dV + 6 * i, D + 12)
+        if dfext != NULL:
+            for r in range(6):
+                D[12 + r] -= dfext[6 * i + r]
+    for i in range(nb - 1, -1, -1):
+        p = m.parent[i]
+        n = m.nvi[i]
+        D = w.D + 36 * i
+        St_mul(w.S + 36 * i, n, D + 12, dtau + m.iv[i])
+        St_mul(DS + 36 * i, n, w.F + 6 * i, t)
+        for r in range(n):
+            dtau[m.iv[i] + r] += t[r]
+        if p >= 0:
+            dad(Dh + 6 * i, w.F + 6 * i, t)
+            for r in range(6):
+                u[r] = D[12 + r] - t[r]
+            dAd_inv(w.T + 12 * i, u, t)
+            for r in range(6):
+                w.D[36 * p + 12 + r] += t[r]
+    return 0
+
+
+from gear.algorithms._aba cimport hybrid
+from gear.algorithms._crba cimport crba
+from gear.algorithms._dense cimport chol_factor, chol_solve
+
+
+cdef inline int aba_derivatives(const ModelC* m, const double* q, const double* dq,
+                                const double* tau, const double* fext, double* ddq,
+                                double* dddq_dq, double* dddq_ddq, double* Minv,
+                                double* M, Work* w) noexcept nogil:
+    """Forward-dynamics derivatives from Table 5 by the implicit-function
+    identity at ddq = ABA(tau):  dddq/dq = -M^{-1} dtau/dq,
+    dddq/d(dq) = -M^{-1} dtau/d(dq),  dddq/dtau = M^{-1}.
+    Returns 0, 1 + body for a singular articulated inertia, or -1 if M is
+    not positive definite."""
+    cdef int nv = m.nv, k, st
+    st = hybrid(m, q, dq, ddq, <double*> tau, NULL, fext, w)
+    if st != 0:
+        return st
+    rnea_derivatives(m, q, dq, ddq, fext, dddq_dq, dddq_ddq, w)
+    crba(m, q, M, w)
+    if chol_factor(M, nv) != 0:
+        return -1
+    for k in range(nv * nv):
+        Minv[k] = 0.0
+        dddq_dq[k] = -dddq_dq[k]
+        dddq_ddq[k] = -dddq_ddq[k]
+    for k in range(nv):
+        Minv[k * nv + k] = 1.0
+    chol_solve(M, nv, Minv, nv)
+    chol_solve(M, nv, dddq_dq, nv)
+    chol_solve(M, nv, dddq_ddq, nv)
+    return 0
