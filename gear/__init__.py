@@ -7,8 +7,9 @@ both in body coordinates; ``T_{lambda(i),i} = placement_i J_i(q_i)``.
 from . import joints, spatial
 from .spatial import SE3, Inertia
 from .model import Model
-from .algorithms.dynamics import *  # noqa: F401,F403
-from .algorithms.dynamics import __all__ as _dyn_all
+from .algorithms import *  # noqa: F401,F403
+from .algorithms import __all__ as _dyn_all
+from . import sensitivity
 from .parsers import load_urdf, load_mjcf, LoopClosureSpec, ModelFileError
 
 __version__ = "0.1.0"
@@ -22,4 +23,4 @@ def data_path(name=""):
 
 
 __all__ = ["joints", "spatial", "SE3", "Inertia", "Model", "load_urdf", "load_mjcf",
-           "LoopClosureSpec", "ModelFileError", "data_path", *_dyn_all]
+           "LoopClosureSpec", "ModelFileError", "data_path", "sensitivity", *_dyn_all]
