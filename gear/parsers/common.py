@@ -206,9 +206,9 @@ def assemble(model, nodes, reader):
     for n, _ in bodies:
         if n.joint.nv > 0 and sub[n.name] <= 0.0:
             raise reader.error(
-                n.where or f"joint {n.joint_name!r}",
-                f"joint {n.joint_name!r} moves only massless bodies (no inertial data in its "
-                "subtree), so forward dynamics would be singular; add an inertial element",
+                f"joint {n.joint_name!r}",
+                f"moves only massless bodies (no inertial data for {n.name!r} or its "
+                "descendants), so forward dynamics would be singular; add an inertial element",
             )
 
     for n, T in bodies:

@@ -212,9 +212,9 @@ def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9
         while ln not in seen:
             seen.append(ln)
             ln = jinfo[parent_of[ln]][1]
-        cyc = seen[seen.index(ln):]
+        cyc = seen[seen.index(ln):][::-1]   # parent -> child order
         raise r.error(f"joint {parent_of[ln]!r}", "the joints form a cycle through links "
-                      + " -> ".join(repr(x) for x in cyc))
+                      + " -> ".join(repr(x) for x in cyc + cyc[:1]))
 
     # -- nodes ----------------------------------------------------------
     root_link = order[0]

@@ -1,0 +1,560 @@
+"""URDF / MJCF loaders: malformed-file corpus, bundled models, features."""
+from __future__ import annotations
+
+import os
+import pathlib
+import time
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+import gear
+from gear import ModelFileError, SE3
+from gear.joints import Fixed, Free, Planar, Prismatic, Revolute, Spherical
+from gear.parsers import mjcf as mjcf_module
+
+DATA = pathlib.Path(__file__).parent / "data"
+
+# file -> substrings the error message must contain (the offending element)
+CORPUS = {
+    "urdf_missing_parent.urdf": ["j_ghost", "ghost_link"],
+    "urdf_missing_child.urdf": ["j_lost", "nowhere_link"],
+    "urdf_missing_parent_element.urdf": ["orphan_joint", "<parent>"],
+    "urdf_cycle.urdf": ["cycle", "loop_a", "loop_b", "loop_c"],
+    "urdf_self_loop.urdf": ["cycle", "self_link"],
+    "urdf_two_parents.urdf": ["orphan_twice", "j2", "j3"],
+    "urdf_two_roots.urdf": ["root link", "island_a"],
+    "urdf_duplicate_link.urdf": ["dup_link", "duplicate"],
+    "urdf_duplicate_joint.urdf": ["dup_joint", "duplicate"],
+    "urdf_unknown_joint_type.urdf": ["weird_joint", "spherical"],
+    "urdf_missing_joint_type.urdf": ["typeless_joint", "type"],
+    "urdf_missing_limit.urdf": ["unlimited_joint", "<limit>"],
+    "urdf_limits_reversed.urdf": ["reversed_joint", "lower"],
+    "urdf_nan_origin.urdf": ["nan_joint", "xyz", "nan"],
+    "urdf_inf_number.urdf": ["huge_link", "1e999"],
+    "urdf_abc_number.urdf": ["abc_joint", "rpy", "abc"],
+    "urdf_bad_xyz_count.urdf": ["short_xyz_joint", "xyz", "3 numbers"],
+    "urdf_negative_mass.urdf": ["neg_mass_link", "mass"],
+    "urdf_zero_mass.urdf": ["zero_mass_link", "mass"],
+    "urdf_not_pd_inertia.urdf": ["not_pd_link", "positive definite"],
+    "urdf_triangle_inertia.urdf": ["triangle_link", "triangle"],
+    "urdf_missing_inertia.urdf": ["no_tensor_link", "<inertia>"],
+    "urdf_zero_axis.urdf": ["zero_axis_joint", "non-zero"],
+    "urdf_massless_subtree.urdf": ["massless_joint", "massless"],
+    "urdf_not_robot.urdf": ["<robot>"],
+    "urdf_not_xml.urdf": ["not a well-formed XML"],
+    "urdf_entity_bomb.urdf": ["entity", "lol"],
+    "mjcf_missing_body.xml": ["loop", "ghost_body"],
+    "mjcf_bad_joint_type.xml": ["twist_joint", "universal"],
+    "mjcf_include.xml": ["<include>"],
+    "mjcf_frame.xml": ["<frame>", "moved_frame"],
+    "mjcf_not_mujoco.xml": ["<mujoco>"],
+    "mjcf_not_xml.xml": ["not a well-formed XML"],
+    "mjcf_free_not_toplevel.xml": ["inner_free", "top-level"],
+    "mjcf_zero_quat.xml": ["zero_quat_body", "quat"],
+    "mjcf_two_orientations.xml": ["overspecified", "orientation"],
+    "mjcf_nan_pos.xml": ["nan_body", "pos"],
+    "mjcf_zero_axis.xml": ["zero_axis_hinge", "axis"],
+    "mjcf_duplicate_body.xml": ["twin", "duplicate"],
+    "mjcf_bad_inertia.xml": ["bad_inertia_body", "triangle"],
+    "mjcf_negative_mass.xml": ["light_body", "mass"],
+    "mjcf_unsupported_equality.xml": ["coupling", "not supported"],
+    "mjcf_undefined_class.xml": ["ja", "nosuchclass"],
+    "mjcf_nonzero_ref.xml": ["ref_joint", "ref"],
+    "mjcf_bad_range.xml": ["inverted_range", "range"],
+    "mjcf_massless_subtree.xml": ["floppy_joint", "massless"],
+    "mjcf_bad_euler_count.xml": ["short_euler", "euler"],
+}
+
+
+def _load(path, **kw):
+    path = os.fspath(path)
+    return gear.load_urdf(path, **kw) if path.endswith(".urdf") else gear.load_mjcf(path)
+
+
+def test_corpus_is_complete():
+    files = sorted(p.name for p in DATA.iterdir() if p.name.startswith(("urdf_", "mjcf_")))
+    assert files == sorted(CORPUS)
+    assert len(files) >= 12
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_malformed_file_raises(name):
+    path = DATA / name
+    with pytest.raises(ModelFileError) as info:
+        _load(path)
+    msg = str(info.value)
+    assert name in msg, msg                       # the file
+    for s in CORPUS[name]:                        # the offending element
+        assert s in msg, f"{s!r} not in {msg!r}"
+    assert isinstance(info.value, ValueError)
+
+
+def test_entity_bomb_is_not_expanded():
+    t0 = time.perf_counter()
+    with pytest.raises(ModelFileError, match="entity"):
+        gear.load_urdf(DATA / "urdf_entity_bomb.urdf")
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_missing_file_is_oserror(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        gear.load_urdf(tmp_path / "nope.urdf")
+    with pytest.raises(FileNotFoundError):
+        gear.load_mjcf(tmp_path / "nope.xml")
+
+
+# ---------------------------------------------------------------------------
+# bundled URDF models
+# ---------------------------------------------------------------------------
+
+def _urdf_total_mass(path):
+    root = ET.parse(path).getroot()
+    return sum(float(m.get("value")) for m in root.iter("mass"))
+
+
+def _urdf_inertia(path, link):
+    """The link's inertia in the link frame, computed independently."""
+    root = ET.parse(path).getroot()
+    el = next(l for l in root.findall("link") if l.get("name") == link).find("inertial")
+    o = el.find("origin")
+    xyz = np.array([float(x) for x in o.get("xyz").split()])
+    rpy = [float(x) for x in o.get("rpy").split()]
+    R = SE3.from_rpy(rpy).R
+    t = {k: float(v) for k, v in el.find("inertia").attrib.items()}
+    I = np.array([[t["ixx"], t["ixy"], t["ixz"]], [t["ixy"], t["iyy"], t["iyz"]], [t["ixz"], t["iyz"], t["izz"]]])
+    return gear.Inertia(float(el.find("mass").get("value")), xyz, R @ I @ R.T)
+
+
+def test_arm7_urdf():
+    path = gear.data_path("arm7.urdf")
+    m = gear.load_urdf(path)
+    assert (m.nq, m.nv, m.nbodies) == (7, 7, 8)
+    assert m.body_names == ["base_link"] + [f"link{i}" for i in range(1, 8)]
+    assert m.joint_names == ["root"] + [f"joint{i}" for i in range(1, 8)]
+    assert isinstance(m.joints[0], Fixed)
+    assert all(isinstance(j, Revolute) for j in m.joints[1:])
+    # limits (joint4 of this arm has an all-negative range)
+    j4 = m.joints[m.joint_index("joint4")]
+    assert j4.lower[0] == -3.0718 and j4.upper[0] == -0.0698
+    # fixed hand merged into link7 with its mass; massless tcp only a frame
+    assert m.total_mass() == pytest.approx(_urdf_total_mass(path), abs=1e-12)
+    i7 = m.body_index("link7")
+    b, T = m.frames["hand"]
+    assert b == i7
+    assert T.isclose(SE3.from_rpy([0, 0, -np.pi / 4], [0, 0, 0.107]))
+    b, T = m.frames["tcp"]
+    assert b == i7
+    assert T.isclose(SE3.from_rpy([0, 0, -np.pi / 4], [0, 0, 0.107]) * SE3(p=[0, 0, 0.1034]))
+    b, T = m.frames["link3"]
+    assert b == 3 and T.isclose(SE3())
+    lumped = _urdf_inertia(path, "link7") + _urdf_inertia(path, "hand").transform(m.frames["hand"][1])
+    assert np.allclose(m.inertias[i7].matrix(), lumped.matrix(), atol=1e-14)
+    # non-merged body inertias equal the file's (rotated inertial frame)
+    assert np.allclose(m.inertias[2].matrix(), _urdf_inertia(path, "link2").matrix(), atol=1e-15)
+    # placements
+    assert m.placements[m.body_index("link3")].isclose(SE3.from_rpy([np.pi / 2, 0, 0], [0, -0.316, 0]))
+
+
+def test_arm7_urdf_no_merge():
+    path = gear.data_path("arm7.urdf")
+    m = gear.load_urdf(path, merge_fixed=False)
+    assert (m.nq, m.nv, m.nbodies) == (7, 7, 10)
+    assert m.body_names[-2:] == ["hand", "tcp"]
+    assert m.joint_names[-2:] == ["hand_joint", "tcp_joint"]
+    assert all(isinstance(m.joints[i], Fixed) for i in (8, 9))
+    assert m.inertias[9] is None
+    assert m.total_mass() == pytest.approx(_urdf_total_mass(path), abs=1e-12)
+    assert all(T.isclose(SE3()) and b == m.body_index(n) for n, (b, T) in m.frames.items())
+    # same kinematics as the merged model
+    mm = gear.load_urdf(path)
+    q = mm.random_configuration(0)
+    P, Pm = gear.forward_kinematics(m, q), gear.forward_kinematics(mm, q)
+    for name in ("hand", "tcp", "link4"):
+        b, T = mm.frames[name]
+        assert np.allclose(P[m.body_index(name)], Pm[b] @ T.homogeneous(), atol=1e-14)
+
+
+def test_quadruped_floating_base():
+    path = gear.data_path("quadruped.urdf")
+    m = gear.load_urdf(path, floating_base=True)
+    assert (m.nq, m.nv, m.nbodies) == (19, 18, 13)
+    assert m.body_names[0] == "trunk" and m.joint_names[0] == "root"
+    assert isinstance(m.joints[0], Free) and m.parents[0] == -1
+    assert m.idx_q("root") == slice(0, 7) and m.idx_v("root") == slice(0, 6)
+    assert m.joint_names[1:4] == ["FL_hip_joint", "FL_thigh_joint", "FL_calf_joint"]
+    assert m.total_mass() == pytest.approx(13.4, abs=1e-12)
+    assert m.total_mass() == pytest.approx(_urdf_total_mass(path), abs=1e-12)
+    for leg in ("FL", "FR", "HL", "HR"):
+        b, T = m.frames[f"{leg}_foot"]
+        assert m.body_names[b] == f"{leg}_calf"
+        assert T.isclose(SE3(p=[0, 0, -0.2]))
+        assert m.inertias[b].mass == pytest.approx(0.25)
+    q = m.random_configuration(1)
+    assert np.isclose(np.linalg.norm(q[3:7]), 1.0)
+    fixed = gear.load_urdf(path)
+    assert (fixed.nq, fixed.nv) == (12, 12) and isinstance(fixed.joints[0], Fixed)
+
+
+def test_gravity_argument():
+    m = gear.load_urdf(gear.data_path("arm7.urdf"), gravity=(0, 0, -1.62))
+    assert np.allclose(m.gravity, [0, 0, -1.62])
+
+
+# ---------------------------------------------------------------------------
+# URDF features
+# ---------------------------------------------------------------------------
+
+INERTIAL = ('<inertial><origin xyz="0.1 0 0" rpy="0 0 0"/><mass value="1"/>'
+            '<inertia ixx="0.01" ixy="0" ixz="0" iyy="0.02" iyz="0" izz="0.02"/></inertial>')
+
+
+def _write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_urdf_joint_types(tmp_path):
+    p = _write(tmp_path, "types.urdf", f"""<robot name="t">
+      <link name="base">{INERTIAL}</link>
+      <link name="a">{INERTIAL}</link><link name="b">{INERTIAL}</link>
+      <link name="c">{INERTIAL}</link><link name="d">{INERTIAL}</link>
+      <link name="e">{INERTIAL}</link>
+      <joint name="cont" type="continuous"><parent link="base"/><child link="a"/><axis xyz="0 2 0"/></joint>
+      <joint name="slide" type="prismatic"><parent link="a"/><child link="b"/><axis xyz="1 0 0"/>
+        <limit lower="-0.25" upper="0.5" effort="10" velocity="1"/></joint>
+      <joint name="plane" type="planar"><parent link="b"/><child link="c"/><axis xyz="0 0 1"/></joint>
+      <joint name="float" type="floating"><parent link="c"/><child link="d"/></joint>
+      <joint name="rev" type="revolute"><parent link="d"/><child link="e"/><limit lower="-0.5" upper="0.5"/></joint>
+    </robot>""")
+    m = gear.load_urdf(p)
+    kinds = [type(j) for j in m.joints]
+    assert kinds == [Fixed, Revolute, Prismatic, Planar, Free, Revolute]
+    assert np.allclose(m.joints[1].axis, [0, 1, 0])             # normalised
+    assert np.all(np.isinf(m.joints[1].lower))                  # continuous: no limits
+    assert (m.joints[2].lower[0], m.joints[2].upper[0]) == (-0.25, 0.5)
+    assert np.allclose(m.joints[3].normal, [0, 0, 1])
+    assert np.allclose(m.joints[5].axis, [1, 0, 0])             # URDF default axis
+    assert (m.nq, m.nv) == (1 + 1 + 3 + 7 + 1, 1 + 1 + 3 + 6 + 1)
+    for _ in range(20):
+        q = m.random_configuration()
+        assert -0.25 <= q[m.idx_q("slide")][0] <= 0.5
+
+
+def test_urdf_world_root_and_massless_merge(tmp_path):
+    p = _write(tmp_path, "world.urdf", f"""<robot name="t">
+      <link name="world"/>
+      <link name="base">{INERTIAL}</link>
+      <link name="sensor"/>
+      <link name="arm">{INERTIAL}</link>
+      <joint name="weld" type="fixed"><parent link="world"/><child link="base"/>
+        <origin xyz="0 0 1" rpy="0 0 1.5707963267948966"/></joint>
+      <joint name="sensor_mount" type="fixed"><parent link="base"/><child link="sensor"/>
+        <origin xyz="0.3 0 0"/></joint>
+      <joint name="j" type="revolute"><parent link="sensor"/><child link="arm"/>
+        <origin xyz="0 0 0.2"/><axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+    </robot>""")
+    m = gear.load_urdf(p)
+    # base welded to the world (its inertia is irrelevant), sensor merged as a frame
+    assert m.body_names == ["arm"] and m.joint_names == ["j"]
+    assert m.frames["base"][0] == -1 and m.frames["sensor"][0] == -1
+    expected = SE3.from_rpy([0, 0, np.pi / 2], [0, 0, 1]) * SE3(p=[0.3, 0, 0.2])
+    assert m.placements[0].isclose(expected)
+    m2 = gear.load_urdf(p, merge_fixed=False)
+    assert m2.body_names == ["base", "sensor", "arm"]
+    assert m2.inertias[1] is None
+    with pytest.raises(ModelFileError, match="floating_base"):
+        gear.load_urdf(p, floating_base=True)
+
+
+def test_urdf_massless_link_merged_into_massive(tmp_path):
+    p = _write(tmp_path, "m.urdf", f"""<robot name="t">
+      <link name="base">{INERTIAL}</link><link name="a">{INERTIAL}</link><link name="tip"/>
+      <joint name="j" type="revolute"><parent link="base"/><child link="a"/>
+        <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+      <joint name="f" type="fixed"><parent link="a"/><child link="tip"/><origin xyz="1 0 0"/></joint>
+    </robot>""")
+    m = gear.load_urdf(p)
+    assert m.nbodies == 2 and m.inertias[1].mass == 1.0
+    assert np.allclose(m.inertias[1].com, [0.1, 0, 0])
+
+
+def test_urdf_inertial_rotation(tmp_path):
+    p = _write(tmp_path, "r.urdf", """<robot name="t"><link name="base"><inertial>
+      <origin xyz="0.1 0.2 0.3" rpy="0.3 -0.2 0.1"/><mass value="2"/>
+      <inertia ixx="0.1" ixy="0.01" ixz="0" iyy="0.2" iyz="0.02" izz="0.25"/></inertial></link></robot>""")
+    m = gear.load_urdf(p)
+    I = m.inertias[0]
+    R = SE3.from_rpy([0.3, -0.2, 0.1]).R
+    Ic = np.array([[0.1, 0.01, 0], [0.01, 0.2, 0.02], [0, 0.02, 0.25]])
+    assert I.mass == 2.0 and np.allclose(I.com, [0.1, 0.2, 0.3])
+    assert np.allclose(I.I_com, R @ Ic @ R.T, atol=1e-15)
+
+
+def test_urdf_reserved_root_joint_name(tmp_path):
+    p = _write(tmp_path, "root.urdf", f"""<robot name="t">
+      <link name="base">{INERTIAL}</link><link name="a">{INERTIAL}</link>
+      <joint name="root" type="continuous"><parent link="base"/><child link="a"/></joint></robot>""")
+    with pytest.raises(ModelFileError, match="'root'"):
+        gear.load_urdf(p)
+
+
+def test_urdf_xacro_rejected(tmp_path):
+    p = _write(tmp_path, "x.urdf", """<robot name="t" xmlns:xacro="http://www.ros.org/wiki/xacro">
+      <xacro:property name="l" value="1"/><link name="base"/></robot>""")
+    with pytest.raises(ModelFileError, match="xacro"):
+        gear.load_urdf(p)
+
+
+# ---------------------------------------------------------------------------
+# bundled MJCF models
+# ---------------------------------------------------------------------------
+
+def _closure_frames(model, spec, q):
+    P = gear.forward_kinematics(model, q)
+
+    def world(body, T):
+        H = np.eye(4) if body == "world" else P[model.body_index(body)]
+        return H @ T.homogeneous()
+
+    return world(spec.body_a, spec.placement_a), world(spec.body_b, spec.placement_b)
+
+
+def test_fourbar_mjcf():
+    m = gear.load_mjcf(gear.data_path("fourbar.xml"))
+    assert (m.nq, m.nv, m.nbodies) == (3, 3, 3)
+    assert m.body_names == ["crank", "coupler", "rocker"]
+    assert m.joint_names == ["crank_joint", "coupler_joint", "rocker_joint"]
+    assert all(isinstance(j, Revolute) and np.allclose(j.axis, [0, 1, 0]) for j in m.joints)
+    assert np.allclose(m.gravity, [0, 0, -9.81])
+    assert len(m.loop_closures) == 1
+    lc = m.loop_closures[0]
+    assert isinstance(lc, gear.LoopClosureSpec)
+    assert (lc.kind, lc.body_a, lc.body_b, lc.name) == ("ball", "rocker", "world", "loop")
+    assert np.allclose(lc.placement_a.p, [0.4, 0, 0])
+    # the ground pivot: the rocker tip at qpos0
+    assert np.allclose(lc.placement_b.p, [0.58296291, 0, -0.0973854], atol=1e-7)
+    Ha, Hb = _closure_frames(m, lc, m.qpos0)
+    assert np.allclose(Ha, Hb, atol=1e-14)
+    Ha, Hb = _closure_frames(m, lc, [0.3, 0.0, 0.0])
+    assert not np.allclose(Ha[:3, 3], Hb[:3, 3])
+    assert m.total_mass() == pytest.approx(0.108 + 0.27 + 0.216)
+
+
+def test_arm7_mjcf():
+    m = gear.load_mjcf(gear.data_path("arm7.xml"))
+    assert (m.nq, m.nv) == (19, 17)
+    assert m.body_names == ["carriage", "link1", "link2", "link3", "link4", "link5",
+                            "wrist__joint6", "wrist", "pendulum", "payload"]
+    assert m.joint_names == ["rail", "joint1", "joint2", "joint3", "joint4", "joint5",
+                             "joint6", "joint7", "pendulum_ball", "payload_free"]
+    kinds = [type(j) for j in m.joints]
+    assert kinds == [Prismatic] + [Revolute] * 7 + [Spherical, Free]
+    assert m.inertias[m.body_index("wrist__joint6")] is None
+    # wrist: the gear frame sits at joint7's anchor; the MJCF frame is recorded
+    b, T = m.frames["wrist"]
+    assert b == m.body_index("wrist") and T.isclose(SE3(p=[0, 0, -0.05]))
+    # flange welded to the wrist: mass lumped; rail_mount welded to the world
+    assert m.body_names[m.frames["flange"][0]] == "wrist"
+    assert m.inertias[m.body_index("wrist")].mass == pytest.approx(1.666 + 0.73)
+    assert m.frames["rail_mount"][0] == -1
+    # class defaults: the wrist class gives joint6/joint7 their range
+    for jn in ("joint6", "joint7"):
+        j = m.joints[m.joint_index(jn)]
+        assert (j.lower[0], j.upper[0]) == (-2.8973, 2.8973)
+    assert np.all(np.isinf(m.joints[m.joint_index("pendulum_ball")].lower))
+    # qpos0: the free body at its XML pose, everything else neutral
+    s = m.idx_q("payload_free")
+    assert np.allclose(m.qpos0[s][:3], [0.6, 0.2, 0.5])
+    assert np.isclose(np.linalg.norm(m.qpos0[s][3:]), 1.0)
+    P = gear.forward_kinematics(m, m.qpos0)
+    H = P[m.body_index("payload")]
+    assert np.allclose(H[:3, :3], _euler_xyz([0.1, 0.2, 0.3]), atol=1e-14)
+    assert m.loop_closures == []
+
+
+def _rx(a):
+    c, s = np.cos(a), np.sin(a)
+    return np.array([[1, 0, 0], [0, c, -s], [0, s, c]])
+
+
+def _ry(a):
+    c, s = np.cos(a), np.sin(a)
+    return np.array([[c, 0, s], [0, 1, 0], [-s, 0, c]])
+
+
+def _rz(a):
+    c, s = np.cos(a), np.sin(a)
+    return np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
+
+
+def _euler_xyz(a):
+    """MJCF default eulerseq 'xyz' (intrinsic): R = Rx Ry Rz."""
+    return _rx(a[0]) @ _ry(a[1]) @ _rz(a[2])
+
+
+# ---------------------------------------------------------------------------
+# MJCF features
+# ---------------------------------------------------------------------------
+
+BODY_INERTIAL = '<inertial pos="0 0 0" mass="1" diaginertia="0.1 0.1 0.1"/>'
+
+
+def _mj(tmp_path, body, extra="", compiler="", name="m.xml"):
+    return _write(tmp_path, name, f"""<mujoco model="t">{compiler}
+      <worldbody>{body}</worldbody>{extra}</mujoco>""")
+
+
+@pytest.mark.parametrize("attrs, compiler, R", [
+    ('euler="30 0 0"', "", _rx(np.pi / 6)),
+    ('euler="0.5 0.2 -0.3"', '<compiler angle="radian"/>', _euler_xyz([0.5, 0.2, -0.3])),
+    ('euler="10 20 30"', '<compiler eulerseq="XYZ"/>',
+     _rz(np.radians(30)) @ _ry(np.radians(20)) @ _rx(np.radians(10))),
+    ('euler="10 20 30"', '<compiler eulerseq="zyx"/>',
+     _rz(np.radians(10)) @ _ry(np.radians(20)) @ _rx(np.radians(30))),
+    ('axisangle="0 0 2 90"', "", _rz(np.pi / 2)),
+    ('quat="0 0 0 3"', "", _rz(np.pi)),
+    ('xyaxes="0 1 0 -1 0 0"', "", _rz(np.pi / 2)),
+    ('zaxis="1 0 0"', "", _ry(np.pi / 2)),
+    ('zaxis="0 0 -1"', "", _rx(np.pi)),
+])
+def test_mjcf_orientations(tmp_path, attrs, compiler, R):
+    p = _mj(tmp_path, f'<body name="b" pos="1 2 3" {attrs}><joint name="j"/>{BODY_INERTIAL}</body>',
+            compiler=compiler)
+    m = gear.load_mjcf(p)
+    assert np.allclose(m.placements[0].R, R, atol=1e-12)
+    assert np.allclose(m.placements[0].p, [1, 2, 3])
+
+
+def test_mjcf_defaults_and_limits(tmp_path):
+    p = _write(tmp_path, "d.xml", f"""<mujoco>
+      <compiler angle="degree"/>
+      <option gravity="0 0 -1"/>
+      <default>
+        <joint axis="1 0 0" range="-90 90"/>
+        <default class="slider"><joint type="slide" axis="0 1 0" range="-0.5 0.5"/></default>
+        <default class="free_hinge"><joint limited="false"/></default>
+      </default>
+      <worldbody>
+        <body name="a"><joint name="ja"/>{BODY_INERTIAL}
+          <body name="b" childclass="slider"><joint name="jb"/>{BODY_INERTIAL}
+            <body name="c"><joint name="jc" class="free_hinge" type="hinge"/>{BODY_INERTIAL}</body>
+          </body>
+        </body>
+      </worldbody></mujoco>""")
+    m = gear.load_mjcf(p)
+    ja, jb, jc = m.joints
+    assert isinstance(ja, Revolute) and np.allclose(ja.axis, [1, 0, 0])
+    assert np.allclose([ja.lower[0], ja.upper[0]], [-np.pi / 2, np.pi / 2])
+    assert isinstance(jb, Prismatic) and np.allclose(jb.axis, [0, 1, 0])
+    assert (jb.lower[0], jb.upper[0]) == (-0.5, 0.5)
+    assert isinstance(jc, Revolute) and np.all(np.isinf(jc.lower))
+    assert np.allclose(m.gravity, [0, 0, -1])
+
+
+def test_mjcf_multi_joint_body(tmp_path):
+    p = _mj(tmp_path, """<body name="b" pos="0 0 1">
+        <joint name="h1" type="hinge" axis="0 0 1" pos="0.1 0 0"/>
+        <joint name="s" type="slide" axis="1 0 0"/>
+        <joint name="h2" type="hinge" axis="0 1 0" pos="0 0 0.2"/>
+        <inertial pos="0.3 0 0" mass="2" diaginertia="0.1 0.2 0.25"/>
+        <body name="c" pos="1 0 0"><joint name="hc"/><inertial pos="0 0 0" mass="1" diaginertia="0.1 0.1 0.1"/></body>
+      </body>""")
+    m = gear.load_mjcf(p)
+    assert m.body_names == ["b__h1", "b__s", "b", "c"]
+    assert m.joint_names == ["h1", "s", "h2", "hc"]
+    assert m.placements[0].isclose(SE3(p=[0.1, 0, 1]))
+    assert m.placements[1].isclose(SE3(p=[-0.1, 0, 0]))
+    assert m.placements[2].isclose(SE3(p=[0, 0, 0.2]))
+    assert m.placements[3].isclose(SE3(p=[1, 0, -0.2]))
+    assert m.inertias[0] is None and m.inertias[1] is None
+    assert np.allclose(m.inertias[2].com, [0.3, 0, -0.2])
+    b, T = m.frames["b"]
+    assert b == 2 and T.isclose(SE3(p=[0, 0, -0.2]))
+    # MJCF semantics: T_body = T0 Trans(p1) J1 Trans(-p1) J2 Trans(p3) J3 Trans(-p3)
+    q = np.array([0.4, 0.3, -0.7, 0.2])
+    P = gear.forward_kinematics(m, q)
+    H = np.eye(4)
+    H[:3, 3] = [0, 0, 1]
+
+    def tr(p):
+        out = np.eye(4)
+        out[:3, 3] = p
+        return out
+
+    def rot(R):
+        out = np.eye(4)
+        out[:3, :3] = R
+        return out
+
+    H = H @ tr([0.1, 0, 0]) @ rot(_rz(0.4)) @ tr([-0.1, 0, 0]) @ tr([0.3, 0, 0]) \
+        @ tr([0, 0, 0.2]) @ rot(_ry(-0.7)) @ tr([0, 0, -0.2])
+    assert np.allclose(P[2] @ T.homogeneous(), H, atol=1e-14)
+
+
+def test_mjcf_weld_and_site_equalities(tmp_path):
+    p = _mj(tmp_path, f"""
+      <body name="a" pos="0 0 1"><joint name="ja" type="ball"/>{BODY_INERTIAL}
+        <site name="sa" pos="0.1 0 0" euler="0 0 90"/>
+        <body name="b" pos="0.3 0.1 0" euler="10 20 30"><joint name="jb" axis="0 1 0"/>{BODY_INERTIAL}</body>
+      </body>
+      <body name="c" pos="1 0 0"><freejoint name="fc"/>{BODY_INERTIAL}<site name="sc" pos="0 0.2 0"/></body>
+      <body name="fixed" pos="2 0 0">{BODY_INERTIAL}</body>""",
+            extra="""<equality>
+        <weld name="w_rel" body1="b" body2="c" anchor="0.1 0.2 0.3" relpose="0.5 0.2 0.1 1 0 0 0" torquescale="2"/>
+        <weld name="w_q0" body1="b" body2="c" anchor="0.1 0.2 0.3"/>
+        <connect name="c_site" site1="sa" site2="sc"/>
+        <weld name="w_site" site1="sa" site2="sc"/>
+        <connect name="c_fixed" body1="c" body2="fixed" anchor="0 0 0"/>
+        <connect name="off" body1="c" anchor="0 0 0" active="false"/>
+      </equality>""")
+    m = gear.load_mjcf(p)
+    lcs = {lc.name: lc for lc in m.loop_closures}
+    assert set(lcs) == {"w_rel", "w_q0", "c_site", "w_site", "c_fixed"}
+    assert lcs["w_rel"].kind == "weld" and lcs["c_site"].kind == "ball"
+    assert lcs["w_rel"].params == {"torquescale": 2.0}
+    assert lcs["w_rel"].placement_a.isclose(SE3(p=[0.5, 0.2, 0.1]))
+    assert lcs["w_rel"].placement_b.isclose(SE3(p=[0.1, 0.2, 0.3]))
+    assert lcs["c_fixed"].body_b == "world"      # 'fixed' is welded to the world
+    assert np.allclose(lcs["c_fixed"].placement_b.p, [1, 0, 0])   # c's origin at qpos0
+    # frames of body-defined closures coincide at the reference configuration
+    for name in ("w_q0", "c_fixed"):
+        Ha, Hb = _closure_frames(m, lcs[name], m.qpos0)
+        assert np.allclose(Ha, Hb, atol=1e-14), name
+
+
+def test_mjcf_without_mujoco_needs_inertial(tmp_path, monkeypatch):
+    p = _mj(tmp_path, '<body name="geom_only"><joint name="j"/><geom type="sphere" size="0.1"/></body>')
+    monkeypatch.setattr(mjcf_module, "_import_mujoco", lambda: None)
+    with pytest.raises(ModelFileError, match="geom_only.*<inertial>"):
+        gear.load_mjcf(p)
+    # a body without geoms and without <inertial> is simply massless
+    p2 = _mj(tmp_path, f'<body name="a"><joint name="j"/><body name="hub"/>{BODY_INERTIAL}</body>', name="m2.xml")
+    m = gear.load_mjcf(p2)
+    assert m.nbodies == 1 and m.frames["hub"][0] == 0
+
+
+def test_mjcf_inertia_from_geoms_with_mujoco(tmp_path):
+    mujoco = pytest.importorskip("mujoco", reason="MuJoCo's compiler derives inertias from geoms")
+    p = _mj(tmp_path, '<body name="g" pos="0 0 1"><joint name="j"/>'
+                      '<geom type="box" size="0.1 0.2 0.3" pos="0.1 0 0" density="1000"/></body>')
+    m = gear.load_mjcf(p)
+    mm = mujoco.MjModel.from_xml_path(str(p))
+    assert m.inertias[0].mass == pytest.approx(mm.body_mass[1], rel=1e-12)
+    assert m.inertias[0].mass == pytest.approx(1000 * 0.2 * 0.4 * 0.6, rel=1e-12)
+    assert np.allclose(m.inertias[0].com, [0.1, 0, 0])
+    ev = np.sort(np.linalg.eigvalsh(m.inertias[0].I_com))
+    mass = 48.0
+    box = np.sort(mass / 12 * np.array([0.4**2 + 0.6**2, 0.2**2 + 0.6**2, 0.2**2 + 0.4**2]))
+    assert np.allclose(ev, box, rtol=1e-10)
+
+
+def test_mjcf_unknown_elements(tmp_path):
+    p = _mj(tmp_path, f'<body name="a"><joint name="j"/>{BODY_INERTIAL}<joint_typo/></body>')
+    with pytest.raises(ModelFileError, match="joint_typo"):
+        gear.load_mjcf(p)
+    p = _write(tmp_path, "top.xml", "<mujoco><worldbody/><wrldbody/></mujoco>")
+    with pytest.raises(ModelFileError, match="wrldbody"):
+        gear.load_mjcf(p)
