@@ -27,8 +27,9 @@ Seed conventions
     of each joint placement (rotation first, in the placement frame).
 ``dg_dp`` : (3,) derivative of the gravity vector.
 ``dF_dp`` : (nbodies, 6) derivative of the external wrenches.
-Each seed may carry a leading axis of P directions (all seeds given must
-agree on P); the result then has shape (P, nv).
+Each seed may carry a leading axis of P directions (all seeds given with
+that axis must agree on P; a seed without it is shared by every direction);
+the result then has shape (P, nv).
 """
 from __future__ import annotations
 
@@ -65,18 +66,22 @@ def _seeds(model, **seeds):
             continue
         inner = shapes[name]
         arr = np.asarray(val, dtype=float)
-        if arr.ndim == len(inner):
-            arr = arr[None]
+        single = arr.ndim == len(inner)
+        if single:
+            arr = as_array(name, arr, inner)[None]     # shared by every direction
         else:
             batch = True
-        arr = as_array(name, arr, (None,) + inner)
-        if P is not None and arr.shape[0] != P:
-            raise ValueError(f"{name} has {arr.shape[0]} directions but another seed has {P}")
-        P = arr.shape[0]
+            arr = as_array(name, arr, (None,) + inner)
+        if not single:
+            if P is not None and arr.shape[0] != P:
+                raise ValueError(f"{name} has {arr.shape[0]} directions but another seed has {P}")
+            P = arr.shape[0]
         out[name] = arr
-    if P is None:
+    if all(v is None for v in out.values()):
         raise TypeError("give at least one seed (dq_dp, dv_dp, da_dp, dI_dp, dX_dp, dg_dp, dF_dp"
                         ", dtau_dp)")
+    if P is None:
+        P = 1
     for k, v in out.items():
         if v is not None and v.shape[0] != P:
             out[k] = np.ascontiguousarray(np.broadcast_to(v, (P,) + v.shape[1:]))
