@@ -473,3 +473,51 @@ def rnea_tangent(ModelData md, const double[::1] q, const double[::1] dq, const 
             _rnea_t(&md.c, &q[0], &dq[0], &ddq[0], fp,
                     _row(a1, k, nv), _row(a2, k, nv), _row(a3, k, nv), _row(a4, k, 10 * nb),
                     _row(a5, k, 6 * nb), _row(a6, k, 3), _row(a7, k, 6 * nb), &out[k, 0], &w, k == 0)
+
+
+cdef inline cnp.ndarray _empty2(Py_ssize_t n):
+    cdef cnp.npy_intp dims[2]
+    dims[0] = n
+    dims[1] = n
+    return cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+
+
+def rnea_derivatives1(ModelData md, q, dq, ddq):
+    """Fast single-state Table 5 Jacobians and M, or None (see rnea1)."""
+    cdef const double* qp = _vec(q, md.nq)
+    cdef const double* dqp = _vec(dq, md.nv)
+    cdef const double* ddqp = _vec(ddq, md.nv)
+    cdef Work w
+    if qp == NULL or dqp == NULL or ddqp == NULL or not _quats_ok(md, qp):
+        return None
+    A = _empty2(md.nv)
+    B = _empty2(md.nv)
+    M = _empty2(md.nv)
+    w = work_from(&md.ws[0], md.nb)
+    _rnea_d(&md.c, qp, dqp, ddqp, NULL, <double*> cnp.PyArray_DATA(A),
+            <double*> cnp.PyArray_DATA(B), &w)
+    _crba(&md.c, qp, <double*> cnp.PyArray_DATA(M), &w)
+    return A, B, M
+
+
+def aba_derivatives1(ModelData md, q, dq, tau):
+    """Fast single-state forward-dynamics derivatives, or None."""
+    cdef const double* qp = _vec(q, md.nq)
+    cdef const double* dqp = _vec(dq, md.nv)
+    cdef const double* tp = _vec(tau, md.nv)
+    cdef Work w
+    cdef int st
+    if qp == NULL or dqp == NULL or tp == NULL or not _quats_ok(md, qp):
+        return None
+    A = _empty2(md.nv)
+    B = _empty2(md.nv)
+    Mi = _empty2(md.nv)
+    M = _empty2(md.nv)
+    a = _empty(md.nv)
+    w = work_from(&md.ws[0], md.nb)
+    st = _aba_d(&md.c, qp, dqp, tp, NULL, <double*> cnp.PyArray_DATA(a),
+                <double*> cnp.PyArray_DATA(A), <double*> cnp.PyArray_DATA(B),
+                <double*> cnp.PyArray_DATA(Mi), <double*> cnp.PyArray_DATA(M), &w)
+    if st != 0:
+        return None
+    return A, B, Mi

@@ -57,6 +57,10 @@ def inverse_dynamics_derivatives(model, q, dq, ddq, f_ext=None):
     """
     from .. import _core
 
+    if f_ext is None:
+        r = _core.rnea_derivatives1(model.data, q, dq, ddq)
+        if r is not None:
+            return r
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), False),
               ddq=(ddq, (model.nv,), False), f_ext=_fext_spec(model, f_ext))
     nv = model.nv
@@ -105,6 +109,12 @@ def forward_dynamics_derivatives(model, q, dq, tau, f_ext=None):
     dddq_dtau : ndarray, shape (nv, nv) or (N, nv, nv)
         ``M^{-1}``.
     """
+    from .. import _core
+
+    if f_ext is None:
+        r = _core.aba_derivatives1(model.data, q, dq, tau)
+        if r is not None:
+            return r
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), False),
               tau=(tau, (model.nv,), False), f_ext=_fext_spec(model, f_ext))
     _, d_q, d_v, Minv = _fd_derivatives(model, a)
