@@ -12,6 +12,8 @@ rounding, so a large step keeps rounding small), and smooth in ``q``
 (truncation ~ eps^2, rounding ~ 1e-16 / eps: eps = 1e-5 balances them at
 ~1e-10, four orders below the 1e-6 tolerance).
 """
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -419,3 +421,14 @@ def test_massless_subtree_is_reported():
     # inverse dynamics derivatives stay defined
     Dq, Dv, M = gear.inverse_dynamics_derivatives(m, m.neutral(), z, z)
     assert M[1, 1] == 0.0
+
+
+# ---------------------------------------------------------------------------
+# docs
+# ---------------------------------------------------------------------------
+def test_docs_examples_run():
+    import doctest
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "derivatives.md"
+    res = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 0 and res.failed == 0
