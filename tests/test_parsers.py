@@ -558,3 +558,13 @@ def test_mjcf_unknown_elements(tmp_path):
     p = _write(tmp_path, "top.xml", "<mujoco><worldbody/><wrldbody/></mujoco>")
     with pytest.raises(ModelFileError, match="wrldbody"):
         gear.load_mjcf(p)
+
+
+def test_docs_models_doctest(monkeypatch):
+    import doctest
+
+    root = pathlib.Path(__file__).parent.parent
+    monkeypatch.chdir(root)       # the docs use repository-relative paths
+    res = doctest.testfile(str(root / "docs" / "models.md"), module_relative=False,
+                           optionflags=doctest.ELLIPSIS)
+    assert res.failed == 0 and res.attempted > 10

@@ -479,6 +479,12 @@ class _Loader:
         gravity = np.array([0.0, 0.0, -9.81])
         for opt in root.findall("option"):
             gravity = r.floats(opt.get("gravity"), 3, "<option>", "gravity", gravity)
+        for flag in root.findall("option/flag"):
+            g = flag.get("gravity", "enable")
+            if g not in ("enable", "disable"):
+                raise r.error("<option> <flag>", f"gravity={g!r} must be 'enable' or 'disable'")
+            if g == "disable":
+                gravity = np.zeros(3)
 
         self._mj = None
         self.nbody = 0

@@ -171,7 +171,11 @@ def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9
             ends[tag] = ln
         placement = _origin(r, el, where)
         ax_el = _one(r, el, "axis", where)
-        axis = r.axis(None if ax_el is None else ax_el.get("xyz"), where + " <axis>", "xyz")
+        ax_txt = None if ax_el is None else ax_el.get("xyz")
+        if jtype in ("fixed", "floating"):   # axis unused: only check the numbers
+            axis = r.floats(ax_txt, 3, where + " <axis>", "xyz", (1.0, 0.0, 0.0))
+        else:
+            axis = r.axis(ax_txt, where + " <axis>", "xyz")
         if jtype in ("revolute", "continuous"):
             joint = J.Revolute(axis)
         elif jtype == "prismatic":
