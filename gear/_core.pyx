@@ -142,7 +142,7 @@ def rnea(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
     with nogil, parallel(num_threads=nthreads):
         buf = <double*> malloc(wsize * sizeof(double))
         w = work_from(buf, nb)
-        for k in prange(N, schedule='static'):
+        for k in prange(N, schedule='guided'):
             _rnea(mc, qp + k * nq, _row(dqp, k, nv), _row(ddqp, k, nv), _row(fp, k, 6 * nb),
                   gravity, op + k * nv, &w)
         free(buf)
@@ -177,7 +177,7 @@ def hybrid(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
     with nogil, parallel(num_threads=nthreads):
         buf = <double*> malloc(wsize * sizeof(double))
         w = work_from(buf, nb)
-        for k in prange(N, schedule='static'):
+        for k in prange(N, schedule='guided'):
             st[k] = _hybrid(mc, qp + k * nq, _row(dqp, k, nv), ddqp + k * nv, taup + k * nv,
                             pres, _row(fp, k, 6 * nb), &w)
         free(buf)
@@ -200,7 +200,7 @@ def crba(ModelData md, const double[:, ::1] q, double[:, :, ::1] out, int nthrea
     with nogil, parallel(num_threads=nthreads):
         buf = <double*> malloc(wsize * sizeof(double))
         w = work_from(buf, nb)
-        for k in prange(N, schedule='static'):
+        for k in prange(N, schedule='guided'):
             _crba(mc, qp + k * nq, op + k * nv * nv, &w)
         free(buf)
 
@@ -225,7 +225,7 @@ def fk(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
     with nogil, parallel(num_threads=nthreads):
         buf = <double*> malloc(wsize * sizeof(double))
         w = work_from(buf, nb)
-        for k in prange(N, schedule='static'):
+        for k in prange(N, schedule='guided'):
             _fk(mc, qp + k * nq, _row(dqp, k, nv), pp + k * 16 * nb, <double*> _row(tp, k, 6 * nb), &w)
         free(buf)
 
@@ -406,7 +406,7 @@ def rnea_derivatives(ModelData md, const double[:, ::1] q, const double[:, ::1] 
     with nogil, parallel(num_threads=nthreads):
         buf = <double*> malloc(wsize * sizeof(double))
         w = work_from(buf, nb)
-        for k in prange(N, schedule='static'):
+        for k in prange(N, schedule='guided'):
             _rnea_d(mc, qp + k * nq, dqp + k * nv, ddqp + k * nv, _row(fp, k, 6 * nb),
                     op1 + k * nv * nv, op2 + k * nv * nv, &w)
         free(buf)
@@ -444,7 +444,7 @@ def aba_derivatives(ModelData md, const double[:, ::1] q, const double[:, ::1] d
     with nogil, parallel(num_threads=nthreads):
         buf = <double*> malloc((wsize + nv * nv) * sizeof(double))
         w = work_from(buf, nb)
-        for k in prange(N, schedule='static'):
+        for k in prange(N, schedule='guided'):
             st[k] = _aba_d(mc, qp + k * nq, dqp + k * nv, tp + k * nv, _row(fp, k, 6 * nb),
                            ap + k * nv, o1 + k * nv * nv, o2 + k * nv * nv, o3 + k * nv * nv,
                            buf + wsize, &w)
@@ -521,3 +521,17 @@ def aba_derivatives1(ModelData md, q, dq, tau):
     if st != 0:
         return None
     return A, B, Mi
+
+
+from gear.spatial._spatial cimport congruence_Ad_inv, congruence_Ad_inv_ref
+
+
+def _check_congruence(const double[::1] T, const double[:, ::1] P):
+    """(fast, reference) Ad*_{T^{-1}} P Ad_{T^{-1}} -- for the tests."""
+    a = np.empty((6, 6))
+    b = np.empty((6, 6))
+    cdef double[:, ::1] av = a
+    cdef double[:, ::1] bv = b
+    congruence_Ad_inv(&T[0], &P[0, 0], &av[0, 0])
+    congruence_Ad_inv_ref(&T[0], &P[0, 0], &bv[0, 0])
+    return a, b

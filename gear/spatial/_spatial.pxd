@@ -222,8 +222,62 @@ cdef inline void Ad_inv_mat(const double* T, double* X) noexcept nogil:
             X[6 * (i + 3) + j] = -(T[i] * P[j] + T[3 + i] * P[3 + j] + T[6 + i] * P[6 + j])
 
 
+cdef inline void _sandwich3(const double* R, const double* P, int off, double* out) noexcept nogil:
+    # out = R M R^T for the 3x3 block M of the 6x6 row-major P starting at P[off]
+    cdef double t[9]
+    cdef int i, j
+    for i in range(3):
+        for j in range(3):
+            t[3 * i + j] = R[3 * i] * P[off + j] + R[3 * i + 1] * P[off + 6 + j] + R[3 * i + 2] * P[off + 12 + j]
+    for i in range(3):
+        for j in range(3):
+            out[3 * i + j] = t[3 * i] * R[3 * j] + t[3 * i + 1] * R[3 * j + 1] + t[3 * i + 2] * R[3 * j + 2]
+
+
 cdef inline void congruence_Ad_inv(const double* T, const double* P, double* out) noexcept nogil:
-    # out = Ad*_{T^{-1}} P Ad_{T^{-1}} = X^T P X with X = Ad_{T^{-1}} (eq. 49)
+    """out = Ad*_{T^{-1}} P Ad_{T^{-1}} for a symmetric 6x6 P (eq. 49).
+
+    With T^{-1} = Rot(R^T) Trans(-p), rotate the blocks of
+    P = [[A, B], [B^T, C]] to A = R A R^T, B = R B R^T, C = R C R^T, then
+    shift by p (Ad_{Trans(-p)} = [[1, 0], [-[p], 1]]):
+        A' = A + Q + Q^T + [p] C [p]^T  with  Q = [p] B^T,
+        B' = B + [p] C,   C' = C.
+    About a third of the flops of the two dense 6x6 products."""
+    cdef double A[9]
+    cdef double B[9]
+    cdef double C[9]
+    cdef double PC[9]
+    cdef double Q[9]
+    cdef double px = T[9], py = T[10], pz = T[11]
+    cdef double w0, w1, w2
+    cdef int i, j
+    _sandwich3(T, P, 0, A)
+    _sandwich3(T, P, 3, B)
+    _sandwich3(T, P, 21, C)
+    for j in range(3):
+        # column j of PC = [p] C and of Q = [p] B^T (row j of B)
+        PC[j] = -pz * C[3 + j] + py * C[6 + j]
+        PC[3 + j] = pz * C[j] - px * C[6 + j]
+        PC[6 + j] = -py * C[j] + px * C[3 + j]
+        Q[j] = -pz * B[3 * j + 1] + py * B[3 * j + 2]
+        Q[3 + j] = pz * B[3 * j] - px * B[3 * j + 2]
+        Q[6 + j] = -py * B[3 * j] + px * B[3 * j + 1]
+    for i in range(3):
+        # ([p] C [p]^T)_ij = sum_k PC_ik [p]_jk
+        w0 = -pz * PC[3 * i + 1] + py * PC[3 * i + 2]
+        w1 = pz * PC[3 * i] - px * PC[3 * i + 2]
+        w2 = -py * PC[3 * i] + px * PC[3 * i + 1]
+        out[6 * i] = A[3 * i] + Q[3 * i] + Q[i] + w0
+        out[6 * i + 1] = A[3 * i + 1] + Q[3 * i + 1] + Q[3 + i] + w1
+        out[6 * i + 2] = A[3 * i + 2] + Q[3 * i + 2] + Q[6 + i] + w2
+        for j in range(3):
+            out[6 * i + 3 + j] = B[3 * i + j] + PC[3 * i + j]
+            out[6 * (3 + j) + i] = B[3 * i + j] + PC[3 * i + j]
+            out[6 * (3 + i) + 3 + j] = C[3 * i + j]
+
+
+cdef inline void congruence_Ad_inv_ref(const double* T, const double* P, double* out) noexcept nogil:
+    # out = X^T P X with X = Ad_{T^{-1}} as explicit 6x6 products (reference)
     cdef double X[36]
     cdef double Y[36]
     cdef int i, j, k
@@ -288,3 +342,41 @@ cdef inline int chol_inv(double* A, int n, double* Ainv) noexcept nogil:
             Ainv[i * n + j] = s
             Ainv[j * n + i] = s
     return 0
+
+
+cdef inline void inertia_to_parent(const double* T, const double* I, double* out) noexcept nogil:
+    """Rigid-body inertia (m, h, Ibar) of a child frame re-expressed in the
+    parent frame, T = T_{parent,child} = (R, p) (eq. 21 in 10 parameters):
+        h' = R h + m p
+        Ibar' = R Ibar R^T + m [p]^T [p] + [R h]^T [p] + [p]^T [R h]
+    with [a]^T [b] = (a . b) 1 - b a^T."""
+    cdef double m = I[0]
+    cdef double Ib[9]
+    cdef double RI[9]
+    cdef double Rh[3]
+    cdef double px = T[9], py = T[10], pz = T[11]
+    cdef double pp, hp
+    cdef int i, j
+    Ib[0] = I[4]; Ib[4] = I[5]; Ib[8] = I[6]
+    Ib[1] = I[7]; Ib[3] = I[7]
+    Ib[2] = I[8]; Ib[6] = I[8]
+    Ib[5] = I[9]; Ib[7] = I[9]
+    matvec3(T, I + 1, Rh)
+    for i in range(3):
+        for j in range(3):
+            RI[3 * i + j] = T[3 * i] * Ib[j] + T[3 * i + 1] * Ib[3 + j] + T[3 * i + 2] * Ib[6 + j]
+    for i in range(3):
+        for j in range(3):
+            Ib[3 * i + j] = RI[3 * i] * T[3 * j] + RI[3 * i + 1] * T[3 * j + 1] + RI[3 * i + 2] * T[3 * j + 2]
+    pp = px * px + py * py + pz * pz
+    hp = Rh[0] * px + Rh[1] * py + Rh[2] * pz
+    out[0] = m
+    out[1] = Rh[0] + m * px
+    out[2] = Rh[1] + m * py
+    out[3] = Rh[2] + m * pz
+    out[4] = Ib[0] + m * (pp - px * px) + 2.0 * (hp - Rh[0] * px)
+    out[5] = Ib[4] + m * (pp - py * py) + 2.0 * (hp - Rh[1] * py)
+    out[6] = Ib[8] + m * (pp - pz * pz) + 2.0 * (hp - Rh[2] * pz)
+    out[7] = Ib[1] - m * px * py - (px * Rh[1] + Rh[0] * py)
+    out[8] = Ib[2] - m * px * pz - (px * Rh[2] + Rh[0] * pz)
+    out[9] = Ib[5] - m * py * pz - (py * Rh[2] + Rh[1] * pz)
