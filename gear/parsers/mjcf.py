@@ -42,7 +42,7 @@ import numpy as np
 from .. import joints as J
 from ..model import Model
 from ..spatial import SE3, exp_so3, quat_to_rot, rot_to_quat
-from .common import LoopClosureSpec, ModelFileError, Reader, _Node, assemble, parse_xml
+from .common import LoopClosureSpec, Reader, _Node, assemble, parse_xml
 
 __all__ = ["load_mjcf"]
 
@@ -380,17 +380,20 @@ class _Loader:
             self.node_names.add(n.name)
         self.nodes.extend(nodes)
         self.bodies[name] = T_wB
+        self.sites_of(el, name)
+        for c in el.findall("body"):
+            self.body(c, nodes[-1].name, T_node_B, T_wB, cc, False)
+
+    def sites_of(self, el, body):
         for s in el.findall("site"):
             sn = s.get("name")
             if sn:
                 if sn in self.sites:
-                    raise r.error(f"site {sn!r}", "duplicate site name")
+                    raise self.r.error(f"site {sn!r}", "duplicate site name")
                 if s.get("fromto") is not None:
-                    self.sites[sn] = (name, None)
+                    self.sites[sn] = (body, None)
                 else:
-                    self.sites[sn] = (name, self.pose(s, f"site {sn!r}"))
-        for c in el.findall("body"):
-            self.body(c, nodes[-1].name, T_node_B, T_wB, cc, False)
+                    self.sites[sn] = (body, self.pose(s, f"site {sn!r}"))
 
     # -- equality constraints ------------------------------------------
     def equalities(self, root, model):
@@ -496,6 +499,7 @@ class _Loader:
                     raise r.error("<worldbody>", f"the world body cannot have <{c.tag}>")
                 if c.tag not in _BODY_CHILDREN:
                     raise r.error("<worldbody>", f"unknown child element <{c.tag}>")
+            self.sites_of(wb, "world")
             for c in wb.findall("body"):
                 self.body(c, "world", SE3(), SE3(), main, True)
 
