@@ -280,6 +280,37 @@ def test_single_state_arguments_broadcast_against_a_batch():
     assert np.array_equal(Fq[2], gear.forward_dynamics_derivatives(m, q[1], dq[2], tau[2], fe)[0])
 
 
+@pytest.mark.parametrize("batched", ["q", "dq", "ddq", "tau", "f_ext"])
+def test_hybrid_and_linearize_broadcast_single_states_against_any_batched_argument(batched):
+    """A batch in any one per-state argument (the others single) gives a
+    batch of results equal to the single-state calls."""
+    rng = np.random.default_rng(9)
+    m = gt.random_tree(rng, nbodies=7, root_free=True)
+    N = 3
+    qs, dqs, ddqs, taus = gt.random_state(m, rng, batch=N)
+    fes = rng.standard_normal((N, m.nbodies, 6))
+    mask = _masks(m, rng)["random"]
+    args = dict(q=qs[0], dq=dqs[0], ddq=ddqs[0], tau=taus[0], f_ext=fes[0])
+    args[batched] = dict(q=qs, dq=dqs, ddq=ddqs, tau=taus, f_ext=fes)[batched]
+
+    def at(k):
+        return {n: (v[k] if n == batched else v) for n, v in args.items()}
+    HD = gear.hybrid_dynamics_derivatives(m, args["q"], args["dq"], args["ddq"], args["tau"], mask,
+                                          args["f_ext"])
+    for k in range(N):
+        a = at(k)
+        single = gear.hybrid_dynamics_derivatives(m, a["q"], a["dq"], a["ddq"], a["tau"], mask,
+                                                  a["f_ext"])
+        for b, s in zip(HD, single):
+            assert b.shape == (N, m.nv, m.nv) and np.array_equal(b[k], s)
+    if batched != "ddq":
+        A, B = gear.linearize(m, args["q"], args["dq"], args["tau"], args["f_ext"])
+        for k in range(N):
+            a = at(k)
+            A1, B1 = gear.linearize(m, a["q"], a["dq"], a["tau"], a["f_ext"])
+            assert np.array_equal(A[k], A1) and np.array_equal(B[k], B1)
+
+
 # ---------------------------------------------------------------------------
 # linearize: finite differences of the flow on the manifold
 # ---------------------------------------------------------------------------

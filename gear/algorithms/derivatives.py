@@ -157,12 +157,12 @@ def hybrid_dynamics_derivatives(model, q, dq, ddq, tau, prescribed, f_ext=None):
     M_uv dddq_v`` (the dense form of eq. 34, differentiated).
     """
     mask = _prescribed_mask(model, prescribed)
-    tau_out, ddq_out = hybrid_dynamics(model, q, dq, ddq, tau, mask, f_ext)
+    # every per-state argument decides the batch (a batch in ddq or tau alone too)
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), False),
+              ddq=(ddq, (model.nv,), False), tau=(tau, (model.nv,), False),
               f_ext=_fext_spec(model, f_ext))
-    ddq_b = np.broadcast_to(ddq_out, (a.N, model.nv)) if a.batch else ddq_out[None]
-    Dq, Dv, M = inverse_dynamics_derivatives(model, a.q, a.dq, np.ascontiguousarray(ddq_b),
-                                             a.f_ext)
+    tau_out, ddq_out = hybrid_dynamics(model, a.q, a.dq, a.ddq, a.tau, mask, a.f_ext)
+    Dq, Dv, M = inverse_dynamics_derivatives(model, a.q, a.dq, ddq_out, a.f_ext)
     nv = model.nv
     u = np.zeros(nv, dtype=bool)
     for i, j in enumerate(model.joints):
