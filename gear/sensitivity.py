@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _core
 from ._validate import as_array
 from .algorithms.dynamics import forward_dynamics, hybrid_dynamics, mass_matrix, _prescribed_mask
 from .spatial import skew
@@ -89,8 +90,6 @@ def _seeds(model, **seeds):
 
 
 def _rnea_p(model, q, dq, ddq, fe, s, P):
-    from . import _core
-
     out = np.empty((P, model.nv))
     _core.rnea_tangent(model.data, q, dq, ddq, None if fe is None else fe,
                        s.get("dq_dp"), s.get("dv_dp"), s.get("da_dp"), s.get("dI_dp"),

@@ -20,6 +20,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from .. import _core
 from .dynamics import (_Args, _fext_spec, _check_status, _prescribed_mask, get_num_threads,
                        hybrid_dynamics, mass_matrix, SingularInertiaError)
 
@@ -55,8 +56,6 @@ def inverse_dynamics_derivatives(model, q, dq, ddq, f_ext=None):
     >>> dq_.shape, bool(np.allclose(M, gear.mass_matrix(m, q)))
     ((7, 7), True)
     """
-    from .. import _core
-
     if f_ext is None:
         r = _core.rnea_derivatives1(model.data, q, dq, ddq)
         if r is not None:
@@ -74,8 +73,6 @@ def inverse_dynamics_derivatives(model, q, dq, ddq, f_ext=None):
 
 
 def _fd_derivatives(model, a):
-    from .. import _core
-
     nv = model.nv
     ddq = np.empty((a.N, nv))
     d_q = np.empty((a.N, nv, nv))
@@ -109,8 +106,6 @@ def forward_dynamics_derivatives(model, q, dq, tau, f_ext=None):
     dddq_dtau : ndarray, shape (nv, nv) or (N, nv, nv)
         ``M^{-1}``.
     """
-    from .. import _core
-
     if f_ext is None:
         r = _core.aba_derivatives1(model.data, q, dq, tau)
         if r is not None:

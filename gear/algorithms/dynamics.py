@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from .. import _core
 from .._validate import as_batch
 
 __all__ = [
@@ -96,8 +97,6 @@ def forward_kinematics(model, q, dq=None):
         Body twists ``V_i = (w, v)`` in body coordinates (Kim eq. 9);
         returned only when ``dq`` is given.
     """
-    from .. import _core
-
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), True))
     nb = model.nbodies
     poses = np.empty((a.N, nb, 4, 4))
@@ -109,8 +108,6 @@ def forward_kinematics(model, q, dq=None):
 
 
 def _rnea_call(model, a, dq, ddq, fext, gravity):
-    from .. import _core
-
     tau = np.empty((a.N, model.nv))
     _core.rnea(model.data, a.q, dq, ddq, fext, gravity, tau, get_num_threads())
     return tau
@@ -144,8 +141,6 @@ def inverse_dynamics(model, q, dq, ddq, f_ext=None, *, out=None):
     >>> tau.shape
     (7,)
     """
-    from .. import _core
-
     if f_ext is None and out is None:
         r = _core.rnea1(model.data, q, dq, ddq)
         if r is not None:
@@ -201,8 +196,6 @@ def forward_dynamics(model, q, dq, tau, f_ext=None, *, out=None):
     SingularInertiaError
         If a joint's articulated inertia is singular (massless subtree).
     """
-    from .. import _core
-
     if f_ext is None and out is None:
         r = _core.aba1(model.data, q, dq, tau)
         if r is not None:
@@ -255,8 +248,6 @@ def hybrid_dynamics(model, q, dq, ddq, tau, prescribed, f_ext=None):
     tau_out, ddq_out : ndarray, shape (nv,) or (N, nv)
         Complete torques and accelerations (inputs copied where given).
     """
-    from .. import _core
-
     mask = _prescribed_mask(model, prescribed)
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), False),
               ddq=(ddq, (model.nv,), False), tau=(tau, (model.nv,), False),
@@ -283,8 +274,6 @@ def mass_matrix(model, q, *, out=None):
     M : ndarray, shape (nv, nv) or (N, nv, nv)
         Symmetric positive definite.
     """
-    from .. import _core
-
     if out is None:
         r = _core.crba1(model.data, q)
         if r is not None:
