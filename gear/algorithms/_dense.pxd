@@ -25,14 +25,33 @@ cdef inline int chol_factor(double* A, int n) noexcept nogil:
 
 
 cdef inline void chol_solve(const double* L, int n, double* B, int m) noexcept nogil:
-    """B <- A^{-1} B for B of shape (n, m), with L from chol_factor."""
+    """B <- A^{-1} B for B of shape (n, m), with L from chol_factor.
+
+    Row-oriented: every update is a contiguous row operation B[i, :] -=
+    L[i, k] B[k, :] that the compiler vectorises."""
     cdef int i, k, c
-    for c in range(m):
-        for i in range(n):
-            for k in range(i):
-                B[i * m + c] -= L[i * n + k] * B[k * m + c]
-            B[i * m + c] /= L[i * n + i]
-        for i in range(n - 1, -1, -1):
-            for k in range(i + 1, n):
-                B[i * m + c] -= L[k * n + i] * B[k * m + c]
-            B[i * m + c] /= L[i * n + i]
+    cdef double a
+    cdef double* Bi
+    cdef const double* Bk
+    # L y = b
+    for i in range(n):
+        Bi = B + i * m
+        for k in range(i):
+            a = L[i * n + k]
+            Bk = B + k * m
+            for c in range(m):
+                Bi[c] -= a * Bk[c]
+        a = 1.0 / L[i * n + i]
+        for c in range(m):
+            Bi[c] *= a
+    # L^T x = y
+    for i in range(n - 1, -1, -1):
+        Bi = B + i * m
+        for k in range(i + 1, n):
+            a = L[k * n + i]
+            Bk = B + k * m
+            for c in range(m):
+                Bi[c] -= a * Bk[c]
+        a = 1.0 / L[i * n + i]
+        for c in range(m):
+            Bi[c] *= a

@@ -27,7 +27,8 @@ inertia, placement, gravity and external-force perturbations).
 from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._common cimport S_mul, S_mul_add, St_mul, base_acceleration
 from gear.algorithms._rnea cimport rnea
-from gear.spatial._spatial cimport Ad_inv, dAd_inv, ad, dad, inertia_mul, se3_inv, se3_mul
+from gear.spatial._spatial cimport (Ad, Ad_inv, dAd_inv, ad, dad, inertia_mul, se3_inv, se3_mul,
+                                    inertia_to_parent)
 from gear.joints._jcalc cimport (jcalc, jcalc_dS, jcalc_has_dS, jcalc_dSdq, jcalc_ddSdq)
 
 
@@ -57,13 +58,16 @@ cdef inline void _body_force_tangent(const double* I, const double* dI, const do
         dF[r] -= t[r]
 
 
-cdef inline int rnea_derivatives(const ModelC* m, const double* q, const double* dq,
-                                 const double* ddq, const double* fext,
-                                 double* dtau_dq, double* dtau_ddq, Work* w) noexcept nogil:
-    """Full Jacobians dtau/dq and dtau/d(dq) (nv x nv, row-major)."""
+cdef inline void _column_subtree(const ModelC* m, const double* q, const double* dq,
+                                 const double* ddq, int j, int c, double* dtau_dq,
+                                 double* dtau_ddq, Work* w) noexcept nogil:
+    """Columns p = q_k and p = dq_k (k = iv_j + c) of Table 5 by forward
+    propagation over the subtree of j in body coordinates.  Used for joints
+    whose S depends on q (universal, planar); needs w.T, S, V, dV, F from
+    RNEA and w.A."""
     cdef int nb = m.nb, nv = m.nv
-    cdef int i, j, c, k, r, p, a, child, n, nj
-    cdef double dV0[6]
+    cdef int i, k, r, p, a, child, n
+    cdef int nj = m.nvi[j]
     cdef double Sdq[6]
     cdef double xV[6]
     cdef double t[6]
@@ -77,127 +81,309 @@ cdef inline int rnea_derivatives(const ModelC* m, const double* q, const double*
     cdef double* Dq
     cdef double* Dv
     cdef double* Sc
-    cdef bint hs
-    # Kim Table 2 first: T, S, V, dV, eta and the joint wrenches F (w.u is scratch for tau)
+    cdef bint hs = jcalc_has_dS(m.jtype[j])
+    k = m.iv[j] + c
+    Sc = w.S + 36 * j + 6 * c
+    if hs:
+        jcalc_dS(m.jtype[j], m.jparam + 10 * j, NULL, dq + m.iv[j], w.S + 36 * j, Sdot)
+        jcalc_dSdq(m.jtype[j], m.jparam + 10 * j, w.S + 36 * j, c, dSc)
+        jcalc_ddSdq(m.jtype[j], m.jparam + 10 * j, w.S + 36 * j, c, dq + m.iv[j], ddSc)
+        S_mul(dSc, nj, dq + m.iv[j], dScdq)
+    # forward over the subtree of j: D = [dVq, ddVq, dFq, dVv, ddVv, dFv]
+    for i in range(j, nb):
+        if not m.desc[j * nb + i]:
+            continue
+        n = m.nvi[i]
+        Dq = w.D + 36 * i
+        Dv = Dq + 18
+        S_mul(w.S + 36 * i, n, dq + m.iv[i], Sdq)
+        if i == j:
+            for r in range(6):
+                xV[r] = w.V[6 * i + r] - Sdq[r]
+            # q direction (dh_j = S_c, eq. 90)
+            ad(Sc, xV, Dq)
+            ad(Sc, w.A + 6 * i, Dq + 6)
+            for r in range(6):
+                Dq[r] = -Dq[r]
+                Dq[6 + r] = -Dq[6 + r]
+            if hs:
+                for r in range(6):
+                    Dq[r] += dScdq[r]
+                S_mul_add(dSc, nj, ddq + m.iv[j], Dq + 6)
+                ad(w.V + 6 * i, dScdq, t)
+                for r in range(6):
+                    Dq[6 + r] += t[r]
+                S_mul_add(ddSc, nj, dq + m.iv[j], Dq + 6)
+            ad(Dq, Sdq, t)
+            for r in range(6):
+                Dq[6 + r] += t[r]
+            # dq direction
+            for r in range(6):
+                Dv[r] = Sc[r]
+            ad(Sc, Sdq, Dv + 6)
+            ad(w.V + 6 * i, Sc, t)
+            for r in range(6):
+                Dv[6 + r] += t[r]
+            if hs:
+                for r in range(6):
+                    Dv[6 + r] += dScdq[r] + Sdot[6 * c + r]
+        else:
+            p = m.parent[i]
+            Ad_inv(w.T + 12 * i, w.D + 36 * p, Dq)
+            Ad_inv(w.T + 12 * i, w.D + 36 * p + 6, Dq + 6)
+            ad(Dq, Sdq, t)
+            for r in range(6):
+                Dq[6 + r] += t[r]
+            Ad_inv(w.T + 12 * i, w.D + 36 * p + 18, Dv)
+            Ad_inv(w.T + 12 * i, w.D + 36 * p + 24, Dv + 6)
+            ad(Dv, Sdq, t)
+            for r in range(6):
+                Dv[6 + r] += t[r]
+        _body_force_tangent(m.inertia + 10 * i, NULL, w.V + 6 * i, Dq, Dq + 6,
+                            w.dV + 6 * i, Dq + 12)
+        _body_force_tangent(m.inertia + 10 * i, NULL, w.V + 6 * i, Dv, Dv + 6,
+                            w.dV + 6 * i, Dv + 12)
+    # backward over the subtree
+    for i in range(nb - 1, j - 1, -1):
+        if not m.desc[j * nb + i]:
+            continue
+        n = m.nvi[i]
+        Dq = w.D + 36 * i
+        Dv = Dq + 18
+        St_mul(w.S + 36 * i, n, Dq + 12, t)
+        St_mul(w.S + 36 * i, n, Dv + 12, t2)
+        for r in range(n):
+            dtau_dq[(m.iv[i] + r) * nv + k] = t[r]
+            dtau_ddq[(m.iv[i] + r) * nv + k] = t2[r]
+        if i != j:
+            p = m.parent[i]
+            dAd_inv(w.T + 12 * i, Dq + 12, t)
+            dAd_inv(w.T + 12 * i, Dv + 12, t2)
+            for r in range(6):
+                w.D[36 * p + 12 + r] += t[r]
+                w.D[36 * p + 30 + r] += t2[r]
+    # joint j itself: dS^T F and the -ad*_{S_c} F_j term of eq. (88)
+    Dq = w.D + 36 * j
+    if hs:
+        St_mul(dSc, nj, w.F + 6 * j, t)
+        for r in range(nj):
+            dtau_dq[(m.iv[j] + r) * nv + k] += t[r]
+    dad(Sc, w.F + 6 * j, t)
+    for r in range(6):
+        carry_q[r] = Dq[12 + r] - t[r]
+        carry_v[r] = Dq[30 + r]
+    # carry the wrench up j's ancestors
+    child = j
+    a = m.parent[j]
+    while a >= 0:
+        dAd_inv(w.T + 12 * child, carry_q, t)
+        dAd_inv(w.T + 12 * child, carry_v, t2)
+        for r in range(6):
+            carry_q[r] = t[r]
+            carry_v[r] = t2[r]
+        n = m.nvi[a]
+        St_mul(w.S + 36 * a, n, carry_q, t)
+        St_mul(w.S + 36 * a, n, carry_v, t2)
+        for r in range(n):
+            dtau_dq[(m.iv[a] + r) * nv + k] = t[r]
+            dtau_ddq[(m.iv[a] + r) * nv + k] = t2[r]
+        child = a
+        a = m.parent[a]
+
+
+cdef inline int rnea_derivatives(const ModelC* m, const double* q, const double* dq,
+                                 const double* ddq, const double* fext,
+                                 double* dtau_dq, double* dtau_ddq, Work* w) noexcept nogil:
+    """Full Jacobians dtau/dq and dtau/d(dq) (nv x nv, row-major).
+
+    Table 5 with every quantity in the world frame {0}.  A tangent step of
+    q_k (k in joint j) displaces the whole subtree of j rigidly by the world
+    twist S = Ad_{T_{0,j}} S_c, so with world twists V_i, accelerations A_i
+    (= Ad_{T_{0,i}} dV_i), inertias I_i, momenta h_i = I_i V_i and
+    p_i = I_i A_i - F_i^ext, and lambda = lambda(j):
+      dV_i = ad_S (V_i - V_lambda),  dA_i = ad_S (A_i - A_lambda) + ad_w (V_i - V_lambda),
+      dI_i = -ad*_S I_i - I_i ad_S,  w = ad_{V_lambda} S,
+    which sum to the body-wrench derivative
+      df_i = -ad*_S p_i + ad*_{ad_{V_i} S - w} h_i + ad*_{V_i} (ad*_S h_i - I_i w)
+             + I_i (y - ad_{V_i} w),   y = ad_{A_lambda} S + ad_{V_lambda} w.
+    A step of dq_k gives dV_i = S and dA_i = ad_S (V_i - V_lambda) + ad_{V_j} S:
+      df_i = -ad*_S h_i - ad*_{V_i} (I_i S) + I_i (z - ad_{V_i} S),  z = (ad_{V_j} + ad_{V_lambda}) S.
+    Joint wrenches are subtree sums (plain additions in {0}); dtau_l = S_l^T dF_l
+    plus (ad_S S_l)^T F_l = S_l^T ad*_S F_l for the q columns on the subtree, and
+    the ancestors of j see dF_j.  Joints whose S depends on q (universal,
+    planar) use the body-frame column recursion _column_subtree.
+    """
+    cdef int nb = m.nb, nv = m.nv
+    cdef int i, j, c, k, r, p, a, n, nj
+    cdef double dV0[6]
+    cdef double zero6[6]
+    cdef double t[6]
+    cdef double t2[6]
+    cdef double wv[6]
+    cdef double y[6]
+    cdef double z[6]
+    cdef double adVS[6]
+    cdef double dSh[6]
+    cdef double e1[6]
+    cdef double e2[6]
+    cdef double* T0
+    cdef double* I0
+    cdef double* V0
+    cdef double* A0
+    cdef double* E
+    cdef double* Vl
+    cdef double* Al
+    cdef const double* S
+    cdef double* dFq
+    cdef double* dFv
+    cdef bint fallback = False
+    cdef bint root
+    # Kim Table 2 first (w.u is scratch for tau)
     rnea(m, q, dq, ddq, fext, True, w.u, w)
     base_acceleration(m, True, dV0)
+    for r in range(6):
+        zero6[r] = 0.0
+    # world-frame quantities: w.Ih[36 i:] = T0 (12) | I0 (10) | V0 (6) | A0 (6);
+    # w.U = S0; w.Dinv[36 i:] = h | p | F0 | dFq | dFv
     for i in range(nb):
         p = m.parent[i]
-        Ad_inv(w.T + 12 * i, w.dV + 6 * p if p >= 0 else dV0, w.A + 6 * i)
+        T0 = w.Ih + 36 * i
+        I0 = T0 + 12
+        V0 = T0 + 22
+        A0 = T0 + 28
+        E = w.Dinv + 36 * i
+        if p >= 0:
+            se3_mul(w.Ih + 36 * p, w.T + 12 * i, T0)
+        else:
+            for r in range(12):
+                T0[r] = w.T[12 * i + r]
+        inertia_to_parent(T0, m.inertia + 10 * i, I0)
+        Ad(T0, w.V + 6 * i, V0)
+        Ad(T0, w.dV + 6 * i, A0)
+        for c in range(m.nvi[i]):
+            Ad(T0, w.S + 36 * i + 6 * c, w.U + 36 * i + 6 * c)
+        inertia_mul(I0, V0, E)
+        inertia_mul(I0, A0, E + 6)
+        if fext != NULL:
+            dAd_inv(T0, fext + 6 * i, t)
+            for r in range(6):
+                E[6 + r] -= t[r]
+        dAd_inv(T0, w.F + 6 * i, E + 12)
+        if jcalc_has_dS(m.jtype[i]):
+            fallback = True
+    if fallback:
+        for i in range(nb):
+            p = m.parent[i]
+            Ad_inv(w.T + 12 * i, w.dV + 6 * p if p >= 0 else dV0, w.A + 6 * i)
     for k in range(nv * nv):
         dtau_dq[k] = 0.0
         dtau_ddq[k] = 0.0
     for j in range(nb):
         nj = m.nvi[j]
-        hs = jcalc_has_dS(m.jtype[j])
-        if hs:
-            jcalc_dS(m.jtype[j], m.jparam + 10 * j, NULL, dq + m.iv[j], w.S + 36 * j, Sdot)
+        if nj == 0:
+            continue
+        if jcalc_has_dS(m.jtype[j]):
+            for c in range(nj):
+                _column_subtree(m, q, dq, ddq, j, c, dtau_dq, dtau_ddq, w)
+            continue
+        p = m.parent[j]
+        root = p < 0
+        if p >= 0:
+            Vl = w.Ih + 36 * p + 22
+            Al = w.Ih + 36 * p + 28
+        else:
+            Vl = zero6
+            Al = dV0
         for c in range(nj):
             k = m.iv[j] + c
-            Sc = w.S + 36 * j + 6 * c
-            if hs:
-                jcalc_dSdq(m.jtype[j], m.jparam + 10 * j, w.S + 36 * j, c, dSc)
-                jcalc_ddSdq(m.jtype[j], m.jparam + 10 * j, w.S + 36 * j, c, dq + m.iv[j], ddSc)
-                S_mul(dSc, nj, dq + m.iv[j], dScdq)
-            # forward over the subtree of j: D = [dVq, ddVq, dFq, dVv, ddVv, dFv]
+            S = w.U + 36 * j + 6 * c
+            ad(Vl, S, wv)                       # w = ad_{V_lambda} S
+            ad(Al, S, y)                        # y = ad_{A_lambda} S + ad_{V_lambda} w
+            ad(Vl, wv, t)
+            for r in range(6):
+                y[r] += t[r]
+            ad(w.Ih + 36 * j + 22, S, z)        # z = (ad_{V_j} + ad_{V_lambda}) S
+            for r in range(6):
+                z[r] += wv[r]
+            # local body-wrench derivatives over the subtree
             for i in range(j, nb):
                 if not m.desc[j * nb + i]:
                     continue
-                n = m.nvi[i]
-                Dq = w.D + 36 * i
-                Dv = Dq + 18
-                S_mul(w.S + 36 * i, n, dq + m.iv[i], Sdq)
-                if i == j:
+                I0 = w.Ih + 36 * i + 12
+                V0 = w.Ih + 36 * i + 22
+                E = w.Dinv + 36 * i
+                dFq = E + 18
+                dFv = E + 24
+                ad(V0, S, adVS)
+                dad(S, E, dSh)                  # ad*_S h
+                # q: -ad*_S p + ad*_{adVS - w} h + ad*_V (ad*_S h - I w) + I (y - ad_V w)
+                dad(S, E + 6, dFq)
+                for r in range(6):
+                    dFq[r] = -dFq[r]
+                if root:
+                    # V_lambda = 0: w = 0
+                    dad(adVS, E, t)
                     for r in range(6):
-                        xV[r] = w.V[6 * i + r] - Sdq[r]
-                    # q direction (dh_j = S_c, eq. 90)
-                    ad(Sc, xV, Dq)
-                    ad(Sc, w.A + 6 * i, Dq + 6)
+                        dFq[r] += t[r]
+                    dad(V0, dSh, t)
                     for r in range(6):
-                        Dq[r] = -Dq[r]
-                        Dq[6 + r] = -Dq[6 + r]
-                    if hs:
-                        for r in range(6):
-                            Dq[r] += dScdq[r]
-                        S_mul_add(dSc, nj, ddq + m.iv[j], Dq + 6)
-                        ad(w.V + 6 * i, dScdq, t)
-                        for r in range(6):
-                            Dq[6 + r] += t[r]
-                        S_mul_add(ddSc, nj, dq + m.iv[j], Dq + 6)
-                    ad(Dq, Sdq, t)
-                    for r in range(6):
-                        Dq[6 + r] += t[r]
-                    # dq direction
-                    for r in range(6):
-                        Dv[r] = Sc[r]
-                    ad(Sc, Sdq, Dv + 6)
-                    ad(w.V + 6 * i, Sc, t)
-                    for r in range(6):
-                        Dv[6 + r] += t[r]
-                    if hs:
-                        for r in range(6):
-                            Dv[6 + r] += dScdq[r] + Sdot[6 * c + r]
+                        dFq[r] += t[r]
+                    inertia_mul(I0, y, t)
                 else:
-                    p = m.parent[i]
-                    Ad_inv(w.T + 12 * i, w.D + 36 * p, Dq)
-                    Ad_inv(w.T + 12 * i, w.D + 36 * p + 6, Dq + 6)
-                    ad(Dq, Sdq, t)
                     for r in range(6):
-                        Dq[6 + r] += t[r]
-                    Ad_inv(w.T + 12 * i, w.D + 36 * p + 18, Dv)
-                    Ad_inv(w.T + 12 * i, w.D + 36 * p + 24, Dv + 6)
-                    ad(Dv, Sdq, t)
+                        e1[r] = adVS[r] - wv[r]
+                    dad(e1, E, t)
+                    inertia_mul(I0, wv, t2)
                     for r in range(6):
-                        Dv[6 + r] += t[r]
-                _body_force_tangent(m.inertia + 10 * i, NULL, w.V + 6 * i, Dq, Dq + 6,
-                                    w.dV + 6 * i, Dq + 12)
-                _body_force_tangent(m.inertia + 10 * i, NULL, w.V + 6 * i, Dv, Dv + 6,
-                                    w.dV + 6 * i, Dv + 12)
-            # backward over the subtree
+                        dFq[r] += t[r]
+                        e2[r] = dSh[r] - t2[r]
+                    dad(V0, e2, t)
+                    ad(V0, wv, t2)
+                    for r in range(6):
+                        dFq[r] += t[r]
+                        e1[r] = y[r] - t2[r]
+                    inertia_mul(I0, e1, t)
+                for r in range(6):
+                    dFq[r] += t[r]
+                # dq: -ad*_S h - ad*_V (I S) + I (z - ad_V S)
+                inertia_mul(I0, S, t)
+                dad(V0, t, dFv)
+                for r in range(6):
+                    dFv[r] = -dFv[r] - dSh[r]
+                    e1[r] = z[r] - adVS[r]
+                inertia_mul(I0, e1, t)
+                for r in range(6):
+                    dFv[r] += t[r]
+            # subtree sums and joint torques
             for i in range(nb - 1, j - 1, -1):
                 if not m.desc[j * nb + i]:
                     continue
                 n = m.nvi[i]
-                Dq = w.D + 36 * i
-                Dv = Dq + 18
-                St_mul(w.S + 36 * i, n, Dq + 12, t)
-                St_mul(w.S + 36 * i, n, Dv + 12, t2)
+                E = w.Dinv + 36 * i
+                dad(S, E + 12, t)               # ad*_S F_i  ((ad_S S_i)^T F_i term)
+                for r in range(6):
+                    t[r] += E[18 + r]
+                St_mul(w.U + 36 * i, n, t, t2)
                 for r in range(n):
-                    dtau_dq[(m.iv[i] + r) * nv + k] = t[r]
+                    dtau_dq[(m.iv[i] + r) * nv + k] = t2[r]
+                St_mul(w.U + 36 * i, n, E + 24, t2)
+                for r in range(n):
                     dtau_ddq[(m.iv[i] + r) * nv + k] = t2[r]
                 if i != j:
                     p = m.parent[i]
-                    dAd_inv(w.T + 12 * i, Dq + 12, t)
-                    dAd_inv(w.T + 12 * i, Dv + 12, t2)
                     for r in range(6):
-                        w.D[36 * p + 12 + r] += t[r]
-                        w.D[36 * p + 30 + r] += t2[r]
-            # joint j itself: dS^T F and the -ad*_{S_c} F_j term of eq. (88)
-            Dq = w.D + 36 * j
-            if hs:
-                St_mul(dSc, nj, w.F + 6 * j, t)
-                for r in range(nj):
-                    dtau_dq[(m.iv[j] + r) * nv + k] += t[r]
-            dad(Sc, w.F + 6 * j, t)
-            for r in range(6):
-                carry_q[r] = Dq[12 + r] - t[r]
-                carry_v[r] = Dq[30 + r]
-            # carry the wrench up j's ancestors
-            child = j
+                        w.Dinv[36 * p + 18 + r] += E[18 + r]
+                        w.Dinv[36 * p + 24 + r] += E[24 + r]
+            E = w.Dinv + 36 * j
             a = m.parent[j]
             while a >= 0:
-                dAd_inv(w.T + 12 * child, carry_q, t)
-                dAd_inv(w.T + 12 * child, carry_v, t2)
-                for r in range(6):
-                    carry_q[r] = t[r]
-                    carry_v[r] = t2[r]
                 n = m.nvi[a]
-                St_mul(w.S + 36 * a, n, carry_q, t)
-                St_mul(w.S + 36 * a, n, carry_v, t2)
+                St_mul(w.U + 36 * a, n, E + 18, t2)
                 for r in range(n):
-                    dtau_dq[(m.iv[a] + r) * nv + k] = t[r]
+                    dtau_dq[(m.iv[a] + r) * nv + k] = t2[r]
+                St_mul(w.U + 36 * a, n, E + 24, t2)
+                for r in range(n):
                     dtau_ddq[(m.iv[a] + r) * nv + k] = t2[r]
-                child = a
                 a = m.parent[a]
     return 0
 
@@ -363,13 +549,30 @@ cdef inline int aba_derivatives(const ModelC* m, const double* q, const double* 
     crba(m, q, M, w)
     if chol_factor(M, nv) != 0:
         return -1
+    # Minv = M^{-1} by solving with the identity, then dddq/dq = -Minv dtau/dq
+    # and dddq/d(dq) = -Minv dtau/d(dq) as row-oriented products
     for k in range(nv * nv):
         Minv[k] = 0.0
-        dddq_dq[k] = -dddq_dq[k]
-        dddq_ddq[k] = -dddq_ddq[k]
     for k in range(nv):
         Minv[k * nv + k] = 1.0
     chol_solve(M, nv, Minv, nv)
-    chol_solve(M, nv, dddq_dq, nv)
-    chol_solve(M, nv, dddq_ddq, nv)
+    _neg_matmul_inplace(Minv, dddq_dq, nv, M)
+    _neg_matmul_inplace(Minv, dddq_ddq, nv, M)
     return 0
+
+
+cdef inline void _neg_matmul_inplace(const double* A, double* B, int n, double* tmp) noexcept nogil:
+    """B <- -A B for n x n row-major matrices (tmp: n x n scratch)."""
+    cdef int i, k, c
+    cdef double a
+    cdef double* Ti
+    for i in range(n * n):
+        tmp[i] = 0.0
+    for i in range(n):
+        Ti = tmp + i * n
+        for k in range(n):
+            a = -A[i * n + k]
+            for c in range(n):
+                Ti[c] += a * B[k * n + c]
+    for i in range(n * n):
+        B[i] = tmp[i]
