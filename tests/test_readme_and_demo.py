@@ -30,3 +30,26 @@ def test_cli_info_and_demo_entry_point():
 
     assert main(["info", str(ROOT / "gear" / "data" / "arm7.urdf")]) == 0
     assert main(["info", str(ROOT / "tests" / "data" / "urdf_cycle.urdf")]) == 1
+
+
+def test_docs_dynamics_doctest():
+    import doctest
+
+    res = doctest.testfile(str(ROOT / "docs" / "dynamics.md"), module_relative=False,
+                           optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 5 and res.failed == 0
+
+
+def test_docstring_examples_run():
+    """The Examples sections of the public docstrings are doctests."""
+    import doctest
+    import importlib
+
+    total = 0
+    for name in ["gear.spatial", "gear.model", "gear.algorithms.dynamics",
+                 "gear.algorithms.derivatives", "gear.sensitivity"]:
+        mod = importlib.import_module(name)
+        res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+        assert res.failed == 0, name
+        total += res.attempted
+    assert total > 10
