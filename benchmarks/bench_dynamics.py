@@ -128,15 +128,20 @@ def batched_table(quick, exe):
 
 def threads_table(quick):
     N = 2000 if quick else 10000
-    print(f"\n## 3. Threads: batch of {N} states (ms per batch)\n")
+    print(f"\n## 3. Threads: batch of {N} states (ms per batch; best of interleaved runs)\n")
     print(f"{'robot':<10} {'algo':<6} {'1 thread':>9} {'2 threads':>10} {'speed-up':>9}")
     for label, path, floating in robots():
         m = gear.load_urdf(path, floating_base=floating)
-        t1 = gear_batch_times(m, N, 1)
-        t2 = gear_batch_times(m, N, 2)
-        for algo in t1:
-            print(f"{label:<10} {algo:<6} {t1[algo] * N * 1e3:9.3f} {t2[algo] * N * 1e3:10.3f} "
-                  f"{t1[algo] / t2[algo]:8.2f}x")
+        best1, best2 = {}, {}
+        # this class of machine has noisy neighbours: interleave the two
+        # settings and keep the best of each
+        for _ in range(3 if quick else 6):
+            for threads, best in ((1, best1), (2, best2)):
+                for algo, t in gear_batch_times(m, N, threads).items():
+                    best[algo] = min(best.get(algo, np.inf), t)
+        for algo in best1:
+            print(f"{label:<10} {algo:<6} {best1[algo] * N * 1e3:9.3f} {best2[algo] * N * 1e3:10.3f} "
+                  f"{best1[algo] / best2[algo]:8.2f}x")
 
 
 def chains_table(quick, exe):
