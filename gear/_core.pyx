@@ -17,6 +17,8 @@ from gear.algorithms._rnea cimport rnea as _rnea
 from gear.algorithms._aba cimport hybrid as _hybrid
 from gear.algorithms._crba cimport crba as _crba
 from gear.algorithms._fk cimport fk as _fk
+from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_derivatives as _aba_d,
+                                           rnea_tangent as _rnea_t)
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv
 
 
@@ -83,7 +85,7 @@ cdef class ModelData:
         self.c.g[1] = gravity[1]
         self.c.g[2] = gravity[2]
         self.wsize = WORK_PER_BODY * nb
-        self.ws = np.zeros(self.wsize)
+        self.ws = np.zeros(self.wsize + nv * nv + 1)   # + scratch of K_ABA_D
         at = []
         jt = []
         for k in range(nb):
@@ -113,39 +115,130 @@ cdef const double* _base3(const double[:, :, ::1] a):
     return &a[0, 0, 0]
 
 
+# ---------------------------------------------------------------------------
+# Batched drivers.  A Call holds the base pointers and per-state strides of
+# one batched call; _one() runs the kernel on state k (the one kernel switch
+# of this module) and _run() runs all states, serially on the model's cached
+# workspace or in parallel with one workspace per OpenMP thread.
+# ---------------------------------------------------------------------------
+cdef enum:
+    K_RNEA = 0
+    K_HYBRID = 1
+    K_CRBA = 2
+    K_FK = 3
+    K_RNEA_D = 4
+    K_ABA_D = 5
+
+
+cdef struct Call:
+    int kind
+    bint gravity
+    const double* q
+    const double* dq          # NULL = zero velocity
+    const double* ddq         # NULL = zero acceleration (K_RNEA)
+    const double* tau         # K_ABA_D
+    const double* fext        # NULL = no external wrenches
+    const unsigned char* prescribed
+    double* o1                # outputs; meaning per kind (see the drivers)
+    double* o2
+    double* o3
+    double* o4
+    Py_ssize_t so             # stride of o1..o4 (per state)
+    Py_ssize_t so1            # stride of o1 when it differs (K_HYBRID, K_FK, K_ABA_D)
+    int* status               # per state, or NULL
+
+
 cdef inline const double* _row(const double* base, Py_ssize_t k, Py_ssize_t stride) noexcept nogil:
     if base == NULL:
         return NULL
     return base + k * stride
 
 
+cdef inline double* _orow(double* base, Py_ssize_t k, Py_ssize_t stride) noexcept nogil:
+    if base == NULL:
+        return NULL
+    return base + k * stride
+
+
+cdef inline int _one(const ModelC* m, const Call* c, Py_ssize_t k, Work* w,
+                     double* scratch) noexcept nogil:
+    cdef const double* q = c.q + k * m.nq
+    cdef const double* dq = _row(c.dq, k, m.nv)
+    cdef const double* fe = _row(c.fext, k, 6 * m.nb)
+    if c.kind == K_RNEA:
+        return _rnea(m, q, dq, _row(c.ddq, k, m.nv), fe, c.gravity, c.o1 + k * c.so, w)
+    elif c.kind == K_HYBRID:
+        # o1 = ddq, o2 = tau, both read and written in place
+        return _hybrid(m, q, dq, c.o1 + k * c.so, c.o2 + k * c.so, c.prescribed, fe, w)
+    elif c.kind == K_CRBA:
+        return _crba(m, q, c.o1 + k * c.so, w)
+    elif c.kind == K_FK:
+        # o1 = poses (so1 per state), o2 = twists or NULL
+        _fk(m, q, dq, c.o1 + k * c.so1, _orow(c.o2, k, c.so), w)
+        return 0
+    elif c.kind == K_RNEA_D:
+        return _rnea_d(m, q, dq, _row(c.ddq, k, m.nv), fe, c.o1 + k * c.so, c.o2 + k * c.so, w)
+    elif c.kind == K_ABA_D:
+        # o1 = ddq (so1), o2 = dddq/dq, o3 = dddq/d(dq), o4 = Minv; scratch: nv x nv
+        return _aba_d(m, q, dq, c.tau + k * m.nv, fe, c.o1 + k * c.so1, c.o2 + k * c.so,
+                      c.o3 + k * c.so, c.o4 + k * c.so, scratch, w)
+    return -2
+
+
+cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
+    cdef Py_ssize_t k
+    cdef int st
+    cdef Work w
+    cdef double* buf
+    cdef int nb = md.nb, wsize = md.wsize, extra = md.nv * md.nv
+    if N == 1 or nthreads <= 1:
+        w = work_from(&md.ws[0], nb)
+        for k in range(N):
+            st = _one(&md.c, c, k, &w, &md.ws[wsize])
+            if c.status != NULL:
+                c.status[k] = st
+        return
+    with nogil, parallel(num_threads=nthreads):
+        buf = <double*> malloc((wsize + extra + 1) * sizeof(double))
+        w = work_from(buf, nb)
+        for k in prange(N, schedule='guided'):
+            st = _one(&md.c, c, k, &w, buf + wsize)
+            if c.status != NULL:
+                c.status[k] = st
+        free(buf)
+
+
+cdef Call _call(int kind, const double[:, ::1] q, const double[:, ::1] dq,
+                const double[:, :, ::1] fext):
+    cdef Call c
+    c.kind = kind
+    c.gravity = True
+    c.q = &q[0, 0]
+    c.dq = _base2(dq)
+    c.ddq = NULL
+    c.tau = NULL
+    c.fext = _base3(fext)
+    c.prescribed = NULL
+    c.o1 = NULL
+    c.o2 = NULL
+    c.o3 = NULL
+    c.o4 = NULL
+    c.so = 0
+    c.so1 = 0
+    c.status = NULL
+    return c
+
+
 def rnea(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
          const double[:, ::1] ddq, const double[:, :, ::1] fext, bint gravity,
          double[:, ::1] out, int nthreads):
     """Kim Table 2 on each row; ``dq``/``ddq``/``fext`` may be None (zero)."""
-    cdef Py_ssize_t N = q.shape[0], k
-    cdef const ModelC* mc = &md.c
-    cdef Work w
-    cdef double* buf
-    cdef int nb = md.nb, wsize = md.wsize, nq = md.nq, nv = md.nv
-    cdef const double* qp = &q[0, 0]
-    cdef const double* dqp = _base2(dq)
-    cdef const double* ddqp = _base2(ddq)
-    cdef const double* fp = _base3(fext)
-    cdef double* op = &out[0, 0]
-    if N == 1 or nthreads <= 1:
-        w = work_from(&md.ws[0], nb)
-        for k in range(N):
-            _rnea(mc, qp + k * nq, _row(dqp, k, nv), _row(ddqp, k, nv), _row(fp, k, 6 * nb),
-                  gravity, op + k * nv, &w)
-        return
-    with nogil, parallel(num_threads=nthreads):
-        buf = <double*> malloc(wsize * sizeof(double))
-        w = work_from(buf, nb)
-        for k in prange(N, schedule='guided'):
-            _rnea(mc, qp + k * nq, _row(dqp, k, nv), _row(ddqp, k, nv), _row(fp, k, 6 * nb),
-                  gravity, op + k * nv, &w)
-        free(buf)
+    cdef Call c = _call(K_RNEA, q, dq, fext)
+    c.gravity = gravity
+    c.ddq = _base2(ddq)
+    c.o1 = &out[0, 0] if md.nv > 0 else NULL
+    c.so = md.nv
+    _run(md, &c, q.shape[0], nthreads)
 
 
 def hybrid(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
@@ -154,80 +247,33 @@ def hybrid(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
     """Kim Tables 3/4 in place on each row (``prescribed`` None = ABA).
 
     ``status[k]`` is 0, or 1 + the body whose S^T Ihat S is singular."""
-    cdef Py_ssize_t N = q.shape[0], k
-    cdef const ModelC* mc = &md.c
-    cdef Work w
-    cdef double* buf
-    cdef int nb = md.nb, wsize = md.wsize, nq = md.nq, nv = md.nv
-    cdef const unsigned char* pres = NULL
-    cdef const double* qp = &q[0, 0]
-    cdef const double* dqp = _base2(dq)
-    cdef const double* fp = _base3(fext)
-    cdef double* ddqp = &ddq[0, 0] if nv > 0 else NULL
-    cdef double* taup = &tau[0, 0] if nv > 0 else NULL
-    cdef int* st = &status[0]
+    cdef Call c = _call(K_HYBRID, q, dq, fext)
     if prescribed is not None:
-        pres = &prescribed[0]
-    if N == 1 or nthreads <= 1:
-        w = work_from(&md.ws[0], nb)
-        for k in range(N):
-            st[k] = _hybrid(mc, qp + k * nq, _row(dqp, k, nv), ddqp + k * nv, taup + k * nv,
-                            pres, _row(fp, k, 6 * nb), &w)
-        return
-    with nogil, parallel(num_threads=nthreads):
-        buf = <double*> malloc(wsize * sizeof(double))
-        w = work_from(buf, nb)
-        for k in prange(N, schedule='guided'):
-            st[k] = _hybrid(mc, qp + k * nq, _row(dqp, k, nv), ddqp + k * nv, taup + k * nv,
-                            pres, _row(fp, k, 6 * nb), &w)
-        free(buf)
+        c.prescribed = &prescribed[0]
+    c.o1 = &ddq[0, 0] if md.nv > 0 else NULL
+    c.o2 = &tau[0, 0] if md.nv > 0 else NULL
+    c.so = md.nv
+    c.status = &status[0]
+    _run(md, &c, q.shape[0], nthreads)
 
 
 def crba(ModelData md, const double[:, ::1] q, double[:, :, ::1] out, int nthreads):
     """Mass matrix of each row."""
-    cdef Py_ssize_t N = q.shape[0], k
-    cdef const ModelC* mc = &md.c
-    cdef Work w
-    cdef double* buf
-    cdef int nb = md.nb, wsize = md.wsize, nq = md.nq, nv = md.nv
-    cdef const double* qp = &q[0, 0]
-    cdef double* op = &out[0, 0, 0]
-    if N == 1 or nthreads <= 1:
-        w = work_from(&md.ws[0], nb)
-        for k in range(N):
-            _crba(mc, qp + k * nq, op + k * nv * nv, &w)
-        return
-    with nogil, parallel(num_threads=nthreads):
-        buf = <double*> malloc(wsize * sizeof(double))
-        w = work_from(buf, nb)
-        for k in prange(N, schedule='guided'):
-            _crba(mc, qp + k * nq, op + k * nv * nv, &w)
-        free(buf)
+    cdef Call c = _call(K_CRBA, q, None, None)
+    c.o1 = &out[0, 0, 0] if md.nv > 0 else NULL
+    c.so = md.nv * md.nv
+    _run(md, &c, q.shape[0], nthreads)
 
 
 def fk(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
        double[:, :, :, ::1] poses, double[:, :, ::1] twists, int nthreads):
     """World poses (and body twists when ``dq`` is given) of each row."""
-    cdef Py_ssize_t N = q.shape[0], k
-    cdef const ModelC* mc = &md.c
-    cdef Work w
-    cdef double* buf
-    cdef int nb = md.nb, wsize = md.wsize, nq = md.nq, nv = md.nv
-    cdef const double* qp = &q[0, 0]
-    cdef const double* dqp = _base2(dq)
-    cdef double* pp = &poses[0, 0, 0, 0]
-    cdef double* tp = <double*> _base3(twists)
-    if N == 1 or nthreads <= 1:
-        w = work_from(&md.ws[0], nb)
-        for k in range(N):
-            _fk(mc, qp + k * nq, _row(dqp, k, nv), pp + k * 16 * nb, <double*> _row(tp, k, 6 * nb), &w)
-        return
-    with nogil, parallel(num_threads=nthreads):
-        buf = <double*> malloc(wsize * sizeof(double))
-        w = work_from(buf, nb)
-        for k in prange(N, schedule='guided'):
-            _fk(mc, qp + k * nq, _row(dqp, k, nv), pp + k * 16 * nb, <double*> _row(tp, k, 6 * nb), &w)
-        free(buf)
+    cdef Call c = _call(K_FK, q, dq, None)
+    c.o1 = &poses[0, 0, 0, 0]
+    c.so1 = 16 * md.nb
+    c.o2 = <double*> _base3(twists)
+    c.so = 6 * md.nb
+    _run(md, &c, q.shape[0], nthreads)
 
 
 def rnea_thread_ids(ModelData md, const double[:, ::1] q, int[::1] tid, int nthreads):
@@ -379,37 +425,18 @@ def bad_quaternion(ModelData md, const double[:, ::1] q):
 # ---------------------------------------------------------------------------
 # Derivatives (Kim Sec. 4)
 # ---------------------------------------------------------------------------
-from gear.algorithms._derivatives cimport rnea_derivatives as _rnea_d, aba_derivatives as _aba_d, rnea_tangent as _rnea_t
 
 
 def rnea_derivatives(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
                      const double[:, ::1] ddq, const double[:, :, ::1] fext,
                      double[:, :, ::1] dtau_dq, double[:, :, ::1] dtau_ddq, int nthreads):
     """Table 5 Jacobians for each row."""
-    cdef Py_ssize_t N = q.shape[0], k
-    cdef const ModelC* mc = &md.c
-    cdef Work w
-    cdef double* buf
-    cdef int nb = md.nb, wsize = md.wsize, nq = md.nq, nv = md.nv
-    cdef const double* qp = &q[0, 0]
-    cdef const double* dqp = &dq[0, 0]
-    cdef const double* ddqp = &ddq[0, 0]
-    cdef const double* fp = _base3(fext)
-    cdef double* op1 = &dtau_dq[0, 0, 0]
-    cdef double* op2 = &dtau_ddq[0, 0, 0]
-    if N == 1 or nthreads <= 1:
-        w = work_from(&md.ws[0], nb)
-        for k in range(N):
-            _rnea_d(mc, qp + k * nq, dqp + k * nv, ddqp + k * nv, _row(fp, k, 6 * nb),
-                    op1 + k * nv * nv, op2 + k * nv * nv, &w)
-        return
-    with nogil, parallel(num_threads=nthreads):
-        buf = <double*> malloc(wsize * sizeof(double))
-        w = work_from(buf, nb)
-        for k in prange(N, schedule='guided'):
-            _rnea_d(mc, qp + k * nq, dqp + k * nv, ddqp + k * nv, _row(fp, k, 6 * nb),
-                    op1 + k * nv * nv, op2 + k * nv * nv, &w)
-        free(buf)
+    cdef Call c = _call(K_RNEA_D, q, dq, fext)
+    c.ddq = &ddq[0, 0]
+    c.o1 = &dtau_dq[0, 0, 0]
+    c.o2 = &dtau_ddq[0, 0, 0]
+    c.so = md.nv * md.nv
+    _run(md, &c, q.shape[0], nthreads)
 
 
 def aba_derivatives(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
@@ -418,37 +445,16 @@ def aba_derivatives(ModelData md, const double[:, ::1] q, const double[:, ::1] d
                     double[:, :, ::1] Minv, int[::1] status, int nthreads):
     """Forward-dynamics derivatives for each row (status as in hybrid; -1 if
     M is not positive definite)."""
-    cdef Py_ssize_t N = q.shape[0], k
-    cdef const ModelC* mc = &md.c
-    cdef Work w
-    cdef double* buf
-    cdef int nb = md.nb, wsize = md.wsize, nq = md.nq, nv = md.nv
-    cdef const double* qp = &q[0, 0]
-    cdef const double* dqp = &dq[0, 0]
-    cdef const double* tp = &tau[0, 0]
-    cdef const double* fp = _base3(fext)
-    cdef double* ap = &ddq[0, 0]
-    cdef double* o1 = &d_dq[0, 0, 0]
-    cdef double* o2 = &d_ddq[0, 0, 0]
-    cdef double* o3 = &Minv[0, 0, 0]
-    cdef int* st = &status[0]
-    cdef double[::1] Mbuf
-    if N == 1 or nthreads <= 1:
-        Mbuf = np.empty(nv * nv)
-        w = work_from(&md.ws[0], nb)
-        for k in range(N):
-            st[k] = _aba_d(mc, qp + k * nq, dqp + k * nv, tp + k * nv, _row(fp, k, 6 * nb),
-                           ap + k * nv, o1 + k * nv * nv, o2 + k * nv * nv, o3 + k * nv * nv,
-                           &Mbuf[0], &w)
-        return
-    with nogil, parallel(num_threads=nthreads):
-        buf = <double*> malloc((wsize + nv * nv) * sizeof(double))
-        w = work_from(buf, nb)
-        for k in prange(N, schedule='guided'):
-            st[k] = _aba_d(mc, qp + k * nq, dqp + k * nv, tp + k * nv, _row(fp, k, 6 * nb),
-                           ap + k * nv, o1 + k * nv * nv, o2 + k * nv * nv, o3 + k * nv * nv,
-                           buf + wsize, &w)
-        free(buf)
+    cdef Call c = _call(K_ABA_D, q, dq, fext)
+    c.tau = &tau[0, 0]
+    c.o1 = &ddq[0, 0]
+    c.so1 = md.nv
+    c.o2 = &d_dq[0, 0, 0]
+    c.o3 = &d_ddq[0, 0, 0]
+    c.o4 = &Minv[0, 0, 0]
+    c.so = md.nv * md.nv
+    c.status = &status[0]
+    _run(md, &c, q.shape[0], nthreads)
 
 
 def rnea_tangent(ModelData md, const double[::1] q, const double[::1] dq, const double[::1] ddq,

@@ -37,7 +37,8 @@ import numpy as np
 
 from . import _core
 from ._validate import as_array
-from .algorithms.dynamics import forward_dynamics, hybrid_dynamics, mass_matrix, _prescribed_mask
+from .algorithms.dynamics import (forward_dynamics, hybrid_dynamics, mass_matrix, _prescribed_mask,
+                                  _prescribed_dofs)
 from .spatial import skew
 
 __all__ = ["inverse_dynamics_sensitivity", "forward_dynamics_sensitivity",
@@ -172,10 +173,7 @@ def hybrid_dynamics_sensitivity(model, q, dq, ddq, tau, prescribed, f_ext=None, 
     s, P, batch = _seeds(model, dq_dp=dq_dp, dv_dp=dv_dp, dinput_dp=dinput_dp, dI_dp=dI_dp,
                          dX_dp=dX_dp, dg_dp=dg_dp, dF_dp=dF_dp)
     nv = model.nv
-    u = np.zeros(nv, dtype=bool)
-    for i, j in enumerate(model.joints):
-        if mask[i]:
-            u[model._iv[i]:model._iv[i] + j.nv] = True
+    u = _prescribed_dofs(model, mask)
     v = ~u
     din = s["dinput_dp"] if s["dinput_dp"] is not None else np.zeros((P, nv))
     R = _rnea_p(model, q, dq, ddq_out, fe, s, P)   # dRNEA/dp at fixed ddq

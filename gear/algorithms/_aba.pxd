@@ -24,7 +24,8 @@ U_i Psi_i u_i and ddq_i = Psi_i (u_i - U_i^T a_i).
 from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._common cimport forward_pass, base_acceleration, S_mul_add, St_mul
 from gear.spatial._spatial cimport (Ad_inv, dAd_inv, dad, inertia_mul, inertia_to_mat,
-                                    mat6_vec, congruence_Ad_inv, chol_inv)
+                                    mat6_vec, congruence_Ad_inv)
+from gear.algorithms._dense cimport chol_inv
 
 
 cdef inline int hybrid(const ModelC* m, const double* q, const double* dq,

@@ -4,16 +4,20 @@ joint-space mass matrix inside nogil kernels."""
 from libc.math cimport sqrt
 
 
-cdef inline int chol_factor(double* A, int n) noexcept nogil:
+cdef inline int chol_factor(double* A, int n, double rtol=0.0) noexcept nogil:
     """In-place lower Cholesky factor of an SPD n x n matrix (upper part left
-    as is).  Returns 0, or 1 + the failing pivot."""
+    as is).  Returns 0, or 1 + the first pivot that is not above ``rtol``
+    times the largest diagonal entry (singular or indefinite)."""
     cdef int i, j, k
-    cdef double s
+    cdef double s, dmax = 0.0
+    for j in range(n):
+        if A[j * n + j] > dmax:
+            dmax = A[j * n + j]
     for j in range(n):
         s = A[j * n + j]
         for k in range(j):
             s -= A[j * n + k] * A[j * n + k]
-        if not (s > 0.0):
+        if not (s > rtol * dmax) or not (s > 0.0):
             return 1 + j
         s = sqrt(s)
         A[j * n + j] = s
@@ -55,3 +59,18 @@ cdef inline void chol_solve(const double* L, int n, double* B, int m) noexcept n
         a = 1.0 / L[i * n + i]
         for c in range(m):
             Bi[c] *= a
+
+
+cdef inline int chol_inv(double* A, int n, double* Ainv) noexcept nogil:
+    """Inverse of a small SPD matrix (row-major); A is overwritten with its
+    factor.  Returns 0, or nonzero if a pivot is below 1e-13 of the largest
+    diagonal entry (Psi_i = (S^T Ihat S)^{-1} of Tables 3-4)."""
+    cdef int k
+    if chol_factor(A, n, 1e-13) != 0:
+        return 1
+    for k in range(n * n):
+        Ainv[k] = 0.0
+    for k in range(n):
+        Ainv[k * n + k] = 1.0
+    chol_solve(A, n, Ainv, n)
+    return 0

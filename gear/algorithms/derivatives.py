@@ -21,8 +21,8 @@ from collections import namedtuple
 import numpy as np
 
 from .. import _core
-from .dynamics import (_Args, _fext_spec, _check_status, _prescribed_mask, get_num_threads,
-                       hybrid_dynamics, mass_matrix, SingularInertiaError)
+from .dynamics import (_Args, _fext_spec, _check_status, _prescribed_mask, _prescribed_dofs,
+                       get_num_threads, hybrid_dynamics, mass_matrix, SingularInertiaError)
 
 __all__ = ["inverse_dynamics_derivatives", "forward_dynamics_derivatives",
            "hybrid_dynamics_derivatives", "HybridDerivatives", "linearize"]
@@ -159,10 +159,7 @@ def hybrid_dynamics_derivatives(model, q, dq, ddq, tau, prescribed, f_ext=None):
     tau_out, ddq_out = hybrid_dynamics(model, a.q, a.dq, a.ddq, a.tau, mask, a.f_ext)
     Dq, Dv, M = inverse_dynamics_derivatives(model, a.q, a.dq, ddq_out, a.f_ext)
     nv = model.nv
-    u = np.zeros(nv, dtype=bool)
-    for i, j in enumerate(model.joints):
-        if mask[i]:
-            u[model._iv[i]:model._iv[i] + j.nv] = True
+    u = _prescribed_dofs(model, mask)
     v = ~u
     N = a.N
     eye = np.eye(nv)

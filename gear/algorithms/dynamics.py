@@ -229,6 +229,15 @@ def _prescribed_mask(model, prescribed):
     return np.ascontiguousarray(arr, dtype=np.uint8)
 
 
+def _prescribed_dofs(model, mask):
+    """Bool per velocity coordinate: True on the dofs of prescribed joints."""
+    u = np.zeros(model.nv, dtype=bool)
+    for i, j in enumerate(model.joints):
+        if mask[i]:
+            u[model._iv[i]:model._iv[i] + j.nv] = True
+    return u
+
+
 def hybrid_dynamics(model, q, dq, ddq, tau, prescribed, f_ext=None):
     """Hybrid dynamics (Kim Table 4): prescribed accelerations on some joints,
     prescribed torques on the others.

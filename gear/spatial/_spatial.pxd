@@ -298,52 +298,6 @@ cdef inline void congruence_Ad_inv_ref(const double* T, const double* P, double*
             out[6 * j + i] = s
 
 
-cdef inline int chol_inv(double* A, int n, double* Ainv) noexcept nogil:
-    # Inverse of a small SPD matrix (n <= 6, row-major) by Cholesky.
-    # A is overwritten with its Cholesky factor. Returns 0, or 1 if a pivot
-    # is not positive relative to the largest diagonal entry (singular).
-    cdef int i, j, k
-    cdef double s, dmax = 0.0
-    cdef double Linv[36]
-    for i in range(n):
-        if A[i * n + i] > dmax:
-            dmax = A[i * n + i]
-    if not (dmax > 0.0):
-        return 1
-    for j in range(n):
-        s = A[j * n + j]
-        for k in range(j):
-            s -= A[j * n + k] * A[j * n + k]
-        if not (s > 1e-13 * dmax):
-            return 1
-        s = sqrt(s)
-        A[j * n + j] = s
-        for i in range(j + 1, n):
-            for k in range(j):
-                A[i * n + j] -= A[i * n + k] * A[j * n + k]
-            A[i * n + j] /= s
-    # Linv = L^{-1} (lower triangular)
-    for i in range(n):
-        for j in range(n):
-            Linv[i * n + j] = 0.0
-    for i in range(n):
-        Linv[i * n + i] = 1.0 / A[i * n + i]
-        for j in range(i):
-            s = 0.0
-            for k in range(j, i):
-                s -= A[i * n + k] * Linv[k * n + j]
-            Linv[i * n + j] = s / A[i * n + i]
-    # Ainv = Linv^T Linv
-    for i in range(n):
-        for j in range(i, n):
-            s = 0.0
-            for k in range(j, n):
-                s += Linv[k * n + i] * Linv[k * n + j]
-            Ainv[i * n + j] = s
-            Ainv[j * n + i] = s
-    return 0
-
-
 cdef inline void inertia_to_parent(const double* T, const double* I, double* out) noexcept nogil:
     """Rigid-body inertia (m, h, Ibar) of a child frame re-expressed in the
     parent frame, T = T_{parent,child} = (R, p) (eq. 21 in 10 parameters):
