@@ -96,7 +96,11 @@ cdef inline int hybrid(const ModelC* m, const double* q, const double* dq,
                     D[r * n + c] = (S[6 * r] * U[6 * c] + S[6 * r + 1] * U[6 * c + 1]
                                     + S[6 * r + 2] * U[6 * c + 2] + S[6 * r + 3] * U[6 * c + 3]
                                     + S[6 * r + 4] * U[6 * c + 4] + S[6 * r + 5] * U[6 * c + 5])
-            if chol_inv(D, n, Dinv) != 0:
+            if n == 1:
+                if not (D[0] > 0.0):
+                    return 1 + i
+                Dinv[0] = 1.0 / D[0]
+            elif chol_inv(D, n, Dinv) != 0:
                 return 1 + i
             # u_i = tau_i - S_i^T (Ihat_i eta_i + Bhat_i)
             St_mul(S, n, t, u)
@@ -122,10 +126,11 @@ cdef inline int hybrid(const ModelC* m, const double* q, const double* dq,
                         for k in range(n):
                             W[6 * c + r] += U[6 * k + r] * Dinv[k * n + c]
                 for r in range(6):
-                    for c in range(6):
+                    for c in range(r, 6):
                         Pi[6 * r + c] = Ih[6 * r + c]
                         for k in range(n):
                             Pi[6 * r + c] -= W[6 * k + r] * U[6 * k + c]
+                        Pi[6 * c + r] = Pi[6 * r + c]
                 congruence_Ad_inv(w.T + 12 * i, Pi, D)
             for r in range(36):
                 w.Ih[36 * p + r] += D[r]
