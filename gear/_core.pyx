@@ -177,7 +177,8 @@ cdef inline int _one(const ModelC* m, const Call* c, Py_ssize_t k, Work* w,
         _fk(m, q, dq, c.o1 + k * c.so1, _orow(c.o2, k, c.so), w)
         return 0
     elif c.kind == K_RNEA_D:
-        return _rnea_d(m, q, dq, _row(c.ddq, k, m.nv), fe, c.o1 + k * c.so, c.o2 + k * c.so, w)
+        return _rnea_d(m, q, dq, _row(c.ddq, k, m.nv), fe, c.o1 + k * c.so, c.o2 + k * c.so,
+                       c.o3 + k * c.so, w)
     elif c.kind == K_ABA_D:
         # o1 = ddq (so1), o2 = dddq/dq, o3 = dddq/d(dq), o4 = Minv; scratch: nv x nv
         return _aba_d(m, q, dq, c.tau + k * m.nv, fe, c.o1 + k * c.so1, c.o2 + k * c.so,
@@ -429,12 +430,14 @@ def bad_quaternion(ModelData md, const double[:, ::1] q):
 
 def rnea_derivatives(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
                      const double[:, ::1] ddq, const double[:, :, ::1] fext,
-                     double[:, :, ::1] dtau_dq, double[:, :, ::1] dtau_ddq, int nthreads):
-    """Table 5 Jacobians for each row."""
+                     double[:, :, ::1] dtau_dq, double[:, :, ::1] dtau_ddq,
+                     double[:, :, ::1] M, int nthreads):
+    """Table 5 Jacobians and the mass matrix for each row."""
     cdef Call c = _call(K_RNEA_D, q, dq, fext)
     c.ddq = &ddq[0, 0]
     c.o1 = &dtau_dq[0, 0, 0]
     c.o2 = &dtau_ddq[0, 0, 0]
+    c.o3 = &M[0, 0, 0]
     c.so = md.nv * md.nv
     _run(md, &c, q.shape[0], nthreads)
 
@@ -501,8 +504,7 @@ def rnea_derivatives1(ModelData md, q, dq, ddq):
     M = _empty2(md.nv)
     w = work_from(&md.ws[0], md.nb)
     _rnea_d(&md.c, qp, dqp, ddqp, NULL, <double*> cnp.PyArray_DATA(A),
-            <double*> cnp.PyArray_DATA(B), &w)
-    _crba(&md.c, qp, <double*> cnp.PyArray_DATA(M), &w)
+            <double*> cnp.PyArray_DATA(B), <double*> cnp.PyArray_DATA(M), &w)
     return A, B, M
 
 

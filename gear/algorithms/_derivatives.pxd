@@ -191,10 +191,42 @@ cdef inline void _column_subtree(const ModelC* m, const double* q, const double*
         a = m.parent[a]
 
 
+cdef inline void _mass_matrix_world(const ModelC* m, double* M, Work* w) noexcept nogil:
+    """M from the world-frame inertias w.Ih[36 i + 12:] and Jacobians w.U set up
+    by rnea_derivatives (the CRBA of _crba.pxd without its own first pass)."""
+    cdef int nb = m.nb, nv = m.nv
+    cdef int i, j, c, r, p, nj, k
+    cdef double Fc[6]
+    cdef double t[6]
+    for k in range(nv * nv):
+        M[k] = 0.0
+    for i in range(nb):
+        for r in range(10):
+            w.C[10 * i + r] = w.Ih[36 * i + 12 + r]
+    for i in range(nb - 1, -1, -1):
+        p = m.parent[i]
+        if p >= 0:
+            for r in range(10):
+                w.C[10 * p + r] += w.C[10 * i + r]
+    for i in range(nb):
+        for c in range(m.nvi[i]):
+            inertia_mul(w.C + 10 * i, w.U + 36 * i + 6 * c, Fc)
+            j = i
+            while j >= 0:
+                nj = m.nvi[j]
+                St_mul(w.U + 36 * j, nj, Fc, t)
+                for r in range(nj):
+                    M[(m.iv[j] + r) * nv + m.iv[i] + c] = t[r]
+                    M[(m.iv[i] + c) * nv + m.iv[j] + r] = t[r]
+                j = m.parent[j]
+
+
 cdef inline int rnea_derivatives(const ModelC* m, const double* q, const double* dq,
                                  const double* ddq, const double* fext,
-                                 double* dtau_dq, double* dtau_ddq, Work* w) noexcept nogil:
-    """Full Jacobians dtau/dq and dtau/d(dq) (nv x nv, row-major).
+                                 double* dtau_dq, double* dtau_ddq, double* M,
+                                 Work* w) noexcept nogil:
+    """Full Jacobians dtau/dq, dtau/d(dq) and, if M is not NULL, dtau/d(ddq) = M
+    (nv x nv, row-major).
 
     Table 5 with every quantity in the world frame {0}.  A tangent step of
     q_k (k in joint j) displaces the whole subtree of j rigidly by the world
@@ -212,6 +244,9 @@ cdef inline int rnea_derivatives(const ModelC* m, const double* q, const double*
     plus (ad_S S_l)^T F_l = S_l^T ad*_S F_l for the q columns on the subtree, and
     the ancestors of j see dF_j.  Joints whose S depends on q (universal,
     planar) use the body-frame column recursion _column_subtree.
+    M = dtau/d(ddq) comes from the same world-frame quantities as in the CRBA:
+    dF_l/d(ddq_k) = Ic_j S for l = j and its ancestors, with Ic_j the subtree
+    sum of the world inertias.
     """
     cdef int nb = m.nb, nv = m.nv
     cdef int i, j, c, k, r, p, a, n, nj
@@ -278,6 +313,8 @@ cdef inline int rnea_derivatives(const ModelC* m, const double* q, const double*
     for k in range(nv * nv):
         dtau_dq[k] = 0.0
         dtau_ddq[k] = 0.0
+    if M != NULL:
+        _mass_matrix_world(m, M, w)
     for j in range(nb):
         nj = m.nvi[j]
         if nj == 0:
@@ -528,7 +565,6 @@ cdef inline int rnea_tangent(const ModelC* m, const double* q, const double* dq,
 
 
 from gear.algorithms._aba cimport hybrid
-from gear.algorithms._crba cimport crba
 from gear.algorithms._dense cimport chol_factor, chol_solve
 
 
@@ -545,8 +581,7 @@ cdef inline int aba_derivatives(const ModelC* m, const double* q, const double* 
     st = hybrid(m, q, dq, ddq, <double*> tau, NULL, fext, w)
     if st != 0:
         return st
-    rnea_derivatives(m, q, dq, ddq, fext, dddq_dq, dddq_ddq, w)
-    crba(m, q, M, w)
+    rnea_derivatives(m, q, dq, ddq, fext, dddq_dq, dddq_ddq, M, w)
     if chol_factor(M, nv) != 0:
         return -1
     # Minv = M^{-1} by solving with the identity, then dddq/dq = -Minv dtau/dq

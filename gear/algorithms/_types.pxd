@@ -31,10 +31,11 @@ cdef struct Work:
     double* u      # (nb, 6) u_i = tau_i - S_i^T (Ihat_i eta_i + Bhat_i)
     double* A      # (nb, 6) Ad_{T^{-1}_{lambda(i),i}} dV_{lambda(i)}  (derivatives)
     double* D      # (nb, 36) per-direction tangents dV, ddV, dF (derivatives)
+    double* C      # (nb, 10) composite inertias in the world frame (derivatives)
 
 
 cdef enum:
-    WORK_PER_BODY = 12 + 36 + 6 + 6 + 6 + 6 + 36 + 6 + 36 + 36 + 6 + 6 + 36
+    WORK_PER_BODY = 12 + 36 + 6 + 6 + 6 + 6 + 36 + 6 + 36 + 36 + 6 + 6 + 36 + 10
 
 
 cdef inline Work work_from(double* base, int nb) noexcept nogil:
@@ -52,4 +53,5 @@ cdef inline Work work_from(double* base, int nb) noexcept nogil:
     w.u = w.Dinv + 36 * nb
     w.A = w.u + 6 * nb
     w.D = w.A + 6 * nb
+    w.C = w.D + 36 * nb
     return w

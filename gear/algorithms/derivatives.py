@@ -65,10 +65,8 @@ def inverse_dynamics_derivatives(model, q, dq, ddq, f_ext=None):
     nv = model.nv
     d_q = np.empty((a.N, nv, nv))
     d_v = np.empty((a.N, nv, nv))
-    nt = get_num_threads()
-    _core.rnea_derivatives(model.data, a.q, a.dq, a.ddq, a.f_ext, d_q, d_v, nt)
     M = np.empty((a.N, nv, nv))
-    _core.crba(model.data, a.q, M, nt)
+    _core.rnea_derivatives(model.data, a.q, a.dq, a.ddq, a.f_ext, d_q, d_v, M, get_num_threads())
     return a.ret(d_q), a.ret(d_v), a.ret(M)
 
 
