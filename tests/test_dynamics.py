@@ -301,3 +301,20 @@ def test_singular_articulated_inertia_is_reported():
 def test_set_num_threads_validates():
     with pytest.raises(ValueError):
         gear.set_num_threads(0)
+
+
+def test_derivative_out_arguments_are_filled_in_place():
+    m = tree(6)
+    q, dq, ddq, tau = state(m, 6, batch=4)
+    outs = tuple(np.empty((4, m.nv, m.nv)) for _ in range(3))
+    r = gear.inverse_dynamics_derivatives(m, q, dq, ddq, out=outs)
+    assert all(a is b for a, b in zip(r, outs))
+    ref = gear.inverse_dynamics_derivatives(m, q, dq, ddq)
+    assert all(np.array_equal(a, b) for a, b in zip(r, ref))
+    r = gear.forward_dynamics_derivatives(m, q, dq, tau, out=outs)
+    ref = gear.forward_dynamics_derivatives(m, q, dq, tau)
+    assert all(np.array_equal(a, b) for a, b in zip(r, ref))
+    with pytest.raises(ValueError, match="three preallocated"):
+        gear.inverse_dynamics_derivatives(m, q, dq, ddq, out=outs[:2])
+    with pytest.raises(ValueError, match="out must be a C-contiguous"):
+        gear.inverse_dynamics_derivatives(m, q, dq, ddq, out=(outs[0], outs[1], np.empty((4, 2, 2))))

@@ -22,13 +22,21 @@ import numpy as np
 
 from .. import _core
 from .dynamics import (_Args, _fext_spec, _check_status, _prescribed_mask, _prescribed_dofs,
-                       get_num_threads, hybrid_dynamics, mass_matrix, SingularInertiaError)
+                       _out, get_num_threads, hybrid_dynamics, mass_matrix, SingularInertiaError)
 
 __all__ = ["inverse_dynamics_derivatives", "forward_dynamics_derivatives",
            "hybrid_dynamics_derivatives", "HybridDerivatives", "linearize"]
 
 
-def inverse_dynamics_derivatives(model, q, dq, ddq, f_ext=None):
+def _outs(out, a, nv):
+    if out is None:
+        return [np.empty((a.N, nv, nv)) for _ in range(3)]
+    if not isinstance(out, (tuple, list)) or len(out) != 3:
+        raise ValueError("out must be a tuple of three preallocated arrays")
+    return [_out(o, a, (nv, nv)) for o in out]
+
+
+def inverse_dynamics_derivatives(model, q, dq, ddq, f_ext=None, *, out=None):
     """Jacobians of ``tau = RNEA(q, dq, ddq, f_ext)`` (Kim Table 5).
 
     Parameters
@@ -37,6 +45,9 @@ def inverse_dynamics_derivatives(model, q, dq, ddq, f_ext=None):
     q : array_like, shape (nq,) or (N, nq)
     dq, ddq : array_like, shape (nv,) or (N, nv)
     f_ext : array_like, shape (nbodies, 6) or (N, nbodies, 6), optional
+    out : tuple of three ndarrays, optional
+        Preallocated C-contiguous float64 results (each (nv, nv) or
+        (N, nv, nv)), filled in place and returned (no allocation).
 
     Returns
     -------
@@ -56,26 +67,23 @@ def inverse_dynamics_derivatives(model, q, dq, ddq, f_ext=None):
     >>> dq_.shape, bool(np.allclose(M, gear.mass_matrix(m, q)))
     ((7, 7), True)
     """
-    if f_ext is None:
+    if f_ext is None and out is None:
         r = _core.rnea_derivatives1(model.data, q, dq, ddq)
         if r is not None:
             return r
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), False),
               ddq=(ddq, (model.nv,), False), f_ext=_fext_spec(model, f_ext))
-    nv = model.nv
-    d_q = np.empty((a.N, nv, nv))
-    d_v = np.empty((a.N, nv, nv))
-    M = np.empty((a.N, nv, nv))
+    d_q, d_v, M = _outs(out, a, model.nv)
     _core.rnea_derivatives(model.data, a.q, a.dq, a.ddq, a.f_ext, d_q, d_v, M, get_num_threads())
+    if out is not None:
+        return tuple(out)
     return a.ret(d_q), a.ret(d_v), a.ret(M)
 
 
-def _fd_derivatives(model, a):
+def _fd_derivatives(model, a, out=None):
     nv = model.nv
     ddq = np.empty((a.N, nv))
-    d_q = np.empty((a.N, nv, nv))
-    d_v = np.empty((a.N, nv, nv))
-    Minv = np.empty((a.N, nv, nv))
+    d_q, d_v, Minv = _outs(out, a, nv)
     status = np.zeros(a.N, dtype=np.int32)
     _core.aba_derivatives(model.data, a.q, a.dq, a.tau, a.f_ext, ddq, d_q, d_v, Minv, status,
                           get_num_threads())
@@ -85,7 +93,7 @@ def _fd_derivatives(model, a):
     return ddq, d_q, d_v, Minv
 
 
-def forward_dynamics_derivatives(model, q, dq, tau, f_ext=None):
+def forward_dynamics_derivatives(model, q, dq, tau, f_ext=None, *, out=None):
     """Jacobians of ``ddq = ABA(q, dq, tau, f_ext)``.
 
     Parameters
@@ -94,6 +102,8 @@ def forward_dynamics_derivatives(model, q, dq, tau, f_ext=None):
     q : array_like, shape (nq,) or (N, nq)
     dq, tau : array_like, shape (nv,) or (N, nv)
     f_ext : array_like, shape (nbodies, 6) or (N, nbodies, 6), optional
+    out : tuple of three ndarrays, optional
+        Preallocated results, filled in place and returned.
 
     Returns
     -------
@@ -104,13 +114,15 @@ def forward_dynamics_derivatives(model, q, dq, tau, f_ext=None):
     dddq_dtau : ndarray, shape (nv, nv) or (N, nv, nv)
         ``M^{-1}``.
     """
-    if f_ext is None:
+    if f_ext is None and out is None:
         r = _core.aba_derivatives1(model.data, q, dq, tau)
         if r is not None:
             return r
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), False),
               tau=(tau, (model.nv,), False), f_ext=_fext_spec(model, f_ext))
-    _, d_q, d_v, Minv = _fd_derivatives(model, a)
+    _, d_q, d_v, Minv = _fd_derivatives(model, a, out)
+    if out is not None:
+        return tuple(out)
     return a.ret(d_q), a.ret(d_v), a.ret(Minv)
 
 
