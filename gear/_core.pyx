@@ -361,37 +361,51 @@ cdef inline bint _quats_ok(ModelData md, const double* q):
     return True
 
 
-cdef inline cnp.ndarray _empty(Py_ssize_t n):
-    cdef cnp.npy_intp dims[1]
+cdef inline cnp.ndarray _empty(Py_ssize_t n, int ndim=1):
+    # a float64 vector (n,) or square matrix (n, n)
+    cdef cnp.npy_intp dims[2]
     dims[0] = n
-    return cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
+    dims[1] = n
+    return cnp.PyArray_EMPTY(ndim, dims, cnp.NPY_DOUBLE, 0)
+
+
+cdef struct State1:
+    # a single state's arguments, validated by _state1
+    const double* q
+    const double* a
+    const double* b
+
+
+cdef inline bint _state1(ModelData md, q, a, b, State1* st):
+    """True if q (nq,), a (nv,), b (nv,) are finite 1-D C-contiguous float64
+    arrays and q's quaternions are unit; fills ``st`` with their data."""
+    st.q = _vec(q, md.nq)
+    st.a = _vec(a, md.nv)
+    st.b = _vec(b, md.nv)
+    return st.q != NULL and st.a != NULL and st.b != NULL and _quats_ok(md, st.q)
 
 
 def rnea1(ModelData md, q, dq, ddq):
     """Fast single-state RNEA, or None (see above)."""
-    cdef const double* qp = _vec(q, md.nq)
-    cdef const double* dqp = _vec(dq, md.nv)
-    cdef const double* ddqp = _vec(ddq, md.nv)
+    cdef State1 st
     cdef Work w
-    if qp == NULL or dqp == NULL or ddqp == NULL or not _quats_ok(md, qp):
+    if not _state1(md, q, dq, ddq, &st):
         return None
     out = _empty(md.nv)
     w = work_from(&md.ws[0], md.nb)
-    _rnea(&md.c, qp, dqp, ddqp, NULL, True, <double*> cnp.PyArray_DATA(out), &w)
+    _rnea(&md.c, st.q, st.a, st.b, NULL, True, <double*> cnp.PyArray_DATA(out), &w)
     return out
 
 
 def aba1(ModelData md, q, dq, tau):
     """Fast single-state ABA, or None; raises nothing (status via None)."""
-    cdef const double* qp = _vec(q, md.nq)
-    cdef const double* dqp = _vec(dq, md.nv)
-    cdef const double* taup = _vec(tau, md.nv)
+    cdef State1 st
     cdef Work w
-    if qp == NULL or dqp == NULL or taup == NULL or not _quats_ok(md, qp):
+    if not _state1(md, q, dq, tau, &st):
         return None
     out = _empty(md.nv)
     w = work_from(&md.ws[0], md.nb)
-    if _hybrid(&md.c, qp, dqp, <double*> cnp.PyArray_DATA(out), <double*> taup, NULL, NULL, &w) != 0:
+    if _hybrid(&md.c, st.q, st.a, <double*> cnp.PyArray_DATA(out), <double*> st.b, NULL, NULL, &w) != 0:
         return None
     return out
 
@@ -484,49 +498,35 @@ def rnea_tangent(ModelData md, const double[::1] q, const double[::1] dq, const 
                     _row(a5, k, 6 * nb), _row(a6, k, 3), _row(a7, k, 6 * nb), &out[k, 0], &w, k == 0)
 
 
-cdef inline cnp.ndarray _empty2(Py_ssize_t n):
-    cdef cnp.npy_intp dims[2]
-    dims[0] = n
-    dims[1] = n
-    return cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
-
-
 def rnea_derivatives1(ModelData md, q, dq, ddq):
     """Fast single-state Table 5 Jacobians and M, or None (see rnea1)."""
-    cdef const double* qp = _vec(q, md.nq)
-    cdef const double* dqp = _vec(dq, md.nv)
-    cdef const double* ddqp = _vec(ddq, md.nv)
+    cdef State1 st
     cdef Work w
-    if qp == NULL or dqp == NULL or ddqp == NULL or not _quats_ok(md, qp):
+    if not _state1(md, q, dq, ddq, &st):
         return None
-    A = _empty2(md.nv)
-    B = _empty2(md.nv)
-    M = _empty2(md.nv)
+    A = _empty(md.nv, 2)
+    B = _empty(md.nv, 2)
+    M = _empty(md.nv, 2)
     w = work_from(&md.ws[0], md.nb)
-    _rnea_d(&md.c, qp, dqp, ddqp, NULL, <double*> cnp.PyArray_DATA(A),
+    _rnea_d(&md.c, st.q, st.a, st.b, NULL, <double*> cnp.PyArray_DATA(A),
             <double*> cnp.PyArray_DATA(B), <double*> cnp.PyArray_DATA(M), &w)
     return A, B, M
 
 
 def aba_derivatives1(ModelData md, q, dq, tau):
     """Fast single-state forward-dynamics derivatives, or None."""
-    cdef const double* qp = _vec(q, md.nq)
-    cdef const double* dqp = _vec(dq, md.nv)
-    cdef const double* tp = _vec(tau, md.nv)
+    cdef State1 st
     cdef Work w
-    cdef int st
-    if qp == NULL or dqp == NULL or tp == NULL or not _quats_ok(md, qp):
+    if not _state1(md, q, dq, tau, &st):
         return None
-    A = _empty2(md.nv)
-    B = _empty2(md.nv)
-    Mi = _empty2(md.nv)
-    M = _empty2(md.nv)
+    A = _empty(md.nv, 2)
+    B = _empty(md.nv, 2)
+    Mi = _empty(md.nv, 2)
     a = _empty(md.nv)
     w = work_from(&md.ws[0], md.nb)
-    st = _aba_d(&md.c, qp, dqp, tp, NULL, <double*> cnp.PyArray_DATA(a),
-                <double*> cnp.PyArray_DATA(A), <double*> cnp.PyArray_DATA(B),
-                <double*> cnp.PyArray_DATA(Mi), <double*> cnp.PyArray_DATA(M), &w)
-    if st != 0:
+    if _aba_d(&md.c, st.q, st.a, st.b, NULL, <double*> cnp.PyArray_DATA(a),
+              <double*> cnp.PyArray_DATA(A), <double*> cnp.PyArray_DATA(B),
+              <double*> cnp.PyArray_DATA(Mi), &md.ws[md.wsize], &w) != 0:
         return None
     return A, B, Mi
 
