@@ -85,7 +85,7 @@ cdef class ModelData:
         self.c.g[1] = gravity[1]
         self.c.g[2] = gravity[2]
         self.wsize = WORK_PER_BODY * nb
-        self.ws = np.zeros(self.wsize + nv * nv + 1)   # + scratch of K_ABA_D
+        self.ws = np.zeros(self.wsize + 2 * nv * nv + 1)   # + scratch of K_ABA_D
         at = []
         jt = []
         for k in range(nb):
@@ -180,7 +180,7 @@ cdef inline int _one(const ModelC* m, const Call* c, Py_ssize_t k, Work* w,
         return _rnea_d(m, q, dq, _row(c.ddq, k, m.nv), fe, c.o1 + k * c.so, c.o2 + k * c.so,
                        c.o3 + k * c.so, w)
     elif c.kind == K_ABA_D:
-        # o1 = ddq (so1), o2 = dddq/dq, o3 = dddq/d(dq), o4 = Minv; scratch: nv x nv
+        # o1 = ddq (so1), o2 = dddq/dq, o3 = dddq/d(dq), o4 = Minv; scratch: 2 nv x nv
         return _aba_d(m, q, dq, c.tau + k * m.nv, fe, c.o1 + k * c.so1, c.o2 + k * c.so,
                       c.o3 + k * c.so, c.o4 + k * c.so, scratch, w)
     return -2
@@ -191,7 +191,7 @@ cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
     cdef int st
     cdef Work w
     cdef double* buf
-    cdef int nb = md.nb, wsize = md.wsize, extra = md.nv * md.nv
+    cdef int nb = md.nb, wsize = md.wsize, extra = 2 * md.nv * md.nv
     if N == 1 or nthreads <= 1:
         w = work_from(&md.ws[0], nb)
         for k in range(N):

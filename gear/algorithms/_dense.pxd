@@ -74,3 +74,27 @@ cdef inline int chol_inv(double* A, int n, double* Ainv) noexcept nogil:
         Ainv[k * n + k] = 1.0
     chol_solve(A, n, Ainv, n)
     return 0
+
+
+cdef inline void chol_inverse(const double* L, int n, double* Ainv, double* Y) noexcept nogil:
+    """Ainv = A^{-1} = L^{-T} L^{-1} from the factor of chol_factor, in about
+    n^3/3 multiply-adds: Y = L^{-1} (lower triangular), then Ainv = Y^T Y
+    (one triangle, mirrored).  Y: n x n scratch."""
+    cdef int i, j, k
+    cdef double s
+    for i in range(n * n):
+        Y[i] = 0.0
+    for i in range(n):
+        Y[i * n + i] = 1.0 / L[i * n + i]
+        for j in range(i):
+            s = 0.0
+            for k in range(j, i):
+                s += L[i * n + k] * Y[k * n + j]
+            Y[i * n + j] = -s / L[i * n + i]
+    for i in range(n):
+        for j in range(i, n):
+            s = 0.0
+            for k in range(j, n):
+                s += Y[k * n + i] * Y[k * n + j]
+            Ainv[i * n + j] = s
+            Ainv[j * n + i] = s
