@@ -221,65 +221,24 @@ cdef inline void _mass_matrix_world(const ModelC* m, double* M, Work* w) noexcep
                 j = m.parent[j]
 
 
-cdef inline int rnea_derivatives(const ModelC* m, const double* q, const double* dq,
-                                 const double* ddq, const double* fext,
-                                 double* dtau_dq, double* dtau_ddq, double* M,
-                                 Work* w) noexcept nogil:
-    """Full Jacobians dtau/dq, dtau/d(dq) and, if M is not NULL, dtau/d(ddq) = M
-    (nv x nv, row-major).
-
-    Table 5 with every quantity in the world frame {0}.  A tangent step of
-    q_k (k in joint j) displaces the whole subtree of j rigidly by the world
-    twist S = Ad_{T_{0,j}} S_c, so with world twists V_i, accelerations A_i
-    (= Ad_{T_{0,i}} dV_i), inertias I_i, momenta h_i = I_i V_i and
-    p_i = I_i A_i - F_i^ext, and lambda = lambda(j):
-      dV_i = ad_S (V_i - V_lambda),  dA_i = ad_S (A_i - A_lambda) + ad_w (V_i - V_lambda),
-      dI_i = -ad*_S I_i - I_i ad_S,  w = ad_{V_lambda} S,
-    which sum to the body-wrench derivative
-      df_i = -ad*_S p_i + ad*_{ad_{V_i} S - w} h_i + ad*_{V_i} (ad*_S h_i - I_i w)
-             + I_i (y - ad_{V_i} w),   y = ad_{A_lambda} S + ad_{V_lambda} w.
-    A step of dq_k gives dV_i = S and dA_i = ad_S (V_i - V_lambda) + ad_{V_j} S:
-      df_i = -ad*_S h_i - ad*_{V_i} (I_i S) + I_i (z - ad_{V_i} S),  z = (ad_{V_j} + ad_{V_lambda}) S.
-    Joint wrenches are subtree sums (plain additions in {0}); dtau_l = S_l^T dF_l
-    plus (ad_S S_l)^T F_l = S_l^T ad*_S F_l for the q columns on the subtree, and
-    the ancestors of j see dF_j.  Joints whose S depends on q (universal,
-    planar) use the body-frame column recursion _column_subtree.
-    M = dtau/d(ddq) comes from the same world-frame quantities as in the CRBA:
-    dF_l/d(ddq_k) = Ic_j S for l = j and its ancestors, with Ic_j the subtree
-    sum of the world inertias.
-    """
-    cdef int nb = m.nb, nv = m.nv
-    cdef int i, j, c, k, r, p, a, n, nj
+cdef inline bint _world_setup(const ModelC* m, const double* q, const double* dq,
+                              const double* ddq, const double* fext, Work* w) noexcept nogil:
+    """RNEA (Table 2; tau left in w.u) and the world-frame quantities of
+    rnea_derivatives:  w.Ih[36 i:] = T0 (12) | I0 (10) | V0 (6) | A0 (6),
+    w.U = S0, w.Dinv[36 i:] = h | p | F0 | (dFq | dFv scratch), and w.A when
+    a joint needs the body-frame column recursion (returned True)."""
+    cdef int nb = m.nb
+    cdef int i, c, r, p
     cdef double dV0[6]
-    cdef double zero6[6]
     cdef double t[6]
-    cdef double t2[6]
-    cdef double wv[6]
-    cdef double y[6]
-    cdef double z[6]
-    cdef double adVS[6]
-    cdef double dSh[6]
-    cdef double e1[6]
-    cdef double e2[6]
     cdef double* T0
     cdef double* I0
     cdef double* V0
     cdef double* A0
     cdef double* E
-    cdef double* Vl
-    cdef double* Al
-    cdef const double* S
-    cdef double* dFq
-    cdef double* dFv
     cdef bint fallback = False
-    cdef bint root
-    # Kim Table 2 first (w.u is scratch for tau)
     rnea(m, q, dq, ddq, fext, True, w.u, w)
     base_acceleration(m, True, dV0)
-    for r in range(6):
-        zero6[r] = 0.0
-    # world-frame quantities: w.Ih[36 i:] = T0 (12) | I0 (10) | V0 (6) | A0 (6);
-    # w.U = S0; w.Dinv[36 i:] = h | p | F0 | dFq | dFv
     for i in range(nb):
         p = m.parent[i]
         T0 = w.Ih + 36 * i
@@ -310,6 +269,69 @@ cdef inline int rnea_derivatives(const ModelC* m, const double* q, const double*
         for i in range(nb):
             p = m.parent[i]
             Ad_inv(w.T + 12 * i, w.dV + 6 * p if p >= 0 else dV0, w.A + 6 * i)
+    return fallback
+
+
+cdef inline void _world_add_acceleration(const ModelC* m, const double* ddq, Work* w) noexcept nogil:
+    """Update a _world_setup made at ddq = 0 to the accelerations ddq: in the
+    world frame dA_i = dA_{lambda(i)} + S0_i ddq_i, p_i += I0_i dA_i and the
+    joint wrenches F0 gain the subtree sums of I0_i dA_i (body-frame
+    quantities are not updated: only for models without the column
+    recursion)."""
+    cdef int nb = m.nb
+    cdef int i, r, p
+    cdef double* E
+    for i in range(nb):
+        p = m.parent[i]
+        E = w.Dinv + 36 * i
+        S_mul(w.U + 36 * i, m.nvi[i], ddq + m.iv[i], E + 18)      # dA_i
+        if p >= 0:
+            for r in range(6):
+                E[18 + r] += w.Dinv[36 * p + 18 + r]
+        for r in range(6):
+            w.Ih[36 * i + 28 + r] += E[18 + r]                     # A0
+        inertia_mul(w.Ih + 36 * i + 12, E + 18, E + 24)            # I0 dA
+        for r in range(6):
+            E[6 + r] += E[24 + r]                                  # p
+    for i in range(nb - 1, -1, -1):
+        p = m.parent[i]
+        E = w.Dinv + 36 * i
+        for r in range(6):
+            E[12 + r] += E[24 + r]                                 # F0
+        if p >= 0:
+            for r in range(6):
+                w.Dinv[36 * p + 24 + r] += E[24 + r]
+
+
+cdef inline void _derivative_columns(const ModelC* m, const double* q, const double* dq,
+                                     const double* ddq, double* dtau_dq, double* dtau_ddq,
+                                     double* M, bint fallback, Work* w) noexcept nogil:
+    """The column loops of rnea_derivatives after _world_setup."""
+    cdef int nb = m.nb, nv = m.nv
+    cdef int i, j, c, k, r, p, a, n, nj
+    cdef double dV0[6]
+    cdef double zero6[6]
+    cdef double t[6]
+    cdef double t2[6]
+    cdef double wv[6]
+    cdef double y[6]
+    cdef double z[6]
+    cdef double adVS[6]
+    cdef double dSh[6]
+    cdef double e1[6]
+    cdef double e2[6]
+    cdef double* I0
+    cdef double* V0
+    cdef double* E
+    cdef double* Vl
+    cdef double* Al
+    cdef const double* S
+    cdef double* dFq
+    cdef double* dFv
+    cdef bint root
+    base_acceleration(m, True, dV0)
+    for r in range(6):
+        zero6[r] = 0.0
     for k in range(nv * nv):
         dtau_dq[k] = 0.0
         dtau_ddq[k] = 0.0
@@ -422,6 +444,37 @@ cdef inline int rnea_derivatives(const ModelC* m, const double* q, const double*
                 for r in range(n):
                     dtau_ddq[(m.iv[a] + r) * nv + k] = t2[r]
                 a = m.parent[a]
+
+
+cdef inline int rnea_derivatives(const ModelC* m, const double* q, const double* dq,
+                                 const double* ddq, const double* fext,
+                                 double* dtau_dq, double* dtau_ddq, double* M,
+                                 Work* w) noexcept nogil:
+    """Full Jacobians dtau/dq, dtau/d(dq) and, if M is not NULL, dtau/d(ddq) = M
+    (nv x nv, row-major).
+
+    Table 5 with every quantity in the world frame {0}.  A tangent step of
+    q_k (k in joint j) displaces the whole subtree of j rigidly by the world
+    twist S = Ad_{T_{0,j}} S_c, so with world twists V_i, accelerations A_i
+    (= Ad_{T_{0,i}} dV_i), inertias I_i, momenta h_i = I_i V_i and
+    p_i = I_i A_i - F_i^ext, and lambda = lambda(j):
+      dV_i = ad_S (V_i - V_lambda),  dA_i = ad_S (A_i - A_lambda) + ad_w (V_i - V_lambda),
+      dI_i = -ad*_S I_i - I_i ad_S,  w = ad_{V_lambda} S,
+    which sum to the body-wrench derivative
+      df_i = -ad*_S p_i + ad*_{ad_{V_i} S - w} h_i + ad*_{V_i} (ad*_S h_i - I_i w)
+             + I_i (y - ad_{V_i} w),   y = ad_{A_lambda} S + ad_{V_lambda} w.
+    A step of dq_k gives dV_i = S and dA_i = ad_S (V_i - V_lambda) + ad_{V_j} S:
+      df_i = -ad*_S h_i - ad*_{V_i} (I_i S) + I_i (z - ad_{V_i} S),  z = (ad_{V_j} + ad_{V_lambda}) S.
+    Joint wrenches are subtree sums (plain additions in {0}); dtau_l = S_l^T dF_l
+    plus (ad_S S_l)^T F_l = S_l^T ad*_S F_l for the q columns on the subtree, and
+    the ancestors of j see dF_j.  Joints whose S depends on q (universal,
+    planar) use the body-frame column recursion _column_subtree.
+    M = dtau/d(ddq) comes from the same world-frame quantities as in the CRBA:
+    dF_l/d(ddq_k) = Ic_j S for l = j and its ancestors, with Ic_j the subtree
+    sum of the world inertias.
+    """
+    cdef bint fallback = _world_setup(m, q, dq, ddq, fext, w)
+    _derivative_columns(m, q, dq, ddq, dtau_dq, dtau_ddq, M, fallback, w)
     return 0
 
 
@@ -564,8 +617,7 @@ cdef inline int rnea_tangent(const ModelC* m, const double* q, const double* dq,
     return 0
 
 
-from gear.algorithms._aba cimport hybrid
-from gear.algorithms._dense cimport chol_factor, chol_inverse
+from gear.algorithms._dense cimport chol_factor, chol_inverse, chol_solve
 
 
 cdef inline int aba_derivatives(const ModelC* m, const double* q, const double* dq,
@@ -573,17 +625,26 @@ cdef inline int aba_derivatives(const ModelC* m, const double* q, const double* 
                                 double* dddq_dq, double* dddq_ddq, double* Minv,
                                 double* M, Work* w) noexcept nogil:
     """Forward-dynamics derivatives from Table 5 by the implicit-function
-    identity at ddq = ABA(tau):  dddq/dq = -M^{-1} dtau/dq,
+    identity at ddq = M^{-1} (tau - b):  dddq/dq = -M^{-1} dtau/dq,
     dddq/d(dq) = -M^{-1} dtau/d(dq),  dddq/dtau = M^{-1}.
-    Returns 0, 1 + body for a singular articulated inertia, or -1 if M is
-    not positive definite."""
-    cdef int nv = m.nv, k, st
-    st = hybrid(m, q, dq, ddq, <double*> tau, NULL, fext, w)
-    if st != 0:
-        return st
-    rnea_derivatives(m, q, dq, ddq, fext, dddq_dq, dddq_ddq, M, w)
+
+    The world-frame set-up at ddq = 0 gives b (RNEA) and M; after the
+    Cholesky solve for ddq the accelerations are updated in place (or the
+    set-up is redone when the body-frame column recursion needs them).
+    M: 2 nv x nv scratch.  Returns 0, or -1 if M is not positive definite."""
+    cdef int nv = m.nv, k
+    cdef bint fallback = _world_setup(m, q, dq, NULL, fext, w)
+    _mass_matrix_world(m, M, w)
     if chol_factor(M, nv) != 0:
         return -1
+    for k in range(nv):
+        ddq[k] = tau[k] - w.u[k]
+    chol_solve(M, nv, ddq, 1)
+    if fallback:
+        _world_setup(m, q, dq, ddq, fext, w)
+    else:
+        _world_add_acceleration(m, ddq, w)
+    _derivative_columns(m, q, dq, ddq, dddq_dq, dddq_ddq, NULL, fallback, w)
     # Minv = L^{-T} L^{-1}, then dddq/dq = -Minv dtau/dq and
     # dddq/d(dq) = -Minv dtau/d(dq) as row-oriented products (M is scratch)
     chol_inverse(M, nv, Minv, M + nv * nv)
