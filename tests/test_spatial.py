@@ -390,3 +390,21 @@ def test_docs_examples_run():
     path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "spatial.md"
     res = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert res.attempted > 0 and res.failed == 0
+
+
+def test_block_congruence_kernel_matches_dense_formula():
+    """The block-structured Ad*_{T^-1} P Ad_{T^-1} of the ABA kernel (eq. 49)
+    equals the dense 6x6 product and the NumPy Ad matrices."""
+    from gear import _core
+    from gear.testing import random_se3
+
+    rng = np.random.default_rng(12)
+    for _ in range(20):
+        T = random_se3(rng)
+        A = rng.standard_normal((6, 6))
+        P = A @ A.T
+        fast, dense = _core._check_congruence(np.concatenate([T.R.ravel(), T.p]), P)
+        X = gear.spatial.Ad(T.inverse())
+        assert np.allclose(fast, dense, rtol=1e-13, atol=1e-13)
+        assert np.allclose(fast, X.T @ P @ X, rtol=1e-13, atol=1e-13)
+        assert np.array_equal(fast, fast.T)

@@ -263,17 +263,25 @@ cdef inline void congruence_Ad_inv(const double* T, const double* P, double* out
         Q[3 + j] = pz * B[3 * j] - px * B[3 * j + 2]
         Q[6 + j] = -py * B[3 * j] + px * B[3 * j + 1]
     for i in range(3):
-        # ([p] C [p]^T)_ij = sum_k PC_ik [p]_jk
+        # ([p] C [p]^T)_ij = sum_k PC_ik [p]_jk; the diagonal blocks are
+        # computed on one triangle and mirrored, so out is exactly symmetric
         w0 = -pz * PC[3 * i + 1] + py * PC[3 * i + 2]
         w1 = pz * PC[3 * i] - px * PC[3 * i + 2]
         w2 = -py * PC[3 * i] + px * PC[3 * i + 1]
-        out[6 * i] = A[3 * i] + Q[3 * i] + Q[i] + w0
-        out[6 * i + 1] = A[3 * i + 1] + Q[3 * i + 1] + Q[3 + i] + w1
+        if i == 0:
+            out[0] = A[0] + 2.0 * Q[0] + w0
+        if i <= 1:
+            out[6 * i + 1] = A[3 * i + 1] + Q[3 * i + 1] + Q[3 + i] + w1
         out[6 * i + 2] = A[3 * i + 2] + Q[3 * i + 2] + Q[6 + i] + w2
         for j in range(3):
             out[6 * i + 3 + j] = B[3 * i + j] + PC[3 * i + j]
             out[6 * (3 + j) + i] = B[3 * i + j] + PC[3 * i + j]
-            out[6 * (3 + i) + 3 + j] = C[3 * i + j]
+            if j >= i:
+                out[6 * (3 + i) + 3 + j] = C[3 * i + j]
+                out[6 * (3 + j) + 3 + i] = C[3 * i + j]
+    out[6] = out[1]
+    out[12] = out[2]
+    out[13] = out[8]
 
 
 cdef inline void congruence_Ad_inv_ref(const double* T, const double* P, double* out) noexcept nogil:
