@@ -27,7 +27,7 @@ inertia, placement, gravity and external-force perturbations).
 from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._common cimport S_mul, S_mul_add, St_mul, base_acceleration
 from gear.algorithms._rnea cimport rnea
-from gear.spatial._spatial cimport (Ad, Ad_inv, dAd_inv, ad, dad, inertia_mul, se3_inv, se3_mul,
+from gear.spatial._spatial cimport (Ad, Ad_inv, dAd_inv, ad, dad, inertia_mul, se3_mul,
                                     inertia_to_parent)
 from gear.joints._jcalc cimport (jcalc, jcalc_dS, jcalc_has_dS, jcalc_dSdq, jcalc_ddSdq)
 
@@ -495,7 +495,6 @@ cdef inline int rnea_tangent(const ModelC* m, const double* q, const double* dq,
     cdef double ddV0[6]
     cdef double dV0[6]
     cdef double J[12]
-    cdef double Jinv[12]
     cdef double Sj[36]
     cdef double dh[6]
     cdef double dS[36]
@@ -534,7 +533,6 @@ cdef inline int rnea_tangent(const ModelC* m, const double* q, const double* dq,
             S_mul(w.S + 36 * i, n, q_p + m.iv[i], dh)
         if dX != NULL:
             jcalc(m.jtype[i], m.jparam + 10 * i, q + m.iq[i], J, Sj)
-            se3_inv(J, Jinv)
             # Ad_{J^{-1}} xi = Ad_inv(J, xi)
             Ad_inv(J, dX + 6 * i, t)
             for r in range(6):

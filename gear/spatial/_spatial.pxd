@@ -130,17 +130,6 @@ cdef inline void dAd_inv(const double* T, const double* F, double* out) noexcept
     out[2] += t[2]
 
 
-cdef inline void dAd(const double* T, const double* F, double* out) noexcept nogil:
-    # Ad*_T F = Ad_T^T F = (R^T (m - p x f), R^T f)
-    cdef double t[3]
-    cross3(T + 9, F + 3, t)
-    t[0] = F[0] - t[0]
-    t[1] = F[1] - t[1]
-    t[2] = F[2] - t[2]
-    matTvec3(T, t, out)
-    matTvec3(T, F + 3, out + 3)
-
-
 cdef inline void ad(const double* V, const double* X, double* out) noexcept nogil:
     # eq. (27): ad_V X = (w x xw, v x xw + w x xv); out may not alias
     cdef double t[3]
