@@ -28,6 +28,8 @@ fi
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 echo "setup: installing build tools and gear (this takes a few minutes the first time)"
 python -m pip install -q --upgrade pip
-python -m pip install -q "meson-python>=0.15" "meson>=1.4" ninja "cython>=3.0" numpy
+# setuptools and wheel: scikit-sparse 0.4.16 has no wheels and is built from
+# source inside .venv (--no-build-isolation), which needs both.
+python -m pip install -q "meson-python>=0.15" "meson>=1.4" ninja "cython>=3.0" "numpy>=2.0" setuptools wheel
 python -m pip install -q --no-build-isolation -e ".[test,sparse,reference,progress]"
 python -c "import gear, gear._core as c; print('setup: gear', gear.__version__, '| OpenMP threads:', c.omp_max_threads())"
