@@ -130,7 +130,7 @@ def threads_table(quick):
     N = 2000 if quick else 10000
     print(f"\n## 3. Threads: batch of {N} states (ms per batch; best of interleaved runs)\n")
     print(f"{'robot':<10} {'algo':<6} {'1 thread':>9} {'2 threads':>10} {'speed-up':>9}")
-    for label, path, floating in robots():
+    for label, path, floating in robots(zoo=False):
         m = gear.load_urdf(path, floating_base=floating)
         best1, best2 = {}, {}
         # this class of machine has noisy neighbours: interleave the two

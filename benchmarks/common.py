@@ -57,10 +57,45 @@ def chain_urdf(n, path=None):
     return path
 
 
-def robots():
-    """(label, urdf path, floating_base) of the bundled robots."""
-    return [("arm7", gear.data_path("arm7.urdf"), False),
-            ("quadruped", gear.data_path("quadruped.urdf"), True)]
+# Robots from example-robot-data (the ``reference`` extra), the zoo users
+# already have: (label, path under its ``robots/`` folder, floating_base).
+ZOO = [("ur5", "ur_description/urdf/ur5_robot.urdf", False),
+       ("panda", "panda_description/urdf/panda.urdf", False),
+       ("solo12", "solo_description/robots/solo12.urdf", True),
+       ("talos_red", "talos_data/robots/talos_reduced.urdf", True)]
+
+
+def zoo_dir():
+    """example-robot-data's ``robots/`` folder, or None when not installed.
+
+    The PyPI wheel installs its files under ``<site-packages>/cmeel.prefix/
+    share/example-robot-data/robots``."""
+    import sysconfig
+
+    for key in ("purelib", "platlib"):
+        d = os.path.join(sysconfig.get_paths()[key], "cmeel.prefix", "share",
+                         "example-robot-data", "robots")
+        if os.path.isdir(d):
+            return d
+    return None
+
+
+def robots(zoo=True):
+    """(label, urdf path, floating_base) of the bundled robots and, when
+    example-robot-data is installed and ``zoo``, of ur5, panda, solo12 and
+    talos_reduced."""
+    out = [("arm7", gear.data_path("arm7.urdf"), False),
+           ("quadruped", gear.data_path("quadruped.urdf"), True)]
+    d = zoo_dir() if zoo else None
+    if d is None:
+        if zoo:
+            print("# example-robot-data not installed: bundled robots only")
+        return out
+    for label, rel, floating in ZOO:
+        path = os.path.join(d, rel)
+        if os.path.isfile(path):
+            out.append((label, path, floating))
+    return out
 
 
 def pin_model(urdf, floating):
