@@ -287,6 +287,8 @@ def rnea_thread_ids(ModelData md, const double[:, ::1] q, int[::1] tid, int nthr
     cdef double* tau
     cdef int nb = md.nb, wsize = md.wsize, nv = md.nv, md_nq = md.nq
     cdef const double* qp = &q[0, 0]
+    buf = NULL  # set per thread below; initialised for Cython's firstprivate copy
+    tau = NULL
     with nogil, parallel(num_threads=nthreads):
         buf = <double*> malloc((wsize + nv + 1) * sizeof(double))
         w = work_from(buf, nb)

@@ -31,5 +31,11 @@ python -m pip install -q --upgrade pip
 # setuptools and wheel: scikit-sparse 0.4.16 has no wheels and is built from
 # source inside .venv (--no-build-isolation), which needs both.
 python -m pip install -q "meson-python>=0.15" "meson>=1.4" ninja "cython>=3.0" "numpy>=2.0" setuptools wheel
-python -m pip install -q --no-build-isolation -e ".[test,sparse,reference,progress]"
+# The editable install rebuilds the extension on import after a source
+# change; a native file names cython by its absolute path so that rebuild
+# works without the venv on PATH (e.g. `.venv/bin/python -m pytest`).
+NATIVE="$PWD/.venv/gear-native.ini"
+printf "[binaries]\ncython = '%s'\n" "$PWD/.venv/bin/cython" > "$NATIVE"
+python -m pip install -q --no-build-isolation \
+  -Csetup-args=--native-file="$NATIVE" -e ".[test,sparse,reference,progress]"
 python -c "import gear, gear._core as c; print('setup: gear', gear.__version__, '| OpenMP threads:', c.omp_max_threads())"
