@@ -1,0 +1,254 @@
+"""Hand a gear model to Pinocchio: the same tree, the same coordinates.
+
+Users comparing gear with Pinocchio (and gear's own tests and benchmarks,
+where Pinocchio is an optional, independent reference) need the *same*
+mechanism in both, including models built in Python or by
+:mod:`gear.mechanisms` that have no URDF file.  :func:`to_pinocchio` builds
+it joint by joint and returns a :class:`PinocchioMap` that translates states
+and results between the two coordinate conventions.
+
+Joint kinds map as follows (``q`` order is kept):
+
+==============  ===============================================================
+gear            Pinocchio
+==============  ===============================================================
+Revolute(a)     ``JointModelRevoluteUnaligned(a)``
+Prismatic(a)    ``JointModelPrismaticUnaligned(a)``
+Helical(a, h)   ``JointModelHelicalUnaligned(a, h)``
+Cylindrical(a)  composite: revolute about ``a``, then prismatic along ``a``
+Universal(a,b)  composite: revolute about ``a``, then revolute about ``b``
+Planar(n)       composite: prismatic ``e1``, prismatic ``e2``, revolute ``n``
+Spherical       ``JointModelSpherical``; quaternion ``(x, y, z, w)``
+Free            ``JointModelFreeFlyer``; ``(p, x, y, z, w)``, velocity ``(v, w)``
+Fixed           no joint: the body's inertia is appended to its parent joint
+==============  ===============================================================
+
+Each composite reproduces gear's ``J(q)`` exactly (``exp([a] q1) (0, q2 a)``
+for cylindrical, ``exp([a] q1) exp([b] q2)`` for universal, ``(exp([n] q3),
+q1 e1 + q2 e2)`` for planar), so body-frame velocities agree coordinate by
+coordinate.  Pinocchio is imported lazily; it is an optional dependency (the
+``reference`` extra).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import joints as J
+from .spatial import SE3
+
+__all__ = ["to_pinocchio", "PinocchioMap"]
+
+
+def _pin():
+    try:
+        import pinocchio
+    except ImportError:  # pragma: no cover - exercised only without pin
+        raise ImportError("gear.interop needs Pinocchio: pip install pin "
+                          "(or gear[reference])") from None
+    return pinocchio
+
+
+def _joint_model(pin, joint):
+    """The Pinocchio joint model reproducing ``joint``'s ``J(q)``."""
+    if isinstance(joint, J.Revolute):
+        return pin.JointModelRevoluteUnaligned(np.asarray(joint.axis, float))
+    if isinstance(joint, J.Prismatic):
+        return pin.JointModelPrismaticUnaligned(np.asarray(joint.axis, float))
+    if isinstance(joint, J.Helical):
+        # gear: translation pitch*q along the axis (length per radian); so
+        # is Pinocchio's pitch.
+        return pin.JointModelHelicalUnaligned(np.asarray(joint.axis, float), float(joint.pitch))
+    if isinstance(joint, J.Cylindrical):
+        c = pin.JointModelComposite(pin.JointModelRevoluteUnaligned(joint.axis))
+        c.addJoint(pin.JointModelPrismaticUnaligned(joint.axis))
+        return c
+    if isinstance(joint, J.Universal):
+        c = pin.JointModelComposite(pin.JointModelRevoluteUnaligned(joint.axis1))
+        c.addJoint(pin.JointModelRevoluteUnaligned(joint.axis2))
+        return c
+    if isinstance(joint, J.Planar):
+        c = pin.JointModelComposite(pin.JointModelPrismaticUnaligned(joint.e1))
+        c.addJoint(pin.JointModelPrismaticUnaligned(joint.e2))
+        c.addJoint(pin.JointModelRevoluteUnaligned(joint.normal))
+        return c
+    if isinstance(joint, J.Spherical):
+        return pin.JointModelSpherical()
+    if isinstance(joint, J.Free):
+        return pin.JointModelFreeFlyer()
+    raise TypeError(f"no Pinocchio equivalent for joint {joint!r}")
+
+
+def _se3(pin, T):
+    return pin.SE3(np.asarray(T.R, float).copy(), np.asarray(T.p, float).copy())
+
+
+def _inertia(pin, I):
+    if I is None:
+        return pin.Inertia.Zero()
+    return pin.Inertia(float(I.mass), np.asarray(I.com, float).copy(), np.asarray(I.I_com, float).copy())
+
+
+class PinocchioMap:
+    """Coordinates of a gear model and its Pinocchio twin (from :func:`to_pinocchio`).
+
+    Attributes
+    ----------
+    pin_model : pinocchio.Model
+    joint_id : ndarray of int, shape (nbodies,)
+        Pinocchio joint whose body carries gear body ``i`` (a ``Fixed``
+        body rides on its parent's joint; 0 is the universe).
+    offset : list of gear.SE3, length nbodies
+        Pose of gear body ``i``'s frame in that Pinocchio joint's frame
+        (identity unless ``i`` hangs from fixed joints).
+    P : ndarray, shape (nv, nv)
+        Velocity map ``v_pin = P v_gear`` (a permutation).
+    """
+
+    def __init__(self, model, pin_model, joint_id, offset, qslices):
+        self.model = model
+        self.pin_model = pin_model
+        self.joint_id = np.asarray(joint_id, dtype=np.int64)
+        self.offset = offset
+        self._qslices = qslices      # (gear q slice, pin q slice, kind)
+        nv = model.nv
+        self.P = np.zeros((nv, nv))
+        for i, jt in enumerate(model.joints):
+            if jt.nv == 0:
+                continue
+            gv = model.idx_v(model.joint_names[i])
+            pv = pin_model.joints[int(self.joint_id[i])].idx_v
+            if isinstance(jt, J.Free):     # pin (v, w) <- gear (w, v)
+                for k in range(3):
+                    self.P[pv + k, gv.start + 3 + k] = 1.0
+                    self.P[pv + 3 + k, gv.start + k] = 1.0
+            else:
+                for k in range(jt.nv):
+                    self.P[pv + k, gv.start + k] = 1.0
+
+    def q(self, q):
+        """Pinocchio configuration of gear's ``q``, shape ``(nq,)``."""
+        q = np.asarray(q, float)
+        out = np.zeros(self.pin_model.nq)
+        for gs, ps, kind in self._qslices:
+            x = q[gs]
+            if kind == "free":
+                out[ps] = np.concatenate([x[:3], x[4:7], x[3:4]])
+            elif kind == "spherical":
+                out[ps] = np.concatenate([x[1:4], x[0:1]])
+            else:
+                out[ps] = x
+        return out
+
+    def q_back(self, qp):
+        """gear configuration of Pinocchio's ``qp``."""
+        qp = np.asarray(qp, float)
+        out = np.zeros(self.model.nq)
+        for gs, ps, kind in self._qslices:
+            x = qp[ps]
+            if kind == "free":
+                out[gs] = np.concatenate([x[:3], x[6:7], x[3:6]])
+            elif kind == "spherical":
+                out[gs] = np.concatenate([x[3:4], x[0:3]])
+            else:
+                out[gs] = x
+        return out
+
+    def v(self, v):
+        """Pinocchio velocity (or acceleration, torque) of gear's, ``(nv,)``."""
+        return self.P @ np.asarray(v, float)
+
+    def v_back(self, vp):
+        """gear velocity (or acceleration, torque) of Pinocchio's."""
+        return self.P.T @ np.asarray(vp, float)
+
+    def mat_back(self, Mp):
+        """An ``(nv, nv)`` matrix in Pinocchio's coordinates, mapped to gear's
+        (e.g. the mass matrix: ``P^T M_pin P``)."""
+        return self.P.T @ np.asarray(Mp, float) @ self.P
+
+    def body_placement(self, pin_data, i):
+        """World pose ``(4, 4)`` of gear body ``i`` from Pinocchio's
+        ``data.oMi`` (after ``forwardKinematics``)."""
+        pin = _pin()
+        T = pin_data.oMi[int(self.joint_id[i])] * _se3(pin, self.offset[i])
+        return T.homogeneous
+
+    def frame(self, body, placement=None):
+        """``(pin joint id, pin.SE3)`` of a frame given on gear body ``body``
+        (name, index or ``"world"``) by ``placement`` (gear.SE3 or None) —
+        what Pinocchio's constraint models take."""
+        pin = _pin()
+        i = self.model.body_index(body)
+        P = SE3() if placement is None else placement
+        if i < 0:
+            return 0, _se3(pin, P)
+        return int(self.joint_id[i]), _se3(pin, self.offset[i] * P)
+
+
+def to_pinocchio(model):
+    """Build the Pinocchio model of a gear model.
+
+    Parameters
+    ----------
+    model : gear.Model
+        Any tree; every joint kind is supported (see the module docstring).
+
+    Returns
+    -------
+    pin_model : pinocchio.Model
+        Same bodies, inertias, placements and gravity.  Joint names are
+        gear's joint names; ``nq``/``nv`` equal gear's.
+    mapping : PinocchioMap
+        Converts ``q``, ``v``, matrices and frames between the two.
+
+    Examples
+    --------
+    >>> import numpy as np, gear
+    >>> from gear.interop import to_pinocchio
+    >>> m = gear.load_urdf(gear.data_path("arm7.urdf"))
+    >>> pm, mp = to_pinocchio(m)           # doctest: +SKIP
+    >>> pm.nv == m.nv                      # doctest: +SKIP
+    True
+    """
+    pin = _pin()
+    pm = pin.Model()
+    pm.name = "gear"
+    pm.gravity = pin.Motion(np.asarray(model.gravity, float), np.zeros(3))  # (linear, angular)
+    nb = model.nbodies
+    joint_id = np.zeros(nb, dtype=np.int64)
+    offset = [None] * nb
+    qslices = []
+    # Pinocchio's algorithms (CRBA among them) need every subtree to be a
+    # contiguous range of joints: add the bodies in depth-first order.
+    children = [[] for _ in range(nb + 1)]
+    for i in range(nb):
+        children[model.parents[i] + 1].append(i)
+    order, stack = [], children[0][::-1]
+    while stack:
+        i = stack.pop()
+        order.append(i)
+        stack.extend(children[i + 1][::-1])
+    for i in order:
+        jt = model.joints[i]
+        parent = model.parents[i]
+        pj = 0 if parent < 0 else int(joint_id[parent])
+        poff = SE3() if parent < 0 else offset[parent]
+        placement = poff * model.placements[i]
+        name = model.joint_names[i]
+        if jt.nv == 0:
+            # Fixed: the body rides on the parent's joint
+            joint_id[i] = pj
+            offset[i] = placement
+            if model.inertias[i] is not None:
+                pm.appendBodyToJoint(pj, _inertia(pin, model.inertias[i]), _se3(pin, placement))
+            continue
+        jid = pm.addJoint(pj, _joint_model(pin, jt), _se3(pin, placement), name)
+        joint_id[i] = jid
+        offset[i] = SE3()
+        pm.appendBodyToJoint(jid, _inertia(pin, model.inertias[i]), pin.SE3.Identity())
+        kind = "free" if isinstance(jt, J.Free) else "spherical" if isinstance(jt, J.Spherical) else "vec"
+        iq = pm.joints[jid].idx_q
+        qslices.append((model.idx_q(name), slice(iq, iq + jt.nq), kind))
+    if pm.nq != model.nq or pm.nv != model.nv:  # pragma: no cover - a mapping bug
+        raise RuntimeError(f"Pinocchio model has nq={pm.nq}, nv={pm.nv}; gear has {model.nq}, {model.nv}")
+    return pm, PinocchioMap(model, pm, joint_id, offset, qslices)
