@@ -36,7 +36,8 @@ import numpy as np
 from . import joints as J
 from .spatial import SE3
 
-__all__ = ["to_pinocchio", "PinocchioMap"]
+__all__ = ["to_pinocchio", "PinocchioMap", "pinocchio_constraint_models",
+           "pinocchio_constraint_dynamics"]
 
 
 def _pin():
@@ -252,3 +253,83 @@ def to_pinocchio(model):
     if pm.nq != model.nq or pm.nv != model.nv:  # pragma: no cover - a mapping bug
         raise RuntimeError(f"Pinocchio model has nq={pm.nq}, nv={pm.nv}; gear has {model.nq}, {model.nv}")
     return pm, PinocchioMap(model, pm, joint_id, offset, qslices)
+
+
+_PIN_CONTACT = {"weld": "CONTACT_6D", "ball": "CONTACT_3D"}
+
+
+def pinocchio_constraint_models(mapping, closures):
+    """Pinocchio ``RigidConstraintModel``s of gear loop closures.
+
+    Parameters
+    ----------
+    mapping : PinocchioMap
+        From :func:`to_pinocchio`.
+    closures : sequence
+        Objects with ``kind``, ``body_a``, ``placement_a``, ``body_b``,
+        ``placement_b`` (``gear.LoopClosure`` or the ``model.loop_closures``
+        read from MJCF).  Pinocchio has the two kinds ``"weld"`` (6-D
+        contact) and ``"ball"`` (3-D contact); others raise ``ValueError``.
+
+    Returns
+    -------
+    list of pinocchio.RigidConstraintModel
+        Frame {A} is Pinocchio's first frame, {B} its second, in the LOCAL
+        reference frame.
+    """
+    pin = _pin()
+    out = []
+    for k, c in enumerate(closures):
+        kind = getattr(c, "kind", None)
+        if kind not in _PIN_CONTACT:
+            raise ValueError(f"closures[{k}] has kind {kind!r}; Pinocchio's rigid constraints "
+                             f"cover {sorted(_PIN_CONTACT)} only")
+        j1, P1 = mapping.frame(c.body_a, c.placement_a)
+        j2, P2 = mapping.frame(c.body_b, c.placement_b)
+        ct = getattr(pin.ContactType, _PIN_CONTACT[kind])
+        out.append(pin.RigidConstraintModel(ct, mapping.pin_model, j1, P1, j2, P2,
+                                            pin.ReferenceFrame.LOCAL))
+    return out
+
+
+def pinocchio_constraint_dynamics(model, closures, q, dq, tau, mapping=None, mu=0.0,
+                                  accuracy=1e-14, max_iter=100):
+    """Constrained forward dynamics by Pinocchio's ``constraintDynamics``.
+
+    An independent reference for closed loops of weld and ball closures:
+    builds the Pinocchio twin of ``model`` (unless ``mapping`` is given),
+    solves, and maps ``ddq`` back to gear's coordinates.
+
+    Parameters
+    ----------
+    model : gear.Model
+    closures : sequence
+        See :func:`pinocchio_constraint_models`.
+    q : array_like, shape (nq,)
+        A configuration that closes every loop.
+    dq, tau : array_like, shape (nv,)
+        ``dq`` must satisfy ``A dq = 0``.
+    mapping : PinocchioMap, optional
+    mu : float
+        Pinocchio's proximal parameter; 0 solves the KKT system exactly
+        (rows must then be independent), ``mu > 0`` handles redundant rows
+        at an accuracy set by ``accuracy`` and ``max_iter``.
+
+    Returns
+    -------
+    ddq : ndarray, shape (nv,)
+    """
+    pin = _pin()
+    if mapping is None:
+        _, mapping = to_pinocchio(model)
+    pm = mapping.pin_model
+    pd = pm.createData()
+    cms = pin.StdVec_RigidConstraintModel()
+    cds = pin.StdVec_RigidConstraintData()
+    for cm in pinocchio_constraint_models(mapping, closures):
+        cms.append(cm)
+        cds.append(cm.createData())
+    pin.initConstraintDynamics(pm, pd, cms, cds)
+    prox = pin.ProximalSettings(accuracy, mu, max_iter)
+    ddq = pin.constraintDynamics(pm, pd, mapping.q(q), mapping.v(dq), mapping.v(tau), cms, cds, prox)
+    return mapping.v_back(ddq)

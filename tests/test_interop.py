@@ -70,3 +70,94 @@ def test_frame_on_a_fixed_body_and_on_the_world():
     # the fixed body's inertia is carried by joint "a" in Pinocchio
     q = np.array([0.3])
     assert rel(gear.mass_matrix(m, q), pin.crba(pm, pm.createData(), q)) < 1e-12
+
+
+# ---------------------------------------------------------------------------
+# closed loops: Pinocchio's constraintDynamics against a dense KKT whose A
+# and dA·dq come from finite differences of the closure residual
+# ---------------------------------------------------------------------------
+from gear.interop import pinocchio_constraint_dynamics  # noqa: E402
+from gear.testing import fd_tangent  # noqa: E402
+
+
+def _frame_world(model, q, body, placement):
+    i = model.body_index(body)
+    T = np.eye(4) if i < 0 else gear.forward_kinematics(model, q)[i]
+    return T @ (np.eye(4) if placement is None else placement.homogeneous())
+
+
+def _residual(model, closures, q):
+    r = []
+    for c in closures:
+        A = _frame_world(model, q, c.body_a, c.placement_a)
+        B = _frame_world(model, q, c.body_b, c.placement_b)
+        r.append(B[:3, 3] - A[:3, 3])
+        if c.kind == "weld":      # orientation error, small-angle vector
+            E = A[:3, :3].T @ B[:3, :3]
+            r.append(0.5 * np.array([E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]]))
+    return np.concatenate(r)
+
+
+def _dense_kkt(model, closures, q, dq, tau, h=1e-4):
+    A = fd_tangent(lambda x: _residual(model, closures, x), model, q)
+    r = lambda t: _residual(model, closures, model.integrate(q, t * dq))  # noqa: E731
+    Adq_dot = (r(h) - 2 * r(0.0) + r(-h)) / h**2       # dA·dq along exp curves
+    M = gear.mass_matrix(model, q)
+    b = gear.bias_forces(model, q, dq)
+    m = A.shape[0]
+    K = np.block([[M, A.T], [A, np.zeros((m, m))]])
+    sol = np.linalg.lstsq(K, np.concatenate([tau - b, -Adq_dot]), rcond=None)[0]
+    return sol[:model.nv], A
+
+
+def _null_dq(A, rng):
+    N = np.linalg.svd(A)[2][np.linalg.matrix_rank(A, 1e-8):].T
+    return N @ rng.standard_normal(N.shape[1])
+
+
+def test_pinocchio_constraint_dynamics_fourbar_ball():
+    model = gear.load_mjcf(gear.data_path("fourbar.xml"))
+    closures = model.loop_closures
+    rng = np.random.default_rng(3)
+    q = model.neutral()
+    assert np.abs(_residual(model, closures, q)).max() < 1e-4
+    for _ in range(3):
+        A = fd_tangent(lambda x: _residual(model, closures, x), model, q)
+        dq = _null_dq(A, rng)
+        tau = rng.standard_normal(model.nv)
+        ref, _ = _dense_kkt(model, closures, q, dq, tau)
+        got = pinocchio_constraint_dynamics(model, closures, q, dq, tau, mu=1e-9, max_iter=1000)
+        assert rel(got, ref) < 1e-7
+
+
+def test_pinocchio_constraint_dynamics_weld_on_a_random_chain():
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(5)
+    model = gear.testing.random_chain(8, "revolute", rng)
+    q = model.random_configuration(rng)
+    tip = gear.forward_kinematics(model, q)[-1]
+    weld = SimpleNamespace(kind="weld", body_a="world", placement_a=gear.SE3(tip[:3, :3], tip[:3, 3]),
+                           body_b=model.nbodies - 1, placement_b=None)
+    weld.placement_b = gear.SE3()
+    closures = [weld]
+    A = fd_tangent(lambda x: _residual(model, closures, x), model, q)
+    assert np.linalg.matrix_rank(A, 1e-6) == 6
+    dq = _null_dq(A, rng)
+    tau = rng.standard_normal(model.nv)
+    ref, A = _dense_kkt(model, closures, q, dq, tau)
+    got = pinocchio_constraint_dynamics(model, closures, q, dq, tau)
+    assert rel(got, ref) < 1e-7
+    assert np.abs(A @ got).max() < 1e-6 * max(1.0, np.abs(got).max()) + np.abs(A @ ref).max() + 1e-6
+
+
+def test_pinocchio_constraint_models_reject_other_kinds():
+    from types import SimpleNamespace
+
+    from gear.interop import pinocchio_constraint_models
+
+    model = gear.testing.random_chain(3, "revolute", 0)
+    _, mp = to_pinocchio(model)
+    bad = SimpleNamespace(kind="distance", body_a="world", placement_a=None, body_b=2, placement_b=None)
+    with pytest.raises(ValueError, match="closures\\[0\\] has kind 'distance'"):
+        pinocchio_constraint_models(mp, [bad])
