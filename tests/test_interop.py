@@ -161,3 +161,21 @@ def test_pinocchio_constraint_models_reject_other_kinds():
     bad = SimpleNamespace(kind="distance", body_a="world", placement_a=None, body_b=2, placement_b=None)
     with pytest.raises(ValueError, match="closures\\[0\\] has kind 'distance'"):
         pinocchio_constraint_models(mp, [bad])
+
+
+def test_interop_docstring_examples_run():
+    import doctest
+
+    import gear.interop
+
+    res = doctest.testmod(gear.interop, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 0 and res.failed == 0
+
+
+def test_docs_interop_doctest():
+    import doctest
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "interop.md"
+    res = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 0 and res.failed == 0
