@@ -5,7 +5,7 @@ Public API: see ``docs/api.md``.  Twists are ``(w, v)``, wrenches ``(m, f)``,
 both in body coordinates; ``T_{lambda(i),i} = placement_i J_i(q_i)``.
 """
 from . import joints, spatial
-from .spatial import SE3, Inertia
+from .spatial import SE3, Inertia, InertiaWarning
 from .model import Model
 from .algorithms import *  # noqa: F401,F403
 from .algorithms import __all__ as _dyn_all
@@ -22,5 +22,5 @@ def data_path(name=""):
     return os.path.join(os.path.dirname(__file__), "data", name)
 
 
-__all__ = ["joints", "spatial", "SE3", "Inertia", "Model", "load_urdf", "load_mjcf",
+__all__ = ["joints", "spatial", "SE3", "Inertia", "InertiaWarning", "Model", "load_urdf", "load_mjcf",
            "LoopClosureSpec", "ModelFileError", "data_path", "sensitivity", *_dyn_all]

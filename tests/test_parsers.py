@@ -36,12 +36,9 @@ CORPUS = {
     "urdf_abc_number.urdf": ["abc_joint", "rpy", "abc"],
     "urdf_bad_xyz_count.urdf": ["short_xyz_joint", "xyz", "3 numbers"],
     "urdf_negative_mass.urdf": ["neg_mass_link", "mass"],
-    "urdf_zero_mass.urdf": ["zero_mass_link", "mass"],
-    "urdf_not_pd_inertia.urdf": ["not_pd_link", "positive definite"],
-    "urdf_triangle_inertia.urdf": ["triangle_link", "triangle"],
+    "urdf_not_pd_inertia.urdf": ["not_pd_link", "indefinite"],
     "urdf_missing_inertia.urdf": ["no_tensor_link", "<inertia>"],
     "urdf_zero_axis.urdf": ["zero_axis_joint", "non-zero"],
-    "urdf_massless_subtree.urdf": ["massless_joint", "massless"],
     "urdf_not_robot.urdf": ["<robot>"],
     "urdf_not_xml.urdf": ["not a well-formed XML"],
     "urdf_entity_bomb.urdf": ["entity", "lol"],
@@ -57,25 +54,39 @@ CORPUS = {
     "mjcf_nan_pos.xml": ["nan_body", "pos"],
     "mjcf_zero_axis.xml": ["zero_axis_hinge", "axis"],
     "mjcf_duplicate_body.xml": ["twin", "duplicate"],
-    "mjcf_bad_inertia.xml": ["bad_inertia_body", "triangle"],
     "mjcf_negative_mass.xml": ["light_body", "mass"],
     "mjcf_unsupported_equality.xml": ["coupling", "not supported"],
     "mjcf_undefined_class.xml": ["ja", "nosuchclass"],
     "mjcf_nonzero_ref.xml": ["ref_joint", "ref"],
     "mjcf_bad_range.xml": ["inverted_range", "range"],
-    "mjcf_massless_subtree.xml": ["floppy_joint", "massless"],
     "mjcf_bad_euler_count.xml": ["short_euler", "euler"],
+}
+
+
+# Files that load under the inertia policy of API.md (Model) with a
+# gear.InertiaWarning naming the file and link, and raise with strict=True.
+WARNS = {
+    "urdf_zero_mass.urdf": ["zero_mass_link", "zero mass"],
+    "urdf_triangle_inertia.urdf": ["triangle_link", "triangle"],
+    "mjcf_bad_inertia.xml": ["bad_inertia_body", "triangle"],
+}
+
+# Files that load, but whose forward dynamics is singular: a joint moves only
+# massless bodies.  SingularInertiaError names the joint at call time.
+SINGULAR = {
+    "urdf_massless_subtree.urdf": "massless_joint",
+    "mjcf_massless_subtree.xml": "floppy_joint",
 }
 
 
 def _load(path, **kw):
     path = os.fspath(path)
-    return gear.load_urdf(path, **kw) if path.endswith(".urdf") else gear.load_mjcf(path)
+    return gear.load_urdf(path, **kw) if path.endswith(".urdf") else gear.load_mjcf(path, **kw)
 
 
 def test_corpus_is_complete():
     files = sorted(p.name for p in DATA.iterdir() if p.name.startswith(("urdf_", "mjcf_")))
-    assert files == sorted(CORPUS)
+    assert files == sorted([*CORPUS, *WARNS, *SINGULAR])
     assert len(files) >= 12
 
 
@@ -89,6 +100,33 @@ def test_malformed_file_raises(name):
     for s in CORPUS[name]:                        # the offending element
         assert s in msg, f"{s!r} not in {msg!r}"
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("name", sorted(WARNS))
+def test_impossible_inertia_warns_and_strict_raises(name):
+    path = DATA / name
+    with pytest.warns(gear.InertiaWarning) as rec:
+        model = _load(path)
+    msgs = [str(w.message) for w in rec if issubclass(w.category, gear.InertiaWarning)]
+    assert len(msgs) == 1, msgs
+    assert name in msgs[0]
+    for part in WARNS[name]:
+        assert part in msgs[0], f"{part!r} not in {msgs[0]!r}"
+    assert model.nbodies >= 1
+    with pytest.raises(ModelFileError) as info:
+        _load(path, strict=True)
+    msg = str(info.value)
+    assert name in msg and all(part in msg for part in WARNS[name]), msg
+
+
+@pytest.mark.parametrize("name", sorted(SINGULAR))
+def test_massless_subtree_loads_and_forward_dynamics_names_the_joint(name):
+    model = _load(DATA / name)
+    q = model.neutral()
+    z = np.zeros(model.nv)
+    assert np.all(np.isfinite(gear.inverse_dynamics(model, q, z, z)))
+    with pytest.raises(gear.SingularInertiaError, match=SINGULAR[name]):
+        gear.forward_dynamics(model, q, z, z)
 
 
 def test_entity_bomb_is_not_expanded():
@@ -130,16 +168,20 @@ def _urdf_inertia(path, link):
 def test_arm7_urdf():
     path = gear.data_path("arm7.urdf")
     m = gear.load_urdf(path)
-    assert (m.nq, m.nv, m.nbodies) == (7, 7, 8)
-    assert m.body_names == ["base_link"] + [f"link{i}" for i in range(1, 8)]
-    assert m.joint_names == ["root"] + [f"joint{i}" for i in range(1, 8)]
-    assert isinstance(m.joints[0], Fixed)
-    assert all(isinstance(j, Revolute) for j in m.joints[1:])
+    # the root link is welded to the world, not a body (as in Pinocchio)
+    assert (m.nq, m.nv, m.nbodies) == (7, 7, 7)
+    assert m.body_names == [f"link{i}" for i in range(1, 8)]
+    assert m.joint_names == [f"joint{i}" for i in range(1, 8)]
+    assert all(isinstance(j, Revolute) for j in m.joints)
+    assert m.parents[0] == -1
+    b, T = m.frames["base_link"]
+    assert b == -1 and T.isclose(SE3())
     # limits (joint4 of this arm has an all-negative range)
     j4 = m.joints[m.joint_index("joint4")]
     assert j4.lower[0] == -3.0718 and j4.upper[0] == -0.0698
     # fixed hand merged into link7 with its mass; massless tcp only a frame
-    assert m.total_mass() == pytest.approx(_urdf_total_mass(path), abs=1e-12)
+    base_mass = _urdf_inertia(path, "base_link").mass
+    assert m.total_mass() == pytest.approx(_urdf_total_mass(path) - base_mass, abs=1e-12)
     i7 = m.body_index("link7")
     b, T = m.frames["hand"]
     assert b == i7
@@ -148,11 +190,11 @@ def test_arm7_urdf():
     assert b == i7
     assert T.isclose(SE3.from_rpy([0, 0, -np.pi / 4], [0, 0, 0.107]) * SE3(p=[0, 0, 0.1034]))
     b, T = m.frames["link3"]
-    assert b == 3 and T.isclose(SE3())
+    assert b == 2 and T.isclose(SE3())
     lumped = _urdf_inertia(path, "link7") + _urdf_inertia(path, "hand").transform(m.frames["hand"][1])
     assert np.allclose(m.inertias[i7].matrix(), lumped.matrix(), atol=1e-14)
     # non-merged body inertias equal the file's (rotated inertial frame)
-    assert np.allclose(m.inertias[2].matrix(), _urdf_inertia(path, "link2").matrix(), atol=1e-15)
+    assert np.allclose(m.inertias[1].matrix(), _urdf_inertia(path, "link2").matrix(), atol=1e-15)
     # placements
     assert m.placements[m.body_index("link3")].isclose(SE3.from_rpy([np.pi / 2, 0, 0], [0, -0.316, 0]))
 
@@ -160,12 +202,15 @@ def test_arm7_urdf():
 def test_arm7_urdf_no_merge():
     path = gear.data_path("arm7.urdf")
     m = gear.load_urdf(path, merge_fixed=False)
-    assert (m.nq, m.nv, m.nbodies) == (7, 7, 10)
+    assert (m.nq, m.nv, m.nbodies) == (7, 7, 9)
     assert m.body_names[-2:] == ["hand", "tcp"]
     assert m.joint_names[-2:] == ["hand_joint", "tcp_joint"]
-    assert all(isinstance(m.joints[i], Fixed) for i in (8, 9))
-    assert m.inertias[9] is None
-    assert m.total_mass() == pytest.approx(_urdf_total_mass(path), abs=1e-12)
+    assert all(isinstance(m.joints[i], Fixed) for i in (7, 8))
+    assert m.inertias[8] is None
+    base_mass = _urdf_inertia(path, "base_link").mass
+    assert m.total_mass() == pytest.approx(_urdf_total_mass(path) - base_mass, abs=1e-12)
+    # the root link stays welded to the world even without merging
+    assert m.frames.pop("base_link")[0] == -1
     assert all(T.isclose(SE3()) and b == m.body_index(n) for n, (b, T) in m.frames.items())
     # same kinematics as the merged model
     mm = gear.load_urdf(path)
@@ -194,7 +239,8 @@ def test_quadruped_floating_base():
     q = m.random_configuration(1)
     assert np.isclose(np.linalg.norm(q[3:7]), 1.0)
     fixed = gear.load_urdf(path)
-    assert (fixed.nq, fixed.nv) == (12, 12) and isinstance(fixed.joints[0], Fixed)
+    assert (fixed.nq, fixed.nv, fixed.nbodies) == (12, 12, 12)
+    assert fixed.joint_names[0] == "FL_hip_joint" and fixed.frames["trunk"][0] == -1
 
 
 def test_gravity_argument():
@@ -231,12 +277,12 @@ def test_urdf_joint_types(tmp_path):
     </robot>""")
     m = gear.load_urdf(p)
     kinds = [type(j) for j in m.joints]
-    assert kinds == [Fixed, Revolute, Prismatic, Planar, Free, Revolute]
-    assert np.allclose(m.joints[1].axis, [0, 1, 0])             # normalised
-    assert np.all(np.isinf(m.joints[1].lower))                  # continuous: no limits
-    assert (m.joints[2].lower[0], m.joints[2].upper[0]) == (-0.25, 0.5)
-    assert np.allclose(m.joints[3].normal, [0, 0, 1])
-    assert np.allclose(m.joints[5].axis, [1, 0, 0])             # URDF default axis
+    assert kinds == [Revolute, Prismatic, Planar, Free, Revolute]
+    assert np.allclose(m.joints[0].axis, [0, 1, 0])             # normalised
+    assert np.all(np.isinf(m.joints[0].lower))                  # continuous: no limits
+    assert (m.joints[1].lower[0], m.joints[1].upper[0]) == (-0.25, 0.5)
+    assert np.allclose(m.joints[2].normal, [0, 0, 1])
+    assert np.allclose(m.joints[4].axis, [1, 0, 0])             # URDF default axis
     assert (m.nq, m.nv) == (1 + 1 + 3 + 7 + 1, 1 + 1 + 3 + 6 + 1)
     for _ in range(20):
         q = m.random_configuration()
@@ -277,15 +323,17 @@ def test_urdf_massless_link_merged_into_massive(tmp_path):
       <joint name="f" type="fixed"><parent link="a"/><child link="tip"/><origin xyz="1 0 0"/></joint>
     </robot>""")
     m = gear.load_urdf(p)
-    assert m.nbodies == 2 and m.inertias[1].mass == 1.0
-    assert np.allclose(m.inertias[1].com, [0.1, 0, 0])
+    assert m.nbodies == 1 and m.inertias[0].mass == 1.0
+    assert np.allclose(m.inertias[0].com, [0.1, 0, 0])
+    assert m.frames["tip"][0] == 0 and m.frames["base"][0] == -1
 
 
 def test_urdf_inertial_rotation(tmp_path):
     p = _write(tmp_path, "r.urdf", """<robot name="t"><link name="base"><inertial>
       <origin xyz="0.1 0.2 0.3" rpy="0.3 -0.2 0.1"/><mass value="2"/>
       <inertia ixx="0.1" ixy="0.01" ixz="0" iyy="0.2" iyz="0.02" izz="0.25"/></inertial></link></robot>""")
-    m = gear.load_urdf(p)
+    m = gear.load_urdf(p, floating_base=True)      # fixed: welded, not a body
+    assert gear.load_urdf(p).nbodies == 0
     I = m.inertias[0]
     R = SE3.from_rpy([0.3, -0.2, 0.1]).R
     Ic = np.array([[0.1, 0.01, 0], [0.01, 0.2, 0.02], [0, 0.02, 0.25]])

@@ -288,7 +288,8 @@ def test_inertia_lumping_adds_kinetic_energies(rng):
 
 def test_point_mass_is_valid():
     I = Inertia.point_mass(2.0, [0.1, 0.2, 0.3])
-    assert np.linalg.eigvalsh(I.matrix()).min() > 0
+    np.testing.assert_array_equal(I.I_com, np.zeros((3, 3)))
+    assert np.linalg.eigvalsh(I.matrix()).min() > -1e-12          # semidefinite
     np.testing.assert_allclose(I.I_origin(), 2.0 * skew([0.1, 0.2, 0.3]).T @ skew([0.1, 0.2, 0.3]),
                                atol=1e-11)
 
@@ -303,10 +304,29 @@ def test_random_inertia_is_physical(rng):
 # ---------------------------------------------------------------------------
 # validation
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("mass", [0.0, -1.0, np.nan, np.inf])
+@pytest.mark.parametrize("mass", [-1.0, -1e-300, np.nan, np.inf])
 def test_inertia_rejects_bad_mass(mass):
     with pytest.raises(ValueError, match="mass"):
         Inertia(mass, [0, 0, 0], np.eye(3))
+
+
+def test_massless_inertia_is_a_frame():
+    I = Inertia(0.0, [0.1, 0, 0], np.zeros((3, 3)))
+    assert I.is_massless
+    assert not Inertia(1.0).is_massless
+    np.testing.assert_array_equal(I.matrix(), np.zeros((6, 6)))
+    # lumping massless inertias keeps them massless, and adds nothing to others
+    assert (I + I).is_massless
+    J = Inertia(2.0, [0, 0.1, 0], np.diag([0.1, 0.2, 0.25]))
+    np.testing.assert_allclose((J + I).matrix(), J.matrix(), atol=1e-15)
+
+
+def test_rotational_inertia_without_mass_warns():
+    with pytest.warns(gear.InertiaWarning, match="zero mass"):
+        I = Inertia(0.0, [0, 0, 0], np.eye(3) * 1e-3, name="sensor")
+    assert not I.is_massless
+    with pytest.raises(ValueError, match="zero mass"):
+        Inertia(0.0, [0, 0, 0], np.eye(3) * 1e-3, strict=True)
 
 
 def test_inertia_rejects_non_number_mass():
@@ -316,9 +336,8 @@ def test_inertia_rejects_non_number_mass():
 
 @pytest.mark.parametrize("I_com, message", [
     ([[1.0, 0.1, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], "symmetric"),
-    (np.diag([1.0, 1.0, -0.1]), "positive definite"),
-    (np.diag([1.0, 1.0, 0.0]), "positive definite"),
-    (np.diag([1.0, 0.1, 0.1]), "triangle inequality"),
+    (np.diag([1.0, 1.0, -0.1]), "indefinite"),
+    (np.diag([1.0, 1.0, -1e-6]), "indefinite"),
     ([[np.nan, 0, 0], [0, 1, 0], [0, 0, 1]], "I_com.*non-finite"),
     (np.eye(2), "I_com.*shape"),
 ])
@@ -327,9 +346,36 @@ def test_inertia_rejects_bad_rotational_inertia(I_com, message):
         Inertia(1.0, [0, 0, 0], I_com)
 
 
+def test_semidefinite_and_rounding_level_inertias_are_valid():
+    # a thin rod (one zero principal moment) and a point mass
+    for I_com in (np.diag([1.0, 1.0, 0.0]), np.zeros((3, 3))):
+        np.testing.assert_array_equal(Inertia(1.0, [0, 0, 0], I_com).I_com, I_com)
+    # hyq's base_link (example-robot-data): moments [-2e-22, 8.5e-23, 3e-6]
+    R = gt.random_rotation(np.random.default_rng(0))
+    I_com = R @ np.diag([-2e-22, 8.5e-23, 3e-6]) @ R.T
+    # (one non-zero moment also violates the triangle inequality: a warning)
+    with pytest.warns(gear.InertiaWarning, match="triangle"):
+        I = Inertia(1.0, [0, 0, 0], I_com)
+    e = np.linalg.eigvalsh(I.I_com)
+    assert e.min() >= 0.0 or e.min() > -1e-30               # clipped to semidefinite
+    np.testing.assert_allclose(I.I_com, I_com, atol=1e-21)
+
+
+def test_triangle_inequality_warns_or_raises_with_strict():
+    with pytest.warns(gear.InertiaWarning, match="triangle inequality"):
+        I = Inertia(1.0, [0, 0, 0], np.diag([1.0, 0.1, 0.1]))
+    np.testing.assert_array_equal(I.I_com, np.diag([1.0, 0.1, 0.1]))   # used as given
+    with pytest.raises(ValueError, match="triangle inequality"):
+        Inertia(1.0, [0, 0, 0], np.diag([1.0, 0.1, 0.1]), strict=True)
+
+
 def test_inertia_errors_name_the_body():
-    with pytest.raises(ValueError, match="'forearm'.*triangle"):
+    with pytest.warns(gear.InertiaWarning, match="'forearm'.*triangle"):
         Inertia(1.0, [0, 0, 0], np.diag([1.0, 0.1, 0.1]), name="forearm")
+    with pytest.raises(ValueError, match="'forearm'.*triangle"):
+        Inertia(1.0, [0, 0, 0], np.diag([1.0, 0.1, 0.1]), name="forearm", strict=True)
+    with pytest.raises(ValueError, match="'forearm'.*indefinite"):
+        Inertia(1.0, [0, 0, 0], np.diag([1.0, 1.0, -0.5]), name="forearm")
     with pytest.raises(ValueError, match="com"):
         Inertia(1.0, [0, np.inf, 0], np.eye(3))
     with pytest.raises(TypeError, match="com"):
@@ -338,9 +384,14 @@ def test_inertia_errors_name_the_body():
 
 def test_from_params_rejects_bad_parameters():
     with pytest.raises(ValueError, match="mass"):
-        Inertia.from_params([0.0] + [0.0] * 9)
-    with pytest.raises(ValueError, match="triangle|positive definite"):
+        Inertia.from_params([-1.0] + [0.0] * 9)
+    with pytest.raises(ValueError, match="mass"):
+        Inertia.from_params([0.0, 0.1, 0, 0] + [0.0] * 6)       # first moment without mass
+    assert Inertia.from_params([0.0] * 10).is_massless
+    with pytest.warns(gear.InertiaWarning, match="triangle"):
         Inertia.from_params([1.0, 0, 0, 0, 1.0, 0.1, 0.1, 0, 0, 0])
+    with pytest.raises(ValueError, match="indefinite"):
+        Inertia.from_params([1.0, 0, 0, 0, 1.0, 1.0, -1.0, 0, 0, 0])
     with pytest.raises(ValueError, match="params"):
         Inertia.from_params([1.0, 2.0])
 

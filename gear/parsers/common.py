@@ -88,8 +88,9 @@ def parse_xml(path):
 class Reader:
     """Attribute parsing with error messages naming the file and element."""
 
-    def __init__(self, path):
+    def __init__(self, path, strict=False):
         self.path = os.fspath(path)
+        self.strict = strict
 
     def error(self, where, msg):
         return ModelFileError(f"{self.path}: {where}: {msg}" if where else f"{self.path}: {msg}")
@@ -118,11 +119,31 @@ class Reader:
         return float(self.floats(text, 1, where, attr, None if default is None else [default])[0])
 
     def inertia(self, mass, com, I_com, where):
-        """``gear.Inertia`` with its ``ValueError`` re-raised as ModelFileError."""
-        try:
-            return Inertia(mass, com, I_com)
-        except (ValueError, TypeError) as exc:
-            raise self.error(where, f"invalid inertia: {exc}") from None
+        """``gear.Inertia`` under the loading policy of API.md (Model).
+
+        Returns ``None`` for a massless frame (mass 0, zero rotational
+        inertia).  A ``ValueError`` (negative mass, clearly indefinite
+        inertia, and with ``strict`` an impossible one) is re-raised as
+        :class:`ModelFileError`; an :class:`~gear.InertiaWarning` is
+        re-issued naming the file and element.
+        """
+        import warnings
+
+        from ..spatial import InertiaWarning
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", InertiaWarning)
+            try:
+                I = Inertia(mass, com, I_com, strict=self.strict)
+            except (ValueError, TypeError) as exc:
+                raise self.error(where, f"invalid inertia: {exc}") from None
+        for w in caught:
+            if issubclass(w.category, InertiaWarning):
+                msg = str(w.message).replace("an inertia: ", "", 1)
+                warnings.warn(f"{self.path}: {where}: {msg}", InertiaWarning, stacklevel=4)
+            else:  # pragma: no cover - pass other warnings through
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return None if I.is_massless else I
 
     def axis(self, text, where, attr="axis", default=(1.0, 0.0, 0.0)):
         a = self.floats(text, 3, where, attr, default)
@@ -170,11 +191,6 @@ def assemble(model, nodes, reader):
     Every node is recorded in ``model.frames`` as ``(body index, SE3)``
     (body index ``-1`` for nodes welded to the world).
 
-    Raises
-    ------
-    ModelFileError
-        If a movable joint's whole subtree is massless (the articulated
-        inertia of that joint would be singular).
     """
     target = {}        # node name -> (gear body name | "world", SE3 of node in body)
     bodies = []        # non-merged nodes, in order, with composed placements
@@ -197,19 +213,9 @@ def assemble(model, nodes, reader):
             parent_body[n.name] = pb
             bodies.append((n, T))
 
-    # A movable joint whose whole subtree is massless makes S^T Ia S singular.
-    sub = {n.name: (inertia[n.name].mass if inertia[n.name] is not None else 0.0) for n, _ in bodies}
-    for n, _ in reversed(bodies):
-        pb = parent_body[n.name]
-        if pb != "world":
-            sub[pb] += sub[n.name]
-    for n, _ in bodies:
-        if n.joint.nv > 0 and sub[n.name] <= 0.0:
-            raise reader.error(
-                f"joint {n.joint_name!r}",
-                f"moves only massless bodies (no inertial data for {n.name!r} or its "
-                "descendants), so forward dynamics would be singular; add an inertial element",
-            )
+    # A movable joint whose whole subtree is massless makes S^T Ihat S
+    # singular: that is reported by forward dynamics when it is called
+    # (SingularInertiaError naming the joint), not at load time (API.md).
 
     for n, T in bodies:
         model.add_body(n.name, parent_body[n.name], n.joint, placement=T,

@@ -144,9 +144,9 @@ def _read_defaults(r, root):
 
 
 class _Loader:
-    def __init__(self, path):
+    def __init__(self, path, strict=False):
         self.path = path
-        self.r = Reader(path)
+        self.r = Reader(path, strict=strict)
 
     # -- poses ----------------------------------------------------------
     def angle(self, v):
@@ -219,8 +219,8 @@ class _Loader:
         w = where + " <inertial>"
         pos = r.floats(el.get("pos"), 3, w, "pos")
         mass = r.float1(el.get("mass"), w, "mass")
-        if mass <= 0.0:
-            raise r.error(w, f"mass must be positive, got {mass}")
+        if mass < 0.0:
+            raise r.error(w, f"mass must be non-negative, got {mass}")
         diag, full = el.get("diaginertia"), el.get("fullinertia")
         if (diag is None) == (full is None):
             raise r.error(w, "exactly one of 'diaginertia' and 'fullinertia' is required")
@@ -231,7 +231,6 @@ class _Loader:
             I = np.array([[f[0], f[3], f[4]], [f[3], f[1], f[5]], [f[4], f[5], f[2]]])
         else:
             d = r.floats(diag, 3, w, "diaginertia")
-            r.inertia(mass, pos, np.diag(d), where)
             R = self.rotation(el, w)
             I = R @ np.diag(d) @ R.T
         return r.inertia(mass, pos, I, where)
@@ -514,12 +513,16 @@ class _Loader:
         return model
 
 
-def load_mjcf(path):
+def load_mjcf(path, strict=False):
     """Load a MuJoCo MJCF file into a :class:`gear.Model`.
 
     Parameters
     ----------
     path : str or os.PathLike
+    strict : bool
+        Raise for an inertia no rigid body can have instead of loading it
+        with a :class:`gear.InertiaWarning` (same policy as
+        :func:`gear.load_urdf`).
 
     Returns
     -------
@@ -538,4 +541,4 @@ def load_mjcf(path):
     OSError
         If the file cannot be read.
     """
-    return _Loader(os.fspath(path)).load()
+    return _Loader(os.fspath(path), strict=strict).load()

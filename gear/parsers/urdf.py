@@ -7,8 +7,9 @@ Conventions (URDF spec, http://wiki.ros.org/urdf/XML):
   is ``SE3.from_rpy(origin rpy, origin xyz)`` of that joint;
 * ``<inertial>``: ``com`` = origin xyz, ``I_com = R I R^T`` with ``R`` the
   origin rpy rotation and ``I`` the ``<inertia>`` tensor;
-* the root link is the first body, attached to ``"world"`` by a joint
-  named ``"root"`` (``Free`` with ``floating_base=True``, else ``Fixed``);
+* with ``floating_base=True`` the root link is the first body, attached to
+  ``"world"`` by a ``Free`` joint named ``"root"``; otherwise it is welded
+  to the world (not a body, as in Pinocchio), kept in ``model.frames``;
   a massless root link named ``"world"`` is the world itself;
 * ``fixed`` joints are merged into the parent body (``merge_fixed=True``):
   inertias are lumped, grandchildren re-attached with the composed
@@ -16,8 +17,10 @@ Conventions (URDF spec, http://wiki.ros.org/urdf/XML):
 
 Everything that the spec requires and is missing, every number that is not
 finite, every reference to an undefined link, every tree defect (two
-parents, cycles, several roots) and every physically invalid inertia raises
-:class:`~gear.ModelFileError` naming the file and the element.
+parents, cycles, several roots), every negative mass and every clearly
+indefinite inertia raises :class:`~gear.ModelFileError` naming the file
+and the element; physically impossible inertias warn
+(:class:`~gear.InertiaWarning`) or, with ``strict=True``, raise.
 """
 from __future__ import annotations
 
@@ -63,16 +66,16 @@ def _link_inertia(r, link, name):
     T = _origin(r, inert, where_i)
     m = _one(r, inert, "mass", where_i, required=True)
     mass = r.float1(m.get("value"), where_i + " <mass>", "value")
-    if mass <= 0.0:
-        raise r.error(where_i, f"mass must be positive when <inertial> is given, got {mass}")
+    if mass < 0.0:
+        raise r.error(where_i + " <mass>", f"mass must be non-negative, got {mass}")
     t = _one(r, inert, "inertia", where_i, required=True)
     w = where_i + " <inertia>"
     v = {k: r.float1(t.get(k), w, k) for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")}
     I = np.array([[v["ixx"], v["ixy"], v["ixz"]],
                   [v["ixy"], v["iyy"], v["iyz"]],
                   [v["ixz"], v["iyz"], v["izz"]]])
-    # validate in the inertial frame, then rotate into the link frame
-    r.inertia(mass, T.p, I, where)
+    # rotate into the link frame (principal moments are unchanged); None
+    # for a massless link (mass 0, zero inertia): a frame
     return r.inertia(mass, T.p, T.R @ I @ T.R.T, where)
 
 
@@ -92,7 +95,7 @@ def _limits(r, el, where, joint, required):
     joint.set_limits(lo, hi)
 
 
-def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9.81)):
+def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9.81), strict=False):
     """Load a URDF file into a :class:`gear.Model`.
 
     Parameters
@@ -100,28 +103,51 @@ def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9
     path : str or os.PathLike
         The ``.urdf`` file (plain URDF; xacro must be expanded first).
     floating_base : bool
-        Attach the root link with a ``Free`` joint named ``"root"``
-        (otherwise a ``Fixed`` joint named ``"root"``).
+        Attach the root link with a ``Free`` joint named ``"root"``, the
+        root link being that joint's body.  Otherwise the root link is
+        welded to the world and is not a body (as in Pinocchio and
+        MuJoCo): its name stays in ``model.frames`` with body index ``-1``.
     merge_fixed : bool
         Merge links attached by ``fixed`` joints into their parent body
         (default) instead of making them ``Fixed`` bodies.
     gravity : array_like, shape (3,)
+    strict : bool
+        Raise for an inertia no rigid body can have (triangle inequality,
+        rotational inertia without mass) instead of loading it with a
+        :class:`gear.InertiaWarning`.
 
     Returns
     -------
     gear.Model
         With ``model.frames[link] = (body index, SE3 of the link in that
-        body)`` for every link.
+        body)`` for every link (body index ``-1``: welded to the world).
 
     Raises
     ------
     gear.ModelFileError
-        For a malformed file (the message names the file and element).
+        For a malformed file (the message names the file and element):
+        missing or undefined elements, non-finite numbers, tree defects,
+        negative masses, clearly indefinite inertias (and, with
+        ``strict=True``, physically impossible ones).
     OSError
         If the file cannot be read.
+
+    Warns
+    -----
+    gear.InertiaWarning
+        For a physically impossible inertia, naming the file and link.
+
+    Notes
+    -----
+    Massless links (mass 0 and zero inertia, or no ``<inertial>``) are
+    frames.  Point masses (zero rotational inertia) are valid.  Principal
+    moments down to ``-(1e-9 max|moment| + 1e-15 max(mass, 1))`` are
+    rounding and are clipped to zero.  A movable joint that carries only
+    massless links loads; forward dynamics then raises
+    :class:`gear.SingularInertiaError` naming the joint.
     """
     path = os.fspath(path)
-    r = Reader(path)
+    r = Reader(path, strict=strict)
     root = parse_xml(path)
     if root.tag != "robot":
         raise r.error("", f"root element is <{root.tag}>, expected <robot> (not a URDF file)")
@@ -233,8 +259,11 @@ def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9
             raise r.error("link 'world'", "'world' is reserved for the root link")
     nodes = []
     if not world_root:
+        # fixed base: the root link is welded to the world (merged into it,
+        # kept as a frame with body index -1); floating: the Free joint's body
         nodes.append(_Node(root_link, "world", J.Free() if floating_base else J.Fixed(), "root",
-                           SE3(), inertias[root_link], where=f"link {root_link!r}"))
+                           SE3(), inertias[root_link], merge=not floating_base,
+                           where=f"link {root_link!r}"))
     for ln in order[1:]:
         jtype, parent, child, placement, joint, where = jinfo[parent_of[ln]]
         nodes.append(_Node(child, parent, joint, parent_of[ln], placement, inertias[child],

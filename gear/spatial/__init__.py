@@ -24,7 +24,7 @@ from .._validate import as_array
 
 __all__ = [
     "skew", "unskew", "exp_so3", "log_so3", "exp_se3", "log_se3",
-    "Ad", "ad", "Ad_star", "ad_star", "SE3", "Inertia",
+    "Ad", "ad", "Ad_star", "ad_star", "SE3", "Inertia", "InertiaWarning",
     "quat_to_rot", "rot_to_quat", "quat_mul", "quat_exp", "quat_log",
 ]
 
@@ -326,19 +326,35 @@ class Inertia:
     Parameters
     ----------
     mass : float
-        Mass, ``> 0``.
+        Mass, ``>= 0``.  Zero mass with zero rotational inertia is a
+        massless frame (:attr:`is_massless`).
     com : array_like, shape (3,)
         Centre of mass in the body frame.
     I_com : array_like, shape (3, 3)
-        Rotational inertia about the centre of mass, in body-frame axes.
-        Must be symmetric positive definite and satisfy the triangle
-        inequality of principal moments (``I1 <= I2 + I3`` and permutations).
+        Rotational inertia about the centre of mass, in body-frame axes
+        (default zero: a point mass).  Must be symmetric and positive
+        semidefinite; principal moments down to ``-(1e-9 max|moment| +
+        1e-15 max(mass, 1))`` are rounding and clipped to zero
+        (:data:`INERTIA_RTOL`, :data:`INERTIA_ATOL`).
+    name : str, optional
+        Body name used in messages.
+    strict : bool
+        Raise instead of warning for an inertia no rigid body can have.
 
     Raises
     ------
     ValueError
-        For a non-positive mass, a non-symmetric, non-positive-definite or
-        physically impossible rotational inertia, or non-finite entries.
+        For a negative or non-finite mass, non-finite entries, a
+        non-symmetric or clearly indefinite rotational inertia, and, with
+        ``strict=True``, for a physically impossible one.
+
+    Warns
+    -----
+    InertiaWarning
+        For a physically impossible but semidefinite inertia: principal
+        moments that violate the triangle inequality (``I1 <= I2 + I3`` and
+        permutations), or rotational inertia with zero mass.  It is used as
+        given, as Pinocchio and MuJoCo do.
 
     Examples
     --------
@@ -350,30 +366,40 @@ class Inertia:
 
     __slots__ = ("mass", "com", "I_com")
 
-    def __init__(self, mass, com=(0.0, 0.0, 0.0), I_com=None, *, name=None):
+    def __init__(self, mass, com=(0.0, 0.0, 0.0), I_com=None, *, name=None, strict=False):
         where = f" of body {name!r}" if name else ""
         try:
             mass = float(mass)
         except (TypeError, ValueError):
             raise TypeError(f"mass{where} must be a real number, got {mass!r}") from None
-        if not np.isfinite(mass) or mass <= 0.0:
-            raise ValueError(f"mass{where} must be positive and finite, got {mass}")
+        if not np.isfinite(mass) or mass < 0.0:
+            raise ValueError(f"mass{where} must be non-negative and finite, got {mass}")
         com = as_array("com" + where, com, (3,))
         I_com = np.zeros((3, 3)) if I_com is None else as_array("I_com" + where, I_com, (3, 3))
-        _check_rotational_inertia(I_com, where)
         self.mass = mass
         self.com = com
+        self.I_com = _check_rotational_inertia(I_com, mass, where, name, strict)
+
+    @classmethod
+    def _make(cls, mass, com, I_com):
+        """Construct without validation (for results of operations on
+        already-validated inertias: transforms, lumping)."""
+        self = object.__new__(cls)
+        self.mass = float(mass)
+        self.com = np.asarray(com, dtype=float)
         self.I_com = 0.5 * (I_com + I_com.T)
+        return self
+
+    @property
+    def is_massless(self):
+        """True for a massless frame: zero mass and zero rotational inertia."""
+        return self.mass == 0.0 and not np.any(self.I_com)
 
     @classmethod
     def point_mass(cls, mass, com=(0.0, 0.0, 0.0)):
-        """A point mass has a singular rotational inertia; use a tiny sphere.
-
-        Returns an inertia whose rotational part is that of a solid sphere
-        of radius 1e-6, which keeps the inertia positive definite.
-        """
-        r = 1e-6
-        return cls(mass, com, np.eye(3) * 0.4 * mass * r * r)
+        """A point mass at ``com``: zero rotational inertia about the centre
+        of mass (a valid, positive semidefinite inertia)."""
+        return cls(mass, com, np.zeros((3, 3)))
 
     @classmethod
     def from_params(cls, params):
@@ -382,12 +408,17 @@ class Inertia:
         identification order)."""
         params = as_array("params", params, (10,))
         m = params[0]
-        if m <= 0:
-            raise ValueError(f"mass must be positive, got {m}")
-        c = params[1:4] / m
+        if m < 0:
+            raise ValueError(f"mass must be non-negative, got {m}")
         Ibar = np.array([[params[4], params[7], params[8]],
                          [params[7], params[5], params[9]],
                          [params[8], params[9], params[6]]])
+        if m == 0:
+            if np.any(params[1:4]):
+                raise ValueError(f"first moment m*c = {params[1:4].tolist()} with zero mass: "
+                                 "no body has these parameters")
+            return cls(0.0, np.zeros(3), Ibar)
+        c = params[1:4] / m
         C = skew(c)
         return cls(m, c, Ibar + m * C @ C)
 
@@ -420,15 +451,18 @@ class Inertia:
         """
         if not isinstance(T, SE3):
             T = SE3.from_matrix(T)
-        return Inertia(self.mass, T.act(self.com), T.R @ self.I_com @ T.R.T)
+        return Inertia._make(self.mass, T.act(self.com), T.R @ self.I_com @ T.R.T)
 
     def __add__(self, other):
         """Lump two inertias expressed in the same frame."""
         if not isinstance(other, Inertia):
             return NotImplemented
         m = self.mass + other.mass
+        if m == 0.0:    # two massless (or rotational-only) inertias
+            return Inertia._make(0.0, np.zeros(3), self.I_origin() + other.I_origin())
         c = (self.mass * self.com + other.mass * other.com) / m
-        return Inertia.from_origin(m, c, self.I_origin() + other.I_origin())
+        C = skew(c)
+        return Inertia._make(m, c, self.I_origin() + other.I_origin() - m * C.T @ C)
 
     @classmethod
     def from_origin(cls, mass, com, I_origin):
@@ -440,20 +474,64 @@ class Inertia:
         return f"Inertia(mass={self.mass}, com={self.com.tolist()}, I_com={self.I_com.tolist()})"
 
 
-def _check_rotational_inertia(I, where=""):
+class InertiaWarning(UserWarning):
+    """An inertia that no rigid body can have (principal moments violating
+    the triangle inequality, or rotational inertia without mass) was
+    accepted; pass ``strict=True`` to make it an error."""
+
+
+#: Relative tolerance on principal moments: moments down to
+#: ``-(INERTIA_RTOL * max|moment| + INERTIA_ATOL * max(mass, 1))`` are
+#: rounding (e.g. ``-2e-22`` beside ``3e-6``) and are clipped to zero.
+INERTIA_RTOL = 1e-9
+#: Absolute part of the tolerance, in kg·m² per kg of mass.
+INERTIA_ATOL = 1e-15
+
+
+def _check_rotational_inertia(I, mass, where="", name=None, strict=False):
+    """Validate a rotational inertia about the centre of mass and return it
+    (symmetrised; rounding-level negative principal moments clipped to 0).
+
+    Policy (API.md, Model): positive semidefinite is valid (point masses,
+    massless frames); rounding-level negatives are tolerated; clearly
+    negative moments raise; physically impossible but semidefinite inertias
+    (triangle inequality, rotational inertia without mass) warn with
+    :class:`InertiaWarning`, or raise with ``strict=True``.
+    """
     scale = max(np.abs(I).max(), 1e-300)
     if np.abs(I - I.T).max() > 1e-9 * scale + 1e-14:
         raise ValueError(f"I_com{where} must be symmetric, got {I.tolist()}")
-    eig = np.linalg.eigvalsh(0.5 * (I + I.T))
-    if eig[0] <= 0.0:
+    I = 0.5 * (I + I.T)
+    eig, V = np.linalg.eigh(I)
+    tol = INERTIA_RTOL * np.abs(eig).max() + INERTIA_ATOL * max(mass, 1.0)
+    if eig[0] < -tol:
         raise ValueError(
-            f"I_com{where} must be positive definite; its principal moments are {eig.tolist()}"
+            f"I_com{where} is indefinite: its principal moments are {eig.tolist()} "
+            f"(the smallest is below -{tol:.3g}, more than rounding); a rotational inertia "
+            "must be positive semidefinite"
         )
-    tol = 1e-9 * eig.sum()
-    for k in range(3):
-        others = eig.sum() - eig[k]
-        if eig[k] > others + tol:
-            raise ValueError(
-                f"I_com{where} violates the triangle inequality of principal moments "
-                f"({eig[k]:.6g} > {others:.6g}, moments {eig.tolist()}); no rigid body has this inertia"
-            )
+    if eig[0] < 0.0:
+        eig = np.maximum(eig, 0.0)
+        I = (V * eig) @ V.T
+        I = 0.5 * (I + I.T)
+    problem = None
+    if mass == 0.0 and eig[2] > tol:
+        problem = (f"has rotational inertia (principal moments {eig.tolist()}) but zero mass; "
+                   "no rigid body has this inertia")
+    else:
+        for k in range(3):
+            others = eig.sum() - eig[k]
+            if eig[k] > others + tol:
+                problem = (f"violates the triangle inequality of principal moments "
+                           f"({eig[k]:.6g} > {others:.6g}, moments {eig.tolist()}); "
+                           "no rigid body has this inertia")
+                break
+    if problem is not None:
+        if strict:
+            raise ValueError(f"I_com{where} {problem}")
+        import warnings
+
+        who = f"body {name!r}" if name else "an inertia"
+        warnings.warn(f"{who}: I_com {problem}; loaded as given (strict=True makes this an error)",
+                      InertiaWarning, stacklevel=4)
+    return I
