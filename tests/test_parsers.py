@@ -36,7 +36,7 @@ CORPUS = {
     "urdf_abc_number.urdf": ["abc_joint", "rpy", "abc"],
     "urdf_bad_xyz_count.urdf": ["short_xyz_joint", "xyz", "3 numbers"],
     "urdf_negative_mass.urdf": ["neg_mass_link", "mass"],
-    "urdf_not_pd_inertia.urdf": ["not_pd_link", "indefinite"],
+    "urdf_negative_definite_inertia.urdf": ["neg_def_link", "negative definite"],
     "urdf_missing_inertia.urdf": ["no_tensor_link", "<inertia>"],
     "urdf_zero_axis.urdf": ["zero_axis_joint", "non-zero"],
     "urdf_not_robot.urdf": ["<robot>"],
@@ -67,6 +67,7 @@ CORPUS = {
 # gear.InertiaWarning naming the file and link, and raise with strict=True.
 WARNS = {
     "urdf_zero_mass.urdf": ["zero_mass_link", "zero mass"],
+    "urdf_not_pd_inertia.urdf": ["not_pd_link", "indefinite"],
     "urdf_triangle_inertia.urdf": ["triangle_link", "triangle"],
     "mjcf_bad_inertia.xml": ["bad_inertia_body", "triangle"],
 }

@@ -336,8 +336,8 @@ def test_inertia_rejects_non_number_mass():
 
 @pytest.mark.parametrize("I_com, message", [
     ([[1.0, 0.1, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], "symmetric"),
-    (np.diag([1.0, 1.0, -0.1]), "indefinite"),
-    (np.diag([1.0, 1.0, -1e-6]), "indefinite"),
+    (np.diag([-1.0, -1.0, -0.1]), "negative definite"),
+    (np.diag([-1.0, 0.0, 0.0]), "negative definite"),
     ([[np.nan, 0, 0], [0, 1, 0], [0, 0, 1]], "I_com.*non-finite"),
     (np.eye(2), "I_com.*shape"),
 ])
@@ -361,6 +361,15 @@ def test_semidefinite_and_rounding_level_inertias_are_valid():
     np.testing.assert_allclose(I.I_com, I_com, atol=1e-21)
 
 
+@pytest.mark.parametrize("moments", [[1.0, 1.0, -0.1], [1.0, 1.0, -1e-6]])
+def test_indefinite_inertia_warns_or_raises_with_strict(moments):
+    with pytest.warns(gear.InertiaWarning, match="indefinite"):
+        I = Inertia(1.0, [0, 0, 0], np.diag(moments))
+    np.testing.assert_array_equal(I.I_com, np.diag(moments))          # used as given
+    with pytest.raises(ValueError, match="indefinite"):
+        Inertia(1.0, [0, 0, 0], np.diag(moments), strict=True)
+
+
 def test_triangle_inequality_warns_or_raises_with_strict():
     with pytest.warns(gear.InertiaWarning, match="triangle inequality"):
         I = Inertia(1.0, [0, 0, 0], np.diag([1.0, 0.1, 0.1]))
@@ -374,8 +383,8 @@ def test_inertia_errors_name_the_body():
         Inertia(1.0, [0, 0, 0], np.diag([1.0, 0.1, 0.1]), name="forearm")
     with pytest.raises(ValueError, match="'forearm'.*triangle"):
         Inertia(1.0, [0, 0, 0], np.diag([1.0, 0.1, 0.1]), name="forearm", strict=True)
-    with pytest.raises(ValueError, match="'forearm'.*indefinite"):
-        Inertia(1.0, [0, 0, 0], np.diag([1.0, 1.0, -0.5]), name="forearm")
+    with pytest.raises(ValueError, match="'forearm'.*negative definite"):
+        Inertia(1.0, [0, 0, 0], np.diag([-1.0, -1.0, -0.5]), name="forearm")
     with pytest.raises(ValueError, match="com"):
         Inertia(1.0, [0, np.inf, 0], np.eye(3))
     with pytest.raises(TypeError, match="com"):
@@ -390,8 +399,8 @@ def test_from_params_rejects_bad_parameters():
     assert Inertia.from_params([0.0] * 10).is_massless
     with pytest.warns(gear.InertiaWarning, match="triangle"):
         Inertia.from_params([1.0, 0, 0, 0, 1.0, 0.1, 0.1, 0, 0, 0])
-    with pytest.raises(ValueError, match="indefinite"):
-        Inertia.from_params([1.0, 0, 0, 0, 1.0, 1.0, -1.0, 0, 0, 0])
+    with pytest.raises(ValueError, match="negative definite"):
+        Inertia.from_params([1.0, 0, 0, 0, -1.0, -1.0, -1.0, 0, 0, 0])
     with pytest.raises(ValueError, match="params"):
         Inertia.from_params([1.0, 2.0])
 

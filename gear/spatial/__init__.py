@@ -345,16 +345,17 @@ class Inertia:
     ------
     ValueError
         For a negative or non-finite mass, non-finite entries, a
-        non-symmetric or clearly indefinite rotational inertia, and, with
+        non-symmetric or negative-definite rotational inertia, and, with
         ``strict=True``, for a physically impossible one.
 
     Warns
     -----
     InertiaWarning
-        For a physically impossible but semidefinite inertia: principal
-        moments that violate the triangle inequality (``I1 <= I2 + I3`` and
-        permutations), or rotational inertia with zero mass.  It is used as
-        given, as Pinocchio and MuJoCo do.
+        For a physically impossible inertia: indefinite (a principal moment
+        clearly below zero), principal moments that violate the triangle
+        inequality (``I1 <= I2 + I3`` and permutations), or rotational
+        inertia with zero mass.  It is used as given, as Pinocchio and
+        MuJoCo do (robot zoos contain such files).
 
     Examples
     --------
@@ -493,10 +494,11 @@ def _check_rotational_inertia(I, mass, where="", name=None, strict=False):
     (symmetrised; rounding-level negative principal moments clipped to 0).
 
     Policy (API.md, Model): positive semidefinite is valid (point masses,
-    massless frames); rounding-level negatives are tolerated; clearly
-    negative moments raise; physically impossible but semidefinite inertias
-    (triangle inequality, rotational inertia without mass) warn with
-    :class:`InertiaWarning`, or raise with ``strict=True``.
+    massless frames); rounding-level negatives are tolerated (clipped);
+    negative-definite tensors raise; physically impossible inertias
+    (indefinite, triangle inequality, rotational inertia without mass) warn
+    with :class:`InertiaWarning`, or raise with ``strict=True``, and are
+    used as given.
     """
     scale = max(np.abs(I).max(), 1e-300)
     if np.abs(I - I.T).max() > 1e-9 * scale + 1e-14:
@@ -504,18 +506,20 @@ def _check_rotational_inertia(I, mass, where="", name=None, strict=False):
     I = 0.5 * (I + I.T)
     eig, V = np.linalg.eigh(I)
     tol = INERTIA_RTOL * np.abs(eig).max() + INERTIA_ATOL * max(mass, 1.0)
-    if eig[0] < -tol:
+    if eig[0] < -tol and eig[2] <= tol:
         raise ValueError(
-            f"I_com{where} is indefinite: its principal moments are {eig.tolist()} "
-            f"(the smallest is below -{tol:.3g}, more than rounding); a rotational inertia "
-            "must be positive semidefinite"
+            f"I_com{where} is negative definite: its principal moments are {eig.tolist()} "
+            "(none is positive); a rotational inertia must be positive semidefinite"
         )
-    if eig[0] < 0.0:
+    if 0.0 > eig[0] >= -tol:          # rounding: clip to semidefinite
         eig = np.maximum(eig, 0.0)
         I = (V * eig) @ V.T
         I = 0.5 * (I + I.T)
     problem = None
-    if mass == 0.0 and eig[2] > tol:
+    if eig[0] < -tol:
+        problem = (f"is indefinite: its principal moments are {eig.tolist()} (the smallest is "
+                   f"below -{tol:.3g}, more than rounding); no rigid body has this inertia")
+    elif mass == 0.0 and eig[2] > tol:
         problem = (f"has rotational inertia (principal moments {eig.tolist()}) but zero mass; "
                    "no rigid body has this inertia")
     else:
