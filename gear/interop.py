@@ -36,7 +36,7 @@ import numpy as np
 from . import joints as J
 from .spatial import SE3
 
-__all__ = ["to_pinocchio", "PinocchioMap", "pinocchio_constraint_models",
+__all__ = ["to_pinocchio", "map_by_name", "PinocchioMap", "pinocchio_constraint_models",
            "pinocchio_constraint_dynamics"]
 
 
@@ -136,6 +136,8 @@ class PinocchioMap:
                 out[ps] = np.concatenate([x[:3], x[4:7], x[3:4]])
             elif kind == "spherical":
                 out[ps] = np.concatenate([x[1:4], x[0:1]])
+            elif kind == "unbounded":     # Pinocchio's continuous joint: (cos, sin)
+                out[ps] = [np.cos(x[0]), np.sin(x[0])]
             else:
                 out[ps] = x
         return out
@@ -150,6 +152,8 @@ class PinocchioMap:
                 out[gs] = np.concatenate([x[:3], x[6:7], x[3:6]])
             elif kind == "spherical":
                 out[gs] = np.concatenate([x[3:4], x[0:3]])
+            elif kind == "unbounded":
+                out[gs] = np.arctan2(x[1], x[0])
             else:
                 out[gs] = x
         return out
@@ -184,6 +188,71 @@ class PinocchioMap:
         if i < 0:
             return 0, _se3(pin, P)
         return int(self.joint_id[i]), _se3(pin, self.offset[i] * P)
+
+
+def map_by_name(model, pin_model, root_name="root_joint"):
+    """Coordinate map between a gear model and a Pinocchio model of the same
+    robot built independently (e.g. both loaded from one URDF file).
+
+    Joints are matched by name (gear's ``"root"`` is Pinocchio's
+    ``root_name``, the name ``buildModelFromUrdf`` gives a free-flyer root).
+    Continuous URDF joints, which Pinocchio stores as ``(cos, sin)``, map to
+    gear's single angle.  Bodies on ``Fixed`` joints (``merge_fixed=False``)
+    ride on their parent's joint.
+
+    Parameters
+    ----------
+    model : gear.Model
+    pin_model : pinocchio.Model
+    root_name : str
+
+    Returns
+    -------
+    PinocchioMap
+
+    Raises
+    ------
+    KeyError
+        If a gear joint has no Pinocchio joint of that name.
+    ValueError
+        If matched joints have different numbers of coordinates.
+    """
+    nb = model.nbodies
+    joint_id = np.zeros(nb, dtype=np.int64)
+    offset = [None] * nb
+    qslices = []
+    names = list(pin_model.names)
+    for i in range(nb):
+        jt = model.joints[i]
+        name = model.joint_names[i]
+        parent = model.parents[i]
+        if jt.nv == 0:
+            joint_id[i] = 0 if parent < 0 else joint_id[parent]
+            poff = SE3() if parent < 0 else offset[parent]
+            offset[i] = poff * model.placements[i]
+            continue
+        pname = root_name if (name == "root" and name not in names) else name
+        if pname not in names:
+            raise KeyError(f"joint {name!r} of the gear model has no Pinocchio joint of that name")
+        jid = names.index(pname)
+        jm = pin_model.joints[jid]
+        short = jm.shortname()
+        if isinstance(jt, J.Free):
+            kind = "free"
+        elif isinstance(jt, J.Spherical):
+            kind = "spherical"
+        elif short.startswith("JointModelRUB") and jt.nq == 1:
+            kind = "unbounded"
+        else:
+            kind = "vec"
+        want = {"free": 7, "spherical": 4, "unbounded": 2}.get(kind, jt.nq)
+        if jm.nq != want or jm.nv != jt.nv:
+            raise ValueError(f"joint {name!r}: gear has nq={jt.nq}, nv={jt.nv}; Pinocchio's "
+                             f"{short} has nq={jm.nq}, nv={jm.nv}")
+        joint_id[i] = jid
+        offset[i] = SE3()
+        qslices.append((model.idx_q(name), slice(jm.idx_q, jm.idx_q + jm.nq), kind))
+    return PinocchioMap(model, pin_model, joint_id, offset, qslices)
 
 
 def to_pinocchio(model):

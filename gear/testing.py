@@ -46,6 +46,7 @@ __all__ = [
     "reference_mass_matrix_jacobian", "reference_body_jacobians", "reference_bias",
     "reference_forward_dynamics", "reference_hybrid_dynamics", "reference_kinetic_energy",
     "reference_momentum", "prescribed_coordinates", "fd_tangent", "se3_hat", "se3_vee",
+    "zoo_dir", "zoo_urdfs", "compare_with_pinocchio",
 ]
 
 #: Every joint kind, by the lower-case name accepted by :func:`random_joint`.
@@ -649,3 +650,100 @@ def fd_tangent(f, model, q, eps=1e-6):
         return np.zeros(np.shape(f(q)) + (0,))
     return np.stack(cols, axis=-1)
 
+
+
+# ---------------------------------------------------------------------------
+# the robot zoo users have (example-robot-data) and Pinocchio as a reference
+# ---------------------------------------------------------------------------
+def zoo_dir():
+    """The ``robots/`` folder of example-robot-data, or ``None``.
+
+    The PyPI package ``example-robot-data`` (in gear's ``reference`` extra)
+    installs its files under ``<site-packages>/cmeel.prefix/share/
+    example-robot-data/robots``.
+    """
+    import os
+    import sysconfig
+
+    for key in ("purelib", "platlib"):
+        d = os.path.join(sysconfig.get_paths()[key], "cmeel.prefix", "share",
+                         "example-robot-data", "robots")
+        if os.path.isdir(d):
+            return d
+    return None
+
+
+def zoo_urdfs():
+    """Sorted paths of every URDF file example-robot-data ships (``[]`` if
+    it is not installed)."""
+    import glob
+    import os
+
+    d = zoo_dir()
+    if d is None:
+        return []
+    return sorted(glob.glob(os.path.join(d, "**", "*.urdf"), recursive=True))
+
+
+def _rel(a, b):
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.size == 0:
+        return 0.0
+    return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
+
+
+def compare_with_pinocchio(model, pin_model, n_states=2, seed=0):
+    """Largest relative differences between gear and Pinocchio on random states.
+
+    ``model`` and ``pin_model`` describe the same robot (e.g. both loaded
+    from one URDF file); joints are matched by name
+    (:func:`gear.interop.map_by_name`) and Pinocchio's gravity is used.
+
+    Parameters
+    ----------
+    model : gear.Model
+    pin_model : pinocchio.Model
+    n_states : int
+    seed : int
+
+    Returns
+    -------
+    dict
+        ``"fk"`` (body poses vs ``data.oMi``), ``"rnea"``, ``"crba"`` and
+        ``"aba"``: max over the states of ``max|gear - pin| / max(1,
+        max|pin|)``.  ``"aba"`` is ``None`` when gear reports a singular
+        articulated inertia (a joint moving only massless bodies), where
+        Pinocchio's answer is meaningless too.
+    """
+    import pinocchio as pin
+
+    from . import algorithms as alg
+    from .interop import map_by_name
+
+    mp = map_by_name(model, pin_model)
+    model.gravity = np.array(pin_model.gravity.linear)
+    pd = pin_model.createData()
+    rng = np.random.default_rng(seed)
+    err = {"fk": 0.0, "rnea": 0.0, "crba": 0.0, "aba": 0.0}
+    for _ in range(n_states):
+        q = model.random_configuration(rng)
+        dq, ddq, tau = rng.standard_normal((3, model.nv))
+        qp, vp, ap = mp.q(q), mp.v(dq), mp.v(ddq)
+        pin.forwardKinematics(pin_model, pd, qp)
+        P = alg.forward_kinematics(model, q)
+        for i in range(model.nbodies):
+            err["fk"] = max(err["fk"], _rel(P[i], mp.body_placement(pd, i)))
+        err["rnea"] = max(err["rnea"], _rel(alg.inverse_dynamics(model, q, dq, ddq),
+                                            mp.v_back(pin.rnea(pin_model, pd, qp, vp, ap))))
+        Mp = pin.crba(pin_model, pd, qp)
+        Mp = np.triu(Mp) + np.triu(Mp, 1).T
+        err["crba"] = max(err["crba"], _rel(alg.mass_matrix(model, q), mp.mat_back(Mp)))
+        if err["aba"] is not None:
+            try:
+                a = alg.forward_dynamics(model, q, dq, tau)
+            except alg.SingularInertiaError:
+                err["aba"] = None
+            else:
+                err["aba"] = max(err["aba"], _rel(a, mp.v_back(pin.aba(pin_model, pd, qp, vp,
+                                                                        mp.v(tau)))))
+    return err
