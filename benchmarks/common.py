@@ -65,27 +65,14 @@ ZOO = [("ur5", "ur_description/urdf/ur5_robot.urdf", False),
        ("talos_red", "talos_data/robots/talos_reduced.urdf", True)]
 
 
-def zoo_dir():
-    """example-robot-data's ``robots/`` folder, or None when not installed.
-
-    The PyPI wheel installs its files under ``<site-packages>/cmeel.prefix/
-    share/example-robot-data/robots``."""
-    import sysconfig
-
-    for key in ("purelib", "platlib"):
-        d = os.path.join(sysconfig.get_paths()[key], "cmeel.prefix", "share",
-                         "example-robot-data", "robots")
-        if os.path.isdir(d):
-            return d
-    return None
-
-
 def robots(zoo=True):
     """(label, urdf path, floating_base) of the bundled robots and, when
     example-robot-data is installed and ``zoo``, of ur5, panda, solo12 and
     talos_reduced."""
     out = [("arm7", gear.data_path("arm7.urdf"), False),
            ("quadruped", gear.data_path("quadruped.urdf"), True)]
+    from gear.testing import zoo_dir
+
     d = zoo_dir() if zoo else None
     if d is None:
         if zoo:
