@@ -11,6 +11,7 @@ from .algorithms import *  # noqa: F401,F403
 from .algorithms import __all__ as _dyn_all
 from . import sensitivity
 from .parsers import load_urdf, load_mjcf, LoopClosureSpec, ModelFileError
+from .constraints import (LoopClosure, CustomConstraint, ConstrainedModel, AssemblyError)
 
 __version__ = "0.1.0"
 
@@ -23,4 +24,5 @@ def data_path(name=""):
 
 
 __all__ = ["joints", "spatial", "SE3", "Inertia", "InertiaWarning", "Model", "load_urdf", "load_mjcf",
-           "LoopClosureSpec", "ModelFileError", "data_path", "sensitivity", *_dyn_all]
+           "LoopClosureSpec", "ModelFileError", "LoopClosure", "CustomConstraint",
+           "ConstrainedModel", "AssemblyError", "data_path", "sensitivity", *_dyn_all]

@@ -1,0 +1,509 @@
+"""``gear.ConstrainedModel``: a tree plus loop closures (Kim Sec. 3).
+
+``M ddq + b = tau + A^T lam`` (eq. 54), ``A dq = 0`` (eq. 55).  This module
+holds the bookkeeping (resolving bodies, stacking rows, batches, results)
+and the mechanism analysis (mobility, assembly, velocity projection); the
+dynamics are delegated to the solver object (``"kkt"``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._validate import as_batch
+from ..joints import FREE, SPHERICAL, _check_quat
+from ..parsers.common import LoopClosureSpec
+from . import _kinematics as K
+from .closures import CustomConstraint, LoopClosure
+
+__all__ = ["ConstrainedModel", "ConstraintResult", "Mobility", "AssemblyError"]
+
+
+class AssemblyError(RuntimeError):
+    """The loop closures cannot be closed from the given guess; the message
+    says why (residual left, locked joints, iterations)."""
+
+
+class ConstraintResult:
+    """Result of a constrained dynamics call.
+
+    Attributes
+    ----------
+    ddq : ndarray, shape (nv,) or (N, nv)
+    lam : ndarray, shape (nc,) or (N, nc)
+        Multipliers: ``A^T lam`` is the generalized constraint force.
+    residual : float or ndarray (N,)
+        ``|A ddq + dA dq|``.
+    success : bool or ndarray (N,)
+    message : str
+    solver : str
+    stats : dict
+        Work counters (``factorizations``, ``rank``).
+    """
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    def __repr__(self):
+        keys = ", ".join(k for k in self.__dict__)
+        return f"ConstraintResult({keys})"
+
+
+class Mobility:
+    """Result of :meth:`ConstrainedModel.mobility`.
+
+    Attributes
+    ----------
+    dof : int
+        ``nv - rank A``: the instantaneous degrees of freedom.
+    rank : int
+    redundant : list of int
+        Indices of rows that depend on the others (column-pivoted QR of
+        ``A^T``: the rows left out of the pivot set).
+    singular : bool
+        True when ``rank`` is below the rank at nearby assembled
+        configurations (a singular configuration, e.g. a collinear four-bar).
+    grubler : int
+        ``nv - nc`` (the Grübler-Kutzbach count).
+    """
+
+    def __init__(self, dof, rank, redundant, singular, grubler, sigma):
+        self.dof, self.rank, self.redundant = dof, rank, redundant
+        self.singular, self.grubler, self.sigma = singular, grubler, sigma
+
+    def __repr__(self):
+        return (f"Mobility(dof={self.dof}, rank={self.rank}, redundant={self.redundant}, "
+                f"singular={self.singular}, grubler={self.grubler})")
+
+
+class _KKT:
+    """Lagrange multipliers in reduced coordinates (Kim eqs. 67-69).
+
+    ``ddq_r = M^{-1} (tau - b)`` by the articulated-body algorithm,
+    ``M^{-1} A^T`` from one Cholesky factorisation of ``M``, then
+    ``(A M^{-1} A^T) lam = -(A ddq_r + dA dq)`` (eq. 67) solved by a
+    symmetric eigendecomposition that drops eigenvalues below
+    ``rcond * max eigenvalue``: redundant or singular rows give the
+    minimum-norm ``lam``, while ``ddq = ddq_r + M^{-1} A^T lam`` (eq. 69)
+    and ``A^T lam`` stay unique.
+    """
+
+    name = "kkt"
+
+    def __init__(self, system, rcond=1e-10):
+        rcond = float(rcond)
+        if not (0.0 < rcond < 1.0):
+            raise ValueError(f"rcond must be in (0, 1), got {rcond}")
+        self.system = system
+        self.rcond = rcond
+
+    def forward(self, q, dq, tau, f_ext):
+        from scipy.linalg import cho_factor, cho_solve
+
+        from .. import algorithms as alg
+
+        sysm = self.system
+        model = sysm.model
+        ddq_r = alg.forward_dynamics(model, q, dq, tau, f_ext)
+        A, bias = sysm._rows(q, dq)
+        if A.shape[0] == 0:
+            return ddq_r, np.zeros(0), 0.0, {"factorizations": 0, "rank": 0}
+        M = alg.mass_matrix(model, q)
+        c = cho_factor(M)
+        MiAT = cho_solve(c, A.T)                                  # M^{-1} A^T
+        Kmat = A @ MiAT                                           # A M^{-1} A^T
+        rhs = -(A @ ddq_r + bias)                                 # eq. (67)
+        w, U = np.linalg.eigh(0.5 * (Kmat + Kmat.T))
+        keep = w > self.rcond * max(w.max(), 0.0)
+        lam = U[:, keep] @ ((U[:, keep].T @ rhs) / w[keep])
+        ddq = ddq_r + MiAT @ lam                                  # eq. (69)
+        res = float(np.linalg.norm(A @ ddq + bias))
+        return ddq, lam, res, {"factorizations": 2, "rank": int(keep.sum())}
+
+
+_SOLVERS = {"kkt": _KKT}
+
+
+class ConstrainedModel:
+    """A kinematic tree closed by constraints (Kim Sec. 3).
+
+    Parameters
+    ----------
+    model : gear.Model
+        The spanning tree.
+    constraints : sequence, optional
+        :class:`gear.LoopClosure`, :class:`gear.CustomConstraint` or the
+        ``LoopClosureSpec`` entries of ``model.loop_closures`` (read from
+        MJCF).  Default: ``model.loop_closures``.
+    solver : str
+        ``"kkt"`` (Lagrange multipliers in reduced coordinates).
+    **solver_options
+        ``rcond`` (default 1e-10): relative eigenvalue cut-off of the
+        ``A M^{-1} A^T`` solve (rows below it are treated as redundant).
+
+    Examples
+    --------
+    >>> import numpy as np, gear
+    >>> fb = gear.load_mjcf(gear.data_path("fourbar.xml"))
+    >>> sys = gear.ConstrainedModel(fb)
+    >>> sys.nc, sys.mobility(fb.neutral()).dof
+    (3, 1)
+    """
+
+    def __init__(self, model, constraints=None, solver="kkt", **solver_options):
+        from ..model import Model
+
+        if not isinstance(model, Model):
+            raise TypeError(f"model must be a gear.Model, got {type(model).__name__}")
+        self.model = model
+        if constraints is None:
+            constraints = list(getattr(model, "loop_closures", []))
+        items = []
+        for k, c in enumerate(constraints):
+            if isinstance(c, LoopClosureSpec):
+                c = LoopClosure.from_spec(c)
+            if not isinstance(c, (LoopClosure, CustomConstraint)):
+                raise TypeError(f"constraints[{k}] must be a gear.LoopClosure or "
+                                f"gear.CustomConstraint, got {type(c).__name__}")
+            items.append(c)
+        self.constraints = items
+        self._bodies = []
+        q0 = getattr(model, "qpos0", None)
+        q0 = model.neutral() if q0 is None else np.asarray(q0, float)
+        self._lengths = {}
+        nrows = []
+        for k, c in enumerate(items):
+            if isinstance(c, LoopClosure):
+                try:
+                    ia, ib = model.body_index(c.body_a), model.body_index(c.body_b)
+                except (KeyError, IndexError) as exc:
+                    raise KeyError(f"constraints[{k}] ({c!r}): {exc.args[0]}") from None
+                if ia == ib:
+                    raise ValueError(f"constraints[{k}] ({c!r}) ties body {ia} to itself")
+                self._bodies.append((ia, ib))
+                nrows.append(c.nrows)
+            else:
+                self._bodies.append(None)
+                A = np.asarray(c.jacobian(q0), float)
+                if A.ndim != 2 or A.shape[1] != model.nv:
+                    raise ValueError(f"constraints[{k}]: jacobian(q) must return (m, {model.nv}), "
+                                     f"got shape {A.shape}")
+                nrows.append(A.shape[0])
+        self._nrows = nrows
+        self.nc = int(sum(nrows))
+        self._set_default_lengths(q0, only_missing=True)
+        self.solver = self._make_solver(solver, solver_options)
+
+    # -- construction helpers ---------------------------------------------
+    def _make_solver(self, solver, options):
+        if isinstance(solver, str):
+            if solver not in _SOLVERS:
+                raise ValueError(f"unknown solver {solver!r}; available: {sorted(_SOLVERS)}")
+            return _SOLVERS[solver](self, **options)
+        raise TypeError(f"solver must be a solver name ({sorted(_SOLVERS)}), got {solver!r}")
+
+    def with_solver(self, name, **options):
+        """The same model and constraints with another solver."""
+        return ConstrainedModel(self.model, self.constraints, solver=name, **options)
+
+    def _set_default_lengths(self, q, only_missing):
+        kin = None
+        for k, c in enumerate(self.constraints):
+            if isinstance(c, LoopClosure) and c.kind == "distance" and c.params.get("distance") is None:
+                if only_missing and k in self._lengths:
+                    continue
+                if kin is None:
+                    kin = K.tree_kinematics(self.model, q)
+                ia, ib = self._bodies[k]
+                g, _, _ = K.closure_rows(kin, c, ia, ib, None, length=0.0)
+                self._lengths[k] = float(g[0])
+            elif isinstance(c, LoopClosure) and c.kind == "distance":
+                self._lengths[k] = c.params["distance"]
+        self._lengths_fixed = not only_missing
+
+    # -- validation ----------------------------------------------------------
+    def _q(self, q, name="q"):
+        """``(nq,)`` or ``(N, nq)``: finite, unit quaternions."""
+        out, is_b = as_batch(name, q, (self.model.nq,))
+        for i, j in enumerate(self.model.joints):
+            if j.kind == SPHERICAL or j.kind == FREE:
+                s = self.model.idx_q(self.model.joint_names[i])
+                _check_quat(out[:, s][:, -4:], f"{name} (joint {self.model.joint_names[i]!r})")
+        return out if is_b else out[0]
+
+    def _v(self, v, name, N, inner=None):
+        """``inner`` (default ``(nv,)``) for a single state (``N`` None), or
+        ``(N,) + inner`` (a single value is broadcast to the batch)."""
+        inner = (self.model.nv,) if inner is None else inner
+        out, is_b = as_batch(name, v, inner)
+        if N is None:
+            if is_b:
+                raise ValueError(f"{name} has a batch axis ({out.shape[0]} states) but q is "
+                                 f"a single state; expected shape {inner}")
+            return out[0]
+        if not is_b:
+            return np.broadcast_to(out[0], (N,) + tuple(inner)).copy()
+        if out.shape[0] != N:
+            raise ValueError(f"{name} has {out.shape[0]} states but q has {N}")
+        return out
+
+    # -- rows ----------------------------------------------------------------
+    def _rows(self, q, dq=None, want_g=False):
+        kin = K.tree_kinematics(self.model, q, dq)
+        A = np.empty((self.nc, self.model.nv))
+        bias = np.zeros(self.nc)
+        g = []
+        r = 0
+        for k, c in enumerate(self.constraints):
+            m = self._nrows[k]
+            if isinstance(c, LoopClosure):
+                ia, ib = self._bodies[k]
+                gk, A[r:r + m], bias[r:r + m] = K.closure_rows(kin, c, ia, ib, dq, self._lengths.get(k))
+                g.append(gk)
+            else:
+                Ak = np.asarray(c.jacobian(q), float)
+                if Ak.shape != (m, self.model.nv):
+                    raise ValueError(f"constraints[{k}]: jacobian(q) returned shape {Ak.shape}, "
+                                     f"expected {(m, self.model.nv)}")
+                A[r:r + m] = Ak
+                if dq is not None:
+                    bias[r:r + m] = np.asarray(c.bias(q, dq), float).reshape(m)
+                if c.residual is not None:
+                    g.append(np.asarray(c.residual(q), float).reshape(m))
+            r += m
+        if want_g:
+            return (np.concatenate(g) if g else np.zeros(0)), A, bias
+        return A, bias
+
+    def _holonomic_mask(self):
+        mask = []
+        for k, c in enumerate(self.constraints):
+            mask += [c.holonomic] * self._nrows[k]
+        return np.array(mask, dtype=bool)
+
+    def constraint_residual(self, q):
+        """Position residual of the holonomic rows, shape ``(n_holonomic,)``
+        (or ``(N, n_holonomic)``); zero when every loop is closed."""
+        q = self._q(q)
+        if q.ndim == 2:
+            return np.stack([self.constraint_residual(x) for x in q])
+        return self._rows(q, want_g=True)[0]
+
+    def constraint_jacobian(self, q):
+        """``A(q)``, shape ``(nc, nv)`` (or ``(N, nc, nv)``)."""
+        q = self._q(q)
+        if q.ndim == 2:
+            return np.stack([self.constraint_jacobian(x) for x in q])
+        return self._rows(q)[0]
+
+    def constraint_bias(self, q, dq):
+        """``dA dq``, shape ``(nc,)`` (or ``(N, nc)``)."""
+        q = self._q(q)
+        dq = self._v(dq, "dq", q.shape[0] if q.ndim == 2 else None)
+        if q.ndim == 2:
+            return np.stack([self.constraint_bias(x, v) for x, v in zip(q, dq)])
+        return self._rows(q, dq)[1]
+
+    # -- mechanism analysis ----------------------------------------------------
+    def _rank(self, A):
+        if A.size == 0:
+            return 0, np.zeros(0)
+        s = np.linalg.svd(A, compute_uv=False)
+        tol = max(A.shape) * np.finfo(float).eps * 1e3 * max(s[0], 1.0)
+        return int((s > tol).sum()), s
+
+    def mobility(self, q):
+        """Instantaneous mobility at ``q`` (rank-revealing SVD and QR of ``A``).
+
+        Returns
+        -------
+        Mobility
+            ``.dof``, ``.rank``, ``.redundant``, ``.singular``, ``.grubler``.
+        """
+        from scipy.linalg import qr
+
+        q = self._q(q)
+        if q.ndim != 1:
+            raise ValueError("mobility takes one configuration, shape (nq,)")
+        A = self.constraint_jacobian(q)
+        rank, s = self._rank(A)
+        redundant = []
+        if A.shape[0] > rank:
+            _, _, piv = qr(A.T, pivoting=True, mode="economic")
+            redundant = sorted(int(i) for i in piv[rank:])
+        # generic rank: the rank at nearby configurations on the constraint
+        # manifold (move along the null space of A, re-assemble)
+        generic = rank
+        rng = np.random.default_rng(12345)
+        N = np.linalg.svd(A)[2][rank:].T if A.size else np.eye(self.model.nv)
+        for _ in range(3):
+            if N.shape[1] == 0:
+                break
+            step = N @ rng.standard_normal(N.shape[1])
+            step *= 1e-2 / max(np.linalg.norm(step), 1e-300)
+            try:
+                qn = self.assemble(self.model.integrate(q, step), tol=1e-10)
+            except AssemblyError:
+                continue
+            generic = max(generic, self._rank(self.constraint_jacobian(qn))[0])
+        return Mobility(self.model.nv - rank, rank, redundant, rank < generic,
+                        self.model.nv - self.nc, s)
+
+    def _locked_dofs(self, locked, name="locked"):
+        mask = np.zeros(self.model.nv, dtype=bool)
+        if locked is None:
+            return mask
+        if isinstance(locked, str):
+            locked = [locked]
+        for j in locked:
+            try:
+                i = self.model.joint_index(j)
+            except KeyError:
+                raise KeyError(f"{name}: no joint named {j!r}; joints are {self.model.joint_names}") from None
+            mask[self.model.idx_v(self.model.joint_names[i])] = True
+        return mask
+
+    def assemble(self, q_guess, locked=None, tol=1e-12, max_iter=100):
+        """Close every loop: Gauss-Newton on the holonomic residual with a
+        backtracking line search, moving on the configuration manifold
+        (``model.integrate``); the ``locked`` joints keep their guess.
+
+        Parameters
+        ----------
+        q_guess : array_like, shape (nq,)
+        locked : list of str, optional
+            Joint names held at their value in ``q_guess``.
+        tol : float
+            Converged when ``max|residual| <= tol``.
+        max_iter : int
+
+        Returns
+        -------
+        q : ndarray, shape (nq,)
+
+        Raises
+        ------
+        AssemblyError
+            When the residual cannot be brought below ``tol`` (the loop
+            cannot close, e.g. links too short, or the locked joints forbid
+            it); the message gives the residual reached.
+        """
+        q = self._q(q_guess, "q_guess")
+        if q.ndim != 1:
+            raise ValueError("assemble takes one configuration, shape (nq,)")
+        if not self._lengths_fixed:
+            self._set_default_lengths(q, only_missing=False)
+        free = ~self._locked_dofs(locked)
+        hol = self._holonomic_mask()
+        g, A, _ = self._rows(q, want_g=True)
+        A = A[hol]
+        err = float(np.abs(g).max()) if g.size else 0.0
+        it = 0
+        while err > tol and it < max_iter:
+            it += 1
+            step = np.zeros(self.model.nv)
+            if free.any():
+                step[free] = -np.linalg.lstsq(A[:, free], g, rcond=None)[0]
+            t = 1.0
+            while True:
+                qn = self.model.integrate(q, step * t)
+                gn, An, _ = self._rows(qn, want_g=True)
+                en = float(np.abs(gn).max())
+                if en < err or t < 1e-6:
+                    break
+                t *= 0.5
+            if en >= err:
+                break
+            q, g, A, err = qn, gn, An[hol], en
+        if err > tol:
+            raise AssemblyError(
+                f"could not close the loops: max residual {err:.3g} after {it} iterations "
+                f"(tolerance {tol:g}); the closure may be unreachable from this guess "
+                "(links too short or too long, or the locked joints "
+                f"{sorted(locked) if locked else []} forbid it)")
+        return q
+
+    def project_velocity(self, q, dq, locked=None):
+        """The velocity nearest ``dq`` (Euclidean) with ``A dq = 0``, the
+        ``locked`` joints keeping their entries of ``dq``."""
+        q = self._q(q)
+        dq = self._v(dq, "dq", q.shape[0] if q.ndim == 2 else None)
+        if q.ndim == 2:
+            return np.stack([self.project_velocity(x, v, locked) for x, v in zip(q, dq)])
+        lock = self._locked_dofs(locked)
+        A = self.constraint_jacobian(q)
+        out = dq.copy()
+        free = ~lock
+        r = A @ dq
+        out[free] -= np.linalg.lstsq(A[:, free], r, rcond=None)[0] if free.any() else 0.0
+        return out
+
+    # -- dynamics ----------------------------------------------------------------
+    def forward_dynamics(self, q, dq, tau, f_ext=None):
+        """Constrained forward dynamics (Kim eqs. 67-69).
+
+        Parameters
+        ----------
+        q : array_like, shape (nq,) or (N, nq)
+            A configuration that closes the loops.
+        dq : array_like, shape (nv,) or (N, nv)
+            A velocity with ``A dq = 0``.
+        tau : array_like, shape (nv,) or (N, nv)
+        f_ext : array_like, shape (nbodies, 6) or (N, nbodies, 6), optional
+
+        Returns
+        -------
+        ConstraintResult
+            ``.ddq``, ``.lam``, ``.residual`` (``|A ddq + dA dq|``),
+            ``.success``, ``.message``, ``.solver``, ``.stats``.
+        """
+        q = self._q(q)
+        N = q.shape[0] if q.ndim == 2 else None
+        dq = self._v(dq, "dq", N)
+        tau = self._v(tau, "tau", N)
+        if f_ext is not None:
+            f_ext = self._v(f_ext, "f_ext", N, (self.model.nbodies, 6))
+        if N is None:
+            ddq, lam, res, stats = self.solver.forward(q, dq, tau, f_ext)
+            ok = bool(np.isfinite(ddq).all())
+            return ConstraintResult(ddq=ddq, lam=lam, residual=res, success=ok,
+                                    message="ok" if ok else "non-finite result",
+                                    solver=self.solver.name, stats=stats)
+        outs = [self.solver.forward(q[k], dq[k], tau[k], None if f_ext is None else f_ext[k])
+                for k in range(N)]
+        ddq = np.stack([o[0] for o in outs])
+        ok = np.isfinite(ddq).all(axis=1)
+        return ConstraintResult(ddq=ddq, lam=np.stack([o[1] for o in outs]),
+                                residual=np.array([o[2] for o in outs]), success=ok,
+                                message="ok" if ok.all() else "non-finite result in some states",
+                                solver=self.solver.name,
+                                stats={"factorizations": sum(o[3]["factorizations"] for o in outs)})
+
+    def constraint_wrenches(self, q, lam):
+        """The wrench ``(m, f)`` each loop closure exerts on its ``body_b``,
+        at frame {B}, in {B}'s coordinates (what a bearing carries).
+
+        Returns
+        -------
+        ndarray, shape (nclosures, 6) (or (N, nclosures, 6)), one row per
+        :class:`LoopClosure` in ``constraints`` order (custom constraints
+        have no frame and are skipped).
+        """
+        q = self._q(q)
+        N = q.shape[0] if q.ndim == 2 else None
+        lam = self._v(lam, "lam", N, (self.nc,))
+        if N is not None:
+            return np.stack([self.constraint_wrenches(x, l) for x, l in zip(q, lam)])
+        kin = K.tree_kinematics(self.model, q)
+        out = []
+        r = 0
+        for k, c in enumerate(self.constraints):
+            m = self._nrows[k]
+            if isinstance(c, LoopClosure):
+                ia, ib = self._bodies[k]
+                out.append(K.wrench_on_b(kin, c, ia, ib, lam[r:r + m]))
+            r += m
+        return np.array(out).reshape(len(out), 6)
+
+    def __repr__(self):
+        return (f"ConstrainedModel({self.model!r}, nc={self.nc}, "
+                f"constraints={len(self.constraints)}, solver={self.solver.name!r})")

@@ -1,0 +1,264 @@
+"""Loop closures and ConstrainedModel (Kim Sec. 3).
+
+Oracles: finite differences of the position residual on the manifold (rows
+A and dA dq of every kind), a dense KKT reference (lstsq), Pinocchio's
+constraintDynamics (optional), power balance of the closure wrenches.
+"""
+import numpy as np
+import pytest
+
+import gear
+from gear.constraints import KINDS
+from gear.testing import ALL_KINDS, fd_tangent, random_se3, random_tree
+
+
+def rel(a, b):
+    return np.max(np.abs(np.asarray(a) - np.asarray(b))) / max(1.0, np.max(np.abs(b)))
+
+
+def _random_system(seed, kind, to_world=False):
+    rng = np.random.default_rng(seed)
+    model = random_tree(rng, nbodies=7, kinds=[k for k in ALL_KINDS if k != "fixed"])
+    a = "world" if to_world else int(rng.integers(0, 7))
+    b = int(rng.integers(0, 7))
+    while b == a:
+        b = int(rng.integers(0, 7))
+    c = gear.LoopClosure(a, random_se3(rng), b, random_se3(rng), kind, name=f"c_{kind}")
+    return gear.ConstrainedModel(model, [c]), rng
+
+
+@pytest.mark.parametrize("to_world", [False, True], ids=["body-body", "body-world"])
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_rows_are_the_derivatives_of_the_residual(kind, to_world):
+    sysm, rng = _random_system(sorted(KINDS).index(kind) + 10 * to_world, kind, to_world)
+    model = sysm.model
+    assert sysm.nc == KINDS[kind]
+    for _ in range(2):
+        q = model.random_configuration(rng)
+        dq = rng.standard_normal(model.nv)
+        A = sysm.constraint_jacobian(q)
+        assert A.shape == (KINDS[kind], model.nv)
+        # A = d residual / dq in the tangent space
+        A_fd = fd_tangent(sysm.constraint_residual, model, q)
+        assert rel(A, A_fd) < 1e-7, kind
+        # dA dq = d^2/dt^2 residual(q exp(t dq)) (ddq = 0 along that curve)
+        h = 1e-4
+        r = lambda t: sysm.constraint_residual(model.integrate(q, t * dq))  # noqa: E731
+        b_fd = (r(h) - 2.0 * r(0.0) + r(-h)) / h**2
+        b = sysm.constraint_bias(q, dq)
+        assert rel(b, b_fd) < 1e-5, kind
+        # the analytic and numeric values are not the same computation
+        assert not np.array_equal(A, A_fd)
+
+
+def _fourbar():
+    fb = gear.load_mjcf(gear.data_path("fourbar.xml"))
+    return gear.ConstrainedModel(fb)
+
+
+def _dense_kkt(sysm, q, dq, tau):
+    """Obviously-correct reference: lstsq on [[M, A^T], [A, 0]]."""
+    model = sysm.model
+    M = gear.mass_matrix(model, q)
+    b = gear.bias_forces(model, q, dq)
+    A = sysm.constraint_jacobian(q)
+    c = sysm.constraint_bias(q, dq)
+    m = A.shape[0]
+    Kmat = np.block([[M, A.T], [A, np.zeros((m, m))]])
+    sol = np.linalg.lstsq(Kmat, np.concatenate([tau - b, -c]), rcond=None)[0]
+    return sol[:model.nv], -A.T @ sol[model.nv:]     # M ddq + b = tau + A^T lam
+
+
+def test_fourbar_mobility_and_redundant_planar_ball():
+    sysm = _fourbar()
+    q = sysm.model.neutral()
+    assert np.abs(sysm.constraint_residual(q)).max() < 1e-12
+    mob = sysm.mobility(q)
+    # a planar chain closed by a 3-D ball: the out-of-plane row is redundant
+    assert (mob.dof, mob.rank, mob.grubler) == (1, 2, 0)
+    assert len(mob.redundant) == 1 and not mob.singular
+
+
+def test_fourbar_forward_dynamics_against_dense_kkt():
+    sysm = _fourbar()
+    model = sysm.model
+    rng = np.random.default_rng(1)
+    q = model.neutral()
+    for _ in range(3):
+        dq = sysm.project_velocity(q, rng.standard_normal(model.nv))
+        assert np.abs(sysm.constraint_jacobian(q) @ dq).max() < 1e-12
+        tau = rng.standard_normal(model.nv)
+        res = sysm.forward_dynamics(q, dq, tau)
+        assert res.success and res.solver == "kkt" and res.residual < 1e-9
+        A = sysm.constraint_jacobian(q)
+        ddq_ref, ATlam_ref = _dense_kkt(sysm, q, dq, tau)
+        assert rel(res.ddq, ddq_ref) < 1e-9
+        assert rel(A.T @ res.lam, ATlam_ref) < 1e-9
+        # equations of motion hold with the constraint force
+        M = gear.mass_matrix(model, q)
+        b = gear.bias_forces(model, q, dq)
+        assert rel(M @ res.ddq + b, tau + A.T @ res.lam) < 1e-10
+
+
+def test_fourbar_assembly_from_a_perturbed_guess_and_locked_crank():
+    sysm = _fourbar()
+    model = sysm.model
+    q0 = model.neutral()
+    guess = q0 + np.array([0.0, 0.2, -0.15])
+    q = sysm.assemble(guess, locked=["crank_joint"])
+    assert np.abs(sysm.constraint_residual(q)).max() <= 1e-12
+    assert q[0] == guess[0]                      # the locked crank kept its guess
+    # drive the crank: a new closed configuration for each crank angle
+    for a in (0.1, 0.3):
+        g = q.copy()
+        g[0] += a
+        qa = sysm.assemble(g, locked=["crank_joint"])
+        assert qa[0] == g[0] and np.abs(sysm.constraint_residual(qa)).max() <= 1e-12
+
+
+def test_assembly_error_when_the_loop_cannot_close():
+    fb = gear.load_mjcf(gear.data_path("fourbar.xml"))
+    c = gear.LoopClosure("rocker", gear.SE3(p=[0.4, 0, 0]), "world", None, "distance", distance=5.0)
+    sysm = gear.ConstrainedModel(fb, [c])
+    with pytest.raises(gear.AssemblyError, match="could not close the loops"):
+        sysm.assemble(fb.neutral())
+
+
+def test_distance_default_is_the_length_at_assembly():
+    fb = gear.load_mjcf(gear.data_path("fourbar.xml"))
+    c = gear.LoopClosure("rocker", gear.SE3(p=[0.4, 0, 0]), "world", gear.SE3(p=[0.7, 0, 0]), "distance")
+    sysm = gear.ConstrainedModel(fb, [c])
+    q = fb.neutral() + 0.1
+    assert abs(sysm.assemble(q) - q).max() == 0.0          # closed already: length taken at q
+    assert abs(sysm.constraint_residual(q)[0]) < 1e-15
+
+
+def test_weld_on_a_chain_agrees_with_pinocchio():
+    pin = pytest.importorskip("pinocchio", reason="Pinocchio is an optional reference (gear[reference])")
+    from gear.interop import pinocchio_constraint_dynamics
+
+    rng = np.random.default_rng(5)
+    model = gear.testing.random_chain(8, "revolute", rng)
+    q = model.random_configuration(rng)
+    tip = gear.forward_kinematics(model, q)[-1]
+    c = gear.LoopClosure("world", gear.SE3(tip[:3, :3], tip[:3, 3]), model.nbodies - 1, None, "weld")
+    sysm = gear.ConstrainedModel(model, [c])
+    assert np.abs(sysm.constraint_residual(q)).max() < 1e-12
+    assert sysm.mobility(q).dof == 2
+    for _ in range(3):
+        dq = sysm.project_velocity(q, rng.standard_normal(model.nv))
+        tau = rng.standard_normal(model.nv)
+        res = sysm.forward_dynamics(q, dq, tau)
+        ref = pinocchio_constraint_dynamics(model, [c], q, dq, tau)
+        assert rel(res.ddq, ref) < 1e-8
+        assert res.residual < 1e-9
+    del pin
+
+
+def test_fourbar_agrees_with_pinocchio():
+    pytest.importorskip("pinocchio", reason="Pinocchio is an optional reference (gear[reference])")
+    from gear.interop import pinocchio_constraint_dynamics
+
+    sysm = _fourbar()
+    model = sysm.model
+    rng = np.random.default_rng(2)
+    q = model.neutral()
+    dq = sysm.project_velocity(q, rng.standard_normal(model.nv))
+    tau = rng.standard_normal(model.nv)
+    ref = pinocchio_constraint_dynamics(model, sysm.constraints, q, dq, tau, mu=1e-12, max_iter=10000)
+    assert rel(sysm.forward_dynamics(q, dq, tau).ddq, ref) < 1e-8
+
+
+def test_closure_wrench_has_the_power_of_the_constraint_force():
+    rng = np.random.default_rng(3)
+    for kind in sorted(KINDS):
+        sysm, _ = _random_system(40 + len(kind), kind, to_world=True)
+        model = sysm.model
+        q = model.random_configuration(rng)
+        dq = rng.standard_normal(model.nv)
+        lam = rng.standard_normal(sysm.nc)
+        W = sysm.constraint_wrenches(q, lam)
+        assert W.shape == (1, 6)
+        c = sysm.constraints[0]
+        ib = model.body_index(c.body_b)
+        _, V = gear.forward_kinematics(model, q, dq)
+        VB = gear.spatial.Ad(c.placement_b.inverse()) @ V[ib]      # twist of frame B
+        A = sysm.constraint_jacobian(q)
+        # {A} is on the world: all the power of A^T lam goes through body b
+        assert abs(lam @ (A @ dq) - W[0] @ VB) < 1e-10 * max(1.0, abs(W[0] @ VB)), kind
+
+
+def test_custom_constraint_rows_and_nonholonomic_residual():
+    model = gear.testing.random_chain(3, "revolute", 0)
+    a = np.array([[1.0, -2.0, 0.5]])
+    c = gear.CustomConstraint(lambda q: a, lambda q, dq: np.zeros(1), residual=None, name="gear")
+    sysm = gear.ConstrainedModel(model, [c])
+    q = model.neutral()
+    assert sysm.nc == 1 and sysm.constraint_residual(q).shape == (0,)
+    res = sysm.forward_dynamics(q, np.zeros(3), np.ones(3))
+    assert abs(a @ res.ddq).max() < 1e-12
+
+
+def test_batches_equal_single_calls():
+    sysm = _fourbar()
+    model = sysm.model
+    rng = np.random.default_rng(4)
+    q = np.tile(model.neutral(), (3, 1))
+    dq = np.stack([sysm.project_velocity(q[0], rng.standard_normal(3)) for _ in range(3)])
+    tau = rng.standard_normal((3, 3))
+    res = sysm.forward_dynamics(q, dq, tau)
+    assert res.ddq.shape == (3, 3) and res.lam.shape == (3, 3) and res.success.all()
+    for k in range(3):
+        one = sysm.forward_dynamics(q[k], dq[k], tau[k])
+        np.testing.assert_array_equal(res.ddq[k], one.ddq)
+    assert sysm.constraint_jacobian(q).shape == (3, 3, 3)
+    assert sysm.constraint_wrenches(q, res.lam).shape == (3, 1, 6)
+
+
+def test_bad_input_is_named():
+    fb = gear.load_mjcf(gear.data_path("fourbar.xml"))
+    with pytest.raises(KeyError, match="constraints\\[0\\].*no body named 'ghost'"):
+        gear.ConstrainedModel(fb, [gear.LoopClosure("ghost", None, "world", None, "ball")])
+    with pytest.raises(ValueError, match="kind must be one of"):
+        gear.LoopClosure("crank", None, "world", None, "hinge")
+    with pytest.raises(ValueError, match="placement_a"):
+        gear.LoopClosure("crank", np.eye(3), "world", None, "ball")
+    with pytest.raises(ValueError, match="same body"):
+        gear.LoopClosure("crank", None, "crank", None, "ball")
+    with pytest.raises(TypeError, match="distance"):
+        gear.LoopClosure("crank", None, "world", None, "ball", distance=1.0)
+    with pytest.raises(ValueError, match="distance must be positive"):
+        gear.LoopClosure("crank", None, "world", None, "distance", distance=-1.0)
+    with pytest.raises(TypeError, match="constraints\\[0\\]"):
+        gear.ConstrainedModel(fb, ["not a constraint"])
+    sysm = gear.ConstrainedModel(fb)
+    with pytest.raises(ValueError, match="unknown solver"):
+        sysm.with_solver("magic")
+    with pytest.raises(ValueError, match="q.*non-finite|q.*NaN|q.*finite"):
+        sysm.constraint_jacobian([np.nan, 0, 0])
+    with pytest.raises(ValueError, match="q.*shape"):
+        sysm.constraint_jacobian([0.0, 0.0])
+    with pytest.raises(ValueError, match="dq.*shape"):
+        sysm.forward_dynamics(fb.neutral(), np.zeros(2), np.zeros(3))
+    with pytest.raises(KeyError, match="locked.*no joint named 'nope'"):
+        sysm.assemble(fb.neutral(), locked=["nope"])
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import gear.constraints.closures
+    import gear.constraints.system
+
+    for mod in (gear.constraints.closures, gear.constraints.system):
+        res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+        assert res.failed == 0 and res.attempted > 0
+
+
+def test_docs_constraints_doctest():
+    import doctest
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "constraints.md"
+    res = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 0 and res.failed == 0
