@@ -262,3 +262,77 @@ def test_docs_constraints_doctest():
     path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "constraints.md"
     res = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert res.attempted > 0 and res.failed == 0
+
+
+def _fourbar_state(seed):
+    sysm = _fourbar()
+    model = sysm.model
+    rng = np.random.default_rng(seed)
+    q = sysm.assemble(model.neutral() + np.array([0.2, 0.0, 0.0]), locked=["crank_joint"])
+    dq = sysm.project_velocity(q, rng.standard_normal(3), locked=["crank_joint"])
+    return sysm, q, dq, rng
+
+
+def test_inverse_of_forward_is_identity_when_uniquely_actuated():
+    sysm, q, dq, rng = _fourbar_state(10)
+    tau = np.array([rng.standard_normal(), 0.0, 0.0])         # crank driven, others passive
+    fd = sysm.forward_dynamics(q, dq, tau)
+    inv = sysm.inverse_dynamics(q, dq, fd.ddq, actuated=["crank_joint"])
+    assert inv.exact and inv.message == "ok"
+    assert rel(inv.tau, tau) < 1e-9
+    A = sysm.constraint_jacobian(q)
+    assert rel(A.T @ inv.lam, A.T @ fd.lam) < 1e-9
+
+
+def test_under_actuated_inverse_dynamics_falls_back_to_hybrid_dynamics():
+    sysm, q, dq, rng = _fourbar_state(11)
+    ddq = rng.standard_normal(3)                               # not reachable without actuators
+    res = sysm.inverse_dynamics(q, dq, ddq, actuated=[False, False, False])
+    assert not res.exact and "under-actuated" in res.message
+    # nothing actuated, passive torques 0: the motion is the free motion
+    assert rel(res.ddq, sysm.forward_dynamics(q, dq, np.zeros(3)).ddq) < 1e-9
+    assert rel(res.tau, np.zeros(3)) < 1e-12
+
+
+def test_redundant_actuation_objectives():
+    sysm, q, dq, rng = _fourbar_state(12)
+    ddq = sysm.forward_dynamics(q, dq, rng.standard_normal(3)).ddq      # a reachable motion
+    all3 = [True, True, True]
+    a = sysm.inverse_dynamics(q, dq, ddq, actuated=all3)
+    b = sysm.inverse_dynamics(q, dq, ddq, actuated=all3, objective="min_torque")
+    assert a.exact and b.exact
+    # minimum constraint force: lam = 0, the open-chain torques
+    assert np.abs(a.lam).max() < 1e-12
+    assert rel(a.tau, gear.inverse_dynamics(sysm.model, q, dq, ddq)) < 1e-12
+    assert np.linalg.norm(b.tau) <= np.linalg.norm(a.tau) + 1e-12
+    # both torques produce the requested motion
+    for r in (a, b):
+        assert rel(sysm.forward_dynamics(q, dq, r.tau).ddq, ddq) < 1e-8
+    with pytest.raises(ValueError, match="objective"):
+        sysm.inverse_dynamics(q, dq, ddq, actuated=all3, objective="cheapest")
+    with pytest.raises(KeyError, match="actuated.*'nope'"):
+        sysm.inverse_dynamics(q, dq, ddq, actuated=["nope"])
+    with pytest.raises(ValueError, match="actuated"):
+        sysm.inverse_dynamics(q, dq, ddq, actuated=[True, False])
+
+
+@pytest.mark.parametrize("prescribed", [["crank_joint"], ["crank_joint", "coupler_joint"],
+                                        [False, False, False], [True, True, True]],
+                         ids=["one", "m>n_v", "none", "all"])
+def test_hybrid_dynamics_invariants(prescribed):
+    sysm, q, dq, rng = _fourbar_state(13)
+    model = sysm.model
+    ref = sysm.forward_dynamics(q, dq, rng.standard_normal(3))
+    ddq_in = ref.ddq.copy()                                    # consistent prescribed values
+    tau_in = rng.standard_normal(3)
+    res = sysm.hybrid_dynamics(q, dq, ddq_in, tau_in, prescribed)
+    from gear.algorithms.dynamics import _prescribed_dofs, _prescribed_mask
+
+    u = _prescribed_dofs(model, _prescribed_mask(model, prescribed))
+    assert np.array_equal(res.ddq[u], ddq_in[u]) and np.array_equal(res.tau[~u], tau_in[~u])
+    A = sysm.constraint_jacobian(q)
+    M, b = gear.mass_matrix(model, q), gear.bias_forces(model, q, dq)
+    assert res.residual < 1e-9
+    assert rel(M @ res.ddq + b, res.tau + A.T @ res.lam) < 1e-9
+    if not u.any():
+        assert rel(res.ddq, sysm.forward_dynamics(q, dq, tau_in).ddq) < 1e-10

@@ -112,12 +112,90 @@ class _KKT:
         MiAT = cho_solve(c, A.T)                                  # M^{-1} A^T
         Kmat = A @ MiAT                                           # A M^{-1} A^T
         rhs = -(A @ ddq_r + bias)                                 # eq. (67)
-        w, U = np.linalg.eigh(0.5 * (Kmat + Kmat.T))
-        keep = w > self.rcond * max(w.max(), 0.0)
-        lam = U[:, keep] @ ((U[:, keep].T @ rhs) / w[keep])
+        lam, rank = self._lstsq_sym(Kmat, rhs)
         ddq = ddq_r + MiAT @ lam                                  # eq. (69)
         res = float(np.linalg.norm(A @ ddq + bias))
-        return ddq, lam, res, {"factorizations": 2, "rank": int(keep.sum())}
+        return ddq, lam, res, {"factorizations": 2, "rank": rank}
+
+
+    def _lstsq_sym(self, Kmat, rhs):
+        """Minimum-norm solution of the symmetric PSD system ``Kmat x = rhs``
+        (eigenvalues below ``rcond * max`` dropped); returns (x, rank)."""
+        if Kmat.shape[0] == 0:
+            return np.zeros(0), 0
+        w, U = np.linalg.eigh(0.5 * (Kmat + Kmat.T))
+        keep = w > self.rcond * max(w.max(), 0.0)
+        return U[:, keep] @ ((U[:, keep].T @ rhs) / w[keep]), int(keep.sum())
+
+    def hybrid(self, q, dq, ddq, tau, u, f_ext):
+        """Closed-system hybrid dynamics (Kim eqs. 70-77): ``u`` marks the
+        prescribed velocity coordinates (``ddq`` read there, ``tau``
+        elsewhere)."""
+        from scipy.linalg import cho_factor, cho_solve
+
+        from .. import algorithms as alg
+
+        sysm = self.system
+        model = sysm.model
+        v = ~u
+        M = alg.mass_matrix(model, q)
+        b = alg.bias_forces(model, q, dq, f_ext)
+        A, bias = sysm._rows(q, dq)
+        ddq_u = ddq[u]
+        out = np.array(ddq, dtype=float)
+        if v.any():
+            c = cho_factor(M[np.ix_(v, v)])
+            ddq_rv = cho_solve(c, tau[v] - b[v] - M[np.ix_(v, u)] @ ddq_u)   # eq. (77)
+            MiAT = cho_solve(c, A[:, v].T)                                    # M_vv^{-1} A_v^T
+            Kmat = A[:, v] @ MiAT
+            rhs = -(A[:, u] @ ddq_u + A[:, v] @ ddq_rv + bias)               # eq. (75)
+            lam, rank = self._lstsq_sym(Kmat, rhs)
+            out[v] = ddq_rv + MiAT @ lam                                      # eq. (72)
+            nfac = 2
+        else:
+            # everything prescribed: the constraint force is not determined by
+            # the motion; the minimum-norm lam (zero) is returned
+            lam, rank, nfac = np.zeros(A.shape[0]), 0, 0
+        tau_out = M @ out + b - A.T @ lam
+        tau_out[v] = tau[v]
+        res = float(np.linalg.norm(A @ out + bias)) if A.size else 0.0
+        return tau_out, out, lam, res, {"factorizations": nfac, "rank": rank}
+
+    def inverse(self, q, dq, ddq, a, tau_p, objective, f_ext):
+        """Closed-system inverse dynamics with an actuated/passive split (Kim
+        eqs. 56-64); ``a`` marks the actuated velocity coordinates."""
+        from .. import algorithms as alg
+
+        sysm = self.system
+        model = sysm.model
+        p = ~a
+        tau_r = alg.inverse_dynamics(model, q, dq, ddq, f_ext)                # tau_r = M ddq + b
+        A, _ = sysm._rows(q)
+        Aa, Ap = A[:, a], A[:, p]
+        rhs = tau_r[p] - tau_p[p]                                             # eq. (57)
+        m = A.shape[0]
+        scale = max(1.0, float(np.abs(tau_r).max()))
+        if m == 0 or not p.any():
+            lam0, N = np.zeros(m), np.eye(m)
+        else:
+            U, sv, Vt = np.linalg.svd(Ap.T, full_matrices=True)
+            r = int((sv > self.rcond * sv[0]).sum()) if sv[0] > 0 else 0
+            lam0 = Vt[:r].T @ ((U[:, :r].T @ rhs) / sv[:r])                  # (A_p^T)^+ rhs, eq. (59)
+            N = Vt[r:].T                                                      # null space of A_p^T
+        exact = float(np.linalg.norm(Ap.T @ lam0 - rhs)) <= 1e-9 * scale if p.any() else True
+        if not exact:
+            # under-actuated: the passive equations cannot all hold; the
+            # closed-system hybrid dynamics with the actuated joints prescribed
+            tau_h, ddq_h, lam_h, _, stats = self.hybrid(q, dq, ddq, tau_p, a, f_ext)
+            return tau_h, lam_h, False, ddq_h, stats
+        lam = lam0
+        if N.shape[1] and objective == "min_torque":
+            B = Aa.T @ N
+            s = np.linalg.lstsq(B, tau_r[a] - Aa.T @ lam0, rcond=None)[0]        # eq. (64)
+            lam = lam0 + N @ s                                                # eq. (63)
+        tau = tau_p.copy()
+        tau[a] = tau_r[a] - Aa.T @ lam                                        # eqs. (58)/(60)
+        return tau, lam, True, ddq, {"factorizations": 1, "rank": int(m - N.shape[1])}
 
 
 _SOLVERS = {"kkt": _KKT}
@@ -477,6 +555,118 @@ class ConstrainedModel:
                                 message="ok" if ok.all() else "non-finite result in some states",
                                 solver=self.solver.name,
                                 stats={"factorizations": sum(o[3]["factorizations"] for o in outs)})
+
+    def _joint_dofs(self, joints, name):
+        from ..algorithms.dynamics import _prescribed_dofs, _prescribed_mask
+
+        try:
+            mask = _prescribed_mask(self.model, joints)
+        except KeyError as exc:
+            raise KeyError(f"{name}: {exc.args[0]}") from None
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(str(exc).replace("prescribed", name)) from None
+        return _prescribed_dofs(self.model, mask)
+
+    def inverse_dynamics(self, q, dq, ddq, actuated, tau_passive=None,
+                         objective="min_constraint_force", f_ext=None):
+        """Joint torques that produce ``ddq`` on the closed system (Kim Sec. 3.1).
+
+        Parameters
+        ----------
+        q, dq, ddq : array_like, shape (nq,), (nv,), (nv,) (or batches)
+            A consistent state (``A dq = 0``, ``A ddq + dA dq = 0``).
+        actuated : list of str or array_like of bool (nbodies,)
+            The actuated joints; the others are passive.
+        tau_passive : array_like, shape (nv,), optional
+            Torques of the passive joints (read on passive entries; default 0).
+        objective : {"min_constraint_force", "min_torque"}
+            With redundant actuation (more constraints than passive
+            coordinates), the minimum-norm ``lam`` (eq. 59 with zero null
+            component) or the minimum-norm actuator torque (eqs. 62-64).
+        f_ext : array_like, shape (nbodies, 6), optional
+
+        Returns
+        -------
+        ConstraintResult
+            ``.tau`` (nv; passive entries = ``tau_passive``), ``.lam``,
+            ``.exact`` — False when the system is under-actuated: ``ddq``
+            cannot be produced, and ``.tau``/``.ddq`` are then the closed-
+            system hybrid dynamics with the actuated joints following
+            ``ddq`` (``.message`` says so).
+        """
+        if objective not in ("min_constraint_force", "min_torque"):
+            raise ValueError(f"objective must be 'min_constraint_force' or 'min_torque', got {objective!r}")
+        q = self._q(q)
+        N = q.shape[0] if q.ndim == 2 else None
+        dq = self._v(dq, "dq", N)
+        ddq = self._v(ddq, "ddq", N)
+        tau_p = self._v(np.zeros(self.model.nv) if tau_passive is None else tau_passive, "tau_passive", N)
+        if f_ext is not None:
+            f_ext = self._v(f_ext, "f_ext", N, (self.model.nbodies, 6))
+        a = self._joint_dofs(actuated, "actuated")
+        if N is None:
+            tau, lam, exact, ddq_o, stats = self.solver.inverse(q, dq, ddq, a, tau_p, objective, f_ext)
+            return ConstraintResult(
+                tau=tau, lam=lam, exact=exact, ddq=ddq_o, success=bool(np.isfinite(tau).all()),
+                message="ok" if exact else (
+                    "under-actuated: the passive joints cannot follow ddq; tau is the closed-system "
+                    "hybrid dynamics with the actuated joints prescribed (see .ddq)"),
+                solver=self.solver.name, stats=stats)
+        outs = [self.solver.inverse(q[k], dq[k], ddq[k], a, tau_p[k], objective,
+                                    None if f_ext is None else f_ext[k]) for k in range(N)]
+        exact = np.array([o[2] for o in outs])
+        tau = np.stack([o[0] for o in outs])
+        return ConstraintResult(
+            tau=tau, lam=np.stack([o[1] for o in outs]), exact=exact,
+            ddq=np.stack([o[3] for o in outs]), success=np.isfinite(tau).all(axis=1),
+            message="ok" if exact.all() else "under-actuated in some states (see .exact)",
+            solver=self.solver.name, stats={"factorizations": sum(o[4]["factorizations"] for o in outs)})
+
+    def hybrid_dynamics(self, q, dq, ddq, tau, prescribed, f_ext=None):
+        """Hybrid dynamics of the closed system (Kim Sec. 3.3, eqs. 70-77).
+
+        Parameters
+        ----------
+        q, dq : array_like
+            A consistent state.
+        ddq : array_like, shape (nv,)
+            Read on the prescribed joints.
+        tau : array_like, shape (nv,)
+            Read on the other joints.
+        prescribed : list of str or array_like of bool (nbodies,)
+        f_ext : array_like, shape (nbodies, 6), optional
+
+        Returns
+        -------
+        ConstraintResult
+            ``.tau`` (complete: the prescribed joints' torques computed),
+            ``.ddq`` (complete), ``.lam``, ``.residual``.  With more
+            constraint rows than free coordinates (m > n_v) ``lam`` is the
+            minimum-norm one.
+        """
+        q = self._q(q)
+        N = q.shape[0] if q.ndim == 2 else None
+        dq = self._v(dq, "dq", N)
+        ddq = self._v(ddq, "ddq", N)
+        tau = self._v(tau, "tau", N)
+        if f_ext is not None:
+            f_ext = self._v(f_ext, "f_ext", N, (self.model.nbodies, 6))
+        u = self._joint_dofs(prescribed, "prescribed")
+        if N is None:
+            t, d, lam, res, stats = self.solver.hybrid(q, dq, ddq, tau, u, f_ext)
+            ok = bool(np.isfinite(d).all() and np.isfinite(t).all())
+            return ConstraintResult(tau=t, ddq=d, lam=lam, residual=res, success=ok,
+                                    message="ok" if ok else "non-finite result",
+                                    solver=self.solver.name, stats=stats)
+        outs = [self.solver.hybrid(q[k], dq[k], ddq[k], tau[k], u, None if f_ext is None else f_ext[k])
+                for k in range(N)]
+        d = np.stack([o[1] for o in outs])
+        return ConstraintResult(tau=np.stack([o[0] for o in outs]), ddq=d,
+                                lam=np.stack([o[2] for o in outs]),
+                                residual=np.array([o[3] for o in outs]),
+                                success=np.isfinite(d).all(axis=1), message="ok",
+                                solver=self.solver.name,
+                                stats={"factorizations": sum(o[4]["factorizations"] for o in outs)})
 
     def constraint_wrenches(self, q, lam):
         """The wrench ``(m, f)`` each loop closure exerts on its ``body_b``,
