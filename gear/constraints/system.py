@@ -15,7 +15,12 @@ from ..parsers.common import LoopClosureSpec
 from . import _kinematics as K
 from .closures import CustomConstraint, LoopClosure
 
-__all__ = ["ConstrainedModel", "ConstraintResult", "Mobility", "AssemblyError"]
+__all__ = ["ConstrainedModel", "ConstraintResult", "Mobility", "AssemblyError", "RANK_RTOL"]
+
+#: Singular values of ``A`` below ``RANK_RTOL * max`` count as zero in
+#: :meth:`ConstrainedModel.mobility` (assembly leaves residuals of ~1e-12,
+#: which perturb structurally zero singular values to about that size).
+RANK_RTOL = 1e-8
 
 
 class AssemblyError(RuntimeError):
@@ -386,11 +391,11 @@ class ConstrainedModel:
         if A.size == 0:
             return 0, np.zeros(0)
         s = np.linalg.svd(A, compute_uv=False)
-        tol = max(A.shape) * np.finfo(float).eps * 1e3 * max(s[0], 1.0)
-        return int((s > tol).sum()), s
+        return int((s > RANK_RTOL * max(s[0], 1e-300)).sum()), s
 
     def mobility(self, q):
-        """Instantaneous mobility at ``q`` (rank-revealing SVD and QR of ``A``).
+        """Instantaneous mobility at ``q`` (rank-revealing SVD and QR of ``A``;
+        singular values below ``RANK_RTOL = 1e-8`` times the largest are zero).
 
         Returns
         -------
@@ -419,7 +424,7 @@ class ConstrainedModel:
             step = N @ rng.standard_normal(N.shape[1])
             step *= 1e-2 / max(np.linalg.norm(step), 1e-300)
             try:
-                qn = self.assemble(self.model.integrate(q, step), tol=1e-10)
+                qn = self.assemble(self.model.integrate(q, step), tol=1e-12)
             except AssemblyError:
                 continue
             generic = max(generic, self._rank(self.constraint_jacobian(qn))[0])

@@ -1,0 +1,124 @@
+"""The classic mechanisms of gear.mechanisms: assembled, the expected
+mobility, and constrained dynamics against a dense KKT reference."""
+import numpy as np
+import pytest
+
+import gear
+from gear import mechanisms as mech
+
+
+def rel(a, b):
+    return np.max(np.abs(np.asarray(a) - np.asarray(b))) / max(1.0, np.max(np.abs(b)))
+
+
+# builder, (dof, grubler)
+CASES = {
+    "four_bar": (mech.four_bar, (1, 0)),
+    "four_bar_revolute": (lambda: mech.four_bar(closure="revolute"), (1, -2)),
+    "slider_crank": (mech.slider_crank, (1, 0)),
+    "five_bar": (mech.five_bar, (2, 1)),
+    "n_four_bar_1": (lambda: mech.n_four_bar(1), (1, 0)),
+    "n_four_bar_10": (lambda: mech.n_four_bar(10), (1, -9)),
+    "stewart": (mech.stewart, (6, 6)),
+    "bricard": (mech.bricard, (1, 0)),
+    "rolling_ball": (mech.rolling_ball, (3, 3)),
+}
+
+
+def _dense(sysm, q, dq, tau):
+    model = sysm.model
+    M, b = gear.mass_matrix(model, q), gear.bias_forces(model, q, dq)
+    A, c = sysm.constraint_jacobian(q), sysm.constraint_bias(q, dq)
+    m = A.shape[0]
+    sol = np.linalg.lstsq(np.block([[M, A.T], [A, np.zeros((m, m))]]),
+                          np.concatenate([tau - b, -c]), rcond=None)[0]
+    return sol[:model.nv], -A.T @ sol[model.nv:]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_mechanism_is_assembled_with_the_expected_mobility(name):
+    build, (dof, grubler) = CASES[name]
+    sysm, q = build()
+    assert isinstance(sysm, gear.ConstrainedModel)
+    r = sysm.constraint_residual(q)
+    assert r.size == 0 or np.abs(r).max() <= 1e-10
+    mob = sysm.mobility(q)
+    assert (mob.dof, mob.grubler) == (dof, grubler)
+    assert not mob.singular
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_mechanism_forward_dynamics_against_dense_kkt(name):
+    sysm, q = CASES[name][0]()
+    model = sysm.model
+    rng = np.random.default_rng(len(name))
+    dq = sysm.project_velocity(q, rng.standard_normal(model.nv))
+    tau = rng.standard_normal(model.nv)
+    res = sysm.forward_dynamics(q, dq, tau)
+    assert res.success and res.residual <= 1e-9 * max(1.0, np.abs(res.ddq).max())
+    ddq, ATlam = _dense(sysm, q, dq, tau)
+    assert rel(res.ddq, ddq) < 1e-9
+    assert rel(sysm.constraint_jacobian(q).T @ res.lam, ATlam) < 1e-9
+
+
+def test_four_bar_velocity_ratio_closed_form():
+    a, b, c = 0.2, 0.5, 0.4
+    sysm, q = mech.four_bar(crank=a, coupler=b, rocker=c, ground=0.6, angle=1.0)
+    dq = sysm.project_velocity(q, [1.0, 0.0, 0.0], locked=["crank"])
+    a1 = q[0]
+    a2 = a1 + q[1]
+    a3 = a2 + q[2]
+    # loop a e(a1) + b e(a2) + c e(a3) = (d, 0), differentiated and dotted with e(a2)
+    w3 = -a * np.sin(a2 - a1) / (c * np.sin(a2 - a3))
+    assert abs(dq.sum() - w3) < 1e-12
+    assert dq[0] == 1.0
+
+
+def test_four_bar_at_its_collinear_configuration():
+    # a parallelogram four-bar at crank angle 0: every link on the x axis,
+    # the branch point between the parallelogram and the anti-parallelogram
+    sysm, q = mech.four_bar(crank=0.3, coupler=0.6, rocker=0.3, ground=0.6, angle=0.0)
+    mob = sysm.mobility(q)
+    assert mob.singular and mob.dof == 2 and mob.rank == 1
+    rng = np.random.default_rng(0)
+    tau = rng.standard_normal(3)
+    res = sysm.forward_dynamics(q, np.zeros(3), tau)
+    assert res.success and np.all(np.isfinite(res.ddq)) and np.all(np.isfinite(res.lam))
+    assert res.residual < 1e-12
+    ddq, ATlam = _dense(sysm, q, np.zeros(3), tau)
+    assert rel(res.ddq, ddq) < 1e-9 and rel(sysm.constraint_jacobian(q).T @ res.lam, ATlam) < 1e-9
+
+
+def test_rolling_ball_rolls():
+    sysm, q = mech.rolling_ball(radius=0.1)
+    # spinning about the world y axis with the matching forward speed
+    dq = np.array([0.0, 2.0, 0.0, 0.2, 0.0, 0.0])        # body twist (w, v) at identity
+    A = sysm.constraint_jacobian(q)
+    assert np.abs(A @ dq).max() < 1e-15
+    res = sysm.forward_dynamics(q, dq, np.zeros(6))
+    # a ball rolling on a level plane keeps rolling: no angular acceleration,
+    # and the centre's world acceleration R (dv + w x v) is zero (the body-
+    # frame dv is not: the body turns under the velocity)
+    w, v = dq[:3], dq[3:]
+    assert np.abs(res.ddq[:3]).max() < 1e-12
+    assert np.abs(res.ddq[3:] + np.cross(w, v)).max() < 1e-12
+    assert sysm.constraint_residual(q).shape == (0,)          # nonholonomic
+
+
+def test_builders_reject_impossible_dimensions():
+    with pytest.raises(ValueError, match="cannot close"):
+        mech.four_bar(crank=0.1, coupler=0.1, rocker=0.1, ground=1.0)
+    with pytest.raises(ValueError, match="longer than crank"):
+        mech.slider_crank(crank=0.3, rod=0.2)
+    with pytest.raises(ValueError, match="n must be"):
+        mech.n_four_bar(0)
+    with pytest.raises(ValueError, match="closure"):
+        mech.four_bar(closure="weld")
+
+
+def test_readme_closed_chain_snippet_runs():
+    sysm, q0 = mech.four_bar()
+    dq = sysm.project_velocity(q0, [1.0, 0, 0], locked=["crank"])
+    res = sysm.forward_dynamics(q0, dq, [0.5, 0, 0])
+    inv = sysm.inverse_dynamics(q0, dq, res.ddq, actuated=["crank"])
+    assert inv.exact and rel(inv.tau, [0.5, 0, 0]) < 1e-9
