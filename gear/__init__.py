@@ -13,7 +13,7 @@ from . import sensitivity
 from .parsers import load_urdf, load_mjcf, LoopClosureSpec, ModelFileError
 from .constraints import (LoopClosure, CustomConstraint, ConstrainedModel, AssemblyError)
 
-from . import mechanisms  # noqa: E402
+from . import mechanisms, analysis  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -27,4 +27,4 @@ def data_path(name=""):
 
 __all__ = ["joints", "spatial", "SE3", "Inertia", "InertiaWarning", "Model", "load_urdf", "load_mjcf",
            "LoopClosureSpec", "ModelFileError", "LoopClosure", "CustomConstraint",
-           "ConstrainedModel", "AssemblyError", "mechanisms", "data_path", "sensitivity", *_dyn_all]
+           "ConstrainedModel", "AssemblyError", "mechanisms", "analysis", "data_path", "sensitivity", *_dyn_all]

@@ -1,0 +1,82 @@
+"""gear.analysis.sweep: kinematics and kinetostatics along an input range."""
+import numpy as np
+import pytest
+
+import gear
+from gear import mechanisms as mech
+
+
+def test_four_bar_full_turn_ratios_and_static_torque():
+    a, b, c = 0.2, 0.5, 0.4
+    sysm, q0 = mech.four_bar(crank=a, coupler=b, rocker=c, ground=0.6, angle=1.0)
+    vals = np.linspace(1.0, 1.0 + 2 * np.pi, 37)
+    r = gear.analysis.sweep(sysm, "crank", vals, q0, speed=0.0)
+    assert r.assembled.all() and not r.singular.any()
+    assert r.q.shape == (37, 3) and r.wrenches.shape == (37, 1, 6) and r.torque.shape == (37, 1)
+    np.testing.assert_allclose(r.q[:, 0], vals, rtol=0, atol=0)
+    for k in range(0, 37, 6):
+        q = r.q[k]
+        assert np.abs(sysm.constraint_residual(q)).max() <= 1e-12
+        a1, a2 = q[0], q[0] + q[1]
+        a3 = a2 + q[2]
+        w3 = -a * np.sin(a2 - a1) / (c * np.sin(a2 - a3))          # closed form
+        assert abs(r.ratios[k].sum() - w3) < 1e-10
+        # at rest, virtual work: input torque = ratio . generalized gravity
+        g = gear.gravity_forces(sysm.model, q)
+        assert abs(r.torque[k, 0] - r.ratios[k] @ g) < 1e-10
+    assert r.peak_wrenches.shape == (1, 2) and r.peak_wrenches[0, 1] > 0
+
+
+def test_sweep_through_the_parallelogram_branch_point_is_marked_singular():
+    sysm, q0 = mech.four_bar(crank=0.3, coupler=0.6, rocker=0.3, ground=0.6, angle=0.3)
+    r = gear.analysis.sweep(sysm, "crank", np.linspace(0.3, -0.3, 13), q0)
+    assert r.assembled.all()
+    assert r.singular[6] and r.singular.sum() == 1             # only at angle 0
+    assert np.all(np.isfinite(r.torque)) and np.all(np.isfinite(r.wrenches))
+
+
+def test_unreachable_values_are_recorded_not_raised():
+    sysm, q0 = mech.slider_crank(crank=0.1, rod=0.3)
+    # the slider cannot go beyond crank + rod = 0.4
+    r = gear.analysis.sweep(sysm, "slider", [0.3, 0.35, 0.5], q0)
+    assert r.assembled.tolist() == [True, True, False]
+    assert np.isnan(r.q[2]).all()
+
+
+def test_sweep_bad_input():
+    sysm, q0 = mech.four_bar()
+    with pytest.raises(KeyError, match="nope"):
+        gear.analysis.sweep(sysm, "nope", [0.0])
+    with pytest.raises(ValueError, match="finite"):
+        gear.analysis.sweep(sysm, "crank", [0.0, np.nan])
+    with pytest.raises(TypeError, match="ConstrainedModel"):
+        gear.analysis.sweep(sysm.model, "crank", [0.0])
+
+
+def test_sweep_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib", reason="plots need matplotlib (gear[plot])")
+    sysm, q0 = mech.four_bar()
+    r = gear.analysis.sweep(sysm, "crank", np.linspace(1.0, 2.0, 5), q0)
+    path = tmp_path / "sweep.png"
+    r.plot(path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_analysis_docstring_examples_run():
+    import doctest
+
+    res = doctest.testmod(gear.analysis, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 0 and res.failed == 0
+
+
+def test_docs_example_fourbar_sweep_runs(tmp_path):
+    pytest.importorskip("matplotlib", reason="plots need matplotlib (gear[plot])")
+    import pathlib
+    import subprocess
+    import sys
+
+    script = pathlib.Path(__file__).resolve().parents[1] / "docs" / "examples" / "fourbar_sweep.py"
+    out = tmp_path / "s.png"
+    p = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert out.exists() and "peak pivot load" in p.stdout
