@@ -6,9 +6,28 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spatial import Ad, ad
 
 __all__ = ["tree_kinematics", "closure_rows"]
+
+
+def _adj(R, p):
+    """``Ad_T`` for ``T = (R, p)`` (Kim eq. 7) from raw arrays."""
+    out = np.zeros((6, 6))
+    out[:3, :3] = R
+    out[3:, 3:] = R
+    out[3:, :3] = np.array([[0.0, -p[2], p[1]], [p[2], 0.0, -p[0]], [-p[1], p[0], 0.0]]) @ R
+    return out
+
+
+def _ad(V):
+    """``ad_V`` (Kim eq. 11)."""
+    w, v = V[:3], V[3:]
+    W = np.array([[0.0, -w[2], w[1]], [w[2], 0.0, -w[0]], [-w[1], w[0], 0.0]])
+    out = np.zeros((6, 6))
+    out[:3, :3] = W
+    out[3:, 3:] = W
+    out[3:, :3] = np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
+    return out
 
 
 def tree_kinematics(model, q, dq=None):
@@ -18,33 +37,42 @@ def tree_kinematics(model, q, dq=None):
     ``V_i = Ad_{X^{-1}} V_p + S_i dq_i`` (eq. 37) and, with ``ddq = 0``,
     ``a_i = Ad_{X^{-1}} a_p + ad_{V_i} S_i dq_i + dS_i dq_i`` (eq. 41), so
     that ``dV_i/dt = J_i ddq + a_i``.  Twists and accelerations are zero
-    when ``dq`` is None.
+    when ``dq`` is None.  ``q``/``dq`` are trusted (validated by the caller).
     """
+    from .. import _core
+
     nb, nv = model.nbodies, model.nv
     poses = np.empty((nb, 4, 4))
     J = np.zeros((nb, 6, nv))
     V = np.zeros((nb, 6))
     acc = np.zeros((nb, 6))
+    iq, iv = model._iq, model._iv
     for i, joint in enumerate(model.joints):
-        name = model.joint_names[i]
-        qi = q[model.idx_q(name)]
-        sv = model.idx_v(name)
-        X = model.placements[i] * joint.T(qi)
-        Xinv = Ad(X.inverse())
-        p = model.parents[i]
-        Tp = np.eye(4) if p < 0 else poses[p]
-        poses[i] = Tp @ X.homogeneous()
-        if p >= 0:
-            J[i] = Xinv @ J[p]
-            V[i] = Xinv @ V[p]
-            acc[i] = Xinv @ acc[p]
-        if joint.nv:
-            S = joint.S(qi)
-            J[i][:, sv] += S
-            if dq is not None:
-                dqi = dq[sv]
-                V[i] += S @ dqi
-                acc[i] += ad(V[i]) @ (S @ dqi) + joint.dS(qi, dqi) @ dqi
+        n = joint.nv
+        qi = np.ascontiguousarray(q[iq[i]:iq[i] + joint.nq])
+        dqi = None if dq is None or n == 0 else np.ascontiguousarray(dq[iv[i]:iv[i] + n])
+        Jt, S, dS = _core.jcalc_py(joint.kind, joint.params, qi, dqi)
+        Jt, S = np.asarray(Jt), np.asarray(S)
+        P = model.placements[i]
+        Rj = Jt[:9].reshape(3, 3)
+        R = P.R @ Rj                                   # X = placement * J(q)
+        p = P.R @ Jt[9:] + P.p
+        Xinv = _adj(R.T, -R.T @ p)
+        par = model.parents[i]
+        H = np.eye(4)
+        H[:3, :3], H[:3, 3] = R, p
+        poses[i] = H if par < 0 else poses[par] @ H
+        if par >= 0:
+            J[i] = Xinv @ J[par]
+            V[i] = Xinv @ V[par]
+            acc[i] = Xinv @ acc[par]
+        if n:
+            S = S.reshape(6, n)
+            J[i][:, iv[i]:iv[i] + n] += S
+            if dqi is not None:
+                Sdq = S @ dqi
+                V[i] += Sdq
+                acc[i] += _ad(V[i]) @ Sdq + np.asarray(dS).reshape(6, n) @ dqi
     return poses, J, V, acc
 
 
@@ -58,9 +86,9 @@ def _frame(kin, body, P):
     if body < 0:
         z3 = np.zeros(3)
         return P.R, P.p, np.zeros((3, nv)), np.zeros((3, nv)), z3, z3, z3, z3
-    Xi = Ad(P.inverse())
-    T = poses[body] @ P.homogeneous()
-    R, p = T[:3, :3], T[:3, 3]
+    Xi = _adj(P.R.T, -P.R.T @ P.p)
+    Tb = poses[body]
+    R, p = Tb[:3, :3] @ P.R, Tb[:3, :3] @ P.p + Tb[:3, 3]
     JA = Xi @ J[body]
     VA = Xi @ V[body]
     aA = Xi @ acc[body]

@@ -1,0 +1,106 @@
+"""Constrained forward dynamics beside Pinocchio's constraintDynamics.
+
+Run:  python benchmarks/bench_constraints.py [--quick]
+
+Mechanisms: the bundled four-bar (fourbar.xml), the IFToMM N-four-bar chain
+(N = 1, 10, 30; gear.mechanisms.n_four_bar) and talos_reduced from
+example-robot-data with both soles welded to the ground.  For each: nv, nc,
+µs per call of gear's ConstrainedModel.forward_dynamics (one state, and per
+state in a batch of 200), Pinocchio's constraintDynamics from Python on the
+same model (gear.interop; ball closures -> 3-D, welds -> 6-D constraints,
+proximal mu = 1e-9 because the planar mechanisms have redundant rows), and
+the largest difference in ddq.  Ratios are gear / Pinocchio.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gear  # noqa: E402
+from common import best_time  # noqa: E402
+
+
+def talos_feet_welded():
+    from gear.testing import zoo_dir
+
+    d = zoo_dir()
+    if d is None:
+        return None
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gear.InertiaWarning)
+        m = gear.load_urdf(os.path.join(d, "talos_data/robots/talos_reduced.urdf"), floating_base=True)
+    q = m.neutral()
+    q[2] = 1.0
+    poses = gear.forward_kinematics(m, q)
+    closures = []
+    for side in ("left", "right"):
+        b, T = m.frames[f"{side}_sole_link"]
+        W = poses[b] @ T.homogeneous()
+        closures.append(gear.LoopClosure(b, T, "world", gear.SE3(W[:3, :3], W[:3, 3]), "weld",
+                                         name=f"{side}_sole"))
+    return gear.ConstrainedModel(m, closures), q
+
+
+def cases():
+    fb = gear.load_mjcf(gear.data_path("fourbar.xml"))
+    yield "fourbar.xml", gear.ConstrainedModel(fb), fb.neutral()
+    for n in (1, 10, 30):
+        s, q = gear.mechanisms.n_four_bar(n)
+        yield f"n_four_bar {n}", s, q
+    t = talos_feet_welded()
+    if t is not None:
+        yield "talos 2 feet", t[0], t[1]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        import pinocchio as pin
+        from gear.interop import pinocchio_constraint_models, to_pinocchio
+    except ImportError:
+        pin = None
+    print(f"# gear {gear.__version__} | numpy {np.__version__} | {os.cpu_count()} cores"
+          + (f" | pinocchio {pin.__version__}" if pin else " | pinocchio not installed"))
+    print(f"\n{'mechanism':<14} {'nv':>4} {'nc':>4} {'gear 1 call':>12} {'gear batch':>11} "
+          f"{'pin':>9} {'gear/pin':>9} {'|ddq diff|':>11}")
+    rng = np.random.default_rng(0)
+    N = 20 if args.quick else 200
+    for label, s, q in cases():
+        model = s.model
+        dq = s.project_velocity(q, rng.standard_normal(model.nv))
+        tau = rng.standard_normal(model.nv)
+        t1 = best_time(lambda: s.forward_dynamics(q, dq, tau), repeat=3, target=0.1)
+        Q, DQ, TAU = np.tile(q, (N, 1)), np.tile(dq, (N, 1)), np.tile(tau, (N, 1))
+        tb = best_time(lambda: s.forward_dynamics(Q, DQ, TAU), number=1, repeat=3) / N
+        ddq = s.forward_dynamics(q, dq, tau).ddq
+        tp, diff = None, None
+        if pin is not None:
+            pm, mp = to_pinocchio(model)
+            pd = pm.createData()
+            cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
+            for cm in pinocchio_constraint_models(mp, s.constraints):
+                cms.append(cm)
+                cds.append(cm.createData())
+            pin.initConstraintDynamics(pm, pd, cms, cds)
+            prox = pin.ProximalSettings(1e-12, 1e-9, 200)
+            qp, vp, tp_ = mp.q(q), mp.v(dq), mp.v(tau)
+            a = pin.constraintDynamics(pm, pd, qp, vp, tp_, cms, cds, prox)
+            diff = float(np.abs(mp.v_back(a) - ddq).max())
+            tp = best_time(lambda: pin.constraintDynamics(pm, pd, qp, vp, tp_, cms, cds, prox),
+                           repeat=3, target=0.1)
+        print(f"{label:<14} {model.nv:>4} {s.nc:>4} {t1 * 1e6:12.1f} {tb * 1e6:11.1f} "
+              f"{'-' if tp is None else f'{tp * 1e6:9.1f}'} "
+              f"{'-' if tp is None else f'{t1 / tp:9.1f}'} "
+              f"{'-' if diff is None else f'{diff:11.1e}'}")
+
+
+if __name__ == "__main__":
+    main()
