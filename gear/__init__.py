@@ -11,7 +11,8 @@ from .algorithms import *  # noqa: F401,F403
 from .algorithms import __all__ as _dyn_all
 from . import sensitivity
 from .parsers import load_urdf, load_mjcf, LoopClosureSpec, ModelFileError
-from .constraints import (LoopClosure, CustomConstraint, ConstrainedModel, AssemblyError)
+from .constraints import (LoopClosure, CustomConstraint, JointCoupler, ConstrainedModel,
+                          AssemblyError)
 
 from . import mechanisms, analysis  # noqa: E402
 
@@ -26,5 +27,5 @@ def data_path(name=""):
 
 
 __all__ = ["joints", "spatial", "SE3", "Inertia", "InertiaWarning", "Model", "load_urdf", "load_mjcf",
-           "LoopClosureSpec", "ModelFileError", "LoopClosure", "CustomConstraint",
+           "LoopClosureSpec", "ModelFileError", "LoopClosure", "CustomConstraint", "JointCoupler",
            "ConstrainedModel", "AssemblyError", "mechanisms", "analysis", "data_path", "sensitivity", *_dyn_all]

@@ -336,3 +336,42 @@ def test_hybrid_dynamics_invariants(prescribed):
     assert rel(M @ res.ddq + b, res.tau + A.T @ res.lam) < 1e-9
     if not u.any():
         assert rel(res.ddq, sysm.forward_dynamics(q, dq, tau_in).ddq) < 1e-10
+
+
+def test_urdf_mimic_becomes_a_coupler(tmp_path):
+    from gear.testing import zoo_dir
+
+    p = tmp_path / "m.urdf"
+    inert = '<inertial><mass value="1"/><inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial>'
+    p.write_text(f"""<robot name="g"><link name="base"/><link name="a">{inert}</link><link name="b">{inert}</link>
+      <joint name="j1" type="revolute"><parent link="base"/><child link="a"/><axis xyz="0 0 1"/>
+        <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+      <joint name="j2" type="revolute"><parent link="a"/><child link="b"/><origin xyz="0.3 0 0"/>
+        <axis xyz="0 1 0"/><limit lower="-1" upper="1" effort="1" velocity="1"/>
+        <mimic joint="j1" multiplier="-2" offset="0.1"/></joint></robot>""")
+    model = gear.load_urdf(p)
+    assert model.nv == 2 and len(model.loop_closures) == 1
+    c = model.loop_closures[0]
+    assert isinstance(c, gear.JointCoupler) and (c.joint, c.source, c.multiplier, c.offset) == ("j2", "j1", -2.0, 0.1)
+    sysm = gear.ConstrainedModel(model)
+    q = sysm.assemble([0.3, 0.0], locked=["j1"])
+    assert abs(q[1] - (-2 * 0.3 + 0.1)) < 1e-14
+    assert sysm.mobility(q).dof == 1
+    res = sysm.forward_dynamics(q, np.array([1.0, -2.0]), np.array([0.5, 0.0]))
+    assert abs(res.ddq[1] + 2 * res.ddq[0]) < 1e-12
+    # bad mimic references are named
+    # a mimic of an undefined joint is ignored with a warning (Pinocchio
+    # ignores <mimic> and loads such files: alex_psyonic_hands has them)
+    p.write_text(p.read_text().replace('joint="j1" multiplier', 'joint="ghost" multiplier'))
+    with pytest.warns(UserWarning, match="joint 'j2' <mimic>.*'ghost'.*ignored"):
+        assert gear.load_urdf(p).loop_closures == []
+    with pytest.raises(KeyError, match="source: no joint named 'nope'"):
+        gear.ConstrainedModel(model, [gear.JointCoupler("j2", "nope")])
+    # the zoo: panda's second finger mimics the first
+    if zoo_dir() is not None:
+        import os
+
+        panda = gear.load_urdf(os.path.join(zoo_dir(), "panda_description/urdf/panda.urdf"))
+        (cp,) = panda.loop_closures
+        assert (cp.joint, cp.source) == ("panda_finger_joint2", "panda_finger_joint1")
+        assert gear.ConstrainedModel(panda).mobility(panda.neutral()).dof == panda.nv - 1

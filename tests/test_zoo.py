@@ -69,6 +69,7 @@ def test_zoo_robot_loads_and_agrees_with_pinocchio(path, floating):
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", gear.InertiaWarning)    # tested in test_parsers
+        warnings.filterwarnings("ignore", message=".*<mimic>.*ignored")
         model = gear.load_urdf(path, floating_base=floating)
     assert model.nbodies == pm.njoints - 1
     assert model.nv == pm.nv

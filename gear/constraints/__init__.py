@@ -1,7 +1,7 @@
 """Closed loops: loop closures, custom constraints and the constrained
 model (Kim Sec. 3).  See ``docs/constraints.md``."""
-from .closures import KINDS, CustomConstraint, LoopClosure
+from .closures import KINDS, CustomConstraint, JointCoupler, LoopClosure
 from .system import AssemblyError, ConstrainedModel, ConstraintResult, Mobility
 
-__all__ = ["LoopClosure", "CustomConstraint", "KINDS", "ConstrainedModel", "ConstraintResult",
+__all__ = ["LoopClosure", "CustomConstraint", "JointCoupler", "KINDS", "ConstrainedModel", "ConstraintResult",
            "Mobility", "AssemblyError"]

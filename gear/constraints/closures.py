@@ -48,7 +48,7 @@ import numpy as np
 
 from ..spatial import SE3
 
-__all__ = ["LoopClosure", "CustomConstraint", "KINDS"]
+__all__ = ["LoopClosure", "CustomConstraint", "JointCoupler", "KINDS"]
 
 #: rows of each kind: (type, a, b) with a, b axis indices (0 x, 1 y, 2 z)
 _ROWS = {
@@ -186,3 +186,43 @@ class CustomConstraint:
 
     def __repr__(self):
         return f"CustomConstraint(name={self.name!r}, holonomic={self.holonomic})"
+
+
+class JointCoupler:
+    """A linear coupling of two one-coordinate joints,
+    ``q[joint] = multiplier * q[source] + offset`` (one holonomic row).
+
+    URDF ``<mimic>`` joints load as couplers in ``model.loop_closures`` (the
+    joint keeps its own coordinate in the tree; the coupler ties it to the
+    joint it mimics when the model is used in a
+    :class:`gear.ConstrainedModel`).
+
+    Parameters
+    ----------
+    joint, source : str
+        Joint names (revolute, prismatic or helical joints).
+    multiplier, offset : float
+    name : str, optional
+    """
+
+    kind = "coupler"
+
+    def __init__(self, joint, source, multiplier=1.0, offset=0.0, name=None):
+        for arg, v in (("joint", joint), ("source", source)):
+            if not isinstance(v, str) or not v:
+                raise TypeError(f"{arg} must be a joint name, got {v!r}")
+        if joint == source:
+            raise ValueError(f"joint {joint!r} cannot be coupled to itself")
+        self.joint, self.source = joint, source
+        self.multiplier, self.offset = float(multiplier), float(offset)
+        if not (np.isfinite(self.multiplier) and np.isfinite(self.offset)):
+            raise ValueError("multiplier and offset must be finite")
+        self.name = name or f"{joint}={self.multiplier:g}*{source}{self.offset:+g}"
+
+    @property
+    def holonomic(self):
+        return True
+
+    def __repr__(self):
+        return (f"JointCoupler({self.joint!r}, {self.source!r}, multiplier={self.multiplier}, "
+                f"offset={self.offset})")

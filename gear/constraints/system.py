@@ -13,7 +13,7 @@ from .._validate import as_batch
 from ..joints import FREE, SPHERICAL, _check_quat
 from ..parsers.common import LoopClosureSpec
 from . import _kinematics as K
-from .closures import CustomConstraint, LoopClosure
+from .closures import CustomConstraint, JointCoupler, LoopClosure
 
 __all__ = ["ConstrainedModel", "ConstraintResult", "Mobility", "AssemblyError", "RANK_RTOL"]
 
@@ -244,9 +244,11 @@ class ConstrainedModel:
         for k, c in enumerate(constraints):
             if isinstance(c, LoopClosureSpec):
                 c = LoopClosure.from_spec(c)
+            if isinstance(c, JointCoupler):
+                c = self._coupler_rows(k, c)
             if not isinstance(c, (LoopClosure, CustomConstraint)):
-                raise TypeError(f"constraints[{k}] must be a gear.LoopClosure or "
-                                f"gear.CustomConstraint, got {type(c).__name__}")
+                raise TypeError(f"constraints[{k}] must be a gear.LoopClosure, gear.CustomConstraint "
+                                f"or gear.JointCoupler, got {type(c).__name__}")
             items.append(c)
         self.constraints = items
         self._bodies = []
@@ -277,6 +279,31 @@ class ConstrainedModel:
         self.solver = self._make_solver(solver, solver_options)
 
     # -- construction helpers ---------------------------------------------
+    def _coupler_rows(self, k, c):
+        """A :class:`JointCoupler` as the constant row ``e_j - m e_s``."""
+        model = self.model
+        idx = []
+        for arg, name in (("joint", c.joint), ("source", c.source)):
+            try:
+                i = model.joint_index(name)
+            except KeyError:
+                raise KeyError(f"constraints[{k}] ({c!r}): {arg}: no joint named {name!r}") from None
+            jt = model.joints[i]
+            if jt.nq != 1 or jt.nv != 1:
+                raise ValueError(f"constraints[{k}] ({c!r}): joint {name!r} has nq={jt.nq}; "
+                                 "couplers tie one-coordinate joints")
+            idx.append((model.idx_q(name).start, model.idx_v(name).start))
+        (qj, vj), (qs, vs) = idx
+        row = np.zeros((1, model.nv))
+        row[0, vj] = 1.0
+        row[0, vs] -= c.multiplier
+        m, o = c.multiplier, c.offset
+        cc = CustomConstraint(lambda q: row, lambda q, dq: np.zeros(1),
+                              residual=lambda q: np.array([q[qj] - m * q[qs] - o]), name=c.name)
+        cc.coupler = c
+        return cc
+
+
     def _make_solver(self, solver, options):
         if isinstance(solver, str):
             if solver not in _SOLVERS:

@@ -11,6 +11,10 @@ Conventions (URDF spec, http://wiki.ros.org/urdf/XML):
   ``"world"`` by a ``Free`` joint named ``"root"``; otherwise it is welded
   to the world (not a body, as in Pinocchio), kept in ``model.frames``;
   a massless root link named ``"world"`` is the world itself;
+* ``<mimic joint multiplier offset>`` keeps the joint's own coordinate and
+  adds a :class:`gear.JointCoupler` to ``model.loop_closures``
+  (``q_j = multiplier q_source + offset``), used by
+  :class:`gear.ConstrainedModel`;
 * ``fixed`` joints are merged into the parent body (``merge_fixed=True``):
   inertias are lumped, grandchildren re-attached with the composed
   placement, and the merged link recorded in ``model.frames``.
@@ -25,6 +29,8 @@ and the element; physically impossible inertias warn
 from __future__ import annotations
 
 import os
+import warnings
+
 import numpy as np
 
 from .. import joints as J
@@ -169,6 +175,7 @@ def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9
     inertias = {name: _link_inertia(r, el, name) for name, el in links.items()}
 
     # -- joints ---------------------------------------------------------
+    mimics = []       # (joint, source joint, multiplier, offset, where)
     jinfo = {}        # joint name -> (type, parent, child, placement, joint object)
     parent_of = {}    # child link -> joint name
     children = {name: [] for name in links}
@@ -214,6 +221,13 @@ def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9
             joint = J.Fixed()
         if jtype in ("revolute", "prismatic"):
             _limits(r, el, where, joint, required=True)
+        mim = _one(r, el, "mimic", where)
+        if mim is not None:
+            src = mim.get("joint")
+            if not src:
+                raise r.error(where + " <mimic>", "missing required attribute 'joint'")
+            mimics.append((jname, src, r.float1(mim.get("multiplier"), where + " <mimic>", "multiplier", 1.0),
+                           r.float1(mim.get("offset"), where + " <mimic>", "offset", 0.0), where))
         child = ends["child"]
         if child in parent_of:
             raise r.error(f"link {child!r}",
@@ -275,4 +289,21 @@ def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9
         raise
     except ValueError as exc:  # pragma: no cover - defensive: Model rejected a name
         raise r.error("", str(exc)) from None
+    # <mimic>: the joint keeps its coordinate; a coupler in model.loop_closures
+    # ties it to the joint it mimics (used by gear.ConstrainedModel)
+    from ..constraints.closures import JointCoupler
+
+    for jname, src, mult, off, where in mimics:
+        if src not in jinfo:
+            # Pinocchio ignores <mimic> by default and loads such files
+            warnings.warn(f"{path}: {where} <mimic>: mimics joint {src!r}, which is not defined; "
+                          "the mimic is ignored", UserWarning, stacklevel=2)
+            continue
+        types = (jinfo[jname][0], jinfo[src][0])
+        if "fixed" in types:
+            continue        # a frozen coordinate (e.g. talos_reduced's grippers): nothing to couple
+        if any(t not in ("revolute", "continuous", "prismatic") for t in types):
+            raise r.error(where + " <mimic>", f"couples a {types[0]!r} joint to a {types[1]!r} "
+                          "joint; mimic couples revolute, continuous and prismatic joints")
+        model.loop_closures.append(JointCoupler(jname, src, mult, off, name=f"mimic:{jname}"))
     return model
