@@ -14,6 +14,7 @@ builder                what                                          dof    Grü
 :func:`slider_crank`   crank, connecting rod, slider on x             1      0
 :func:`five_bar`       two cranks, two links meeting at a ball        2      1
 :func:`n_four_bar`     IFToMM chain of ``n`` parallelogram four-bars  1      1 - n
+:func:`rssr`           spatial R-S-S-R linkage                        2 (*)  2
 :func:`stewart`        6-UPS Gough-Stewart platform                   6      6
 :func:`bricard`        orthogonal Bricard 6R linkage                  1      0
 :func:`rolling_ball`   sphere rolling without slip (nonholonomic)     3      3
@@ -21,7 +22,8 @@ builder                what                                          dof    Grü
 
 (The planar mechanisms are closed by 3-row ball closures, one of whose rows
 is redundant in the plane: their Grübler count ``nv - nc`` is lower than
-their mobility.)
+their mobility.  (*) The RSSR's second freedom is the coupler's idle spin
+about its own axis.)
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from .constraints import ConstrainedModel, CustomConstraint, LoopClosure
 from .model import Model
 from .spatial import SE3, Inertia, skew
 
-__all__ = ["four_bar", "slider_crank", "five_bar", "n_four_bar", "stewart", "bricard",
+__all__ = ["four_bar", "slider_crank", "five_bar", "n_four_bar", "rssr", "stewart", "bricard",
            "rolling_ball"]
 
 _RHO = 2700.0 * np.pi * 0.01**2      # kg per metre of a 10 mm-radius aluminium bar
@@ -205,7 +207,57 @@ def n_four_bar(n, length=1.0, angle=np.pi / 3):
     return _finish(m, closures, q)
 
 
-def stewart(base_radius=1.0, platform_radius=0.5, height=1.0, spread=0.2):
+def rssr(crank=0.1, coupler=None, rocker=0.15, output=(0.3, 0.0, 0.2), angle=0.5):
+    """Spatial RSSR linkage: an input crank about the world ``z`` axis at the
+    origin (joint ``"crank"``), a coupler on a spherical joint at the crank
+    tip (``"coupler"``), and an output rocker about the world ``y`` axis at
+    ``output`` (``"rocker"``); the coupler's far end is tied to the rocker's
+    tip by a ball closure.
+
+    Parameters
+    ----------
+    crank, rocker : float
+        Arm lengths.
+    coupler : float, optional
+        Coupler length; default: the length that closes the loop with both
+        arms at angle 0.
+    output : array_like, shape (3,)
+        Position of the output pivot.
+    angle : float
+        Input angle of the returned configuration.
+
+    Returns
+    -------
+    sys, q0
+        ``nv = 5`` (1 + 3 + 1), ``nc = 3``; mobility 2 (the input and the
+        coupler's idle spin about its axis).
+    """
+    out = np.asarray(output, dtype=float)
+    A0 = np.array([crank, 0.0, 0.0])
+    B0 = out + np.array([rocker, 0.0, 0.0])
+    L0 = float(np.linalg.norm(B0 - A0))
+    b = L0 if coupler is None else float(coupler)
+    m = Model()
+    m.add_body("crank", "world", J.Revolute([0, 0, 1]), inertia=_bar(crank))
+    m.add_body("coupler", "crank", J.Spherical(), placement=_pos(crank), inertia=_bar(b))
+    m.add_body("rocker", "world", J.Revolute([0, 1, 0]), placement=SE3(p=out), inertia=_bar(rocker))
+    # coupler's x axis along A0 -> B0 at the reference pose
+    x = (B0 - A0) / L0
+    z = np.cross(x, [0.0, 1.0, 0.0])
+    z /= np.linalg.norm(z)
+    R = np.column_stack([x, np.cross(z, x), z])
+    from .spatial import rot_to_quat
+
+    q = np.concatenate([[0.0], rot_to_quat(R), [0.0]])
+    c = LoopClosure("coupler", _pos(b), "rocker", _pos(rocker), "ball", name="output_ball")
+    sysm = ConstrainedModel(m, [c])
+    q = sysm.assemble(q)
+    g = q.copy()
+    g[0] = angle
+    return sysm, sysm.assemble(g, locked=["crank"])
+
+
+def stewart(base_radius=1.0, platform_radius=0.5, height=1.0, spread=0.2, legs_massless=False):
     """6-UPS Gough-Stewart platform: six legs, each a universal joint at the
     base, a prismatic joint along the leg (``"leg{i}_slide"``, its
     coordinate is the leg length) and a ball at the platform; the platform
@@ -216,6 +268,9 @@ def stewart(base_radius=1.0, platform_radius=0.5, height=1.0, spread=0.2):
     base_radius, platform_radius, height : float
     spread : float
         Half-angle (rad) between the two attachment points of a pair.
+    legs_massless : bool
+        Massless legs (two-force members: the statics have a closed form;
+        inverse dynamics works, forward dynamics is singular).
 
     Returns
     -------
@@ -240,9 +295,11 @@ def stewart(base_radius=1.0, platform_radius=0.5, height=1.0, spread=0.2):
         x /= np.linalg.norm(x)
         R = np.column_stack([x, np.cross(e, x), e])
         m.add_body(f"leg{i}_lower", "world", J.Universal([1, 0, 0], [0, 1, 0]),
-                   placement=SE3(R, b), inertia=_bar(0.5, axis=2), joint_name=f"leg{i}_base")
+                   placement=SE3(R, b), inertia=None if legs_massless else _bar(0.5, axis=2),
+                   joint_name=f"leg{i}_base")
         m.add_body(f"leg{i}_upper", f"leg{i}_lower", J.Prismatic([0, 0, 1]),
-                   inertia=Inertia(0.3, [0, 0, -0.25], np.diag([6e-3, 6e-3, 1e-4])),
+                   inertia=None if legs_massless else
+                   Inertia(0.3, [0, 0, -0.25], np.diag([6e-3, 6e-3, 1e-4])),
                    joint_name=f"leg{i}_slide")
         q += [0.0, 0.0, float(np.linalg.norm(P - b))]
         closures.append(LoopClosure(f"leg{i}_upper", None, "platform", SE3(p=p_local), "ball",

@@ -20,6 +20,7 @@ CASES = {
     "n_four_bar_1": (lambda: mech.n_four_bar(1), (1, 0)),
     "n_four_bar_10": (lambda: mech.n_four_bar(10), (1, -9)),
     "stewart": (mech.stewart, (6, 6)),
+    "rssr": (mech.rssr, (2, 2)),
     "bricard": (mech.bricard, (1, 0)),
     "rolling_ball": (mech.rolling_ball, (3, 3)),
 }
@@ -122,3 +123,28 @@ def test_readme_closed_chain_snippet_runs():
     res = sysm.forward_dynamics(q0, dq, [0.5, 0, 0])
     inv = sysm.inverse_dynamics(q0, dq, res.ddq, actuated=["crank"])
     assert inv.exact and rel(inv.tau, [0.5, 0, 0]) < 1e-9
+
+
+def test_stewart_static_leg_forces_closed_form():
+    sysm, q = mech.stewart(legs_massless=True)
+    model = sysm.model
+    slides = [f"leg{i}_slide" for i in range(6)]
+    z = np.zeros(model.nv)
+    res = sysm.inverse_dynamics(q, z, z, actuated=slides)
+    assert res.exact
+    f = np.array([res.tau[model.idx_v(s).start] for s in slides])
+    # massless legs are two-force members: the platform's statics
+    # sum f_i e_i + m g = 0 and sum (P_i - O) x f_i e_i = 0 (centre of mass at O)
+    poses = gear.forward_kinematics(model, q)
+    O = poses[0][:3, 3]
+    cols = []
+    for i in range(6):
+        up = poses[model.body_index(f"leg{i}_upper")]
+        lo = poses[model.body_index(f"leg{i}_lower")]
+        e = up[:3, 2]                                   # the slide axis, world
+        assert np.allclose(e, lo[:3, 2])
+        cols.append(np.concatenate([e, np.cross(up[:3, 3] - O, e)]))
+    mg = model.inertias[0].mass * np.asarray(model.gravity)
+    f_ref = np.linalg.solve(np.array(cols).T, -np.concatenate([mg, np.zeros(3)]))
+    assert rel(f, f_ref) < 1e-10
+    assert np.all(f > 0)                                # the legs hold the platform up
