@@ -23,6 +23,9 @@ def test_demo_runs_and_prints_identities():
     # the printed identity errors are tiny
     errs = [float(x) for x in re.findall(r"RNEA\(ABA\(tau\)\) - tau\s+([0-9.e+-]+)", out)]
     assert errs and max(errs) < 1e-9
+    assert "fourbar.xml (closed loop)" in out
+    closed = [float(x) for x in re.findall(r"constrained ID\(FD\(tau\)\) - tau\s+([0-9.e+-]+)", out)]
+    assert closed and closed[0] < 1e-9
 
 
 def test_cli_info_and_demo_entry_point():
