@@ -80,130 +80,7 @@ class Mobility:
                 f"singular={self.singular}, grubler={self.grubler})")
 
 
-class _KKT:
-    """Lagrange multipliers in reduced coordinates (Kim eqs. 67-69).
 
-    ``ddq_r = M^{-1} (tau - b)`` by the articulated-body algorithm,
-    ``M^{-1} A^T`` from one Cholesky factorisation of ``M``, then
-    ``(A M^{-1} A^T) lam = -(A ddq_r + dA dq)`` (eq. 67) solved by a
-    symmetric eigendecomposition that drops eigenvalues below
-    ``rcond * max eigenvalue``: redundant or singular rows give the
-    minimum-norm ``lam``, while ``ddq = ddq_r + M^{-1} A^T lam`` (eq. 69)
-    and ``A^T lam`` stay unique.
-    """
-
-    name = "kkt"
-
-    def __init__(self, system, rcond=1e-10):
-        rcond = float(rcond)
-        if not (0.0 < rcond < 1.0):
-            raise ValueError(f"rcond must be in (0, 1), got {rcond}")
-        self.system = system
-        self.rcond = rcond
-
-    def forward(self, q, dq, tau, f_ext):
-        from scipy.linalg import cho_factor, cho_solve
-
-        from .. import algorithms as alg
-
-        sysm = self.system
-        model = sysm.model
-        ddq_r = alg.forward_dynamics(model, q, dq, tau, f_ext)
-        A, bias = sysm._rows(q, dq)
-        if A.shape[0] == 0:
-            return ddq_r, np.zeros(0), 0.0, {"factorizations": 0, "rank": 0}
-        M = alg.mass_matrix(model, q)
-        c = cho_factor(M)
-        MiAT = cho_solve(c, A.T)                                  # M^{-1} A^T
-        Kmat = A @ MiAT                                           # A M^{-1} A^T
-        rhs = -(A @ ddq_r + bias)                                 # eq. (67)
-        lam, rank = self._lstsq_sym(Kmat, rhs)
-        ddq = ddq_r + MiAT @ lam                                  # eq. (69)
-        res = float(np.linalg.norm(A @ ddq + bias))
-        return ddq, lam, res, {"factorizations": 2, "rank": rank}
-
-
-    def _lstsq_sym(self, Kmat, rhs):
-        """Minimum-norm solution of the symmetric PSD system ``Kmat x = rhs``
-        (eigenvalues below ``rcond * max`` dropped); returns (x, rank)."""
-        if Kmat.shape[0] == 0:
-            return np.zeros(0), 0
-        w, U = np.linalg.eigh(0.5 * (Kmat + Kmat.T))
-        keep = w > self.rcond * max(w.max(), 0.0)
-        return U[:, keep] @ ((U[:, keep].T @ rhs) / w[keep]), int(keep.sum())
-
-    def hybrid(self, q, dq, ddq, tau, u, f_ext):
-        """Closed-system hybrid dynamics (Kim eqs. 70-77): ``u`` marks the
-        prescribed velocity coordinates (``ddq`` read there, ``tau``
-        elsewhere)."""
-        from scipy.linalg import cho_factor, cho_solve
-
-        from .. import algorithms as alg
-
-        sysm = self.system
-        model = sysm.model
-        v = ~u
-        M = alg.mass_matrix(model, q)
-        b = alg.bias_forces(model, q, dq, f_ext)
-        A, bias = sysm._rows(q, dq)
-        ddq_u = ddq[u]
-        out = np.array(ddq, dtype=float)
-        if v.any():
-            c = cho_factor(M[np.ix_(v, v)])
-            ddq_rv = cho_solve(c, tau[v] - b[v] - M[np.ix_(v, u)] @ ddq_u)   # eq. (77)
-            MiAT = cho_solve(c, A[:, v].T)                                    # M_vv^{-1} A_v^T
-            Kmat = A[:, v] @ MiAT
-            rhs = -(A[:, u] @ ddq_u + A[:, v] @ ddq_rv + bias)               # eq. (75)
-            lam, rank = self._lstsq_sym(Kmat, rhs)
-            out[v] = ddq_rv + MiAT @ lam                                      # eq. (72)
-            nfac = 2
-        else:
-            # everything prescribed: the constraint force is not determined by
-            # the motion; the minimum-norm lam (zero) is returned
-            lam, rank, nfac = np.zeros(A.shape[0]), 0, 0
-        tau_out = M @ out + b - A.T @ lam
-        tau_out[v] = tau[v]
-        res = float(np.linalg.norm(A @ out + bias)) if A.size else 0.0
-        return tau_out, out, lam, res, {"factorizations": nfac, "rank": rank}
-
-    def inverse(self, q, dq, ddq, a, tau_p, objective, f_ext):
-        """Closed-system inverse dynamics with an actuated/passive split (Kim
-        eqs. 56-64); ``a`` marks the actuated velocity coordinates."""
-        from .. import algorithms as alg
-
-        sysm = self.system
-        model = sysm.model
-        p = ~a
-        tau_r = alg.inverse_dynamics(model, q, dq, ddq, f_ext)                # tau_r = M ddq + b
-        A, _ = sysm._rows(q)
-        Aa, Ap = A[:, a], A[:, p]
-        rhs = tau_r[p] - tau_p[p]                                             # eq. (57)
-        m = A.shape[0]
-        scale = max(1.0, float(np.abs(tau_r).max()))
-        if m == 0 or not p.any():
-            lam0, N = np.zeros(m), np.eye(m)
-        else:
-            U, sv, Vt = np.linalg.svd(Ap.T, full_matrices=True)
-            r = int((sv > self.rcond * sv[0]).sum()) if sv[0] > 0 else 0
-            lam0 = Vt[:r].T @ ((U[:, :r].T @ rhs) / sv[:r])                  # (A_p^T)^+ rhs, eq. (59)
-            N = Vt[r:].T                                                      # null space of A_p^T
-        exact = float(np.linalg.norm(Ap.T @ lam0 - rhs)) <= 1e-9 * scale if p.any() else True
-        if not exact:
-            # under-actuated: the passive equations cannot all hold; the
-            # closed-system hybrid dynamics with the actuated joints prescribed
-            tau_h, ddq_h, lam_h, _, stats = self.hybrid(q, dq, ddq, tau_p, a, f_ext)
-            return tau_h, lam_h, False, ddq_h, stats
-        lam = lam0
-        if N.shape[1] and objective == "min_torque":
-            B = Aa.T @ N
-            s = np.linalg.lstsq(B, tau_r[a] - Aa.T @ lam0, rcond=None)[0]        # eq. (64)
-            lam = lam0 + N @ s                                                # eq. (63)
-        tau = tau_p.copy()
-        tau[a] = tau_r[a] - Aa.T @ lam                                        # eqs. (58)/(60)
-        return tau, lam, True, ddq, {"factorizations": 1, "rank": int(m - N.shape[1])}
-
-
-_SOLVERS = {"kkt": _KKT}
 
 
 class ConstrainedModel:
@@ -217,11 +94,13 @@ class ConstrainedModel:
         :class:`gear.LoopClosure`, :class:`gear.CustomConstraint` or the
         ``LoopClosureSpec`` entries of ``model.loop_closures`` (read from
         MJCF).  Default: ``model.loop_closures``.
-    solver : str
-        ``"kkt"`` (Lagrange multipliers in reduced coordinates).
+    solver : str or gear.solvers.ConstraintSolver subclass
+        ``"kkt"`` (default; Lagrange multipliers in reduced coordinates),
+        ``"projection"``, ``"soft"``, or a plugin's name
+        (``gear.solvers.available()``).
     **solver_options
-        ``rcond`` (default 1e-10): relative eigenvalue cut-off of the
-        ``A M^{-1} A^T`` solve (rows below it are treated as redundant).
+        Options of the solver, e.g. ``rcond`` (default 1e-10) of the hard
+        solvers, ``stiffness`` and ``damping`` of ``"soft"``.
 
     Examples
     --------
@@ -305,15 +184,16 @@ class ConstrainedModel:
 
 
     def _make_solver(self, solver, options):
-        if isinstance(solver, str):
-            if solver not in _SOLVERS:
-                raise ValueError(f"unknown solver {solver!r}; available: {sorted(_SOLVERS)}")
-            return _SOLVERS[solver](self, **options)
-        raise TypeError(f"solver must be a solver name ({sorted(_SOLVERS)}), got {solver!r}")
+        from ..solvers import get_solver
+
+        return get_solver(solver)(self, **options)
 
     def with_solver(self, name, **options):
-        """The same model and constraints with another solver."""
-        return ConstrainedModel(self.model, self.constraints, solver=name, **options)
+        """The same model and constraints with another solver (a name or a
+        :class:`gear.solvers.ConstraintSolver` subclass)."""
+        other = ConstrainedModel(self.model, self.constraints, solver=name, **options)
+        other._lengths, other._lengths_fixed = dict(self._lengths), self._lengths_fixed
+        return other
 
     def _set_default_lengths(self, q, only_missing):
         kin = None

@@ -1,0 +1,11 @@
+"""Interchangeable constraint solvers for :class:`gear.ConstrainedModel`.
+
+Built in: ``"kkt"`` (Lagrange multipliers in reduced coordinates, Kim eqs.
+67-77), ``"projection"`` (null-space projection), ``"soft"`` (compliant
+constraints).  Third-party solvers subclass :class:`ConstraintSolver` and
+register in the entry-point group ``gear.solvers``; see
+``docs/solvers.md``.
+"""
+from .base import ConstraintSolver, available, get_solver, refresh
+
+__all__ = ["ConstraintSolver", "available", "get_solver", "refresh"]

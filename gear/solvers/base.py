@@ -1,0 +1,201 @@
+"""The constraint-solver plugin interface and registry.
+
+A solver computes the dynamics of a :class:`gear.ConstrainedModel`
+(``M ddq + b = tau + A^T lam``, Kim eq. 54) one state at a time; the
+constrained model does the validation, batching and result objects.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+
+import numpy as np
+
+__all__ = ["ConstraintSolver", "available", "get_solver", "refresh"]
+
+
+class ConstraintSolver:
+    """Base class of constraint solvers (``solver=`` of :class:`gear.ConstrainedModel`).
+
+    Rules for implementers
+    ----------------------
+    * Set ``name`` (the registry name) and ``hard`` (True when the solver
+      satisfies ``A ddq + dA dq = 0`` exactly; soft solvers set False).
+    * Declare options and their defaults in ``default_options`` (a dict);
+      the base rejects unknown options with ``TypeError`` and stores the
+      merged values in ``self.options``.  Override ``_check_options`` to
+      validate values (raise ``ValueError`` naming the option).
+    * Override ``_forward(q, dq, tau, f_ext) -> (ddq, lam, stats)`` and
+      ``_hybrid(q, dq, ddq, tau, u, f_ext) -> (tau_out, ddq_out, lam,
+      stats)`` (``u``: bool per velocity coordinate, True where ``ddq`` is
+      prescribed).  ``stats`` is a dict of work counters, at least
+      ``"factorizations"``.  Inputs arrive validated (shapes, finiteness,
+      unit quaternions), one state at a time.
+    * Use ``self.rows(q, dq)`` for ``(A, dA dq)`` (cached for the last
+      state), ``self.system.model`` for the tree, and the tree algorithms of
+      :mod:`gear` for ``M``, ``b`` and ABA.
+    * Inverse dynamics is provided by the base (Kim eqs. 56-64 use only
+      ``A`` and RNEA); override ``inverse`` only for something better.
+
+    What the base does: option handling, counters (``self.counters``:
+    calls and factorizations), the residual ``|A ddq + dA dq|`` of every
+    result, and the return conventions :class:`gear.ConstrainedModel`
+    expects.  Register a solver through the entry-point group
+    ``gear.solvers`` (``name = "module:Class"``) or pass the class itself as
+    ``solver=``.
+    """
+
+    name = None
+    hard = True
+    default_options: dict = {}
+
+    def __init__(self, system, **options):
+        unknown = set(options) - set(self.default_options)
+        if unknown:
+            raise TypeError(f"solver {self.name!r} got unknown option(s) {sorted(unknown)}; "
+                            f"its options are {sorted(self.default_options)}")
+        self.system = system
+        self.options = {**self.default_options, **options}
+        self._check_options()
+        self.counters = {"calls": 0, "factorizations": 0}
+        self._cache = None
+
+    def _check_options(self):
+        """Validate ``self.options`` (override; raise ValueError)."""
+
+    # -- helpers for implementers -------------------------------------------
+    def rows(self, q, dq=None):
+        """``(A, dA dq)`` at ``(q, dq)``, cached for the last state."""
+        key = (q.tobytes(), None if dq is None else dq.tobytes())
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self.system._rows(q, dq))
+        return self._cache[1]
+
+    def _count(self, stats):
+        self.counters["calls"] += 1
+        self.counters["factorizations"] += int(stats.get("factorizations", 0))
+
+    # -- what ConstrainedModel calls ---------------------------------------------
+    def forward(self, q, dq, tau, f_ext):
+        ddq, lam, stats = self._forward(q, dq, tau, f_ext)
+        A, bias = self.rows(q, dq)
+        self._count(stats)
+        res = float(np.linalg.norm(A @ ddq + bias)) if A.size else 0.0
+        return ddq, lam, res, stats
+
+    def hybrid(self, q, dq, ddq, tau, u, f_ext):
+        tau_o, ddq_o, lam, stats = self._hybrid(q, dq, ddq, tau, u, f_ext)
+        A, bias = self.rows(q, dq)
+        self._count(stats)
+        res = float(np.linalg.norm(A @ ddq_o + bias)) if A.size else 0.0
+        return tau_o, ddq_o, lam, res, stats
+
+    def _forward(self, q, dq, tau, f_ext):
+        raise NotImplementedError(f"solver {self.name!r} does not implement forward dynamics")
+
+    def _hybrid(self, q, dq, ddq, tau, u, f_ext):
+        raise NotImplementedError(f"solver {self.name!r} does not implement hybrid dynamics")
+
+    def inverse(self, q, dq, ddq, a, tau_p, objective, f_ext):
+        """Closed-system inverse dynamics with an actuated/passive split (Kim
+        eqs. 56-64); ``a`` marks the actuated velocity coordinates.  Falls
+        back to :meth:`hybrid` (actuated joints prescribed) when the system
+        is under-actuated."""
+        from .. import algorithms as alg
+
+        rcond = float(self.options.get("rcond", 1e-10))
+        p = ~a
+        tau_r = alg.inverse_dynamics(self.system.model, q, dq, ddq, f_ext)     # M ddq + b
+        A, _ = self.rows(q, dq)
+        Aa, Ap = A[:, a], A[:, p]
+        rhs = tau_r[p] - tau_p[p]                                             # eq. (57)
+        m = A.shape[0]
+        scale = max(1.0, float(np.abs(tau_r).max()))
+        if m == 0 or not p.any():
+            lam0, N = np.zeros(m), np.eye(m)
+        else:
+            U, sv, Vt = np.linalg.svd(Ap.T, full_matrices=True)
+            r = int((sv > rcond * sv[0]).sum()) if sv[0] > 0 else 0
+            lam0 = Vt[:r].T @ ((U[:, :r].T @ rhs) / sv[:r])                  # (A_p^T)^+ rhs, eq. (59)
+            N = Vt[r:].T                                                      # null space of A_p^T
+        exact = float(np.linalg.norm(Ap.T @ lam0 - rhs)) <= 1e-9 * scale if p.any() else True
+        if not exact:
+            tau_h, ddq_h, lam_h, _, stats = self.hybrid(q, dq, ddq, tau_p, a, f_ext)
+            return tau_h, lam_h, False, ddq_h, stats
+        lam = lam0
+        if N.shape[1] and objective == "min_torque":
+            s = np.linalg.lstsq(Aa.T @ N, tau_r[a] - Aa.T @ lam0, rcond=None)[0]   # eq. (64)
+            lam = lam0 + N @ s                                                # eq. (63)
+        tau = tau_p.copy()
+        tau[a] = tau_r[a] - Aa.T @ lam                                        # eqs. (58)/(60)
+        stats = {"factorizations": 1, "rank": int(m - N.shape[1])}
+        self._count(stats)
+        return tau, lam, True, ddq, stats
+
+    def __repr__(self):
+        return f"{type(self).__name__}(name={self.name!r}, options={self.options})"
+
+
+# ---------------------------------------------------------------------------
+# registry: built-ins + the entry-point group "gear.solvers"
+# ---------------------------------------------------------------------------
+_BUILTIN = {
+    "kkt": ("gear.solvers.kkt", "KKTSolver"),
+    "projection": ("gear.solvers.projection", "ProjectionSolver"),
+    "soft": ("gear.solvers.soft", "SoftSolver"),
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _plugins():
+    from importlib.metadata import entry_points
+
+    found = {}
+    for ep in entry_points(group="gear.solvers"):
+        if ep.name in _BUILTIN:
+            warnings.warn(f"gear.solvers plugin {ep.name!r} ({ep.value}) shadows a built-in "
+                          "solver and is ignored", UserWarning, stacklevel=3)
+            continue
+        try:
+            cls = ep.load()
+        except Exception as exc:      # a broken plugin must never break gear
+            warnings.warn(f"gear.solvers plugin {ep.name!r} ({ep.value}) could not be loaded: "
+                          f"{type(exc).__name__}: {exc}", UserWarning, stacklevel=3)
+            continue
+        if not (isinstance(cls, type) and issubclass(cls, ConstraintSolver)):
+            warnings.warn(f"gear.solvers plugin {ep.name!r} ({ep.value}) is not a "
+                          "gear.solvers.ConstraintSolver subclass; ignored", UserWarning, stacklevel=3)
+            continue
+        found[ep.name] = cls
+    return found
+
+
+def refresh():
+    """Forget the cached entry points (after installing a plugin)."""
+    _plugins.cache_clear()
+
+
+def available():
+    """Names of the usable solvers: the built-ins and the plugins registered
+    in the entry-point group ``gear.solvers`` (broken plugins warn and are
+    left out)."""
+    return sorted(set(_BUILTIN) | set(_plugins()))
+
+
+def get_solver(solver):
+    """The solver class for a name (built-in or plugin) or a class."""
+    if isinstance(solver, type):
+        if not issubclass(solver, ConstraintSolver):
+            raise TypeError(f"solver class {solver.__name__} must subclass gear.solvers.ConstraintSolver")
+        return solver
+    if not isinstance(solver, str):
+        raise TypeError(f"solver must be a name or a ConstraintSolver subclass, got {solver!r}")
+    if solver in _BUILTIN:
+        import importlib
+
+        mod, cls = _BUILTIN[solver]
+        return getattr(importlib.import_module(mod), cls)
+    plugins = _plugins()
+    if solver in plugins:
+        return plugins[solver]
+    raise ValueError(f"unknown solver {solver!r}; available: {available()}")
