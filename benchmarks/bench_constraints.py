@@ -9,7 +9,8 @@ example-robot-data with both soles welded to the ground.  For each: nv, nc,
 state in a batch of 200), Pinocchio's constraintDynamics from Python on the
 same model (gear.interop; ball closures -> 3-D, welds -> 6-D constraints,
 proximal mu = 1e-9 because the planar mechanisms have redundant rows), and
-the largest difference in ddq.  Ratios are gear / Pinocchio.
+the largest difference in ddq.  Ratios are gear / Pinocchio.  A second
+table times each built-in solver (kkt, projection, soft) on the same states.
 """
 from __future__ import annotations
 
@@ -73,6 +74,7 @@ def main(argv=None):
           f"{'pin':>9} {'gear/pin':>9} {'|ddq diff|':>11}")
     rng = np.random.default_rng(0)
     N = 20 if args.quick else 200
+    rows = []
     for label, s, q in cases():
         model = s.model
         dq = s.project_velocity(q, rng.standard_normal(model.nv))
@@ -100,6 +102,20 @@ def main(argv=None):
               f"{'-' if tp is None else f'{tp * 1e6:9.1f}'} "
               f"{'-' if tp is None else f'{t1 / tp:9.1f}'} "
               f"{'-' if diff is None else f'{diff:11.1e}'}")
+        rows.append((label, s, q, dq, tau, ddq))
+    print(f"\n## Solvers (us per call, one state; max |ddq - kkt|)\n")
+    from gear.solvers import available
+
+    names = [n for n in ("kkt", "projection", "soft") if n in available()]
+    print(f"{'mechanism':<14} " + " ".join(f"{n:>12} {'diff':>8}" for n in names))
+    for label, s, q, dq, tau, ddq in rows:
+        cells = []
+        for n in names:
+            sn = s.with_solver(n)
+            t = best_time(lambda: sn.forward_dynamics(q, dq, tau), repeat=3, target=0.05)
+            d = float(np.abs(sn.forward_dynamics(q, dq, tau).ddq - ddq).max())
+            cells.append(f"{t * 1e6:12.1f} {d:8.1e}")
+        print(f"{label:<14} " + " ".join(cells))
 
 
 if __name__ == "__main__":

@@ -65,7 +65,8 @@ class ConstraintSolver:
 
     # -- helpers for implementers -------------------------------------------
     def rows(self, q, dq=None):
-        """``(A, dA dq)`` at ``(q, dq)``, cached for the last state."""
+        """``(A, dA dq)`` at ``(q, dq)``, cached within one call (each public
+        call starts with an empty cache)."""
         key = (q.tobytes(), None if dq is None else dq.tobytes())
         if self._cache is None or self._cache[0] != key:
             self._cache = (key, self.system._rows(q, dq))
@@ -77,6 +78,7 @@ class ConstraintSolver:
 
     # -- what ConstrainedModel calls ---------------------------------------------
     def forward(self, q, dq, tau, f_ext):
+        self._cache = None
         ddq, lam, stats = self._forward(q, dq, tau, f_ext)
         A, bias = self.rows(q, dq)
         self._count(stats)
@@ -84,6 +86,7 @@ class ConstraintSolver:
         return ddq, lam, res, stats
 
     def hybrid(self, q, dq, ddq, tau, u, f_ext):
+        self._cache = None
         tau_o, ddq_o, lam, stats = self._hybrid(q, dq, ddq, tau, u, f_ext)
         A, bias = self.rows(q, dq)
         self._count(stats)
@@ -103,6 +106,7 @@ class ConstraintSolver:
         is under-actuated."""
         from .. import algorithms as alg
 
+        self._cache = None
         rcond = float(self.options.get("rcond", 1e-10))
         p = ~a
         tau_r = alg.inverse_dynamics(self.system.model, q, dq, ddq, f_ext)     # M ddq + b
