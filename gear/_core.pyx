@@ -20,6 +20,8 @@ from gear.algorithms._fk cimport fk as _fk
 from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_derivatives as _aba_d,
                                            rnea_tangent as _rnea_t)
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv
+from gear.constraints._closed cimport (ClosC, CWork, cwork_from, cwork_size,
+                                       constraint_rows as _crows, closed_dynamics as _cdyn)
 
 
 def omp_max_threads():
@@ -545,3 +547,146 @@ def _check_congruence(const double[::1] T, const double[:, ::1] P):
     congruence_Ad_inv(&T[0], &P[0, 0], &av[0, 0])
     congruence_Ad_inv_ref(&T[0], &P[0, 0], &bv[0, 0])
     return a, b
+
+
+# ---------------------------------------------------------------------------
+# Closed loops (Kim Sec. 3): gear/constraints/_closed.pxd
+# ---------------------------------------------------------------------------
+def _padded(x, dtype):
+    # a C-contiguous copy with one spare element (so that empty arrays have
+    # a valid first address)
+    a = np.ascontiguousarray(x, dtype=dtype).reshape(-1)
+    return np.concatenate([a, np.zeros(1, dtype=dtype)])
+
+
+cdef class ClosureData:
+    """Frozen constraint rows of a :class:`gear.ConstrainedModel` for the
+    native kernels (see _closed.pxd for the row encoding)."""
+    cdef ClosC c
+    cdef readonly object arrays
+    cdef double[::1] cws
+    cdef readonly int m, cwsize
+
+    def __init__(self, ModelData md, rtype, ri, rj, rk, rcoef, roff, rqi, rqj,
+                 body_a, body_b, place_a, place_b, length, double rcond):
+        cdef int[::1] a_rtype = _padded(rtype, np.int32)
+        cdef int[::1] a_ri = _padded(ri, np.int32)
+        cdef int[::1] a_rj = _padded(rj, np.int32)
+        cdef int[::1] a_rk = _padded(rk, np.int32)
+        cdef double[::1] a_rcoef = _padded(rcoef, np.float64)
+        cdef double[::1] a_roff = _padded(roff, np.float64)
+        cdef int[::1] a_rqi = _padded(rqi, np.int32)
+        cdef int[::1] a_rqj = _padded(rqj, np.int32)
+        cdef int[::1] a_ba = _padded(body_a, np.int32)
+        cdef int[::1] a_bb = _padded(body_b, np.int32)
+        cdef double[::1] a_pa = _padded(place_a, np.float64)
+        cdef double[::1] a_pb = _padded(place_b, np.float64)
+        cdef double[::1] a_len = _padded(length, np.float64)
+        self.arrays = (a_rtype, a_ri, a_rj, a_rk, a_rcoef, a_roff, a_rqi, a_rqj,
+                       a_ba, a_bb, a_pa, a_pb, a_len)
+        self.m = a_rtype.shape[0] - 1
+        self.c.m = self.m
+        self.c.ncoupler = int((np.asarray(a_rtype)[:self.m] == 4).sum())
+        self.c.rtype = &a_rtype[0]
+        self.c.ri = &a_ri[0]
+        self.c.rj = &a_rj[0]
+        self.c.rk = &a_rk[0]
+        self.c.rcoef = &a_rcoef[0]
+        self.c.roff = &a_roff[0]
+        self.c.rqi = &a_rqi[0]
+        self.c.rqj = &a_rqj[0]
+        self.c.body_a = &a_ba[0]
+        self.c.body_b = &a_bb[0]
+        self.c.place_a = &a_pa[0]
+        self.c.place_b = &a_pb[0]
+        self.c.length = &a_len[0]
+        self.c.rcond = rcond
+        self.cwsize = cwork_size(md.nb, md.nv, self.m)
+        self.cws = np.zeros(self.cwsize)
+
+
+def closed_rows(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
+                double[:, ::1] g, double[:, :, ::1] A, double[:, ::1] bias, int[::1] status):
+    """Residual, A and dA dq of each row of ``q`` (outputs may be None;
+    ``dq`` None: zero bias).  ``status[k]``: 0 or ST_DIST_COINCIDE."""
+    cdef Py_ssize_t N = q.shape[0], k
+    cdef int m = cd.m, nv = md.nv
+    cdef Work w = work_from(&md.ws[0], md.nb)
+    cdef CWork cw = cwork_from(&cd.cws[0], md.nb, md.nv, cd.m)
+    cdef const double* dqp = _base2(dq)
+    cdef double* gp = <double*> _base2(g) if m > 0 else NULL
+    cdef double* bp = <double*> _base2(bias) if m > 0 else NULL
+    cdef double* Ap = <double*> _base3(A) if m > 0 and nv > 0 else NULL
+    with nogil:
+        for k in range(N):
+            status[k] = _crows(&md.c, &cd.c, &q[k, 0], _row(dqp, k, nv), _orow(gp, k, m),
+                               _orow(Ap, k, m * nv), _orow(bp, k, m), &w, &cw)
+
+
+def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
+                    double[:, ::1] ddq, double[:, ::1] tau, const unsigned char[::1] prescribed,
+                    const double[:, :, ::1] fext, double[:, ::1] lam, double[:, ::1] info,
+                    int[::1] status, int nthreads):
+    """Constrained forward (``prescribed`` None) or hybrid dynamics of each
+    row, in place as ``hybrid``; ``lam`` (N, m) and ``info`` (N, 2: rank,
+    residual) written; ``status`` as in ``hybrid``, or ST_DIST_COINCIDE.
+    Runs in parallel over rows without the GIL (one workspace per thread)."""
+    cdef Py_ssize_t N = q.shape[0], k
+    cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb, st
+    cdef int wsize = md.wsize, cwsize = cd.cwsize
+    cdef const double* qp = &q[0, 0]
+    cdef const double* dqp = _base2(dq)
+    cdef const double* fp = _base3(fext)
+    cdef const unsigned char* pp = NULL
+    cdef double* ddqp = &ddq[0, 0] if nv > 0 else NULL
+    cdef double* taup = &tau[0, 0] if nv > 0 else NULL
+    cdef double* lp = &lam[0, 0] if m > 0 else NULL
+    cdef double* ip = &info[0, 0]
+    cdef Work w
+    cdef CWork cw
+    cdef double* buf
+    if prescribed is not None:
+        pp = &prescribed[0]
+    if N == 1 or nthreads <= 1:
+        w = work_from(&md.ws[0], nb)
+        cw = cwork_from(&cd.cws[0], nb, nv, m)
+        with nogil:
+            for k in range(N):
+                status[k] = _cdyn(&md.c, &cd.c, qp + k * nq, _row(dqp, k, nv), _orow(ddqp, k, nv),
+                                  _orow(taup, k, nv), pp, _row(fp, k, 6 * nb), _orow(lp, k, m),
+                                  ip + 2 * k, &w, &cw)
+        return
+    with nogil, parallel(num_threads=nthreads):
+        buf = <double*> malloc((wsize + cwsize + 1) * sizeof(double))
+        w = work_from(buf, nb)
+        cw = cwork_from(buf + wsize, nb, nv, m)
+        for k in prange(N, schedule='guided'):
+            st = _cdyn(&md.c, &cd.c, qp + k * nq, _row(dqp, k, nv), _orow(ddqp, k, nv),
+                       _orow(taup, k, nv), pp, _row(fp, k, 6 * nb), _orow(lp, k, m),
+                       ip + 2 * k, &w, &cw)
+            status[k] = st
+        free(buf)
+
+
+def closed_forward1(ModelData md, ClosureData cd, q, dq, tau):
+    """Fast single-state constrained forward dynamics: ``(ddq, lam, rank,
+    residual)``, or None when an argument needs the general path (see rnea1)
+    or the kernel reports a problem."""
+    cdef State1 st
+    cdef Work w
+    cdef CWork cw
+    cdef double info[2]
+    cdef int s
+    if not _state1(md, q, dq, tau, &st):
+        return None
+    ddq = _empty(md.nv)
+    lam = _empty(cd.m)
+    w = work_from(&md.ws[0], md.nb)
+    cw = cwork_from(&cd.cws[0], md.nb, md.nv, cd.m)
+    cdef double* pd = <double*> cnp.PyArray_DATA(ddq)
+    cdef double* pl = <double*> cnp.PyArray_DATA(lam)
+    with nogil:
+        s = _cdyn(&md.c, &cd.c, st.q, st.a, pd, <double*> st.b, NULL, NULL, pl, info, &w, &cw)
+    if s != 0:
+        return None
+    return ddq, lam, int(info[0]), info[1]

@@ -180,7 +180,52 @@ class ConstrainedModel:
         cc = CustomConstraint(lambda q: row, lambda q, dq: np.zeros(1),
                               residual=lambda q: np.array([q[qj] - m * q[qs] - o]), name=c.name)
         cc.coupler = c
+        cc._native_row = (qj, vj, qs, vs, float(m), float(o))
         return cc
+
+    def _native(self, rcond=1e-10):
+        """The rows encoded for the native kernels (``gear/constraints/
+        _closed.pxd``), or None when a constraint is a Python callable
+        (:class:`CustomConstraint`), which only the NumPy path evaluates.
+        Cached per rank tolerance (the cache is emptied when the rod
+        lengths are set)."""
+        try:
+            return self._native_cache[rcond]
+        except KeyError:
+            pass
+        from .. import _core
+        from .closures import _ROWS
+
+        cache = self._native_cache
+        key = rcond
+        codes = {"pos": 0, "axis": 1, "dot": 2, "dist": 3}
+        rows = {n: [] for n in ("rtype", "ri", "rj", "rk", "rcoef", "roff", "rqi", "rqj")}
+        nk = len(self.constraints)
+        ba, bb = np.full(nk, -1), np.full(nk, -1)
+        pa, pb, length = np.zeros((nk, 12)), np.zeros((nk, 12)), np.zeros(nk)
+
+        def add(t, i, j, k, coef=0.0, off=0.0, qi=0, qj=0):
+            for n, v in zip(rows, (t, i, j, k, coef, off, qi, qj)):
+                rows[n].append(v)
+
+        for k, c in enumerate(self.constraints):
+            if isinstance(c, LoopClosure):
+                ba[k], bb[k] = self._bodies[k]
+                for arr, P in ((pa, c.placement_a), (pb, c.placement_b)):
+                    arr[k, :9], arr[k, 9:] = np.asarray(P.R).reshape(9), P.p
+                length[k] = self._lengths.get(k) or 0.0
+                for typ, i, j in _ROWS[c.kind]:
+                    add(codes[typ], i or 0, j or 0, k)
+            elif getattr(c, "_native_row", None) is not None:
+                qj, vj, qs, vs, m, o = c._native_row
+                add(4, vj, vs, -1, m, o, qj, qs)
+            else:
+                cache[key] = None
+                return None
+        nd = _core.ClosureData(self.model.data, *(np.array(rows[n]) for n in rows),
+                               ba, bb, pa, pb, length, float(rcond))
+        cache[key] = nd
+        return nd
 
 
     def _make_solver(self, solver, options):
@@ -209,6 +254,7 @@ class ConstrainedModel:
             elif isinstance(c, LoopClosure) and c.kind == "distance":
                 self._lengths[k] = c.params["distance"]
         self._lengths_fixed = not only_missing
+        self._native_cache = {}
 
     # -- validation ----------------------------------------------------------
     def _q(self, q, name="q"):
@@ -238,6 +284,21 @@ class ConstrainedModel:
 
     # -- rows ----------------------------------------------------------------
     def _rows(self, q, dq=None, want_g=False):
+        nd = self._native()
+        if nd is not None:
+            from .. import _core
+
+            g, A, bias = np.empty((1, self.nc)), np.empty((1, self.nc, self.model.nv)), np.empty((1, self.nc))
+            status = np.zeros(1, dtype=np.int32)
+            _core.closed_rows(self.model.data, nd, q.reshape(1, -1),
+                              None if dq is None else np.ascontiguousarray(dq, float).reshape(1, -1),
+                              g, A, bias, status)
+            if status[0] == 0:
+                return (g[0], A[0], bias[0]) if want_g else (A[0], bias[0])
+            # a distance closure whose points coincide: the NumPy path says which
+        return self._rows_numpy(q, dq, want_g)
+
+    def _rows_numpy(self, q, dq=None, want_g=False):
         kin = K.tree_kinematics(self.model, q, dq)
         A = np.empty((self.nc, self.model.nv))
         bias = np.zeros(self.nc)
@@ -446,6 +507,12 @@ class ConstrainedModel:
             ``.ddq``, ``.lam``, ``.residual`` (``|A ddq + dA dq|``),
             ``.success``, ``.message``, ``.solver``, ``.stats``.
         """
+        if f_ext is None:
+            fast = self.solver.forward_single_fast(q, dq, tau)
+            if fast is not None:
+                ddq, lam, res, stats = fast
+                return ConstraintResult(ddq=ddq, lam=lam, residual=res, success=True, message="ok",
+                                        solver=self.solver.name, stats=stats)
         q = self._q(q)
         N = q.shape[0] if q.ndim == 2 else None
         dq = self._v(dq, "dq", N)
@@ -457,6 +524,13 @@ class ConstrainedModel:
             ok = bool(np.isfinite(ddq).all())
             return ConstraintResult(ddq=ddq, lam=lam, residual=res, success=ok,
                                     message="ok" if ok else "non-finite result",
+                                    solver=self.solver.name, stats=stats)
+        fast = self.solver.forward_batch(q, dq, tau, f_ext)
+        if fast is not None:
+            ddq, lam, res, stats = fast
+            ok = np.isfinite(ddq).all(axis=1)
+            return ConstraintResult(ddq=ddq, lam=lam, residual=res, success=ok,
+                                    message="ok" if ok.all() else "non-finite result in some states",
                                     solver=self.solver.name, stats=stats)
         outs = [self.solver.forward(q[k], dq[k], tau[k], None if f_ext is None else f_ext[k])
                 for k in range(N)]
@@ -570,6 +644,12 @@ class ConstrainedModel:
             return ConstraintResult(tau=t, ddq=d, lam=lam, residual=res, success=ok,
                                     message="ok" if ok else "non-finite result",
                                     solver=self.solver.name, stats=stats)
+        fast = self.solver.hybrid_batch(q, dq, ddq, tau, u, f_ext)
+        if fast is not None:
+            t, d, lam, res, stats = fast
+            return ConstraintResult(tau=t, ddq=d, lam=lam, residual=res,
+                                    success=np.isfinite(d).all(axis=1) & np.isfinite(t).all(axis=1),
+                                    message="ok", solver=self.solver.name, stats=stats)
         outs = [self.solver.hybrid(q[k], dq[k], ddq[k], tau[k], u, None if f_ext is None else f_ext[k])
                 for k in range(N)]
         d = np.stack([o[1] for o in outs])

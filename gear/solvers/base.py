@@ -36,6 +36,9 @@ class ConstraintSolver:
       :mod:`gear` for ``M``, ``b`` and ABA.
     * Inverse dynamics is provided by the base (Kim eqs. 56-64 use only
       ``A`` and RNEA); override ``inverse`` only for something better.
+    * Optionally put ``"residual"`` (``|A ddq + dA dq|``) in ``stats`` when
+      it comes for free, and override ``forward_batch``/``hybrid_batch``
+      for a native batched path (the default loops over states).
 
     What the base does: option handling, counters (``self.counters``:
     calls and factorizations), the residual ``|A ddq + dA dq|`` of every
@@ -80,18 +83,40 @@ class ConstraintSolver:
     def forward(self, q, dq, tau, f_ext):
         self._cache = None
         ddq, lam, stats = self._forward(q, dq, tau, f_ext)
-        A, bias = self.rows(q, dq)
+        res = stats.pop("residual", None)
+        if res is None:
+            A, bias = self.rows(q, dq)
+            res = float(np.linalg.norm(A @ ddq + bias)) if A.size else 0.0
         self._count(stats)
-        res = float(np.linalg.norm(A @ ddq + bias)) if A.size else 0.0
         return ddq, lam, res, stats
 
     def hybrid(self, q, dq, ddq, tau, u, f_ext):
         self._cache = None
         tau_o, ddq_o, lam, stats = self._hybrid(q, dq, ddq, tau, u, f_ext)
-        A, bias = self.rows(q, dq)
+        res = stats.pop("residual", None)
+        if res is None:
+            A, bias = self.rows(q, dq)
+            res = float(np.linalg.norm(A @ ddq_o + bias)) if A.size else 0.0
         self._count(stats)
-        res = float(np.linalg.norm(A @ ddq_o + bias)) if A.size else 0.0
         return tau_o, ddq_o, lam, res, stats
+
+    def forward_single_fast(self, q, dq, tau):
+        """An allocation-light path for one state given as finite 1-D
+        float64 arrays, or None (the default) for the validated general
+        path.  Returns ``(ddq, lam, residual, stats)``; it must itself
+        return None for any argument it does not fully check."""
+        return None
+
+    def forward_batch(self, q, dq, tau, f_ext):
+        """A whole batch at once, or None to let the constrained model loop
+        over states (the default).  Solvers with a native batched kernel
+        override it and return ``(ddq, lam, residual, stats)``."""
+        return None
+
+    def hybrid_batch(self, q, dq, ddq, tau, u, f_ext):
+        """Like :meth:`forward_batch` for hybrid dynamics: None or
+        ``(tau, ddq, lam, residual, stats)``."""
+        return None
 
     def _forward(self, q, dq, tau, f_ext):
         raise NotImplementedError(f"solver {self.name!r} does not implement forward dynamics")

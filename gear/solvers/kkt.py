@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _core
 from .base import ConstraintSolver
 
 __all__ = ["KKTSolver", "lstsq_psd"]
@@ -21,19 +22,99 @@ def lstsq_psd(K, rhs, rcond):
 class KKTSolver(ConstraintSolver):
     """Lagrange multipliers in reduced coordinates (Kim eqs. 67-69).
 
-    ``ddq_r = M^{-1} (tau - b)`` by the articulated-body algorithm,
-    ``M^{-1} A^T`` from one Cholesky factorisation of ``M``, then
-    ``(A M^{-1} A^T) lam = -(A ddq_r + dA dq)`` (eq. 67) by a symmetric
-    eigendecomposition that drops eigenvalues below ``rcond`` times the
-    largest: redundant or singular rows give the minimum-norm ``lam``, while
-    ``ddq = ddq_r + M^{-1} A^T lam`` (eq. 69) and ``A^T lam`` stay unique.
+    ``ddq_r = M^{-1} (tau - b)`` by the articulated-body algorithm, then
+    ``(A M^{-1} A^T) lam = -(A ddq_r + dA dq)`` (eq. 67) and
+    ``ddq = ddq_r + M^{-1} A^T lam`` (eq. 69).  Redundant or singular rows
+    (eigenvalues of ``A M^{-1} A^T`` below ``rcond`` times the largest) give
+    the minimum-norm ``lam``, while ``ddq`` and ``A^T lam`` stay unique.
     Hybrid dynamics: eqs. 70-77 with ``M_vv``.
+
+    When every constraint is a :class:`gear.LoopClosure` or a joint coupler
+    the native kernel (``gear/constraints/_closed.pxd``) runs: one
+    articulated-body pass, then one *unit pass* per row that reuses the
+    articulated inertias to form ``A M^{-1} A^T`` without building ``M``
+    (O(n m + m^3)), a pivoted Cholesky with the minimum-norm completion,
+    and batches in parallel without the GIL.  A :class:`gear.CustomConstraint`
+    (Python callables) takes the NumPy path: ``M^{-1} A^T`` from a Cholesky
+    factorisation of ``M`` and a symmetric eigendecomposition.
 
     Options: ``rcond`` (default 1e-10).
     """
 
     name = "kkt"
     default_options = {"rcond": 1e-10}
+
+    # -- native path -----------------------------------------------------------
+    def _native_call(self, q, dq, ddq, tau, u, f_ext):
+        """Run the native kernel on a batch (2-D arrays); None if the
+        constraints need the NumPy path."""
+        from .. import _core
+        from ..algorithms.dynamics import get_num_threads
+
+        sys = self.system
+        nd = sys._native(self.options["rcond"])
+        if nd is None:
+            return None
+        model = sys.model
+        N = q.shape[0]
+        ddq = np.array(ddq, dtype=float, order="C") if ddq is not None else np.zeros((N, model.nv))
+        tau = np.array(tau, dtype=float, order="C")
+        lam = np.empty((N, sys.nc))
+        info = np.empty((N, 2))
+        status = np.zeros(N, dtype=np.int32)
+        mask = None
+        if u is not None:
+            mask = np.zeros(model.nbodies, dtype=np.uint8)
+            for i, j in enumerate(model.joints):
+                mask[i] = bool(u[model._iv[i]:model._iv[i] + j.nv].any()) if j.nv else False
+        fe = None if f_ext is None else np.ascontiguousarray(f_ext, dtype=float).reshape(N, model.nbodies, 6)
+        _core.closed_dynamics(model.data, nd, np.ascontiguousarray(q, dtype=float),
+                              np.ascontiguousarray(dq, dtype=float), ddq, tau, mask, fe, lam, info,
+                              status, get_num_threads() if N > 1 else 1)
+        bad = np.flatnonzero(status)
+        if bad.size:
+            st = int(status[bad[0]])
+            if st > 0:
+                from ..algorithms.dynamics import SingularInertiaError
+
+                raise SingularInertiaError(
+                    f"articulated inertia S^T Ihat S of joint {model.joint_names[st - 1]!r} is singular "
+                    f"(state {int(bad[0])}); give the bodies beyond this joint positive mass and inertia")
+            # a distance closure with coincident points: the NumPy rows raise the error
+            sys._rows_numpy(q[bad[0]], dq[bad[0]])
+            raise ValueError(f"native constraint kernel failed with status {st} (state {int(bad[0])})")
+        return ddq, tau, lam, info
+
+    def forward_single_fast(self, q, dq, tau):
+        nd = self.system._native(self.options["rcond"])
+        if nd is None:
+            return None
+        r = _core.closed_forward1(self.system.model.data, nd, q, dq, tau)
+        if r is None:
+            return None
+        self.counters["calls"] += 1
+        self.counters["factorizations"] += 1
+        return r[0], r[1], r[3], {"factorizations": 1, "rank": r[2], "native": True}
+
+    def forward_batch(self, q, dq, tau, f_ext):
+        out = self._native_call(q, dq, None, tau, None, f_ext)
+        if out is None:
+            return None
+        ddq, _, lam, info = out
+        stats = {"factorizations": q.shape[0], "rank": info[:, 0].astype(int), "native": True}
+        self.counters["calls"] += q.shape[0]
+        self.counters["factorizations"] += q.shape[0]
+        return ddq, lam, info[:, 1], stats
+
+    def hybrid_batch(self, q, dq, ddq, tau, u, f_ext):
+        out = self._native_call(q, dq, ddq, tau, u, f_ext)
+        if out is None:
+            return None
+        ddq_o, tau_o, lam, info = out
+        stats = {"factorizations": q.shape[0], "rank": info[:, 0].astype(int), "native": True}
+        self.counters["calls"] += q.shape[0]
+        self.counters["factorizations"] += q.shape[0]
+        return tau_o, ddq_o, lam, info[:, 1], stats
 
     def _check_options(self):
         r = float(self.options["rcond"])
@@ -42,6 +123,24 @@ class KKTSolver(ConstraintSolver):
         self.options["rcond"] = r
 
     def _forward(self, q, dq, tau, f_ext):
+        from scipy.linalg import cho_factor, cho_solve
+
+        from .. import _core
+        from .. import algorithms as alg
+
+        sys = self.system
+        nd = sys._native(self.options["rcond"])
+        if nd is not None:
+            r = _core.closed_forward1(sys.model.data, nd, q, dq, tau) if f_ext is None else None
+            if r is not None:
+                return r[0], r[1], {"factorizations": 1, "rank": r[2], "residual": r[3], "native": True}
+            ddq, _, lam, info = self._native_call(q[None], dq[None], None, tau[None], None,
+                                                  None if f_ext is None else f_ext[None])
+            return ddq[0], lam[0], {"factorizations": 1, "rank": int(info[0, 0]),
+                                    "residual": float(info[0, 1]), "native": True}
+        return self._forward_numpy(q, dq, tau, f_ext)
+
+    def _forward_numpy(self, q, dq, tau, f_ext):
         from scipy.linalg import cho_factor, cho_solve
 
         from .. import algorithms as alg
@@ -57,6 +156,15 @@ class KKTSolver(ConstraintSolver):
         return ddq_r + MiAT @ lam, lam, {"factorizations": 2, "rank": rank}          # eq. (69)
 
     def _hybrid(self, q, dq, ddq, tau, u, f_ext):
+        out = self._native_call(q[None], dq[None], ddq[None], tau[None], u,
+                                None if f_ext is None else f_ext[None])
+        if out is not None:
+            ddq_o, tau_o, lam, info = out
+            return tau_o[0], ddq_o[0], lam[0], {"factorizations": 1, "rank": int(info[0, 0]),
+                                                "residual": float(info[0, 1]), "native": True}
+        return self._hybrid_numpy(q, dq, ddq, tau, u, f_ext)
+
+    def _hybrid_numpy(self, q, dq, ddq, tau, u, f_ext):
         from scipy.linalg import cho_factor, cho_solve
 
         from .. import algorithms as alg

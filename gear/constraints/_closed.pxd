@@ -1,0 +1,663 @@
+# cython: language_level=3
+"""Closed-loop kernels (Kim Sec. 3): constraint rows and constrained
+forward / hybrid dynamics through articulated-body passes.
+
+Rows.  Every loop-closure row is a scalar function ``g`` of the world poses
+of frame {A} (on body a) and frame {B} (on body b); its rate is linear in
+the two frames' world twists,
+
+    dg/dt = m_A . w_A + f_A . v_A + m_B . w_B + f_B . v_B,
+
+so row r of ``A`` is the generalized force of two body wrenches,
+``A_r = J_a^T F_rA + J_b^T F_rB`` (``F = (R^T m + p_P x R^T f, R^T f)`` in
+body coordinates, ``p_P`` the frame origin on the body).  The row types are
+those of ``gear/constraints/closures.py`` (pos, axis, dot, dist); a joint
+coupler row is ``dq_j - c dq_s``.  ``dA dq`` is ``d^2 g/dt^2`` at
+``ddq = 0``, from the frames' bias accelerations.
+
+Dynamics (Kim eqs. 67-69, hybrid: 70-77).  One articulated-body pass
+(Table 3/4, ``gear/algorithms/_aba.pxd``) gives the unconstrained
+``ddq_r`` and leaves the articulated inertias ``Ihat_i``, ``U_i``,
+``Psi_i`` in the workspace.  For each row s a *unit pass* -- the same
+recursion with zero velocity, gravity and torque, and the row's wrenches
+as the only load -- gives the body accelerations ``J_b M^{-1} A_s^T``
+(``M_vv^{-1}`` in hybrid dynamics: prescribed joints are rigid), from which
+column s of ``K = A M^{-1} A^T`` is read off in O(m).  Then
+
+    K lam = -(A ddq_r + dA dq)          (eq. 67)
+    ddq   = ddq_r + M^{-1} A^T lam      (eq. 69; one more unit pass)
+
+in O(n m + m^3).  ``K`` is factorised by Cholesky with diagonal pivoting:
+pivots below ``rcond`` times the largest diagonal end the factorisation
+(redundant rows, singular configurations), and the minimum-norm ``lam`` is
+taken among the solutions, so ``lam`` matches the pseudo-inverse while
+``ddq`` and ``A^T lam`` are unique.
+"""
+from libc.math cimport sqrt, fabs
+from gear.algorithms._types cimport ModelC, Work
+from gear.algorithms._common cimport S_mul_add, St_mul, forward_pass
+from gear.algorithms._aba cimport hybrid
+from gear.spatial._spatial cimport (se3_mul, Ad_inv, dAd_inv, cross3, matvec3, matTvec3,
+                                    matmul3, mat6_vec)
+
+
+cdef enum:
+    ROW_POS = 0
+    ROW_AXIS = 1
+    ROW_DOT = 2
+    ROW_DIST = 3
+    ROW_COUPLER = 4
+    # status codes (positive: 1 + the joint with a singular articulated inertia)
+    ST_DIST_COINCIDE = -3
+
+
+cdef struct ClosC:
+    int m                  # rows
+    int ncoupler           # coupler rows among them
+    const int* rtype       # (m,) ROW_*
+    const int* ri          # axis index of {A} (pos/axis/dot); coupler: v index j
+    const int* rj          # axis index of {B} (dot); coupler: v index of the source
+    const int* rk          # closure index of the row (-1 for couplers)
+    const double* rcoef    # coupler multiplier
+    const double* roff     # coupler offset
+    const int* rqi         # coupler: q index of the joint
+    const int* rqj         # coupler: q index of the source
+    const int* body_a      # (nk,) -1 = world
+    const int* body_b
+    const double* place_a  # (nk, 12) SE(3) layout of _spatial.pxd
+    const double* place_b
+    const double* length   # (nk,) rod length of distance closures
+    double rcond
+
+
+cdef inline int cwork_size(int nb, int nv, int m) noexcept nogil:
+    # see CWork
+    return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48
+
+
+cdef struct CWork:
+    double* Tw     # (nb, 12) world poses
+    double* acc    # (nb, 6) body bias accelerations at ddq = 0
+    double* ja     # (nb, 6) J_b x of a pass (A x) / unit-pass accelerations
+    double* Bs     # (nb, 6) unit-pass bias forces (start: minus the loads)
+    double* beta   # (nb, 6) unit-pass scratch
+    double* us     # (nv,)  unit-pass u_i
+    double* xs     # (nv,)  unit-pass joint accelerations
+    double* tx     # (nv,)  joint-space loads (coupler rows)
+    double* ts     # (nv,)  unit-pass torques of prescribed joints
+    double* F      # (m, 12) row wrenches on body a, body b (body coordinates)
+    double* bias   # (m,)   dA dq
+    double* g      # (m,)   residual
+    double* rhs    # (m,)
+    double* piv    # (m,)   pivot order (stored as doubles)
+    double* tmp    # (m,)
+    double* K      # (m, m)
+    double* W      # (m, m) null-space coefficients
+    double* Z      # (m, m)
+    double* fr     # (48,)  the two frames of a closure
+
+
+cdef inline CWork cwork_from(double* base, int nb, int nv, int m) noexcept nogil:
+    cdef CWork c
+    c.Tw = base
+    c.acc = c.Tw + 12 * nb
+    c.ja = c.acc + 6 * nb
+    c.Bs = c.ja + 6 * nb
+    c.beta = c.Bs + 6 * nb
+    c.us = c.beta + 6 * nb
+    c.xs = c.us + nv
+    c.tx = c.xs + nv
+    c.ts = c.tx + nv
+    c.F = c.ts + nv
+    c.bias = c.F + 12 * m
+    c.g = c.bias + m
+    c.rhs = c.g + m
+    c.piv = c.rhs + m
+    c.tmp = c.piv + m
+    c.K = c.tmp + m
+    c.W = c.K + m * m
+    c.Z = c.W + m * m
+    c.fr = c.Z + m * m
+    return c
+
+
+# ---------------------------------------------------------------------------
+# kinematics of the closure frames
+# ---------------------------------------------------------------------------
+cdef inline void world_kinematics(const ModelC* m, const Work* w, CWork* cw) noexcept nogil:
+    """World poses ``T_0i = T_0p T_pi`` and bias accelerations
+    ``acc_i = Ad_{T_pi^{-1}} acc_p + eta_i`` (Kim eq. 41 with ddq = 0)."""
+    cdef int i, p, r
+    for i in range(m.nb):
+        p = m.parent[i]
+        if p >= 0:
+            se3_mul(cw.Tw + 12 * p, w.T + 12 * i, cw.Tw + 12 * i)
+            Ad_inv(w.T + 12 * i, cw.acc + 6 * p, cw.acc + 6 * i)
+            for r in range(6):
+                cw.acc[6 * i + r] += w.eta[6 * i + r]
+        else:
+            for r in range(12):
+                cw.Tw[12 * i + r] = w.T[12 * i + r]
+            for r in range(6):
+                cw.acc[6 * i + r] = w.eta[6 * i + r]
+
+
+cdef inline void frame_world(const Work* w, const CWork* cw, int b, const double* P,
+                             double* fr) noexcept nogil:
+    """World quantities of frame ``P`` on body ``b`` (-1: the world) into
+    ``fr``: R (9, row-major), p, angular velocity w, origin velocity v,
+    angular bias acceleration al, classical origin bias acceleration ac."""
+    cdef int r
+    cdef double t[3]
+    cdef double s[3]
+    cdef double u[3]
+    cdef const double* Tb
+    cdef const double* V
+    cdef const double* a
+    if b < 0:
+        for r in range(12):
+            fr[r] = P[r]
+        for r in range(12, 24):
+            fr[r] = 0.0
+        return
+    Tb = cw.Tw + 12 * b
+    V = w.V + 6 * b
+    a = cw.acc + 6 * b
+    matmul3(Tb, P, fr)                       # R = R_b R_P
+    matvec3(Tb, P + 9, fr + 9)               # p = R_b p_P + p_b
+    for r in range(3):
+        fr[9 + r] += Tb[9 + r]
+    matvec3(Tb, V, fr + 12)                  # w = R_b omega
+    cross3(V, P + 9, t)
+    for r in range(3):
+        s[r] = V[3 + r] + t[r]               # body-frame velocity of the origin
+    matvec3(Tb, s, fr + 15)
+    matvec3(Tb, a, fr + 18)                  # al = R_b alpha
+    cross3(a, P + 9, t)
+    cross3(V, s, u)
+    for r in range(3):
+        t[r] += a[3 + r] + u[r]              # a_v + alpha x p_P + omega x s
+    matvec3(Tb, t, fr + 21)
+
+
+cdef inline void body_wrench(const CWork* cw, int b, const double* P, const double* mw,
+                             const double* fw, double* F) noexcept nogil:
+    """Body-coordinate wrench whose power on body b's twist equals
+    ``mw . w + fw . v`` of frame P's origin."""
+    cdef double t[3]
+    cdef int r
+    if b < 0:
+        for r in range(6):
+            F[r] = 0.0
+        return
+    matTvec3(cw.Tw + 12 * b, fw, F + 3)
+    matTvec3(cw.Tw + 12 * b, mw, F)
+    cross3(P + 9, F + 3, t)
+    for r in range(3):
+        F[r] += t[r]
+
+
+cdef inline double dot3(const double* a, const double* b) noexcept nogil:
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+cdef inline int closure_rows(const ModelC* m, const ClosC* c, const double* q, const Work* w,
+                             CWork* cw) noexcept nogil:
+    """Residual ``g``, row wrenches ``F`` and bias ``dA dq`` of every row
+    (``world_kinematics`` first).  Returns 0 or ST_DIST_COINCIDE."""
+    cdef int r, k, i, j, a, b, last = -2
+    cdef double d[3]
+    cdef double dd[3]
+    cdef double ddd[3]
+    cdef double u[3]
+    cdef double v[3]
+    cdef double du[3]
+    cdef double dv[3]
+    cdef double n[3]
+    cdef double t[3]
+    cdef double s[3]
+    cdef double mA[3]
+    cdef double fA[3]
+    cdef double mB[3]
+    cdef double fB[3]
+    cdef double L, e
+    cdef double* frA = cw.fr
+    cdef double* frB = cw.fr + 24
+    for r in range(c.m):
+        k = c.rk[r]
+        if c.rtype[r] == ROW_COUPLER:
+            cw.g[r] = q[c.rqi[r]] - c.rcoef[r] * q[c.rqj[r]] - c.roff[r]
+            cw.bias[r] = 0.0
+            continue
+        if k != last:
+            frame_world(w, cw, c.body_a[k], c.place_a + 12 * k, frA)
+            frame_world(w, cw, c.body_b[k], c.place_b + 12 * k, frB)
+            for i in range(3):
+                d[i] = frB[9 + i] - frA[9 + i]
+                dd[i] = frB[15 + i] - frA[15 + i]
+                ddd[i] = frB[21 + i] - frA[21 + i]
+            last = k
+        i = c.ri[r]
+        j = c.rj[r]
+        for a in range(3):
+            mA[a] = 0.0
+            fA[a] = 0.0
+            mB[a] = 0.0
+            fB[a] = 0.0
+        if c.rtype[r] == ROW_POS:
+            cw.g[r] = d[i]
+            fB[i] = 1.0
+            fA[i] = -1.0
+            cw.bias[r] = ddd[i]
+        elif c.rtype[r] == ROW_AXIS:
+            for a in range(3):
+                u[a] = frA[3 * a + i]            # column i of R_A
+            cross3(frA + 12, u, du)
+            cw.g[r] = dot3(u, d)
+            cross3(u, d, mA)
+            for a in range(3):
+                fB[a] = u[a]
+                fA[a] = -u[a]
+            cross3(frA + 18, u, t)
+            cross3(frA + 12, du, s)
+            for a in range(3):
+                t[a] += s[a]                     # d^2 u / dt^2
+            cw.bias[r] = dot3(t, d) + 2.0 * dot3(du, dd) + dot3(u, ddd)
+        elif c.rtype[r] == ROW_DOT:
+            for a in range(3):
+                u[a] = frA[3 * a + i]
+                v[a] = frB[3 * a + j]
+            cross3(frA + 12, u, du)
+            cross3(frB + 12, v, dv)
+            cross3(v, u, n)
+            cw.g[r] = dot3(u, v)
+            for a in range(3):
+                mB[a] = n[a]
+                mA[a] = -n[a]
+            cross3(dv, u, t)
+            cross3(v, du, s)
+            for a in range(3):
+                t[a] += s[a]
+                s[a] = frB[18 + a] - frA[18 + a]
+            cw.bias[r] = dot3(s, n)
+            for a in range(3):
+                s[a] = frB[12 + a] - frA[12 + a]
+            cw.bias[r] += dot3(s, t)
+        else:  # ROW_DIST
+            L = sqrt(dot3(d, d))
+            if L < 1e-12:
+                return ST_DIST_COINCIDE
+            for a in range(3):
+                fB[a] = d[a] / L
+                fA[a] = -d[a] / L
+            cw.g[r] = L - c.length[k]
+            e = dot3(fB, dd)
+            cw.bias[r] = (dot3(dd, dd) - e * e) / L + dot3(fB, ddd)
+        body_wrench(cw, c.body_a[k], c.place_a + 12 * k, mA, fA, cw.F + 12 * r)
+        body_wrench(cw, c.body_b[k], c.place_b + 12 * k, mB, fB, cw.F + 12 * r + 6)
+    return 0
+
+
+cdef inline void dense_rows(const ModelC* m, const ClosC* c, const Work* w, const CWork* cw,
+                            double* A) noexcept nogil:
+    """``A`` (m, nv) from the row wrenches: each wrench is carried from its
+    body to the root, ``A_r[v_i] += S_i^T F`` and ``F <- Ad*_{T^{-1}} F``."""
+    cdef int r, k, side, i, col, b
+    cdef double F[6]
+    cdef double G[6]
+    cdef double* Ar
+    for r in range(c.m):
+        Ar = A + r * m.nv
+        for col in range(m.nv):
+            Ar[col] = 0.0
+        if c.rtype[r] == ROW_COUPLER:
+            Ar[c.ri[r]] += 1.0
+            Ar[c.rj[r]] -= c.rcoef[r]
+            continue
+        k = c.rk[r]
+        for side in range(2):
+            b = c.body_a[k] if side == 0 else c.body_b[k]
+            for col in range(6):
+                F[col] = cw.F[12 * r + 6 * side + col]
+            i = b
+            while i >= 0:
+                for col in range(m.nvi[i]):
+                    Ar[m.iv[i] + col] += dot3(w.S + 36 * i + 6 * col, F) + \
+                        dot3(w.S + 36 * i + 6 * col + 3, F + 3)
+                dAd_inv(w.T + 12 * i, F, G)
+                for col in range(6):
+                    F[col] = G[col]
+                i = m.parent[i]
+
+
+# ---------------------------------------------------------------------------
+# passes reusing the articulated inertias
+# ---------------------------------------------------------------------------
+cdef inline void motion_pass(const ModelC* m, const Work* w, const double* x, double* ja) noexcept nogil:
+    """Body accelerations ``J_i x`` (Kim eq. 41 without bias terms)."""
+    cdef int i, p, r
+    for i in range(m.nb):
+        p = m.parent[i]
+        if p >= 0:
+            Ad_inv(w.T + 12 * i, ja + 6 * p, ja + 6 * i)
+        else:
+            for r in range(6):
+                ja[6 * i + r] = 0.0
+        S_mul_add(w.S + 36 * i, m.nvi[i], x + m.iv[i], ja + 6 * i)
+
+
+cdef inline double row_rate(const ClosC* c, const CWork* cw, int r, const double* ja,
+                            const double* x) noexcept nogil:
+    """``A_r x`` from the body accelerations ``ja = J x``."""
+    cdef int k, a, b
+    cdef double s = 0.0
+    cdef const double* F = cw.F + 12 * r
+    if c.rtype[r] == ROW_COUPLER:
+        return x[c.ri[r]] - c.rcoef[r] * x[c.rj[r]]
+    k = c.rk[r]
+    a = c.body_a[k]
+    b = c.body_b[k]
+    if a >= 0:
+        s += (F[0] * ja[6 * a] + F[1] * ja[6 * a + 1] + F[2] * ja[6 * a + 2]
+              + F[3] * ja[6 * a + 3] + F[4] * ja[6 * a + 4] + F[5] * ja[6 * a + 5])
+    if b >= 0:
+        s += (F[6] * ja[6 * b] + F[7] * ja[6 * b + 1] + F[8] * ja[6 * b + 2]
+              + F[9] * ja[6 * b + 3] + F[10] * ja[6 * b + 4] + F[11] * ja[6 * b + 5])
+    return s
+
+
+cdef inline void load_row(const ModelC* m, const ClosC* c, CWork* cw, int r, double scale) noexcept nogil:
+    """Add ``scale`` times row r's load: its wrenches into ``Bs`` (as minus
+    external forces, Table 3's convention) or its joint forces into ``tx``."""
+    cdef int k, a, b, t
+    if c.rtype[r] == ROW_COUPLER:
+        cw.tx[c.ri[r]] += scale
+        cw.tx[c.rj[r]] -= scale * c.rcoef[r]
+        return
+    k = c.rk[r]
+    a = c.body_a[k]
+    b = c.body_b[k]
+    if a >= 0:
+        for t in range(6):
+            cw.Bs[6 * a + t] -= scale * cw.F[12 * r + t]
+    if b >= 0:
+        for t in range(6):
+            cw.Bs[6 * b + t] -= scale * cw.F[12 * r + 6 + t]
+
+
+cdef inline void unit_pass(const ModelC* m, const Work* w, const unsigned char* pres,
+                           CWork* cw, bint want_tau) noexcept nogil:
+    """Table 3/4 with zero velocity, gravity and torque, reusing Ihat, U and
+    Psi of the last articulated-body pass: the response ``M_vv^{-1} f`` to
+    the loads in ``Bs`` (minus body wrenches) and ``tx`` (joint forces).
+    Writes joint accelerations ``xs`` (zero on prescribed joints), body
+    accelerations ``ja`` and, on prescribed joints when ``want_tau``, the
+    torque increments ``ts``."""
+    cdef int i, p, n, iv, r, k
+    cdef double t[6]
+    cdef double y[6]
+    cdef double a[6]
+    cdef bint pr
+    cdef const double* S
+    cdef const double* U
+    cdef const double* Dinv
+    for i in range(m.nb - 1, -1, -1):
+        p = m.parent[i]
+        n = m.nvi[i]
+        iv = m.iv[i]
+        pr = pres != NULL and pres[i]
+        for r in range(6):
+            t[r] = cw.Bs[6 * i + r]
+        if not pr and n > 0:
+            S = w.S + 36 * i
+            U = w.U + 36 * i
+            Dinv = w.Dinv + 36 * i
+            St_mul(S, n, cw.Bs + 6 * i, y)
+            for r in range(n):
+                cw.us[iv + r] = cw.tx[iv + r] - y[r]
+            for r in range(n):
+                y[r] = 0.0
+                for k in range(n):
+                    y[r] += Dinv[r * n + k] * cw.us[iv + k]
+            S_mul_add(U, n, y, t)                 # beta_i = Bhat_i + U_i Psi_i u_i
+        if p >= 0:
+            dAd_inv(w.T + 12 * i, t, y)
+            for r in range(6):
+                cw.Bs[6 * p + r] += y[r]
+    for i in range(m.nb):
+        p = m.parent[i]
+        n = m.nvi[i]
+        iv = m.iv[i]
+        pr = pres != NULL and pres[i]
+        if p >= 0:
+            Ad_inv(w.T + 12 * i, cw.ja + 6 * p, a)
+        else:
+            for r in range(6):
+                a[r] = 0.0
+        for r in range(6):
+            cw.ja[6 * i + r] = a[r]
+        if pr and want_tau:
+            # tau_i = S_i^T (Ihat_i dV_i + Bhat_i) - (joint loads)    (Table 4)
+            mat6_vec(w.Ih + 36 * i, a, t)
+            for r in range(6):
+                t[r] += cw.Bs[6 * i + r]
+            St_mul(w.S + 36 * i, n, t, y)
+            for r in range(n):
+                cw.ts[iv + r] = y[r] - cw.tx[iv + r]
+                cw.xs[iv + r] = 0.0
+        elif pr:
+            for r in range(n):
+                cw.xs[iv + r] = 0.0
+        elif n > 0:
+            St_mul(w.U + 36 * i, n, a, y)
+            Dinv = w.Dinv + 36 * i
+            for r in range(n):
+                cw.xs[iv + r] = 0.0
+                for k in range(n):
+                    cw.xs[iv + r] += Dinv[r * n + k] * (cw.us[iv + k] - y[k])
+            S_mul_add(w.S + 36 * i, n, cw.xs + iv, cw.ja + 6 * i)
+
+
+cdef inline void clear_loads(const ModelC* m, CWork* cw) noexcept nogil:
+    cdef int r
+    for r in range(6 * m.nb):
+        cw.Bs[r] = 0.0
+    for r in range(m.nv):
+        cw.tx[r] = 0.0
+
+
+# ---------------------------------------------------------------------------
+# minimum-norm solve of the PSD system K lam = rhs
+# ---------------------------------------------------------------------------
+cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork* cw,
+                          double rtol) noexcept nogil:
+    """Minimum-norm ``x`` with ``K x = rhs`` for symmetric PSD ``K`` (n x n,
+    row-major, destroyed).  Cholesky with diagonal pivoting stops at the
+    first pivot below ``rtol`` times the largest diagonal (rank r); with
+    ``K = P [L11; L21] [L11; L21]^T P^T`` the solutions are
+    ``x_b + Z s`` with ``Z = P [-W; I]``, ``W = L11^{-T} L21^T``, and the
+    minimum-norm one has ``(I + W^T W) s = W^T x_b1``.  Returns r."""
+    cdef int i, j, k, best, r, nn
+    cdef double dmax = 0.0, s, tmp
+    cdef double* piv = cw.piv
+    cdef double* y = cw.tmp
+    cdef double* W = cw.W
+    cdef double* Z = cw.Z
+    for i in range(n):
+        piv[i] = i
+        if K[i * n + i] > dmax:
+            dmax = K[i * n + i]
+    r = 0
+    if dmax > 0.0:
+        for j in range(n):
+            best = j
+            for k in range(j + 1, n):
+                if K[k * n + k] > K[best * n + best]:
+                    best = k
+            if not (K[best * n + best] > rtol * dmax):
+                break
+            if best != j:
+                for k in range(n):
+                    tmp = K[j * n + k]
+                    K[j * n + k] = K[best * n + k]
+                    K[best * n + k] = tmp
+                for k in range(n):
+                    tmp = K[k * n + j]
+                    K[k * n + j] = K[k * n + best]
+                    K[k * n + best] = tmp
+                tmp = piv[j]
+                piv[j] = piv[best]
+                piv[best] = tmp
+            s = sqrt(K[j * n + j])
+            K[j * n + j] = s
+            for i in range(j + 1, n):
+                K[i * n + j] /= s
+            for i in range(j + 1, n):
+                for k in range(j + 1, n):
+                    K[i * n + k] -= K[i * n + j] * K[k * n + j]
+            r = j + 1
+    for i in range(n):
+        x[i] = 0.0
+    if r == 0:
+        return 0
+    # basic solution on the pivot rows: L11 L11^T y = P^T rhs
+    for i in range(r):
+        s = rhs[<int> piv[i]]
+        for k in range(i):
+            s -= K[i * n + k] * y[k]
+        y[i] = s / K[i * n + i]
+    for i in range(r - 1, -1, -1):
+        s = y[i]
+        for k in range(i + 1, r):
+            s -= K[k * n + i] * y[k]
+        y[i] = s / K[i * n + i]
+    nn = n - r
+    if nn > 0:
+        # W = L11^{-T} L21^T  (r x nn): solve L11^T W = L21^T column by column
+        for j in range(nn):
+            for i in range(r - 1, -1, -1):
+                s = K[(r + j) * n + i]
+                for k in range(i + 1, r):
+                    s -= K[k * n + i] * W[k * nn + j]
+                W[i * nn + j] = s / K[i * n + i]
+        # (I + W^T W) s = W^T y ;  y += W s ; tail = -s
+        for i in range(nn):
+            for j in range(nn):
+                s = 1.0 if i == j else 0.0
+                for k in range(r):
+                    s += W[k * nn + i] * W[k * nn + j]
+                Z[i * nn + j] = s
+        for i in range(nn):
+            s = 0.0
+            for k in range(r):
+                s += W[k * nn + i] * y[k]
+            y[r + i] = s
+        # Cholesky of Z (SPD, eigenvalues >= 1) and solve in place on y[r:]
+        for j in range(nn):
+            s = Z[j * nn + j]
+            for k in range(j):
+                s -= Z[j * nn + k] * Z[j * nn + k]
+            s = sqrt(s)
+            Z[j * nn + j] = s
+            for i in range(j + 1, nn):
+                tmp = Z[i * nn + j]
+                for k in range(j):
+                    tmp -= Z[i * nn + k] * Z[j * nn + k]
+                Z[i * nn + j] = tmp / s
+        for i in range(nn):
+            s = y[r + i]
+            for k in range(i):
+                s -= Z[i * nn + k] * y[r + k]
+            y[r + i] = s / Z[i * nn + i]
+        for i in range(nn - 1, -1, -1):
+            s = y[r + i]
+            for k in range(i + 1, nn):
+                s -= Z[k * nn + i] * y[r + k]
+            y[r + i] = s / Z[i * nn + i]
+        for i in range(r):
+            s = 0.0
+            for k in range(nn):
+                s += W[i * nn + k] * y[r + k]
+            y[i] -= s                            # y = y_b + Z s
+    for i in range(n):
+        x[<int> piv[i]] = y[i] if i < r + nn else 0.0
+    return r
+
+
+# ---------------------------------------------------------------------------
+# the kernels
+# ---------------------------------------------------------------------------
+cdef inline int constraint_rows(const ModelC* m, const ClosC* c, const double* q, const double* dq,
+                                double* g, double* A, double* bias, Work* w, CWork* cw) noexcept nogil:
+    """Residual (m,), A (m, nv) and dA dq (m,) at one state (``dq`` may be
+    NULL: zero bias).  Any output may be NULL."""
+    cdef int r, st
+    forward_pass(m, q, dq, w, True)
+    world_kinematics(m, w, cw)
+    st = closure_rows(m, c, q, w, cw)
+    if st != 0:
+        return st
+    for r in range(c.m):
+        if g != NULL:
+            g[r] = cw.g[r]
+        if bias != NULL:
+            bias[r] = cw.bias[r]
+    if A != NULL:
+        dense_rows(m, c, w, cw, A)
+    return 0
+
+
+cdef inline int closed_dynamics(const ModelC* m, const ClosC* c, const double* q,
+                                const double* dq, double* ddq, double* tau,
+                                const unsigned char* pres, const double* fext, double* lam,
+                                double* info, Work* w, CWork* cw) noexcept nogil:
+    """Constrained forward (``pres`` NULL) or hybrid dynamics in place, like
+    ``hybrid`` of ``_aba.pxd``: ``ddq`` read on prescribed joints and
+    written elsewhere, ``tau`` the other way round; ``lam`` (m,) written;
+    ``info`` = (rank of K, |A ddq + dA dq|).  Returns 0, 1 + a joint with a
+    singular articulated inertia, or ST_DIST_COINCIDE."""
+    cdef int r, s, st, nr = c.m
+    cdef double acc2, s2
+    st = hybrid(m, q, dq, ddq, tau, pres, fext, w)      # ddq_r, Ihat, U, Psi  (Tables 3/4)
+    if st != 0:
+        return st
+    world_kinematics(m, w, cw)
+    st = closure_rows(m, c, q, w, cw)
+    if st != 0:
+        return st
+    info[0] = 0.0
+    info[1] = 0.0
+    if nr == 0:
+        return 0
+    # rhs = -(A ddq_r + dA dq)                                   (eq. 67 / 75)
+    motion_pass(m, w, ddq, cw.ja)
+    for r in range(nr):
+        cw.rhs[r] = -(row_rate(c, cw, r, cw.ja, ddq) + cw.bias[r])
+    # K = A M^{-1} A^T, one unit pass per row                    (eq. 67)
+    for s in range(nr):
+        clear_loads(m, cw)
+        load_row(m, c, cw, s, 1.0)
+        unit_pass(m, w, pres, cw, False)
+        for r in range(s, nr):
+            cw.K[r * nr + s] = row_rate(c, cw, r, cw.ja, cw.xs)
+            cw.K[s * nr + r] = cw.K[r * nr + s]
+    info[0] = psd_solve(cw.K, nr, cw.rhs, lam, cw, c.rcond)
+    # ddq = ddq_r + M^{-1} A^T lam (eq. 69); prescribed joints' torques follow
+    clear_loads(m, cw)
+    for s in range(nr):
+        load_row(m, c, cw, s, lam[s])
+    unit_pass(m, w, pres, cw, True)
+    for s in range(m.nb):
+        if pres != NULL and pres[s]:
+            for r in range(m.nvi[s]):
+                tau[m.iv[s] + r] += cw.ts[m.iv[s] + r]
+        else:
+            for r in range(m.nvi[s]):
+                ddq[m.iv[s] + r] += cw.xs[m.iv[s] + r]
+    motion_pass(m, w, ddq, cw.ja)
+    acc2 = 0.0
+    for r in range(nr):
+        s2 = row_rate(c, cw, r, cw.ja, ddq) + cw.bias[r]
+        acc2 += s2 * s2
+    info[1] = sqrt(acc2)
+    return 0

@@ -1,0 +1,152 @@
+"""The native closed-loop kernels (gear/constraints/_closed.pxd) against
+the NumPy implementation they replace (rows from the frame kinematics,
+dynamics through the dense mass matrix) and against their own batching."""
+import numpy as np
+import pytest
+
+import gear
+from gear import mechanisms as mech
+from gear.constraints.closures import KINDS
+from gear.testing import ALL_KINDS, random_se3, random_tree
+
+from test_solvers import MECHS
+
+
+def rel(a, b):
+    return np.max(np.abs(np.asarray(a) - np.asarray(b))) / max(1.0, np.max(np.abs(b)))
+
+
+def _multi_closure_system(seed, to_world=False):
+    """A random tree of every joint kind closed by one closure of each kind
+    (many rows: redundancy is likely, which the min-norm solve must handle)."""
+    rng = np.random.default_rng(seed)
+    model = random_tree(rng, nbodies=9, kinds=[k for k in ALL_KINDS if k != "fixed"])
+    cs = []
+    for kind in sorted(KINDS):
+        a = "world" if to_world and kind in ("ball", "distance") else int(rng.integers(0, 9))
+        b = int(rng.integers(0, 9))
+        while b == a:
+            b = int(rng.integers(0, 9))
+        cs.append(gear.LoopClosure(a, random_se3(rng), b, random_se3(rng), kind, name=f"c_{kind}"))
+    return gear.ConstrainedModel(model, cs), rng
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_native_rows_equal_numpy_rows(seed):
+    sysm, rng = _multi_closure_system(seed, to_world=seed % 2 == 1)
+    assert sysm._native() is not None
+    for _ in range(3):
+        q = sysm.model.random_configuration(rng)
+        dq = rng.standard_normal(sysm.model.nv)
+        g1, A1, b1 = sysm._rows(q, dq, want_g=True)
+        g2, A2, b2 = sysm._rows_numpy(q, dq, want_g=True)
+        assert rel(g1, g2) < 1e-13 and rel(A1, A2) < 1e-13 and rel(b1, b2) < 1e-12
+        assert not np.array_equal(A1, A2) or np.array_equal(b1, b2)   # two computations
+        # without dq the bias is zero
+        assert np.array_equal(sysm._rows(q)[1], np.zeros(sysm.nc))
+
+
+def _consistent(sysm, q, rng):
+    A = sysm.constraint_jacobian(q)
+    _, s, Vt = np.linalg.svd(A)
+    r = int((s > 1e-9 * s[0]).sum())
+    return Vt[r:].T @ rng.standard_normal(Vt.shape[0] - r)
+
+
+@pytest.mark.parametrize("name", sorted(k for k in MECHS if k != "rolling_ball"))
+def test_native_forward_and_hybrid_equal_the_dense_route(name):
+    sysm, q = MECHS[name]()
+    model = sysm.model
+    rng = np.random.default_rng(7)
+    dq = np.zeros(model.nv) if name == "four_bar_collinear" else _consistent(sysm, q, rng)
+    tau = rng.standard_normal(model.nv)
+    f_ext = rng.standard_normal((model.nbodies, 6))
+    solver = sysm.solver
+    for fe in (None, f_ext):
+        res = sysm.forward_dynamics(q, dq, tau, fe)
+        assert res.stats["native"]
+        ddq, lam, _ = solver._forward_numpy(q, dq, tau, fe)
+        assert rel(res.ddq, ddq) < 1e-9, name
+        # the minimum-norm multipliers, also where rows are redundant
+        assert rel(res.lam, lam) < 1e-8, name
+        A, bias = sysm._rows_numpy(q, dq)
+        assert res.residual == pytest.approx(np.linalg.norm(A @ res.ddq + bias), abs=1e-12)
+        assert res.residual < 1e-9 * max(1.0, np.abs(res.ddq).max())
+    # prescribe accelerations the loops allow: the forward answer plus a
+    # motion in the null space of A
+    ddq_p = res.ddq + 0.5 * _consistent(sysm, q, rng)
+    for pres in ([model.joint_names[0]], model.joint_names[:2]):
+        u = np.zeros(model.nv, bool)
+        for j in pres:
+            u[model.idx_v(j)] = True
+        h = sysm.hybrid_dynamics(q, dq, ddq_p, tau, pres, f_ext)
+        t2, d2, l2, _ = solver._hybrid_numpy(q, dq, ddq_p, tau, u, f_ext)
+        scale = max(1.0, np.abs(d2).max())
+        assert np.abs(h.ddq - d2).max() < 1e-9 * scale and rel(h.tau, t2) < 1e-9, name
+        A = sysm.constraint_jacobian(q)
+        assert np.abs(A.T @ (h.lam - l2)).max() < 1e-9 * max(1.0, np.abs(A.T @ l2).max()), name
+
+
+def test_native_batch_equals_single_calls_bit_for_bit():
+    sysm, q0 = mech.n_four_bar(4)
+    model = sysm.model
+    rng = np.random.default_rng(3)
+    N = 37
+    q = np.stack([sysm.assemble(model.integrate(q0, 0.05 * rng.standard_normal(model.nv))) for _ in range(N)])
+    dq = np.stack([_consistent(sysm, x, rng) for x in q])
+    tau = rng.standard_normal((N, model.nv))
+    old = gear.get_num_threads()
+    try:
+        gear.set_num_threads(2)
+        batch = sysm.forward_dynamics(q, dq, tau)
+        hyb = sysm.hybrid_dynamics(q, dq, batch.ddq, tau, [model.joint_names[0]])
+    finally:
+        gear.set_num_threads(old)
+    for k in range(N):
+        one = sysm.forward_dynamics(q[k], dq[k], tau[k])
+        assert np.array_equal(one.ddq, batch.ddq[k]) and np.array_equal(one.lam, batch.lam[k])
+        h1 = sysm.hybrid_dynamics(q[k], dq[k], batch.ddq[k], tau[k], [model.joint_names[0]])
+        assert np.array_equal(h1.tau, hyb.tau[k]) and np.array_equal(h1.ddq, hyb.ddq[k])
+    assert batch.residual.shape == (N,) and np.all(batch.residual < 1e-9)
+
+
+def test_couplers_run_natively_and_python_constraints_do_not():
+    sysm, q = mech.rolling_ball()
+    assert sysm._native() is None
+    res = sysm.forward_dynamics(q, np.zeros(sysm.model.nv), np.zeros(sysm.model.nv))
+    assert "native" not in res.stats
+    model = gear.load_urdf(gear.data_path("arm7.urdf"))
+    j = model.joint_names
+    sysm = gear.ConstrainedModel(model, [gear.JointCoupler(j[3], j[1], multiplier=-0.5, offset=0.2)])
+    assert sysm._native() is not None
+    rng = np.random.default_rng(1)
+    q = sysm.assemble(model.random_configuration(rng), locked=[j[1]])
+    g1, A1, b1 = sysm._rows(q, np.ones(model.nv), want_g=True)
+    g2, A2, b2 = sysm._rows_numpy(q, np.ones(model.nv), want_g=True)
+    assert np.array_equal(A1, A2) and abs(g1 - g2).max() < 1e-15 and not b1.any()
+    dq = _consistent(sysm, q, rng)
+    tau = rng.standard_normal(model.nv)
+    res = sysm.forward_dynamics(q, dq, tau)
+    ddq, lam, _ = sysm.solver._forward_numpy(q, dq, tau, None)
+    assert res.stats["native"] and rel(res.ddq, ddq) < 1e-10 and rel(res.lam, lam) < 1e-10
+    assert abs(res.ddq[model.idx_v(j[3])][0] + 0.5 * res.ddq[model.idx_v(j[1])][0]) < 1e-10
+
+
+def test_native_errors_are_named():
+    # a massless subtree: the articulated inertia of its joint is singular
+    model = gear.Model()
+    model.add_body("a", -1, gear.joints.Revolute([0, 0, 1]), inertia=gear.Inertia(1.0, [0, 0, 0], np.eye(3) * 0.1))
+    model.add_body("b", 0, gear.joints.Revolute([0, 0, 1]), gear.SE3(p=[1, 0, 0]),
+                   inertia=gear.Inertia(0.0, [0, 0, 0], np.zeros((3, 3))), joint_name="jb")
+    sysm = gear.ConstrainedModel(model, [gear.LoopClosure("b", None, "world", gear.SE3(p=[2, 0, 0]), "distance",
+                                                          distance=1.0)])
+    with pytest.raises(gear.SingularInertiaError, match="'jb'"):
+        sysm.forward_dynamics(np.zeros(2), np.zeros(2), np.zeros(2))
+    # a distance closure whose two points coincide
+    sysm, q = mech.four_bar()
+    (ball,) = sysm.constraints
+    c = gear.LoopClosure(ball.body_a, ball.placement_a, ball.body_b, ball.placement_b, "distance",
+                         distance=0.1)
+    rod = gear.ConstrainedModel(sysm.model, [c])
+    with pytest.raises(ValueError, match="coincide"):
+        rod.forward_dynamics(q, np.zeros(3), np.zeros(3))
