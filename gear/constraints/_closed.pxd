@@ -472,87 +472,102 @@ cdef inline void clear_loads(const ModelC* m, CWork* cw) noexcept nogil:
 cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork* cw,
                           double rtol) noexcept nogil:
     """Minimum-norm ``x`` with ``K x = rhs`` for symmetric PSD ``K`` (n x n,
-    row-major, destroyed).  Cholesky with diagonal pivoting stops at the
-    first pivot below ``rtol`` times the largest diagonal (rank r); with
-    ``K = P [L11; L21] [L11; L21]^T P^T`` the solutions are
-    ``x_b + Z s`` with ``Z = P [-W; I]``, ``W = L11^{-T} L21^T``, and the
-    minimum-norm one has ``(I + W^T W) s = W^T x_b1``.  Returns r."""
-    cdef int i, j, k, best, r, nn
-    cdef double dmax = 0.0, s, tmp
-    cdef double* piv = cw.piv
+    row-major; its lower triangle is overwritten by the factor).
+
+    Left-looking Cholesky (row-contiguous dot products) in which a row
+    whose pivot falls below ``rtol`` times the largest diagonal is marked
+    dependent and its column of L set to zero.  With the independent rows I
+    (rank r) and the dependent rows D, ``K_II = L_II L_II^T`` and
+    ``L_DI = K_DI L_II^{-T}``; the solutions are ``x_b + Z s`` with ``x_b``
+    the basic solution (``x_D = 0``), ``Z = [-W^T; I]`` (rows I, D) and
+    ``W = L_DI L_II^{-1}`` (nn x r), and the minimum-norm one has
+    ``(I + W W^T) s = W x_bI``.  Returns r.  Uses ``cw.piv`` (1 on
+    dependent rows), ``cw.tmp``, ``cw.W``, ``cw.Z``."""
+    cdef int i, j, k, r, nn, a, b
+    cdef double dmax = 0.0, s, t
+    cdef double* dep = cw.piv
     cdef double* y = cw.tmp
     cdef double* W = cw.W
     cdef double* Z = cw.Z
+    cdef double* Ki
+    cdef double* Kj
     for i in range(n):
-        piv[i] = i
         if K[i * n + i] > dmax:
             dmax = K[i * n + i]
-    r = 0
-    if dmax > 0.0:
-        for j in range(n):
-            best = j
-            for k in range(j + 1, n):
-                if K[k * n + k] > K[best * n + best]:
-                    best = k
-            if not (K[best * n + best] > rtol * dmax):
-                break
-            if best != j:
-                for k in range(n):
-                    tmp = K[j * n + k]
-                    K[j * n + k] = K[best * n + k]
-                    K[best * n + k] = tmp
-                for k in range(n):
-                    tmp = K[k * n + j]
-                    K[k * n + j] = K[k * n + best]
-                    K[k * n + best] = tmp
-                tmp = piv[j]
-                piv[j] = piv[best]
-                piv[best] = tmp
-            s = sqrt(K[j * n + j])
-            K[j * n + j] = s
-            for i in range(j + 1, n):
-                K[i * n + j] /= s
-            for i in range(j + 1, n):
-                for k in range(j + 1, n):
-                    K[i * n + k] -= K[i * n + j] * K[k * n + j]
-            r = j + 1
-    for i in range(n):
         x[i] = 0.0
-    if r == 0:
+    if not (dmax > 0.0):
         return 0
-    # basic solution on the pivot rows: L11 L11^T y = P^T rhs
-    for i in range(r):
-        s = rhs[<int> piv[i]]
+    r = 0
+    for j in range(n):
+        Kj = K + j * n
+        s = Kj[j]
+        for k in range(j):
+            s -= Kj[k] * Kj[k]
+        if not (s > rtol * dmax):
+            dep[j] = 1.0
+            for i in range(j, n):
+                K[i * n + j] = 0.0
+            continue
+        dep[j] = 0.0
+        r += 1
+        s = sqrt(s)
+        Kj[j] = s
+        for i in range(j + 1, n):
+            Ki = K + i * n
+            t = Ki[j]
+            for k in range(j):
+                t -= Ki[k] * Kj[k]
+            Ki[j] = t / s
+    # basic solution: L_II L_II^T y_I = rhs_I, y_D = 0 (dependent columns of
+    # L are zero, so the sums may run over every index)
+    for i in range(n):
+        if dep[i] != 0.0:
+            y[i] = 0.0
+            continue
+        t = rhs[i]
         for k in range(i):
-            s -= K[i * n + k] * y[k]
-        y[i] = s / K[i * n + i]
-    for i in range(r - 1, -1, -1):
-        s = y[i]
-        for k in range(i + 1, r):
-            s -= K[k * n + i] * y[k]
-        y[i] = s / K[i * n + i]
+            t -= K[i * n + k] * y[k]
+        y[i] = t / K[i * n + i]
+    for i in range(n - 1, -1, -1):               # row-oriented: y_k -= L_ik y_i
+        if dep[i] != 0.0:
+            continue
+        y[i] /= K[i * n + i]
+        t = y[i]
+        Ki = K + i * n
+        for k in range(i):
+            y[k] -= Ki[k] * t
     nn = n - r
-    if nn > 0:
-        # W = L11^{-T} L21^T  (r x nn): solve L11^T W = L21^T column by column
-        for j in range(nn):
-            for i in range(r - 1, -1, -1):
-                s = K[(r + j) * n + i]
-                for k in range(i + 1, r):
-                    s -= K[k * n + i] * W[k * nn + j]
-                W[i * nn + j] = s / K[i * n + i]
-        # (I + W^T W) s = W^T y ;  y += W s ; tail = -s
-        for i in range(nn):
-            for j in range(nn):
-                s = 1.0 if i == j else 0.0
-                for k in range(r):
-                    s += W[k * nn + i] * W[k * nn + j]
-                Z[i * nn + j] = s
-        for i in range(nn):
-            s = 0.0
-            for k in range(r):
-                s += W[k * nn + i] * y[k]
-            y[r + i] = s
-        # Cholesky of Z (SPD, eigenvalues >= 1) and solve in place on y[r:]
+    if nn > 0 and r > 0:
+        # W (nn x n, zero on dependent columns): row a solves L_II^T w = L[d, I]^T
+        a = 0
+        for j in range(n):
+            if dep[j] == 0.0:
+                continue
+            Ki = W + a * n
+            for i in range(n):
+                Ki[i] = K[j * n + i] if i < j else 0.0
+            for i in range(j - 1, -1, -1):       # row-oriented back substitution
+                if dep[i] != 0.0:
+                    Ki[i] = 0.0
+                    continue
+                Ki[i] /= K[i * n + i]
+                t = Ki[i]
+                Kj = K + i * n
+                for k in range(i):
+                    Ki[k] -= Kj[k] * t
+            a += 1
+        # (I + W W^T) s = W y ; Cholesky in place in Z, s in x[0:nn]
+        for a in range(nn):
+            for b in range(a + 1):
+                t = 1.0 if a == b else 0.0
+                for k in range(n):
+                    t += W[a * n + k] * W[b * n + k]
+                Z[a * nn + b] = t
+        for a in range(nn):
+            t = 0.0
+            for k in range(n):
+                t += W[a * n + k] * y[k]
+            x[a] = t
         for j in range(nn):
             s = Z[j * nn + j]
             for k in range(j):
@@ -560,27 +575,31 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
             s = sqrt(s)
             Z[j * nn + j] = s
             for i in range(j + 1, nn):
-                tmp = Z[i * nn + j]
+                t = Z[i * nn + j]
                 for k in range(j):
-                    tmp -= Z[i * nn + k] * Z[j * nn + k]
-                Z[i * nn + j] = tmp / s
+                    t -= Z[i * nn + k] * Z[j * nn + k]
+                Z[i * nn + j] = t / s
         for i in range(nn):
-            s = y[r + i]
+            t = x[i]
             for k in range(i):
-                s -= Z[i * nn + k] * y[r + k]
-            y[r + i] = s / Z[i * nn + i]
+                t -= Z[i * nn + k] * x[k]
+            x[i] = t / Z[i * nn + i]
         for i in range(nn - 1, -1, -1):
-            s = y[r + i]
+            t = x[i]
             for k in range(i + 1, nn):
-                s -= Z[k * nn + i] * y[r + k]
-            y[r + i] = s / Z[i * nn + i]
-        for i in range(r):
-            s = 0.0
-            for k in range(nn):
-                s += W[i * nn + k] * y[r + k]
-            y[i] -= s                            # y = y_b + Z s
+                t -= Z[k * nn + i] * x[k]
+            x[i] = t / Z[i * nn + i]
+        # y_I -= W^T s ; y_D = s
+        for a in range(nn):
+            for k in range(n):
+                y[k] -= W[a * n + k] * x[a]
+        a = 0
+        for j in range(n):
+            if dep[j] != 0.0:
+                y[j] = x[a]
+                a += 1
     for i in range(n):
-        x[<int> piv[i]] = y[i] if i < r + nn else 0.0
+        x[i] = y[i]
     return r
 
 
