@@ -9,8 +9,12 @@ example-robot-data with both soles welded to the ground.  For each: nv, nc,
 state in a batch of 200), Pinocchio's constraintDynamics from Python on the
 same model (gear.interop; ball closures -> 3-D, welds -> 6-D constraints,
 proximal mu = 1e-9 because the planar mechanisms have redundant rows), and
-the largest difference in ddq.  Ratios are gear / Pinocchio.  A second
-table times each built-in solver (kkt, projection, soft) on the same states.
+the largest difference in ddq.  Ratios are gear / Pinocchio (one call
+from Python, and per state of a batch run on all threads).  A second table
+times the two routes of the native kkt kernel per state on one thread:
+Kim's articulated-body passes (eqs. 67-69, O(n m + m^3)) and building M
+(CRBA + Cholesky, O(n^2 m + n^3)), with the one ``route="auto"`` picks.
+A third times each built-in solver on the same states.
 """
 from __future__ import annotations
 
@@ -51,6 +55,8 @@ def talos_feet_welded():
 def cases():
     fb = gear.load_mjcf(gear.data_path("fourbar.xml"))
     yield "fourbar.xml", gear.ConstrainedModel(fb), fb.neutral()
+    s, q = gear.mechanisms.stewart()
+    yield "stewart", s, q
     for n in (1, 10, 30):
         s, q = gear.mechanisms.n_four_bar(n)
         yield f"n_four_bar {n}", s, q
@@ -71,7 +77,7 @@ def main(argv=None):
     print(f"# gear {gear.__version__} | numpy {np.__version__} | {os.cpu_count()} cores"
           + (f" | pinocchio {pin.__version__}" if pin else " | pinocchio not installed"))
     print(f"\n{'mechanism':<14} {'nv':>4} {'nc':>4} {'gear 1 call':>12} {'gear batch':>11} "
-          f"{'pin':>9} {'gear/pin':>9} {'|ddq diff|':>11}")
+          f"{'pin':>9} {'1 call/pin':>11} {'batch/pin':>10} {'|ddq diff|':>11}")
     rng = np.random.default_rng(0)
     N = 20 if args.quick else 200
     rows = []
@@ -100,9 +106,27 @@ def main(argv=None):
                            repeat=3, target=0.1)
         print(f"{label:<14} {model.nv:>4} {s.nc:>4} {t1 * 1e6:12.1f} {tb * 1e6:11.1f} "
               f"{'-' if tp is None else f'{tp * 1e6:9.1f}'} "
-              f"{'-' if tp is None else f'{t1 / tp:9.1f}'} "
+              f"{'-' if tp is None else f'{t1 / tp:11.2f}'} "
+              f"{'-' if tp is None else f'{tb / tp:10.2f}'} "
               f"{'-' if diff is None else f'{diff:11.1e}'}")
         rows.append((label, s, q, dq, tau, ddq))
+    print(f"\n## kkt routes (us per state, batch of {N} on one thread; max |ddq aba - dense|)\n")
+    print(f"{'mechanism':<14} {'nbodies':>7} {'nv':>4} {'nc':>4} {'aba':>9} {'dense':>9} {'diff':>8} {'auto':>6}")
+    old = gear.get_num_threads()
+    gear.set_num_threads(1)
+    try:
+        for label, s, q, dq, tau, _ in rows:
+            Q, DQ, TAU = np.tile(q, (N, 1)), np.tile(dq, (N, 1)), np.tile(tau, (N, 1))
+            t, out = {}, {}
+            for route in ("aba", "dense"):
+                sr = s.with_solver("kkt", route=route)
+                t[route] = best_time(lambda: sr.forward_dynamics(Q, DQ, TAU), number=1, repeat=5) / N
+                out[route] = sr.forward_dynamics(q, dq, tau).ddq
+            auto = "dense" if s.with_solver("kkt").solver._route == 1 else "aba"
+            print(f"{label:<14} {s.model.nbodies:>7} {s.model.nv:>4} {s.nc:>4} {t['aba'] * 1e6:9.1f} "
+                  f"{t['dense'] * 1e6:9.1f} {np.abs(out['aba'] - out['dense']).max():8.1e} {auto:>6}")
+    finally:
+        gear.set_num_threads(old)
     print(f"\n## Solvers (us per call, one state; max |ddq - kkt|)\n")
     from gear.solvers import available
 

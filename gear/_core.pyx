@@ -21,7 +21,8 @@ from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_deri
                                            rnea_tangent as _rnea_t)
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv
 from gear.constraints._closed cimport (ClosC, CWork, cwork_from, cwork_size,
-                                       constraint_rows as _crows, closed_dynamics as _cdyn)
+                                       constraint_rows as _crows, closed_dynamics as _cdyn_aba,
+                                       closed_forward_dense as _cdense)
 
 
 def omp_max_threads():
@@ -568,7 +569,7 @@ cdef class ClosureData:
     cdef readonly int m, cwsize
 
     def __init__(self, ModelData md, rtype, ri, rj, rk, rcoef, roff, rqi, rqj,
-                 body_a, body_b, place_a, place_b, length, double rcond):
+                 body_a, body_b, place_a, place_b, length, sup, double rcond):
         cdef int[::1] a_rtype = _padded(rtype, np.int32)
         cdef int[::1] a_ri = _padded(ri, np.int32)
         cdef int[::1] a_rj = _padded(rj, np.int32)
@@ -582,8 +583,9 @@ cdef class ClosureData:
         cdef double[::1] a_pa = _padded(place_a, np.float64)
         cdef double[::1] a_pb = _padded(place_b, np.float64)
         cdef double[::1] a_len = _padded(length, np.float64)
+        cdef int[::1] a_sup = _padded(sup, np.int32)
         self.arrays = (a_rtype, a_ri, a_rj, a_rk, a_rcoef, a_roff, a_rqi, a_rqj,
-                       a_ba, a_bb, a_pa, a_pb, a_len)
+                       a_ba, a_bb, a_pa, a_pb, a_len, a_sup)
         self.m = a_rtype.shape[0] - 1
         self.c.m = self.m
         self.c.ncoupler = int((np.asarray(a_rtype)[:self.m] == 4).sum())
@@ -600,9 +602,21 @@ cdef class ClosureData:
         self.c.place_a = &a_pa[0]
         self.c.place_b = &a_pb[0]
         self.c.length = &a_len[0]
+        self.c.sup = &a_sup[0]
+        self.c.nsup = a_sup.shape[0] - 1
         self.c.rcond = rcond
         self.cwsize = cwork_size(md.nb, md.nv, self.m)
         self.cws = np.zeros(self.cwsize)
+
+
+cdef inline int _cdyn(const ModelC* m, const ClosC* c, int route, const double* q,
+                      const double* dq, double* ddq, double* tau, const unsigned char* pres,
+                      const double* fext, double* lam, double* info, Work* w,
+                      CWork* cw) noexcept nogil:
+    # route 0: articulated-body passes (Kim eqs. 67-77); 1: build M (forward only)
+    if route == 1 and pres == NULL:
+        return _cdense(m, c, q, dq, ddq, tau, fext, lam, info, w, cw)
+    return _cdyn_aba(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw)
 
 
 def closed_rows(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
@@ -626,10 +640,11 @@ def closed_rows(ModelData md, ClosureData cd, const double[:, ::1] q, const doub
 def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
                     double[:, ::1] ddq, double[:, ::1] tau, const unsigned char[::1] prescribed,
                     const double[:, :, ::1] fext, double[:, ::1] lam, double[:, ::1] info,
-                    int[::1] status, int nthreads):
+                    int[::1] status, int nthreads, int route=0):
     """Constrained forward (``prescribed`` None) or hybrid dynamics of each
     row, in place as ``hybrid``; ``lam`` (N, m) and ``info`` (N, 2: rank,
-    residual) written; ``status`` as in ``hybrid``, or ST_DIST_COINCIDE.
+    residual) written; ``status`` as in ``hybrid``, or ST_DIST_COINCIDE /
+    ST_MASS_NOT_PD.  ``route`` 1 builds M (forward dynamics only).
     Runs in parallel over rows without the GIL (one workspace per thread)."""
     cdef Py_ssize_t N = q.shape[0], k
     cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb, st
@@ -652,7 +667,7 @@ def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const 
         cw = cwork_from(&cd.cws[0], nb, nv, m)
         with nogil:
             for k in range(N):
-                status[k] = _cdyn(&md.c, &cd.c, qp + k * nq, _row(dqp, k, nv), _orow(ddqp, k, nv),
+                status[k] = _cdyn(&md.c, &cd.c, route, qp + k * nq, _row(dqp, k, nv), _orow(ddqp, k, nv),
                                   _orow(taup, k, nv), pp, _row(fp, k, 6 * nb), _orow(lp, k, m),
                                   ip + 2 * k, &w, &cw)
         return
@@ -661,14 +676,14 @@ def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const 
         w = work_from(buf, nb)
         cw = cwork_from(buf + wsize, nb, nv, m)
         for k in prange(N, schedule='guided'):
-            st = _cdyn(&md.c, &cd.c, qp + k * nq, _row(dqp, k, nv), _orow(ddqp, k, nv),
+            st = _cdyn(&md.c, &cd.c, route, qp + k * nq, _row(dqp, k, nv), _orow(ddqp, k, nv),
                        _orow(taup, k, nv), pp, _row(fp, k, 6 * nb), _orow(lp, k, m),
                        ip + 2 * k, &w, &cw)
             status[k] = st
         free(buf)
 
 
-def closed_forward1(ModelData md, ClosureData cd, q, dq, tau):
+def closed_forward1(ModelData md, ClosureData cd, q, dq, tau, int route=0):
     """Fast single-state constrained forward dynamics: ``(ddq, lam, rank,
     residual)``, or None when an argument needs the general path (see rnea1)
     or the kernel reports a problem."""
@@ -686,7 +701,7 @@ def closed_forward1(ModelData md, ClosureData cd, q, dq, tau):
     cdef double* pd = <double*> cnp.PyArray_DATA(ddq)
     cdef double* pl = <double*> cnp.PyArray_DATA(lam)
     with nogil:
-        s = _cdyn(&md.c, &cd.c, st.q, st.a, pd, <double*> st.b, NULL, NULL, pl, info, &w, &cw)
+        s = _cdyn(&md.c, &cd.c, route, st.q, st.a, pd, <double*> st.b, NULL, NULL, pl, info, &w, &cw)
     if s != 0:
         return None
     return ddq, lam, int(info[0]), info[1]

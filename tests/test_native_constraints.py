@@ -150,3 +150,22 @@ def test_native_errors_are_named():
     rod = gear.ConstrainedModel(sysm.model, [c])
     with pytest.raises(ValueError, match="coincide"):
         rod.forward_dynamics(q, np.zeros(3), np.zeros(3))
+
+
+@pytest.mark.parametrize("name", ["four_bar", "four_bar_collinear", "stewart", "bricard", "n_four_bar_10"])
+def test_dense_and_aba_routes_agree(name):
+    sysm, q = MECHS[name]()
+    model = sysm.model
+    rng = np.random.default_rng(11)
+    dq = np.zeros(model.nv) if name == "four_bar_collinear" else _consistent(sysm, q, rng)
+    tau = rng.standard_normal(model.nv)
+    f_ext = rng.standard_normal((model.nbodies, 6))
+    a = sysm.with_solver("kkt", route="aba")
+    d = sysm.with_solver("kkt", route="dense")
+    assert (a.solver._route, d.solver._route) == (0, 1)
+    for fe in (None, f_ext):
+        ra, rd = a.forward_dynamics(q, dq, tau, fe), d.forward_dynamics(q, dq, tau, fe)
+        assert rel(rd.ddq, ra.ddq) < 1e-10 and rel(rd.lam, ra.lam) < 1e-8
+        assert rd.residual < 1e-9 * max(1.0, np.abs(rd.ddq).max())
+    with pytest.raises(ValueError, match="route"):
+        sysm.with_solver("kkt", route="sparse")

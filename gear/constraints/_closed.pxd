@@ -37,6 +37,9 @@ from libc.math cimport sqrt, fabs
 from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._common cimport S_mul_add, St_mul, forward_pass
 from gear.algorithms._aba cimport hybrid
+from gear.algorithms._rnea cimport rnea
+from gear.algorithms._crba cimport crba
+from gear.algorithms._dense cimport chol_factor, chol_solve
 from gear.spatial._spatial cimport (se3_mul, Ad_inv, dAd_inv, cross3, matvec3, matTvec3,
                                     matmul3, mat6_vec)
 
@@ -49,6 +52,7 @@ cdef enum:
     ROW_COUPLER = 4
     # status codes (positive: 1 + the joint with a singular articulated inertia)
     ST_DIST_COINCIDE = -3
+    ST_MASS_NOT_PD = -4
 
 
 cdef struct ClosC:
@@ -67,12 +71,14 @@ cdef struct ClosC:
     const double* place_a  # (nk, 12) SE(3) layout of _spatial.pxd
     const double* place_b
     const double* length   # (nk,) rod length of distance closures
+    const int* sup         # bodies whose acceleration the rows read, with their
+    int nsup               # ancestors, ascending (the unit passes' support)
     double rcond
 
 
 cdef inline int cwork_size(int nb, int nv, int m) noexcept nogil:
     # see CWork
-    return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48
+    return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48 + nv * nv + 2 * m * nv
 
 
 cdef struct CWork:
@@ -95,6 +101,9 @@ cdef struct CWork:
     double* W      # (m, m) null-space coefficients
     double* Z      # (m, m)
     double* fr     # (48,)  the two frames of a closure
+    double* Md     # (nv, nv) mass matrix / its Cholesky factor (dense route)
+    double* Ad     # (m, nv)  A (dense route)
+    double* Bd     # (nv, m)  M^{-1} A^T (dense route)
 
 
 cdef inline CWork cwork_from(double* base, int nb, int nv, int m) noexcept nogil:
@@ -118,6 +127,9 @@ cdef inline CWork cwork_from(double* base, int nb, int nv, int m) noexcept nogil
     c.W = c.K + m * m
     c.Z = c.W + m * m
     c.fr = c.Z + m * m
+    c.Md = c.fr + 48
+    c.Ad = c.Md + nv * nv
+    c.Bd = c.Ad + m * nv
     return c
 
 
@@ -385,15 +397,22 @@ cdef inline void load_row(const ModelC* m, const ClosC* c, CWork* cw, int r, dou
             cw.Bs[6 * b + t] -= scale * cw.F[12 * r + 6 + t]
 
 
-cdef inline void unit_pass(const ModelC* m, const Work* w, const unsigned char* pres,
-                           CWork* cw, bint want_tau) noexcept nogil:
+cdef inline void unit_pass(const ModelC* m, const ClosC* c, const Work* w,
+                           const unsigned char* pres, CWork* cw, bint want_tau,
+                           int row) noexcept nogil:
     """Table 3/4 with zero velocity, gravity and torque, reusing Ihat, U and
     Psi of the last articulated-body pass: the response ``M_vv^{-1} f`` to
     the loads in ``Bs`` (minus body wrenches) and ``tx`` (joint forces).
     Writes joint accelerations ``xs`` (zero on prescribed joints), body
     accelerations ``ja`` and, on prescribed joints when ``want_tau``, the
-    torque increments ``ts``."""
-    cdef int i, p, n, iv, r, k
+    torque increments ``ts``.
+
+    ``row >= 0`` (the loads of that closure row only, ``Bs`` zero
+    elsewhere, no coupler rows): the backward pass visits only the two
+    bodies' paths to the root (beta is zero off them) and the forward pass
+    only the support ``c.sup``; the outputs are then valid on the support.
+    ``row < 0``: every body."""
+    cdef int i, p, n, iv, r, k, ia, ib, t_
     cdef double t[6]
     cdef double y[6]
     cdef double a[6]
@@ -401,7 +420,13 @@ cdef inline void unit_pass(const ModelC* m, const Work* w, const unsigned char* 
     cdef const double* S
     cdef const double* U
     cdef const double* Dinv
-    for i in range(m.nb - 1, -1, -1):
+    if row >= 0:
+        ia = c.body_a[c.rk[row]]
+        ib = c.body_b[c.rk[row]]
+        i = ia if ia > ib else ib
+    else:
+        i = m.nb - 1
+    while i >= 0:
         p = m.parent[i]
         n = m.nvi[i]
         iv = m.iv[i]
@@ -424,7 +449,17 @@ cdef inline void unit_pass(const ModelC* m, const Work* w, const unsigned char* 
             dAd_inv(w.T + 12 * i, t, y)
             for r in range(6):
                 cw.Bs[6 * p + r] += y[r]
-    for i in range(m.nb):
+        if row >= 0:
+            # next body on either path, in descending order (parent < child)
+            if ia == i:
+                ia = p
+            if ib == i:
+                ib = p
+            i = ia if ia > ib else ib
+        else:
+            i -= 1
+    for t_ in range(m.nb if row < 0 else c.nsup):
+        i = t_ if row < 0 else c.sup[t_]
         p = m.parent[i]
         n = m.nvi[i]
         iv = m.iv[i]
@@ -464,6 +499,7 @@ cdef inline void clear_loads(const ModelC* m, CWork* cw) noexcept nogil:
         cw.Bs[r] = 0.0
     for r in range(m.nv):
         cw.tx[r] = 0.0
+        cw.us[r] = 0.0
 
 
 # ---------------------------------------------------------------------------
@@ -656,7 +692,7 @@ cdef inline int closed_dynamics(const ModelC* m, const ClosC* c, const double* q
     for s in range(nr):
         clear_loads(m, cw)
         load_row(m, c, cw, s, 1.0)
-        unit_pass(m, w, pres, cw, False)
+        unit_pass(m, c, w, pres, cw, False, s if c.ncoupler == 0 else -1)
         for r in range(s, nr):
             cw.K[r * nr + s] = row_rate(c, cw, r, cw.ja, cw.xs)
             cw.K[s * nr + r] = cw.K[r * nr + s]
@@ -665,7 +701,7 @@ cdef inline int closed_dynamics(const ModelC* m, const ClosC* c, const double* q
     clear_loads(m, cw)
     for s in range(nr):
         load_row(m, c, cw, s, lam[s])
-    unit_pass(m, w, pres, cw, True)
+    unit_pass(m, c, w, pres, cw, True, -1)
     for s in range(m.nb):
         if pres != NULL and pres[s]:
             for r in range(m.nvi[s]):
@@ -678,5 +714,68 @@ cdef inline int closed_dynamics(const ModelC* m, const ClosC* c, const double* q
     for r in range(nr):
         s2 = row_rate(c, cw, r, cw.ja, ddq) + cw.bias[r]
         acc2 += s2 * s2
+    info[1] = sqrt(acc2)
+    return 0
+
+
+cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const double* q,
+                                     const double* dq, double* ddq, const double* tau,
+                                     const double* fext, double* lam, double* info, Work* w,
+                                     CWork* cw) noexcept nogil:
+    """Constrained forward dynamics by building ``M`` (the route Kim's
+    eqs. 67-69 avoid; kept to show where each wins): CRBA, RNEA for the
+    bias, a Cholesky factorisation of ``M``, ``M^{-1} A^T`` by
+    substitution (O(n^2 m)), then the same ``K lam = rhs`` solve.  Same
+    outputs and status codes as :func:`closed_dynamics`, plus
+    ST_MASS_NOT_PD."""
+    cdef int i, j, k, st, nr = c.m, nv = m.nv
+    cdef double t, acc2
+    cdef double* M = cw.Md
+    cdef double* A = cw.Ad
+    cdef double* B = cw.Bd
+    crba(m, q, M, w)
+    rnea(m, q, dq, NULL, fext, True, ddq, w)            # ddq := b(q, dq)
+    for i in range(nv):
+        ddq[i] = tau[i] - ddq[i]
+    if chol_factor(M, nv) != 0:
+        return ST_MASS_NOT_PD
+    chol_solve(M, nv, ddq, 1)                           # ddq_r = M^{-1} (tau - b)
+    info[0] = 0.0
+    info[1] = 0.0
+    if nr == 0:
+        return 0
+    # rnea's forward pass left T, S, V, eta for these (q, dq)
+    world_kinematics(m, w, cw)
+    st = closure_rows(m, c, q, w, cw)
+    if st != 0:
+        return st
+    dense_rows(m, c, w, cw, A)
+    for i in range(nv):
+        for j in range(nr):
+            B[i * nr + j] = A[j * nv + i]
+    chol_solve(M, nv, B, nr)                            # M^{-1} A^T
+    for i in range(nr):
+        t = cw.bias[i]
+        for k in range(nv):
+            t += A[i * nv + k] * ddq[k]
+        cw.rhs[i] = -t
+        for j in range(i + 1):
+            t = 0.0
+            for k in range(nv):
+                t += A[i * nv + k] * B[k * nr + j]
+            cw.K[i * nr + j] = t
+            cw.K[j * nr + i] = t
+    info[0] = psd_solve(cw.K, nr, cw.rhs, lam, cw, c.rcond)
+    for k in range(nv):
+        t = 0.0
+        for j in range(nr):
+            t += B[k * nr + j] * lam[j]
+        ddq[k] += t
+    acc2 = 0.0
+    for i in range(nr):
+        t = cw.bias[i]
+        for k in range(nv):
+            t += A[i * nv + k] * ddq[k]
+        acc2 += t * t
     info[1] = sqrt(acc2)
     return 0

@@ -222,8 +222,15 @@ class ConstrainedModel:
             else:
                 cache[key] = None
                 return None
+        sup = set()
+        for b in np.concatenate([ba, bb]):
+            b = int(b)
+            while b >= 0 and b not in sup:
+                sup.add(b)
+                b = int(self.model.parents[b])
         nd = _core.ClosureData(self.model.data, *(np.array(rows[n]) for n in rows),
-                               ba, bb, pa, pb, length, float(rcond))
+                               ba, bb, pa, pb, length, np.array(sorted(sup), dtype=np.int32),
+                               float(rcond))
         cache[key] = nd
         return nd
 

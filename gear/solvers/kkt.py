@@ -38,11 +38,18 @@ class KKTSolver(ConstraintSolver):
     (Python callables) takes the NumPy path: ``M^{-1} A^T`` from a Cholesky
     factorisation of ``M`` and a symmetric eigendecomposition.
 
-    Options: ``rcond`` (default 1e-10).
+    Options: ``rcond`` (default 1e-10); ``route`` (forward dynamics of the
+    native path): ``"aba"`` (the articulated-body passes above),
+    ``"dense"`` (build ``M`` by CRBA, factorise it, ``M^{-1} A^T`` by
+    substitution: O(n^2 m + n^3), which wins on small trees and when many
+    rows act on a short tree) or ``"auto"`` (default: ``"dense"`` when
+    ``nv^2 nc + nv^3 / 3 < 50 nbodies (nc + 2)``, a cost model fitted to
+    both routes on this project's machine class; ``benchmarks/
+    bench_constraints.py`` measures both).
     """
 
     name = "kkt"
-    default_options = {"rcond": 1e-10}
+    default_options = {"rcond": 1e-10, "route": "auto"}
 
     # -- native path -----------------------------------------------------------
     def _native_call(self, q, dq, ddq, tau, u, f_ext):
@@ -70,10 +77,26 @@ class KKTSolver(ConstraintSolver):
         fe = None if f_ext is None else np.ascontiguousarray(f_ext, dtype=float).reshape(N, model.nbodies, 6)
         _core.closed_dynamics(model.data, nd, np.ascontiguousarray(q, dtype=float),
                               np.ascontiguousarray(dq, dtype=float), ddq, tau, mask, fe, lam, info,
-                              status, get_num_threads() if N > 1 else 1)
+                              status, get_num_threads() if N > 1 else 1, self._route)
         bad = np.flatnonzero(status)
         if bad.size:
             st = int(status[bad[0]])
+            if st == -4:
+                # the ABA route names the joint whose articulated inertia is singular
+                k = int(bad[0])
+                s1 = np.zeros(1, dtype=np.int32)
+                _core.closed_dynamics(model.data, nd, np.ascontiguousarray(q[k:k + 1], dtype=float),
+                                      np.ascontiguousarray(dq[k:k + 1], dtype=float),
+                                      np.zeros((1, model.nv)), np.array(tau[k:k + 1]), mask,
+                                      None if fe is None else fe[k:k + 1], np.empty((1, sys.nc)),
+                                      np.empty((1, 2)), s1, 1, 0)
+                st = int(s1[0]) if s1[0] > 0 else st
+            if st == -4:
+                from ..algorithms.dynamics import SingularInertiaError
+
+                raise SingularInertiaError(
+                    f"the mass matrix is not positive definite (state {int(bad[0])}); give every "
+                    "body with a joint positive mass and inertia, or use route='aba' to be told which")
             if st > 0:
                 from ..algorithms.dynamics import SingularInertiaError
 
@@ -89,7 +112,7 @@ class KKTSolver(ConstraintSolver):
         nd = self.system._native(self.options["rcond"])
         if nd is None:
             return None
-        r = _core.closed_forward1(self.system.model.data, nd, q, dq, tau)
+        r = _core.closed_forward1(self.system.model.data, nd, q, dq, tau, self._route)
         if r is None:
             return None
         self.counters["calls"] += 1
@@ -121,6 +144,13 @@ class KKTSolver(ConstraintSolver):
         if not (0.0 < r < 1.0):
             raise ValueError(f"rcond must be in (0, 1), got {r}")
         self.options["rcond"] = r
+        route = self.options["route"]
+        if route not in ("auto", "aba", "dense"):
+            raise ValueError(f"route must be 'auto', 'aba' or 'dense', got {route!r}")
+        if route == "auto":
+            nv, nc, nb = self.system.model.nv, self.system.nc, self.system.model.nbodies
+            route = "dense" if nv * nv * nc + nv ** 3 / 3 < 50 * nb * (nc + 2) else "aba"
+        self._route = 1 if route == "dense" else 0
 
     def _forward(self, q, dq, tau, f_ext):
         from scipy.linalg import cho_factor, cho_solve
@@ -131,7 +161,7 @@ class KKTSolver(ConstraintSolver):
         sys = self.system
         nd = sys._native(self.options["rcond"])
         if nd is not None:
-            r = _core.closed_forward1(sys.model.data, nd, q, dq, tau) if f_ext is None else None
+            r = _core.closed_forward1(sys.model.data, nd, q, dq, tau, self._route) if f_ext is None else None
             if r is not None:
                 return r[0], r[1], {"factorizations": 1, "rank": r[2], "residual": r[3], "native": True}
             ddq, _, lam, info = self._native_call(q[None], dq[None], None, tau[None], None,
