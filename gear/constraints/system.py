@@ -117,6 +117,7 @@ class ConstrainedModel:
         if not isinstance(model, Model):
             raise TypeError(f"model must be a gear.Model, got {type(model).__name__}")
         self.model = model
+        self._md = model.data
         if constraints is None:
             constraints = list(getattr(model, "loop_closures", []))
         items = []
@@ -518,8 +519,10 @@ class ConstrainedModel:
             fast = self.solver.forward_single_fast(q, dq, tau)
             if fast is not None:
                 ddq, lam, res, stats = fast
-                return ConstraintResult(ddq=ddq, lam=lam, residual=res, success=True, message="ok",
-                                        solver=self.solver.name, stats=stats)
+                out = object.__new__(ConstraintResult)        # the allocation-light path
+                out.__dict__ = {"ddq": ddq, "lam": lam, "residual": res, "success": True,
+                                "message": "ok", "solver": self.solver.name, "stats": stats}
+                return out
         q = self._q(q)
         N = q.shape[0] if q.ndim == 2 else None
         dq = self._v(dq, "dq", N)

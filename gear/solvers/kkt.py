@@ -109,14 +109,19 @@ class KKTSolver(ConstraintSolver):
         return ddq, tau, lam, info
 
     def forward_single_fast(self, q, dq, tau):
-        nd = self.system._native(self.options["rcond"])
+        sys = self.system
+        try:
+            nd = sys._native_cache[self._rcond]
+        except KeyError:
+            nd = sys._native(self._rcond)
         if nd is None:
             return None
-        r = _core.closed_forward1(self.system.model.data, nd, q, dq, tau, self._route)
+        r = _core.closed_forward1(sys._md, nd, q, dq, tau, self._route)
         if r is None:
             return None
-        self.counters["calls"] += 1
-        self.counters["factorizations"] += 1
+        c = self.counters
+        c["calls"] += 1
+        c["factorizations"] += 1
         return r[0], r[1], r[3], {"factorizations": 1, "rank": r[2], "native": True}
 
     def forward_batch(self, q, dq, tau, f_ext):
@@ -143,7 +148,7 @@ class KKTSolver(ConstraintSolver):
         r = float(self.options["rcond"])
         if not (0.0 < r < 1.0):
             raise ValueError(f"rcond must be in (0, 1), got {r}")
-        self.options["rcond"] = r
+        self.options["rcond"] = self._rcond = r
         route = self.options["route"]
         if route not in ("auto", "aba", "dense"):
             raise ValueError(f"route must be 'auto', 'aba' or 'dense', got {route!r}")
