@@ -20,6 +20,7 @@ from gear.algorithms._fk cimport fk as _fk
 from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_derivatives as _aba_d,
                                            rnea_tangent as _rnea_t)
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv
+from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear.constraints._closed cimport (ClosC, CWork, cwork_from, cwork_size,
                                        constraint_rows as _crows, closed_dynamics as _cdyn_aba,
                                        closed_forward_dense as _cdense)
@@ -705,3 +706,22 @@ def closed_forward1(ModelData md, ClosureData cd, q, dq, tau, int route=0):
     if s != 0:
         return None
     return ddq, lam, int(info[0]), info[1]
+
+
+def integrate(ModelData md, const double[:, ::1] q, const double[:, ::1] v, double dt,
+              double[:, ::1] out, int nthreads):
+    """``out[k] = q[k] exp(dt v[k])`` joint by joint (see _integrate.pxd)."""
+    cdef Py_ssize_t N = q.shape[0], k
+    cdef int nq = md.nq, nv = md.nv
+    cdef const double* qp = &q[0, 0]
+    cdef const double* vp = &v[0, 0] if nv > 0 else NULL
+    cdef double* op = &out[0, 0]
+    if N == 0 or nq == 0:
+        return
+    if N < 64 or nthreads <= 1:
+        with nogil:
+            for k in range(N):
+                _integrate_config(&md.c, qp + k * nq, vp + k * nv, dt, op + k * nq)
+        return
+    for k in prange(N, nogil=True, num_threads=nthreads, schedule='static'):
+        _integrate_config(&md.c, qp + k * nq, vp + k * nv, dt, op + k * nq)

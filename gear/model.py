@@ -258,6 +258,20 @@ class Model:
         if vb.shape[0] != qb.shape[0]:
             raise ValueError(f"q and dq batch sizes differ: {qb.shape[0]} vs {vb.shape[0]}")
         self.check_configuration(qb)
+        out = np.empty((qb.shape[0], self.nq))
+        if self.nbodies:
+            from . import _core
+            from .algorithms.dynamics import get_num_threads
+
+            _core.integrate(self.data, np.ascontiguousarray(qb, dtype=float),
+                            np.ascontiguousarray(vb, dtype=float), dt, out, get_num_threads())
+        return out if batch else out[0]
+
+    def _integrate_reference(self, q, dq, dt=1.0):
+        """:meth:`integrate` joint by joint in NumPy (``Joint.integrate``;
+        the tests' reference for the native map)."""
+        qb, batch = as_batch("q", q, (self.nq,))
+        vb, _ = as_batch("dq", dq, (self.nv,))
         out = np.empty_like(qb)
         for i, j in enumerate(self.joints):
             sq = slice(self._iq[i], self._iq[i] + j.nq)
