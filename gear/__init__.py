@@ -14,7 +14,8 @@ from .parsers import load_urdf, load_mjcf, LoopClosureSpec, ModelFileError
 from .constraints import (LoopClosure, CustomConstraint, JointCoupler, ConstrainedModel,
                           AssemblyError)
 
-from . import mechanisms, analysis, solvers, maximal  # noqa: E402
+from . import mechanisms, analysis, solvers, maximal, controllers  # noqa: E402
+from .simulation import simulate, Trajectory  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -28,4 +29,4 @@ def data_path(name=""):
 
 __all__ = ["joints", "spatial", "SE3", "Inertia", "InertiaWarning", "Model", "load_urdf", "load_mjcf",
            "LoopClosureSpec", "ModelFileError", "LoopClosure", "CustomConstraint", "JointCoupler",
-           "ConstrainedModel", "AssemblyError", "mechanisms", "analysis", "solvers", "maximal", "data_path", "sensitivity", *_dyn_all]
+           "ConstrainedModel", "AssemblyError", "mechanisms", "analysis", "solvers", "maximal", "data_path", "sensitivity", "controllers", "simulate", "Trajectory", *_dyn_all]

@@ -306,6 +306,25 @@ class ConstrainedModel:
             # a distance closure whose points coincide: the NumPy path says which
         return self._rows_numpy(q, dq, want_g)
 
+    def _rows_batch(self, q, dq=None):
+        """``(g, A, dA dq)`` for a batch ``q`` (N, nq) (``g``: the holonomic
+        rows), natively when the constraints allow, else state by state."""
+        N = q.shape[0]
+        nd = self._native()
+        if nd is not None:
+            from .. import _core
+
+            g, A, bias = np.empty((N, self.nc)), np.empty((N, self.nc, self.model.nv)), np.empty((N, self.nc))
+            status = np.zeros(N, dtype=np.int32)
+            _core.closed_rows(self.model.data, nd, np.ascontiguousarray(q, dtype=float),
+                              None if dq is None else np.ascontiguousarray(dq, dtype=float),
+                              g, A, bias, status)
+            if not status.any():
+                return g, A, bias
+        outs = [self._rows(q[k], None if dq is None else dq[k], want_g=True) for k in range(N)]
+        return (np.stack([o[0] for o in outs]), np.stack([o[1] for o in outs]),
+                np.stack([o[2] for o in outs]))
+
     def _rows_numpy(self, q, dq=None, want_g=False):
         kin = K.tree_kinematics(self.model, q, dq)
         A = np.empty((self.nc, self.model.nv))
@@ -695,6 +714,17 @@ class ConstrainedModel:
                 out.append(K.wrench_on_b(kin, c, ia, ib, lam[r:r + m]))
             r += m
         return np.array(out).reshape(len(out), 6)
+
+    def __getstate__(self):
+        # the native data are rebuilt on demand (pickle, Dask workers)
+        state = self.__dict__.copy()
+        state["_md"] = None
+        state["_native_cache"] = {}
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._md = self.model.data
 
     def __repr__(self):
         return (f"ConstrainedModel({self.model!r}, nc={self.nc}, "

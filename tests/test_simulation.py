@@ -1,0 +1,302 @@
+"""gear.simulate: orders of accuracy, invariants, closed loops, batches,
+Zarr streaming and Dask (API.md, Simulation)."""
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import gear
+from gear import joints as J
+from gear import mechanisms as mech
+
+
+def _double_pendulum():
+    m = gear.Model()
+    I = gear.Inertia(1.0, [0.5, 0.0, 0.0], np.diag([0.01, 0.1, 0.1]))
+    m.add_body("l1", -1, J.Revolute([0, 1, 0]), inertia=I)
+    m.add_body("l2", 0, J.Revolute([0, 1, 0]), gear.SE3(p=[1.0, 0, 0]), inertia=I)
+    return m
+
+
+def _free_body():
+    m = gear.Model(gravity=(0.0, 0.0, 0.0))
+    m.add_body("b", -1, J.Free(), inertia=gear.Inertia(2.0, [0.0, 0.0, 0.0], np.diag([0.1, 0.2, 0.25])))
+    return m
+
+
+def _spherical_pendulum():
+    m = gear.Model()
+    m.add_body("b", -1, J.Spherical(), inertia=gear.Inertia(1.0, [0.0, 0.0, -0.5], np.diag([0.02, 0.03, 0.01])))
+    return m
+
+
+def _err(model, qa, qb):
+    return float(np.abs(model.difference(qa, qb)).max())
+
+
+@pytest.mark.parametrize("name,integrator,builder,q0,dq0", [
+    ("rk4 double pendulum", "rk4", _double_pendulum, [0.8, -0.5], [0.3, 1.0]),
+    ("rkmk4 double pendulum", "rkmk4", _double_pendulum, [0.8, -0.5], [0.3, 1.0]),
+    ("rkmk4 free body", "rkmk4", _free_body, [0, 0, 0, 1, 0, 0, 0], [1.0, 3.0, -2.0, 0.3, 0.1, -0.2]),
+    ("rkmk4 spherical pendulum", "rkmk4", _spherical_pendulum,
+     [np.cos(0.3), np.sin(0.3), 0, 0], [0.5, 2.0, 1.5]),
+])
+def test_fourth_order(name, integrator, builder, q0, dq0):
+    model = builder()
+    q0, dq0 = np.asarray(q0, float), np.asarray(dq0, float)
+    T = 1.0
+    ref = gear.simulate(model, q0, dq0, T, 1e-3, integrator=integrator, record_every=1000)
+    errs = []
+    for dt in (0.04, 0.02, 0.01):
+        tr = gear.simulate(model, q0, dq0, T, dt, integrator=integrator, record_every=1000)
+        errs.append(_err(model, tr.q[-1], ref.q[-1]))
+    ratios = np.array(errs[:-1]) / np.array(errs[1:])
+    assert np.all((ratios > 12.0) & (ratios < 20.0)), (name, errs, ratios)   # ~16 per halving
+
+
+def test_rk4_is_not_fourth_order_on_rotations_but_rkmk4_is():
+    model = _free_body()
+    q0, dq0 = np.array([0, 0, 0, 1.0, 0, 0, 0]), np.array([1.0, 3.0, -2.0, 0.3, 0.1, -0.2])
+    ref = gear.simulate(model, q0, dq0, 1.0, 1e-3, integrator="rkmk4", record_every=1000).q[-1]
+    e = {k: [_err(model, gear.simulate(model, q0, dq0, 1.0, dt, integrator=k, record_every=1000).q[-1], ref)
+             for dt in (0.02, 0.01)] for k in ("rk4", "rkmk4")}
+    assert e["rk4"][0] / e["rk4"][1] < 9.0 and e["rkmk4"][0] / e["rkmk4"][1] > 12.0, e
+
+
+def test_torque_free_body_keeps_momentum_and_unit_quaternions():
+    model = _free_body()
+    q0, dq0 = np.array([0.1, 0, 0, 1.0, 0, 0, 0]), np.array([1.0, 3.0, -2.0, 0.3, 0.1, -0.2])
+    tr = gear.simulate(model, q0, dq0, 5.0, 2.5e-3, integrator="rkmk4")
+    h = gear.momentum(model, tr.q, tr.dq)
+    # conserved up to the method's O(dt^4) truncation error
+    assert np.abs(h - h[0]).max() < 1e-8 * np.abs(h[0]).max()
+    assert np.abs(np.linalg.norm(tr.q[:, 3:], axis=1) - 1.0).max() < 1e-14
+
+
+def test_semi_implicit_euler_energy_stays_bounded():
+    # a pendulum (constant mass matrix: semi-implicit Euler is symplectic)
+    model = gear.Model()
+    model.add_body("l1", -1, J.Revolute([0, 1, 0]),
+                   inertia=gear.Inertia(1.0, [0.5, 0.0, 0.0], np.diag([0.01, 0.1, 0.1])))
+    q0, dq0 = np.array([1.2]), np.array([0.0])
+    energy = lambda tr: gear.kinetic_energy(model, tr.q, tr.dq) + gear.potential_energy(model, tr.q)  # noqa
+    tr = gear.simulate(model, q0, dq0, 200.0, 1e-2, integrator="euler", record_every=5)
+    dE = np.abs(energy(tr) - energy(tr)[0])
+    half = len(dE) // 2
+    # bounded, O(dt), and no drift: the second half is no worse than the first
+    assert dE.max() < 0.05 * abs(energy(tr)[0]) and dE[half:].max() < 1.2 * dE[:half].max()
+    tr2 = gear.simulate(model, q0, dq0, 200.0, 5e-3, integrator="euler", record_every=10)
+    dE2 = np.abs(energy(tr2) - energy(tr2)[0])
+    assert 1.6 < dE.max() / dE2.max() < 2.5
+
+
+def test_implicit_euler_is_first_order_and_stable_where_explicit_euler_is_not():
+    model = _double_pendulum()
+    q0, dq0 = np.array([0.8, -0.5]), np.array([0.3, 1.0])
+    ref = gear.simulate(model, q0, dq0, 0.5, 1e-3, integrator="rkmk4", record_every=500).q[-1]
+    e = [_err(model, gear.simulate(model, q0, dq0, 0.5, dt, integrator="implicit", record_every=10 ** 6).q[-1], ref)
+         for dt in (0.01, 0.005)]
+    assert 1.6 < e[0] / e[1] < 2.5, e
+    # a stiff soft closure (velocity errors relax at 1e4 /s): explicit Euler
+    # blows up at dt = 1e-2, implicit Euler relaxes the error
+    sysm, q = mech.four_bar()
+    soft = sysm.with_solver("soft", stiffness=1e8, damping=1e4)
+    dq = np.array([1.0, 0.5, -0.3])                      # violates A dq = 0
+    A = sysm.constraint_jacobian(q)
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        gear.simulate(soft, q, dq, 2.0, 1e-2, integrator="euler", stabilization=None)
+    tr = gear.simulate(soft, q, dq, 0.2, 1e-2, integrator="implicit", stabilization=None)
+    assert np.isfinite(tr.q).all()
+    # relaxed to the O(dt) level first-order time stepping leaves
+    assert np.abs(sysm.constraint_jacobian(tr.q[-1]) @ tr.dq[-1]).max() < 1e-2 * np.abs(A @ dq).max()
+
+
+@pytest.mark.parametrize("builder", [mech.four_bar, mech.slider_crank], ids=["four_bar", "slider_crank"])
+def test_closed_loops_stay_closed_with_projection(builder):
+    sysm, q = builder()
+    dq = sysm.project_velocity(q, np.ones(sysm.model.nv))
+    tr = gear.simulate(sysm, q, dq, 10.0, 2e-3, integrator="rk4", record_every=100)
+    res = np.array([np.abs(sysm.constraint_residual(x)).max() for x in tr.q])
+    assert res.max() <= 1e-8
+    vel = np.array([np.abs(sysm.constraint_jacobian(x) @ v).max() for x, v in zip(tr.q, tr.dq)])
+    assert vel.max() <= 1e-8
+    assert tr.lam.shape == (len(tr.t), sysm.nc) and tr.stats["max_residual"] < 1e-6
+
+
+def test_baumgarte_pulls_a_violated_loop_back_and_its_drift_is_bounded():
+    sysm, q = mech.four_bar()
+    dq = sysm.project_velocity(q, np.array([1.0, 0, 0]))
+    off = sysm.model.integrate(q, np.array([0.0, 0.01, 0.0]))
+    r0 = np.abs(sysm.constraint_residual(off)).max()
+    tr = gear.simulate(sysm, off, dq, 0.1, 1e-3, stabilization="baumgarte", record_every=10)
+    res = [np.abs(sysm.constraint_residual(x)).max() for x in tr.q]
+    assert r0 > 1e-3 and res[-1] < 1e-6 * r0
+    free = gear.simulate(sysm, off, dq, 0.1, 1e-3, stabilization=None, record_every=100)
+    assert np.abs(sysm.constraint_residual(free.q[-1])).max() > 1e-4       # without it the error stays
+    long = gear.simulate(sysm, q, dq, 2.0, 1e-3, stabilization="baumgarte", record_every=100)
+    assert long.stats["max_residual"] < 1e-6
+
+
+def test_shapes_time_grid_and_record_every():
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    q0, dq0 = arm.neutral(), np.zeros(arm.nv)
+    tr = gear.simulate(arm, q0, dq0, 0.105, 0.01, record_every=3)
+    # 11 steps (the last one 5 ms); recorded: 0, 3, 6, 9 and the final step
+    assert tr.stats["steps"] == 11 and np.allclose(tr.t, [0, 0.03, 0.06, 0.09, 0.105])
+    assert tr.q.shape == (5, arm.nq) and tr.dq.shape == (5, arm.nv) and tr.lam is None
+    assert np.array_equal(tr.q[0], q0)
+    qb = arm.random_configuration(np.random.default_rng(0), n=3)
+    tb = gear.simulate(arm, qb, dq0, 0.05, 0.01)
+    assert tb.q.shape == (3, 6, arm.nq) and tb.t.shape == (6,)
+
+
+def test_bad_input_is_named():
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    q0, dq0 = arm.neutral(), np.zeros(arm.nv)
+    with pytest.raises(ValueError, match="unknown integrator 'rk5'"):
+        gear.simulate(arm, q0, dq0, 1.0, 0.01, integrator="rk5")
+    with pytest.raises(ValueError, match="dt must be positive"):
+        gear.simulate(arm, q0, dq0, 1.0, 0.0)
+    with pytest.raises(ValueError, match="dt must be finite"):
+        gear.simulate(arm, q0, dq0, 1.0, np.nan)
+    with pytest.raises(ValueError, match="q0"):
+        gear.simulate(arm, q0[:3], dq0, 1.0, 0.01)
+    with pytest.raises(ValueError, match="dq0 has 2 states but q0 has 3"):
+        gear.simulate(arm, np.tile(q0, (3, 1)), np.zeros((2, arm.nv)), 1.0, 0.01)
+    with pytest.raises(TypeError, match="gear.Model or gear.ConstrainedModel"):
+        gear.simulate("arm", q0, dq0, 1.0, 0.01)
+    with pytest.raises(ValueError, match="record_every"):
+        gear.simulate(arm, q0, dq0, 1.0, 0.01, record_every=0)
+    with pytest.raises(ValueError, match="stabilization"):
+        gear.simulate(arm, q0, dq0, 1.0, 0.01, stabilization="magic")
+    with pytest.raises(ValueError, match=r"tau callable returned shape \(3,\)"):
+        gear.simulate(arm, q0, dq0, 0.1, 0.01, tau=lambda t, q, dq: np.zeros(3))
+    with pytest.raises(ValueError, match="tau"):
+        gear.simulate(arm, q0, dq0, 0.1, 0.01, tau=np.zeros(2))
+
+
+def _tau_sin(t, q, dq):
+    return 0.5 * np.sin(3.0 * t) * np.ones_like(dq)
+
+
+@pytest.mark.parametrize("kind", ["tree", "closed"])
+def test_batch_equals_one_by_one_bit_for_bit(kind):
+    rng = np.random.default_rng(5)
+    if kind == "tree":
+        target = gear.load_urdf(gear.data_path("arm7.urdf"))
+        model = target
+        q = model.random_configuration(rng, n=4)
+        dq = rng.standard_normal((4, model.nv))
+    else:
+        target, q0 = mech.four_bar()
+        model = target.model
+        q = np.stack([target.assemble(model.integrate(q0, 0.05 * rng.standard_normal(3))) for _ in range(4)])
+        dq = np.stack([target.project_velocity(x, rng.standard_normal(3)) for x in q])
+    tb = gear.simulate(target, q, dq, 0.2, 0.01, tau=_tau_sin)
+    for k in range(4):
+        t1 = gear.simulate(target, q[k], dq[k], 0.2, 0.01, tau=_tau_sin)
+        assert np.array_equal(t1.q, tb.q[k]) and np.array_equal(t1.dq, tb.dq[k])
+        if kind == "closed":
+            assert np.array_equal(t1.lam, tb.lam[k])
+
+
+def test_zarr_store_equals_the_in_memory_trajectory(tmp_path):
+    zarr = pytest.importorskip("zarr", reason="zarr is the optional 'campaign' extra")
+    sysm, q = mech.four_bar()
+    dq = sysm.project_velocity(q, np.array([1.0, 0, 0]))
+    rng = np.random.default_rng(1)
+    qb = np.stack([sysm.assemble(sysm.model.integrate(q, 0.05 * rng.standard_normal(3))) for _ in range(3)])
+    mem = gear.simulate(sysm, qb, dq, 0.3, 1e-2, record_every=2)
+    store = tmp_path / "run.zarr"
+    disk = gear.simulate(sysm, qb, dq, 0.3, 1e-2, record_every=2, out=str(store), chunk=4)
+    for k in ("t", "q", "dq", "lam"):
+        assert np.array_equal(getattr(disk, k)[...], getattr(mem, k)), k
+    g = zarr.open_group(str(store), mode="r")
+    assert np.array_equal(g["q"][...], mem.q) and g["q"].shape == (3, len(mem.t), 3)
+    a = dict(g.attrs)
+    assert a["integrator"] == "rk4" and a["dt"] == 1e-2 and a["gear_version"] == gear.__version__
+    assert a["model_hash"] == gear.simulation.model_hash(sysm.model) and a["solver"] == "kkt"
+
+
+def test_progress_bar(capsys):
+    pytest.importorskip("tqdm", reason="tqdm is the optional 'progress' extra")
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    gear.simulate(arm, arm.neutral(), np.zeros(arm.nv), 0.05, 0.01, progress=True)
+    err = capsys.readouterr().err
+    assert "gear.simulate rk4" in err and "5/5" in err
+
+
+def test_controllers():
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    q0 = arm.neutral() + 0.3
+    # gravity compensation holds the arm where it is
+    tr = gear.simulate(arm, q0, np.zeros(arm.nv), 0.5, 1e-3, tau=gear.controllers.GravityCompensation(arm))
+    assert np.abs(tr.q[-1] - q0).max() < 1e-9
+    # PD (with gravity compensation) reaches its target
+    target = arm.neutral() - 0.2
+    D = np.diag(gear.mass_matrix(arm, target))          # critically damped, 10 rad/s per joint
+    pd = gear.controllers.PD(arm, 100.0 * D, 20.0 * D, target, gravity_compensation=True)
+    tr = gear.simulate(arm, q0, np.zeros(arm.nv), 3.0, 1e-3, tau=pd, record_every=1000)
+    assert np.abs(tr.q[-1] - target).max() < 1e-3
+    # computed torque tracks a moving reference exactly with a perfect model
+    ref = lambda t: (np.sin(t) * np.ones(arm.nv), np.cos(t) * np.ones(arm.nv), -np.sin(t) * np.ones(arm.nv))  # noqa
+    ct = gear.controllers.ComputedTorque(arm, 100.0, 20.0, ref)
+    tr = gear.simulate(arm, ref(0)[0], ref(0)[1], 1.0, 1e-3, tau=ct, record_every=100)
+    assert np.abs(tr.q[-1] - ref(1.0)[0]).max() < 1e-8
+    with pytest.raises(ValueError, match="kp"):
+        gear.controllers.PD(arm, -1.0, 1.0, target)
+
+
+def test_seven_dof_arm_against_an_independent_high_accuracy_integration():
+    from gear.testing import zoo_dir
+
+    pin = pytest.importorskip("pinocchio", reason="Pinocchio (optional 'reference' extra) is the independent ABA")
+    from scipy.integrate import solve_ivp
+
+    if zoo_dir() is None:
+        pytest.skip("example-robot-data (optional 'reference' extra) is not installed")
+    path = os.path.join(zoo_dir(), "xarm_description/urdf/xarm7.urdf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gear.InertiaWarning)
+        arm = gear.load_urdf(path)
+    assert arm.nv == 7
+    pm = pin.buildModelFromUrdf(path)
+    pd = pm.createData()
+    assert pm.nv == 7
+    rng = np.random.default_rng(3)
+    q0 = 0.5 * rng.standard_normal(7)
+    dq0 = 0.3 * rng.standard_normal(7)
+    # gravity compensated, plus a torque that accelerates every joint alike
+    D = np.diag(gear.mass_matrix(arm, q0))
+    extra = lambda t: 0.5 * np.sin(3.0 * t) * D  # noqa: E731
+
+    def f(t, y):                        # Pinocchio's ABA and gravity: independent of gear
+        tau = pin.computeGeneralizedGravity(pm, pd, y[:7]) + extra(t)
+        return np.concatenate([y[7:], pin.aba(pm, pd, y[:7], y[7:], tau)])
+
+    sol = solve_ivp(f, (0.0, 1.0), np.concatenate([q0, dq0]), method="DOP853", rtol=1e-13, atol=1e-13)
+    gc = gear.controllers.GravityCompensation(arm)
+    tr = gear.simulate(arm, q0, dq0, 1.0, 1e-3, integrator="rk4", record_every=1000,
+                       tau=lambda t, q, dq: gc(t, q, dq) + extra(t))
+    assert np.abs(tr.q[-1] - sol.y[:7, -1]).max() < 1e-7
+    assert np.abs(tr.dq[-1] - sol.y[7:, -1]).max() < 1e-7
+
+
+def test_dask_run_equals_the_local_run(tmp_path):
+    distributed = pytest.importorskip("distributed", reason="dask.distributed is the optional 'campaign' extra")
+    sysm, q = mech.four_bar()
+    rng = np.random.default_rng(2)
+    qb = np.stack([sysm.assemble(sysm.model.integrate(q, 0.05 * rng.standard_normal(3))) for _ in range(5)])
+    dq = np.stack([sysm.project_velocity(x, rng.standard_normal(3)) for x in qb])
+    local = gear.simulate(sysm, qb, dq, 0.2, 1e-2, tau=_tau_sin)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        remote = gear.simulate(sysm, qb, dq, 0.2, 1e-2, tau=_tau_sin, client=client)
+        stored = gear.simulate(sysm, qb, dq, 0.2, 1e-2, tau=_tau_sin, client=client,
+                               out=str(tmp_path / "c.zarr"))
+    for k in ("t", "q", "dq", "lam"):
+        assert np.array_equal(getattr(remote, k), getattr(local, k)), k
+        assert np.array_equal(getattr(stored, k)[...], getattr(local, k)), k
+    assert remote.stats["chunks"] == 4 and remote.stats["workers"] == 2
+    assert remote.stats["overhead_per_chunk"] >= 0.0
