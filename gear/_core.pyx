@@ -21,6 +21,8 @@ from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_deri
                                            rnea_tangent as _rnea_t)
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv
 from gear.joints._integrate cimport integrate_config as _integrate_config
+from gear.algorithms._common cimport forward_pass as _forward_pass
+from gear.constraints._closed cimport world_kinematics as _world_kin, closure_rows as _closure_rows
 from gear.constraints._closed cimport (ClosC, CWork, cwork_from, cwork_size,
                                        constraint_rows as _crows, closed_dynamics as _cdyn_aba,
                                        closed_forward_dense as _cdense)
@@ -725,3 +727,37 @@ def integrate(ModelData md, const double[:, ::1] q, const double[:, ::1] v, doub
         return
     for k in prange(N, nogil=True, num_threads=nthreads, schedule='static'):
         _integrate_config(&md.c, qp + k * nq, vp + k * nv, dt, op + k * nq)
+
+
+def maximal_terms(ModelData md, ClosureData cd, const double[::1] q, const double[::1] dq,
+                  double[:, ::1] T, double[:, ::1] S, double[:, ::1] eta, double[:, ::1] V,
+                  double[:, ::1] Tw, double[:, ::1] acc, double[:, ::1] F, double[::1] bias):
+    """Per-body terms of the maximal-coordinate system at one state: the
+    joint transforms T_{p,i} (nb, 12), motion subspaces S_i (nb, 36,
+    column-major 6 x nv_i), eta_i (nb, 6), body twists V_i (nb, 6), world
+    poses (nb, 12), bias accelerations (nb, 6), and the loop rows' body
+    wrenches F (m, 12) and dA dq (m,).  ``dq`` may be empty (zero
+    velocity).  Returns the kernel status (0, or ST_DIST_COINCIDE)."""
+    cdef Work w = work_from(&md.ws[0], md.nb)
+    cdef CWork cw = cwork_from(&cd.cws[0], md.nb, md.nv, cd.m)
+    cdef const double* dqp = &dq[0] if dq.shape[0] > 0 else NULL
+    cdef int st, i, k, nb = md.nb
+    with nogil:
+        _forward_pass(&md.c, &q[0], dqp, &w, True)
+        _world_kin(&md.c, &w, &cw)
+        st = _closure_rows(&md.c, &cd.c, &q[0], &w, &cw)
+        for i in range(nb):
+            for k in range(12):
+                T[i, k] = w.T[12 * i + k]
+                Tw[i, k] = cw.Tw[12 * i + k]
+            for k in range(36):
+                S[i, k] = w.S[36 * i + k]
+            for k in range(6):
+                eta[i, k] = w.eta[6 * i + k]
+                V[i, k] = w.V[6 * i + k]
+                acc[i, k] = cw.acc[6 * i + k]
+        for i in range(cd.m):
+            for k in range(12):
+                F[i, k] = cw.F[12 * i + k]
+            bias[i] = cw.bias[i]
+    return st

@@ -14,7 +14,7 @@ from . import joints as J
 from ._validate import as_array
 from .spatial import rot_to_quat
 
-__all__ = ["from_reduced", "to_reduced"]
+__all__ = ["from_reduced", "to_reduced", "MaximalSystem"]
 
 
 def from_reduced(model, q, dq=None):
@@ -177,3 +177,271 @@ def to_reduced(model, poses, twists=None, tol=1e-9):
                                  "in a direction the joint does not allow")
             dq[model.idx_v(name)] = x
     return (q, dq) if V is not None else q
+
+
+# ---------------------------------------------------------------------------
+# the maximal-coordinate system of a ConstrainedModel (seed 004, eq. 12)
+# ---------------------------------------------------------------------------
+def _ad_inv_mats(T):
+    """``Ad_{T^{-1}}`` for a stack of transforms ``T`` (n, 12) (R row-major,
+    p), shape (n, 6, 6): ``[[R^T, 0], [-R^T [p], R^T]]``."""
+    R = T[:, :9].reshape(-1, 3, 3)
+    p = T[:, 9:]
+    Rt = np.transpose(R, (0, 2, 1))
+    P = np.zeros((len(T), 3, 3))
+    P[:, 0, 1], P[:, 0, 2], P[:, 1, 2] = -p[:, 2], p[:, 1], -p[:, 0]
+    P[:, 1, 0], P[:, 2, 0], P[:, 2, 1] = p[:, 2], -p[:, 1], p[:, 0]
+    X = np.zeros((len(T), 6, 6))
+    X[:, :3, :3] = Rt
+    X[:, 3:, 3:] = Rt
+    X[:, 3:, :3] = -Rt @ P
+    return X
+
+
+def _dad(V, F):
+    """``ad*_V F = ad_V^T F`` for stacks (n, 6): ``(m x w + f x v, f x w)``
+    (Kim eq. 29)."""
+    w, v, m, f = V[:, :3], V[:, 3:], F[:, :3], F[:, 3:]
+    return np.concatenate([np.cross(m, w) + np.cross(f, v), np.cross(f, w)], axis=1)
+
+
+class MaximalSystem:
+    """The maximal-coordinate form of a closed-loop system.
+
+    Every body is a free rigid body with body twist ``V_i`` (6 each);
+    every tree joint and every loop closure is a set of rows ``J`` on the
+    stacked twists.  The equations of motion are the KKT system of seed
+    004, eq. (12):
+
+        ``[[Mb, J^T], [J, 0]] [dV; -lam] = [f; c]``
+
+    * ``Mb`` is block-diagonal: the body inertias (Kim eq. 22) in body
+      coordinates.
+    * ``f`` holds the body wrenches: ``ad*_V (I V)``, gravity
+      ``I (0, R^T g)``, the external wrenches, and the joint torques
+      (``w_i = S_i^{+T} tau_i`` on body i, so that ``S_i^T w_i = tau_i``,
+      and ``-Ad*_{T^{-1}} w_i`` on its parent).
+    * **Joint rows.** Joint i contributes ``C_i (dV_i - Ad_{T^{-1}} dV_p) =
+      C_i eta_i``, where the rows of ``C_i`` (6 - nv_i of them) span the
+      annihilator of ``S_i``, so the relative twist stays in the motion
+      subspace (Kim eqs. 37 and 41).
+    * **Loop rows.** A loop closure contributes
+      ``F_rA . dV_a + F_rB . dV_b = -dA dq_r + F_rA . acc_a + F_rB . acc_b``,
+      the same scalar rows as the reduced ``A``, written on the two bodies'
+      twists.  Their multipliers are the reduced ``lam``.
+
+    Parameters
+    ----------
+    sys : gear.ConstrainedModel or gear.Model
+        Its constraints must be :class:`gear.LoopClosure` objects: joint
+        couplers and custom constraints are rows in joint space, which this
+        formulation does not take.  Every body needs positive mass and
+        inertia.
+
+    Examples
+    --------
+    >>> import numpy as np, gear
+    >>> sys, q = gear.mechanisms.four_bar()
+    >>> ms = gear.maximal.MaximalSystem(sys)
+    >>> mats = ms.matrices(q, np.zeros(3))
+    >>> mats["Mb"].shape, mats["J"].shape, mats["KKT"].shape
+    ((18, 18), (18, 18), (36, 36))
+    """
+
+    def __init__(self, sys):
+        from .algorithms.dynamics import SingularInertiaError, _body_inertia_matrices
+        from .constraints import ConstrainedModel, LoopClosure
+        from .model import Model
+
+        if isinstance(sys, Model):
+            sys = ConstrainedModel(sys, [])
+        if not isinstance(sys, ConstrainedModel):
+            raise TypeError(f"sys must be a gear.ConstrainedModel or gear.Model, got {type(sys).__name__}")
+        for k, c in enumerate(sys.constraints):
+            if not isinstance(c, LoopClosure):
+                raise NotImplementedError(
+                    f"constraints[{k}] ({type(c).__name__}) is a row in joint space; the maximal-"
+                    "coordinate formulation takes gear.LoopClosure constraints only (use the 'kkt' "
+                    "or 'projection' solver)")
+        self.sys = sys
+        model = self.model = sys.model
+        nb = self.nb = model.nbodies
+        self.nd = sys._native()
+        I6 = _body_inertia_matrices(model)
+        for i in range(nb):
+            if np.linalg.eigvalsh(0.5 * (I6[i] + I6[i].T)).min() <= 1e-12 * max(1.0, np.abs(I6[i]).max()):
+                raise SingularInertiaError(
+                    f"body {model.body_names[i]!r} has a singular spatial inertia; the maximal-"
+                    "coordinate formulation needs positive mass and inertia on every body")
+        self.I6 = I6
+        self.Minv = np.linalg.inv(I6)
+        self.nvi = np.array([j.nv for j in model.joints])
+        self.parents = np.array(model.parents)
+        self.iv = np.array(model._iv)
+        ncj = 6 - self.nvi
+        self.joint_row0 = np.concatenate([[0], np.cumsum(ncj)])[:-1]
+        self.nJ = int(ncj.sum())
+        self.nL = sys.nc
+        self.nrows = self.nJ + self.nL
+        rows, cols = [], []
+        for i in range(nb):                      # joint blocks: C_i on i, -C_i X_i on the parent
+            r0, r = self.joint_row0[i], ncj[i]
+            for blk in ([i] if self.parents[i] < 0 else [i, self.parents[i]]):
+                rr, cc = np.meshgrid(np.arange(r0, r0 + r), np.arange(6 * blk, 6 * blk + 6), indexing="ij")
+                rows.append(rr.ravel())
+                cols.append(cc.ravel())
+        self._loop_bodies = []
+        r = self.nJ
+        for k, c in enumerate(sys.constraints):
+            ia, ib = sys._bodies[k]
+            for _ in range(sys._nrows[k]):
+                for b in (ia, ib):
+                    if b >= 0:
+                        rows.append(np.full(6, r))
+                        cols.append(np.arange(6 * b, 6 * b + 6))
+                self._loop_bodies.append((ia, ib))
+                r += 1
+        rows = np.concatenate(rows) if rows else np.zeros(0, int)
+        cols = np.concatenate(cols) if cols else np.zeros(0, int)
+        import scipy.sparse as sp
+
+        pattern = sp.csr_matrix((np.arange(1, len(rows) + 1, dtype=float), (rows, cols)),
+                                shape=(self.nrows, 6 * nb))
+        self._perm = pattern.data.astype(np.int64) - 1            # COO order -> CSR order
+        self._indices, self._indptr = pattern.indices, pattern.indptr
+        self._Mb = sp.block_diag(list(I6), format="csr") if nb else sp.csr_matrix((0, 0))
+        self._Minv = sp.block_diag(list(self.Minv), format="csr") if nb else sp.csr_matrix((0, 0))
+
+    # -- per-state terms -------------------------------------------------------
+    def _terms(self, q, dq):
+        from . import _core
+
+        nb, m = self.nb, self.nL
+        out = dict(T=np.empty((nb, 12)), S=np.empty((nb, 36)), eta=np.empty((nb, 6)),
+                   V=np.empty((nb, 6)), Tw=np.empty((nb, 12)), acc=np.empty((nb, 6)),
+                   F=np.empty((max(m, 1), 12)), bias=np.empty(max(m, 1)))
+        nd = self.sys._native()
+        st = _core.maximal_terms(self.model.data, nd, np.ascontiguousarray(q, dtype=float),
+                                 np.zeros(0) if dq is None else np.ascontiguousarray(dq, dtype=float),
+                                 out["T"], out["S"], out["eta"], out["V"], out["Tw"], out["acc"],
+                                 out["F"], out["bias"])
+        if st != 0:
+            self.sys._rows_numpy(q, dq)          # raises the named error
+            raise ValueError(f"maximal-coordinate terms failed with status {st}")
+        return out
+
+    def _joint_blocks(self, S):
+        """Per body: ``C_i`` (6 - n_i, 6) spanning the annihilator of S_i
+        and ``S_i^+`` (n_i, 6), from an SVD of S_i."""
+        C, Sp = [None] * self.nb, [None] * self.nb
+        for n in np.unique(self.nvi):
+            idx = np.flatnonzero(self.nvi == n)
+            if n == 0:
+                for i in idx:
+                    C[i], Sp[i] = np.eye(6), np.zeros((0, 6))
+                continue
+            Sg = np.transpose(S[idx].reshape(len(idx), 6, 6)[:, :n, :], (0, 2, 1))     # (g, 6, n)
+            U, s, Vt = np.linalg.svd(Sg)
+            pinv = np.linalg.pinv(Sg)
+            for k, i in enumerate(idx):
+                C[i], Sp[i] = U[k][:, n:].T, pinv[k]
+        return C, Sp
+
+    def matrices(self, q, dq=None, tau=None, f_ext=None):
+        """The maximal system at one state, as ``scipy.sparse`` matrices.
+
+        Parameters
+        ----------
+        q : array_like, shape (nq,)
+        dq : array_like, shape (nv,), optional (default zero)
+        tau : array_like, shape (nv,), optional (default zero)
+        f_ext : array_like, shape (nbodies, 6), optional
+
+        Returns
+        -------
+        dict
+            ``Mb`` (6 nb, 6 nb) block-diagonal body inertias; ``J``
+            (rows, 6 nb) joint rows then loop rows; ``KKT`` the saddle-point
+            matrix ``[[Mb, J^T], [J, 0]]``; ``f`` (6 nb,) body wrenches;
+            ``c`` (rows,) right-hand side of ``J dV = c``; ``twists`` (nb,
+            6); ``nJ`` and ``nL`` (joint and loop row counts).
+        """
+        import scipy.sparse as sp
+
+        sys = self.sys
+        q = sys._q(q)
+        if q.ndim != 1:
+            raise ValueError("matrices takes one state, shape (nq,)")
+        nv = self.model.nv
+        dq = np.zeros(nv) if dq is None else sys._v(dq, "dq", None)
+        tau = np.zeros(nv) if tau is None else sys._v(tau, "tau", None)
+        if f_ext is not None:
+            f_ext = sys._v(f_ext, "f_ext", None, (self.nb, 6))
+        t = self._terms(q, dq)
+        J, c, f, parts = self._assemble(t, tau, f_ext)
+        Mb = self._Mb
+        KKT = sp.bmat([[Mb, J.T], [J, None]], format="csc")
+        return dict(Mb=Mb, J=J, KKT=KKT, f=f, c=c, twists=t["V"], nJ=self.nJ, nL=self.nL)
+
+    def _assemble(self, t, tau, f_ext, prescribed=None):
+        import scipy.sparse as sp
+
+        nb = self.nb
+        X = _ad_inv_mats(t["T"])
+        C, Sp = self._joint_blocks(t["S"])
+        S6 = [np.transpose(t["S"][i].reshape(6, 6)[:self.nvi[i]]) for i in range(nb)]
+        vals, c = [], np.empty(self.nrows)
+        for i in range(nb):
+            r0 = self.joint_row0[i]
+            Ci = C[i]
+            vals.append(Ci.ravel())
+            if self.parents[i] >= 0:
+                vals.append((-Ci @ X[i]).ravel())
+            c[r0:r0 + Ci.shape[0]] = Ci @ t["eta"][i]
+        for r in range(self.nL):
+            ia, ib = self._loop_bodies[r]
+            F = t["F"][r]
+            rhs = -t["bias"][r]
+            if ia >= 0:
+                vals.append(F[:6])
+                rhs += F[:6] @ t["acc"][ia]
+            if ib >= 0:
+                vals.append(F[6:])
+                rhs += F[6:] @ t["acc"][ib]
+            c[self.nJ + r] = rhs
+        data = np.concatenate(vals)[self._perm] if vals else np.zeros(0)
+        J = sp.csr_matrix((data, self._indices, self._indptr), shape=(self.nrows, 6 * nb))
+        # body wrenches: ad*_V (I V) + gravity + external + joint torques
+        V = t["V"]
+        IV = np.einsum("bij,bj->bi", self.I6, V)
+        R = t["Tw"][:, :9].reshape(nb, 3, 3)
+        a_g = np.zeros((nb, 6))
+        a_g[:, 3:] = np.einsum("bji,j->bi", R, self.model.gravity)             # R^T g
+        f = _dad(V, IV) + np.einsum("bij,bj->bi", self.I6, a_g)
+        if f_ext is not None:
+            f = f + f_ext
+        for i in range(nb):
+            n = self.nvi[i]
+            if n == 0 or (prescribed is not None and prescribed[i]):
+                continue
+            # the joint's wrench: in the range of S_i with S_i^T w = tau_i
+            w = Sp[i].T @ tau[self.iv[i]:self.iv[i] + n]
+            f[i] += w
+            if self.parents[i] >= 0:
+                f[self.parents[i]] -= X[i].T @ w
+        return J, c, f.ravel(), dict(X=X, C=C, Sp=Sp, S6=S6)
+
+    def joint_accelerations(self, t, dV, parts):
+        """``ddq_i = S_i^+ (dV_i - Ad_{T^{-1}} dV_p - eta_i)`` (eq. 41 solved
+        for ``ddq``)."""
+        nb = self.nb
+        dV = dV.reshape(nb, 6)
+        ddq = np.empty(self.model.nv)
+        for i in range(nb):
+            n = self.nvi[i]
+            if n == 0:
+                continue
+            p = self.parents[i]
+            rel = dV[i] - t["eta"][i] - (parts["X"][i] @ dV[p] if p >= 0 else 0.0)
+            ddq[self.iv[i]:self.iv[i] + n] = parts["Sp"][i] @ rel
+        return ddq

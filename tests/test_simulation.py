@@ -300,3 +300,13 @@ def test_dask_run_equals_the_local_run(tmp_path):
         assert np.array_equal(getattr(stored, k)[...], getattr(local, k)), k
     assert remote.stats["chunks"] == 4 and remote.stats["workers"] == 2
     assert remote.stats["overhead_per_chunk"] >= 0.0
+
+
+def test_docs_simulation_doctest():
+    import doctest
+    import pathlib
+
+    pytest.importorskip("zarr", reason="the page's Zarr example needs the optional 'campaign' extra")
+    path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "simulation.md"
+    res = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 0 and res.failed == 0

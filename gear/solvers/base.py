@@ -172,6 +172,7 @@ _BUILTIN = {
     "kkt": ("gear.solvers.kkt", "KKTSolver"),
     "projection": ("gear.solvers.projection", "ProjectionSolver"),
     "soft": ("gear.solvers.soft", "SoftSolver"),
+    "maximal": ("gear.solvers.maximal", "MaximalSolver"),
 }
 
 

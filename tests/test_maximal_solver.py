@@ -1,0 +1,146 @@
+"""The maximal-coordinate formulation: gear.maximal.MaximalSystem (sparse
+M, J, KKT) and the "maximal" solver (CHOLMOD), against the reduced
+solvers."""
+import numpy as np
+import pytest
+
+import gear
+from gear import mechanisms as mech
+from gear.constraints.closures import KINDS
+from gear.testing import ALL_KINDS, random_se3, random_tree
+
+from test_solvers import MECHS
+
+pytest.importorskip("sksparse", reason="the maximal solver needs scikit-sparse (the 'sparse' extra)")
+
+
+def rel(a, b):
+    return np.max(np.abs(np.asarray(a) - np.asarray(b))) / max(1.0, np.max(np.abs(b)))
+
+
+def _consistent(sysm, q, rng):
+    A = sysm.constraint_jacobian(q)
+    if A.size == 0:
+        return rng.standard_normal(sysm.model.nv)
+    _, s, Vt = np.linalg.svd(A)
+    r = int((s > 1e-9 * s[0]).sum())
+    return Vt[r:].T @ rng.standard_normal(Vt.shape[0] - r)
+
+
+@pytest.mark.parametrize("name", sorted(k for k in MECHS if k != "rolling_ball"))
+def test_maximal_agrees_with_the_reduced_solvers(name):
+    sysm, q = MECHS[name]()
+    model = sysm.model
+    rng = np.random.default_rng(len(name) + 3)
+    dq = np.zeros(model.nv) if name == "four_bar_collinear" else _consistent(sysm, q, rng)
+    tau = rng.standard_normal(model.nv)
+    f_ext = rng.standard_normal((model.nbodies, 6))
+    A = sysm.constraint_jacobian(q)
+    mx = sysm.with_solver("maximal")
+    for fe in (None, f_ext):
+        ref = sysm.forward_dynamics(q, dq, tau, fe)
+        r = mx.forward_dynamics(q, dq, tau, fe)
+        assert r.solver == "maximal" and r.stats["nnz_factor"] > 0
+        assert rel(r.ddq, ref.ddq) < 1e-8, name
+        assert rel(A.T @ r.lam, A.T @ ref.lam) < 1e-8, name
+        assert r.residual < 1e-9 * max(1.0, np.abs(r.ddq).max())
+    pres = np.zeros(model.nbodies, dtype=bool)
+    pres[0] = True
+    ddq_p = ref.ddq + 0.3 * _consistent(sysm, q, rng)
+    h1 = sysm.hybrid_dynamics(q, dq, ddq_p, tau, pres)
+    h2 = mx.hybrid_dynamics(q, dq, ddq_p, tau, pres)
+    assert rel(h2.ddq, h1.ddq) < 1e-8 and rel(h2.tau, h1.tau) < 1e-8, name
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_maximal_on_random_trees_of_every_joint_kind(seed):
+    """Helical, universal, planar... joints (S^T S != I, S depending on q),
+    a closure of every kind (closed at the sampled state), fixed and
+    floating bases."""
+    rng = np.random.default_rng(100 + seed)
+    model = random_tree(rng, nbodies=8, kinds=[k for k in ALL_KINDS if k != "fixed"], root_free=seed % 2 == 1)
+    q = model.random_configuration(rng)
+    poses = gear.forward_kinematics(model, q)
+    kinds = sorted(KINDS)
+    cs = []
+    for kind in (kinds[seed % len(kinds)], kinds[(seed + 3) % len(kinds)]):
+        a, b = int(rng.integers(0, 8)), int(rng.integers(0, 8))
+        while b == a:
+            b = int(rng.integers(0, 8))
+        Pa = random_se3(rng)
+        W = poses[a] @ Pa.homogeneous()                       # frame A in the world at q
+        extra = {}
+        if kind == "distance":
+            W = W @ gear.SE3(p=[0.3, 0.0, 0.0]).homogeneous()
+            extra["distance"] = 0.3
+        Pb = np.linalg.inv(poses[b]) @ W                      # frame B on A: closed at q
+        cs.append(gear.LoopClosure(a, Pa, b, gear.SE3(Pb[:3, :3], Pb[:3, 3]), kind, **extra))
+    sysm = gear.ConstrainedModel(model, cs)
+    assert np.abs(sysm.constraint_residual(q)).max() < 1e-12
+    dq = _consistent(sysm, q, rng)
+    tau = rng.standard_normal(model.nv)
+    ref = sysm.forward_dynamics(q, dq, tau)
+    r = sysm.with_solver("maximal").forward_dynamics(q, dq, tau)
+    A = sysm.constraint_jacobian(q)
+    assert rel(r.ddq, ref.ddq) < 1e-8 and rel(A.T @ r.lam, A.T @ ref.lam) < 1e-8
+    # an open tree: the maximal system reproduces ABA
+    tree = gear.ConstrainedModel(model, [])
+    dq = rng.standard_normal(model.nv)
+    assert rel(tree.with_solver("maximal").forward_dynamics(q, dq, tau).ddq,
+               gear.forward_dynamics(model, q, dq, tau)) < 1e-9
+
+
+def test_sparse_matrices():
+    import scipy.sparse as sp
+
+    sysm, q = mech.n_four_bar(3)
+    model = sysm.model
+    rng = np.random.default_rng(0)
+    dq = _consistent(sysm, q, rng)
+    ms = gear.maximal.MaximalSystem(sysm)
+    mats = ms.matrices(q, dq)
+    Mb, J, KKT = mats["Mb"], mats["J"], mats["KKT"]
+    assert all(sp.issparse(x) for x in (Mb, J, KKT))
+    nb = model.nbodies
+    assert Mb.shape == (6 * nb, 6 * nb) and J.shape == (mats["nJ"] + mats["nL"], 6 * nb)
+    assert mats["nL"] == sysm.nc and mats["nJ"] == sum(6 - j.nv for j in model.joints)
+    # block-diagonal inertia equals the bodies' spatial inertias
+    for i, I in enumerate(model.inertias):
+        assert np.allclose(Mb[6 * i:6 * i + 6, 6 * i:6 * i + 6].toarray(), I.matrix())
+    # a consistent state's twists satisfy every row; the KKT matrix is symmetric
+    _, twists = gear.maximal.from_reduced(model, q, dq)
+    assert np.abs(J @ twists.ravel()).max() < 1e-12 * max(1.0, np.abs(twists).max())
+    assert abs(KKT - KKT.T).max() == 0.0
+    # J dV = c for the body accelerations of the solved ddq
+    res = sysm.forward_dynamics(q, dq, np.zeros(model.nv))
+    from gear.constraints import _kinematics as K
+
+    _, Jb, _, acc = K.tree_kinematics(model, q, dq)
+    dV = (Jb @ res.ddq + acc).ravel()
+    assert np.abs(J @ dV - mats["c"]).max() < 1e-10
+    # the loop rows are the reduced rows A
+    assert np.abs(J[mats["nJ"]:] @ Jb.reshape(-1, model.nv) - sysm.constraint_jacobian(q)).max() < 1e-13
+
+
+def test_symbolic_factorisation_is_reused_and_options_are_checked():
+    sysm, q = mech.four_bar()
+    mx = sysm.with_solver("maximal", ordering="amd", refinement=2)
+    for _ in range(3):
+        mx.forward_dynamics(q, np.zeros(3), np.ones(3))
+    assert len(mx.solver._symbolic) == 1 and mx.solver.counters["factorizations"] == 3
+    with pytest.raises(ValueError, match="regularization"):
+        sysm.with_solver("maximal", regularization=-1)
+    with pytest.raises(ValueError, match="refinement"):
+        sysm.with_solver("maximal", refinement=1.5)
+
+
+def test_what_the_maximal_formulation_does_not_take():
+    sysm, q = mech.rolling_ball()
+    with pytest.raises(NotImplementedError, match="LoopClosure constraints only"):
+        sysm.with_solver("maximal")
+    model = gear.Model()
+    model.add_body("a", -1, gear.joints.Revolute([0, 0, 1]), inertia=gear.Inertia(1.0, [0, 0, 0], np.eye(3)))
+    model.add_body("frame", 0, gear.joints.Revolute([0, 0, 1]), gear.SE3(p=[1, 0, 0]),
+                   inertia=gear.Inertia(0.0, [0, 0, 0], np.zeros((3, 3))))
+    with pytest.raises(gear.SingularInertiaError, match="'frame'"):
+        gear.ConstrainedModel(model, []).with_solver("maximal")
