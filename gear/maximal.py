@@ -283,24 +283,47 @@ class MaximalSystem:
         self.nJ = int(ncj.sum())
         self.nL = sys.nc
         self.nrows = self.nJ + self.nL
+        # the pattern of J, in the order the values are produced (vectorised
+        # per group of joints with the same number of dofs): C blocks, parent
+        # blocks, then the loop rows' wrenches on body a, then on body b
         rows, cols = [], []
-        for i in range(nb):                      # joint blocks: C_i on i, -C_i X_i on the parent
-            r0, r = self.joint_row0[i], ncj[i]
-            for blk in ([i] if self.parents[i] < 0 else [i, self.parents[i]]):
-                rr, cc = np.meshgrid(np.arange(r0, r0 + r), np.arange(6 * blk, 6 * blk + 6), indexing="ij")
-                rows.append(rr.ravel())
-                cols.append(cc.ravel())
-        self._loop_bodies = []
-        r = self.nJ
+        self._groups = []
+        for n in np.unique(self.nvi):
+            idx = np.flatnonzero(self.nvi == n)
+            r = 6 - n
+            if r == 0:
+                self._groups.append((n, idx, None, None))
+                continue
+            R = self.joint_row0[idx][:, None] + np.arange(r)[None, :]               # (g, r)
+            self._groups.append((n, idx, R, self.parents[idx] >= 0))
+        for n, idx, R, hp in self._groups:
+            if R is None:
+                continue
+            rows.append(np.repeat(R[:, :, None], 6, axis=2).ravel())
+            cols.append(np.broadcast_to((6 * idx)[:, None, None] + np.arange(6), R.shape + (6,)).ravel())
+        for n, idx, R, hp in self._groups:
+            if R is None or not hp.any():
+                continue
+            Rp, par = R[hp], self.parents[idx[hp]]
+            rows.append(np.repeat(Rp[:, :, None], 6, axis=2).ravel())
+            cols.append(np.broadcast_to((6 * par)[:, None, None] + np.arange(6), Rp.shape + (6,)).ravel())
+        la, lb = [], []
         for k, c in enumerate(sys.constraints):
             ia, ib = sys._bodies[k]
-            for _ in range(sys._nrows[k]):
-                for b in (ia, ib):
-                    if b >= 0:
-                        rows.append(np.full(6, r))
-                        cols.append(np.arange(6 * b, 6 * b + 6))
-                self._loop_bodies.append((ia, ib))
-                r += 1
+            la += [ia] * sys._nrows[k]
+            lb += [ib] * sys._nrows[k]
+        self._la, self._lb = np.array(la, dtype=int), np.array(lb, dtype=int)
+        self._loop_bodies = list(zip(la, lb))
+        lrows = self.nJ + np.arange(self.nL)
+        for body in (self._la, self._lb):
+            msk = body >= 0
+            rows.append(np.repeat(lrows[msk], 6))
+            cols.append(((6 * body[msk])[:, None] + np.arange(6)).ravel())
+        self._has_parent = self.parents >= 0
+        # joints whose S_i does not depend on q: their C_i and S_i^+ are
+        # computed once (checked at two configurations)
+        self._const_blocks = None
+        self._const_groups = None
         rows = np.concatenate(rows) if rows else np.zeros(0, int)
         cols = np.concatenate(cols) if cols else np.zeros(0, int)
         import scipy.sparse as sp
@@ -330,22 +353,48 @@ class MaximalSystem:
             raise ValueError(f"maximal-coordinate terms failed with status {st}")
         return out
 
+    def _const_group_mask(self):
+        if self._const_groups is None:
+            from . import _core
+
+            md, nb = self.model.data, self.nb
+            Ss = []
+            for q in (self.model.neutral(), self.model.random_configuration(np.random.default_rng(7))):
+                S = np.empty((nb, 36))
+                _core.maximal_terms(md, self.sys._native(), q, np.zeros(0), np.empty((nb, 12)), S,
+                                    np.empty((nb, 6)), np.empty((nb, 6)), np.empty((nb, 12)),
+                                    np.empty((nb, 6)), np.empty((max(self.nL, 1), 12)),
+                                    np.empty(max(self.nL, 1)))
+                Ss.append(S)
+            self._const_groups = [bool(np.array_equal(Ss[0][idx], Ss[1][idx])) for _, idx, _, _ in self._groups]
+        return self._const_groups
+
     def _joint_blocks(self, S):
-        """Per body: ``C_i`` (6 - n_i, 6) spanning the annihilator of S_i
-        and ``S_i^+`` (n_i, 6), from an SVD of S_i."""
-        C, Sp = [None] * self.nb, [None] * self.nb
-        for n in np.unique(self.nvi):
-            idx = np.flatnonzero(self.nvi == n)
+        """Per group of joints with n dofs: ``C`` (g, 6 - n, 6) spanning the
+        annihilator of each S_i, and ``S^+`` (g, n, 6), from one batched
+        SVD of the S_i (cached for groups whose S does not depend on q)."""
+        const = self._const_group_mask()
+        if self._const_blocks is not None:
+            fresh = self._joint_blocks_svd(S, [not c for c in const])
+            return [cb if c else fb for c, cb, fb in zip(const, self._const_blocks, fresh)]
+        out = self._joint_blocks_svd(S, [True] * len(self._groups))
+        self._const_blocks = out
+        return out
+
+    def _joint_blocks_svd(self, S, which):
+        out = []
+        for (n, idx, R, hp), w in zip(self._groups, which):
+            if not w:
+                out.append(None)
+                continue
             if n == 0:
-                for i in idx:
-                    C[i], Sp[i] = np.eye(6), np.zeros((0, 6))
+                out.append((np.broadcast_to(np.eye(6), (len(idx), 6, 6)), np.zeros((len(idx), 0, 6))))
                 continue
             Sg = np.transpose(S[idx].reshape(len(idx), 6, 6)[:, :n, :], (0, 2, 1))     # (g, 6, n)
-            U, s, Vt = np.linalg.svd(Sg)
-            pinv = np.linalg.pinv(Sg)
-            for k, i in enumerate(idx):
-                C[i], Sp[i] = U[k][:, n:].T, pinv[k]
-        return C, Sp
+            U, sv, Vt = np.linalg.svd(Sg)
+            pinv = np.einsum("gji,gj,gkj->gik", Vt, 1.0 / sv, U[:, :, :n])           # V diag(1/s) U_n^T
+            out.append((np.transpose(U[:, :, n:], (0, 2, 1)), pinv))
+        return out
 
     def matrices(self, q, dq=None, tau=None, f_ext=None):
         """The maximal system at one state, as ``scipy.sparse`` matrices.
@@ -388,30 +437,9 @@ class MaximalSystem:
 
         nb = self.nb
         X = _ad_inv_mats(t["T"])
-        C, Sp = self._joint_blocks(t["S"])
-        S6 = [np.transpose(t["S"][i].reshape(6, 6)[:self.nvi[i]]) for i in range(nb)]
-        vals, c = [], np.empty(self.nrows)
-        for i in range(nb):
-            r0 = self.joint_row0[i]
-            Ci = C[i]
-            vals.append(Ci.ravel())
-            if self.parents[i] >= 0:
-                vals.append((-Ci @ X[i]).ravel())
-            c[r0:r0 + Ci.shape[0]] = Ci @ t["eta"][i]
-        for r in range(self.nL):
-            ia, ib = self._loop_bodies[r]
-            F = t["F"][r]
-            rhs = -t["bias"][r]
-            if ia >= 0:
-                vals.append(F[:6])
-                rhs += F[:6] @ t["acc"][ia]
-            if ib >= 0:
-                vals.append(F[6:])
-                rhs += F[6:] @ t["acc"][ib]
-            c[self.nJ + r] = rhs
-        data = np.concatenate(vals)[self._perm] if vals else np.zeros(0)
-        J = sp.csr_matrix((data, self._indices, self._indptr), shape=(self.nrows, 6 * nb))
-        # body wrenches: ad*_V (I V) + gravity + external + joint torques
+        blocks = self._joint_blocks(t["S"])
+        c = np.empty(self.nrows)
+        vals_c, vals_p = [], []
         V = t["V"]
         IV = np.einsum("bij,bj->bi", self.I6, V)
         R = t["Tw"][:, :9].reshape(nb, 3, 3)
@@ -420,28 +448,55 @@ class MaximalSystem:
         f = _dad(V, IV) + np.einsum("bij,bj->bi", self.I6, a_g)
         if f_ext is not None:
             f = f + f_ext
-        for i in range(nb):
-            n = self.nvi[i]
-            if n == 0 or (prescribed is not None and prescribed[i]):
+        for (n, idx, Rr, hp), (C, Sp) in zip(self._groups, blocks):
+            if Rr is not None:
+                vals_c.append(C.ravel())
+                if hp.any():
+                    vals_p.append((-C[hp] @ X[idx[hp]]).ravel())
+                c[Rr] = np.einsum("grk,gk->gr", C, t["eta"][idx])
+            if n == 0:
                 continue
-            # the joint's wrench: in the range of S_i with S_i^T w = tau_i
-            w = Sp[i].T @ tau[self.iv[i]:self.iv[i] + n]
-            f[i] += w
-            if self.parents[i] >= 0:
-                f[self.parents[i]] -= X[i].T @ w
-        return J, c, f.ravel(), dict(X=X, C=C, Sp=Sp, S6=S6)
+            # joint torques: w_i = S_i^{+T} tau_i on body i (S_i^T w_i = tau_i),
+            # -Ad*_{T^{-1}} w_i on the parent
+            act = np.ones(len(idx), dtype=bool) if prescribed is None else ~np.asarray(prescribed)[idx]
+            if not act.any():
+                continue
+            ii = idx[act]
+            tq = tau[self.iv[ii][:, None] + np.arange(n)]
+            w = np.einsum("gnk,gn->gk", Sp[act], tq)
+            f[ii] += w
+            par = self.parents[ii]
+            m = par >= 0
+            np.add.at(f, par[m], -np.einsum("gkj,gk->gj", X[ii[m]], w[m]))
+        F = t["F"][:self.nL]
+        lr = -t["bias"][:self.nL].copy()
+        ma, mb = self._la >= 0, self._lb >= 0
+        lr[ma] += np.einsum("rk,rk->r", F[ma, :6], t["acc"][self._la[ma]])
+        lr[mb] += np.einsum("rk,rk->r", F[mb, 6:], t["acc"][self._lb[mb]])
+        c[self.nJ:] = lr
+        vals = vals_c + vals_p + [F[ma, :6].ravel(), F[mb, 6:].ravel()]
+        data = np.concatenate(vals)[self._perm] if vals else np.zeros(0)
+        J = sp.csr_matrix((data, self._indices, self._indptr), shape=(self.nrows, 6 * nb))
+        return J, c, f.ravel(), dict(X=X, blocks=blocks)
 
     def joint_accelerations(self, t, dV, parts):
         """``ddq_i = S_i^+ (dV_i - Ad_{T^{-1}} dV_p - eta_i)`` (eq. 41 solved
         for ``ddq``)."""
-        nb = self.nb
-        dV = dV.reshape(nb, 6)
+        dV = dV.reshape(self.nb, 6)
+        rel = dV - t["eta"]
+        hp = self._has_parent
+        rel[hp] -= np.einsum("bij,bj->bi", parts["X"][hp], dV[self.parents[hp]])
         ddq = np.empty(self.model.nv)
-        for i in range(nb):
-            n = self.nvi[i]
-            if n == 0:
-                continue
-            p = self.parents[i]
-            rel = dV[i] - t["eta"][i] - (parts["X"][i] @ dV[p] if p >= 0 else 0.0)
-            ddq[self.iv[i]:self.iv[i] + n] = parts["Sp"][i] @ rel
+        for (n, idx, Rr, _), (C, Sp) in zip(self._groups, parts["blocks"]):
+            if n:
+                ddq[self.iv[idx][:, None] + np.arange(n)] = np.einsum("gnk,gk->gn", Sp, rel[idx])
         return ddq
+
+    def pinv_of(self, parts, i):
+        """``S_i^+`` of body i from the parts of :meth:`_assemble`."""
+        for (n, idx, _, _), (C, Sp) in zip(self._groups, parts["blocks"]):
+            k = np.flatnonzero(idx == i)
+            if k.size:
+                return Sp[k[0]]
+        raise IndexError(i)
+

@@ -90,7 +90,7 @@ class MaximalSolver(ConstraintSolver):
                 n = ms.nvi[i]
                 if n == 0:
                     continue
-                Sp = parts["Sp"][i]
+                Sp = ms.pinv_of(parts, i)
                 blk = sp.lil_matrix((n, 6 * nb))
                 blk[:, 6 * i:6 * i + 6] = Sp
                 p = ms.parents[i]
@@ -101,7 +101,13 @@ class MaximalSolver(ConstraintSolver):
                 rhs.append(ddq_pres[s] + Sp @ t["eta"][i])
             J = sp.vstack([J] + rows, format="csr")
             c = np.concatenate([c] + rhs)
-        JM = J @ ms._Minv
+        # J Mb^{-1}: same pattern as J (each row meets a body in one 6-block)
+        if J.nnz % 6 == 0 and J.has_sorted_indices:
+            seg = J.data.reshape(-1, 6)
+            JM = sp.csr_matrix((np.einsum("sk,skj->sj", seg, ms.Minv[J.indices[::6] // 6]).ravel(),
+                                J.indices, J.indptr), shape=J.shape)
+        else:
+            JM = J @ ms._Minv
         K = (JM @ J.T).tocsc()
         r = c - JM @ f
         key = None if pres is None else pres.tobytes()
@@ -121,8 +127,13 @@ class MaximalSolver(ConstraintSolver):
             self.factor_nnz = int(fac.L().nnz)
         dV = ms._Minv @ (f + J.T @ lam)
         ddq = ms.joint_accelerations(t, dV, parts)
+        # |A ddq + dA dq| = |J_loop dV - c_loop| (the loop rows in body twists)
+        loop = slice(ms.nJ, ms.nJ + ms.nL)
+        res = float(np.linalg.norm(J[loop] @ dV - c[loop])) if ms.nL else 0.0
         stats = {"factorizations": 1, "rows": int(K.shape[0]), "nnz_J": int(J.nnz),
                  "nnz_factor": self.factor_nnz or 0, "refinement": self.options["refinement"]}
+        if pres is None:
+            stats["residual"] = res
         return ddq, lam[ms.nJ:ms.nJ + ms.nL], stats
 
     def _forward(self, q, dq, tau, f_ext):
