@@ -4,11 +4,13 @@ Run:  python benchmarks/bench_simulation.py [--states N] [--steps S]
 
 The cases are:
 
-- The bundled 7-DoF arm (arm7.xml) with RK4 at dt = 1 ms, all joints
-  unactuated (passive swing under gravity), on 1 and 2 threads. MuJoCo's
-  ``mujoco.rollout`` gets the same MJCF file with its RK4 integrator
-  (optional), and a Python loop integrates the same arm by RK4 over
-  Pinocchio's ABA (optional, fewer states: it is slow).
+- The bundled 7-DoF arm (arm7.urdf) with RK4 at dt = 1 ms, all joints
+  unactuated (passive swing under gravity), on 1 and 2 threads.
+  ``mujoco.rollout`` (optional) loads the same URDF, with contacts and
+  joint limits disabled so that both integrate the same ODE (their
+  accelerations agree to 1e-13), and uses its RK4 integrator. A Python
+  loop integrates the same arm by RK4 over Pinocchio's ABA (optional, on
+  fewer states: it is slow).
 - The bundled closed four-bar (fourbar.xml) with RK4 and projection
   stabilisation, exact to 1e-12, on 1 and 2 threads. MuJoCo gets the same
   file with its soft ``equality connect``.
@@ -57,6 +59,7 @@ def mujoco_rate(xml, q0, dq0, steps, dt, threads, integrator="RK4"):
         return None
     m = mujoco.MjModel.from_xml_path(xml)
     m.opt.timestep = dt
+    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_LIMIT
     m.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{integrator}")
     datas = [mujoco.MjData(m) for _ in range(threads)]
     N = q0.shape[0]
@@ -105,14 +108,14 @@ def main(argv=None):
     N, S = a.states // div, a.steps // div
     rng = np.random.default_rng(0)
     print(f"# gear {gear.__version__} | numpy {np.__version__} | {os.cpu_count()} cores")
-    print("\n## 7-DoF arm (arm7.xml), RK4, dt = 1 ms: state-steps per second\n")
-    arm = gear.load_mjcf(gear.data_path("arm7.xml"))
+    print("\n## 7-DoF arm (arm7.urdf), RK4, dt = 1 ms: state-steps per second\n")
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
     q0 = 0.5 * rng.standard_normal((N, arm.nq))
     dq0 = 0.5 * rng.standard_normal((N, arm.nv))
     print(f"{'threads':>7} {'gear':>12} {'mujoco':>12} {'gear/mujoco':>12}")
     for th in (1, 2):
         g, _ = gear_rate(arm, q0, dq0, S, 1e-3, th, integrator="rk4")
-        mj = mujoco_rate(gear.data_path("arm7.xml"), q0, dq0, S, 1e-3, th)
+        mj = mujoco_rate(gear.data_path("arm7.urdf"), q0, dq0, S, 1e-3, th)
         print(f"{th:>7} {g:12,.0f} {'-' if mj is None else f'{mj:12,.0f}'} "
               f"{'-' if mj is None else f'{g / mj:12.2f}'}")
     np_ = max(1, N // 50)

@@ -21,6 +21,7 @@ from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_deri
                                            rnea_tangent as _rnea_t)
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv
 from gear.joints._integrate cimport integrate_config as _integrate_config
+from gear.algorithms._rollout cimport RollC, rollout as _rollout, rollout_scratch
 from gear.algorithms._common cimport forward_pass as _forward_pass
 from gear.constraints._closed cimport world_kinematics as _world_kin, closure_rows as _closure_rows
 from gear.constraints._closed cimport (ClosC, CWork, cwork_from, cwork_size,
@@ -761,3 +762,57 @@ def maximal_terms(ModelData md, ClosureData cd, const double[::1] q, const doubl
                 F[i, k] = cw.F[12 * i + k]
             bias[i] = cw.bias[i]
     return st
+
+
+def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[:, ::1] v0,
+            const double[:, ::1] tau, int integrator, int nsteps, double dt, double last_dt,
+            int record_every, int route, int project, double tol, const double[::1] kp,
+            const double[::1] kd, const double[::1] q_target, const double[::1] dq_target,
+            int gravity_comp, double[:, :, ::1] Q, double[:, :, ::1] V, double[:, :, ::1] L,
+            double[::1] tmax, int[::1] status, int nthreads, int project_start=1):
+    """Native rollouts of each row (see _rollout.pxd); ``cd`` None for a
+    tree; ``tau``/``kp``/``L`` may be None.  Parallel over rows, no GIL."""
+    cdef RollC r
+    cdef Py_ssize_t N = q0.shape[0], k
+    cdef int nq = md.nq, nv = md.nv, nb = md.nb, m = 0 if cd is None else cd.m, st
+    cdef int T = Q.shape[1]
+    cdef int wsize = md.wsize
+    cdef int cwsize = cwork_size(nb, nv, m)
+    cdef int ssize = rollout_scratch(nq, nv, m)
+    cdef const ClosC* cp = NULL if cd is None else &cd.c
+    cdef const double* qp = &q0[0, 0]
+    cdef const double* vp = &v0[0, 0] if nv > 0 else NULL
+    cdef const double* tp = NULL if tau is None else &tau[0, 0]
+    cdef double* Qp = &Q[0, 0, 0]
+    cdef double* Vp = &V[0, 0, 0] if nv > 0 else NULL
+    cdef double* Lp = NULL if (L is None or m == 0) else &L[0, 0, 0]
+    cdef Work w
+    cdef CWork cw
+    cdef double* buf
+    r.integrator = integrator
+    r.nsteps = nsteps
+    r.dt = dt
+    r.last_dt = last_dt
+    r.record_every = record_every
+    r.nrec = T
+    r.route = route
+    r.project = project
+    r.project_start = project_start
+    r.tol = tol
+    r.kp = NULL if kp is None else &kp[0]
+    r.kd = NULL if kd is None else &kd[0]
+    r.q_target = NULL if q_target is None else &q_target[0]
+    r.dq_target = NULL if dq_target is None else &dq_target[0]
+    r.gravity_comp = gravity_comp
+    if N == 0:
+        return
+    with nogil, parallel(num_threads=max(1, min(nthreads, <int> N))):
+        buf = <double*> malloc((wsize + cwsize + ssize + 1) * sizeof(double))
+        w = work_from(buf, nb)
+        cw = cwork_from(buf + wsize, nb, nv, m)
+        for k in prange(N, schedule='dynamic'):
+            st = _rollout(&md.c, cp, &r, qp + k * nq, _row(vp, k, nv), _row(tp, k, nv),
+                          Qp + k * T * nq, _orow(Vp, k, T * nv), _orow(Lp, k, T * m), &tmax[k],
+                          &w, &cw, buf + wsize + cwsize)
+            status[k] = st
+        free(buf)

@@ -368,9 +368,87 @@ class _Recorder:
 
 
 # ---------------------------------------------------------------------------
+# the native rollout loop (gear/algorithms/_rollout.pxd)
+# ---------------------------------------------------------------------------
+def _native_plan(S, integrator, native):
+    """The arguments of ``_core.rollout`` when the whole loop can run
+    natively, else None (the loop then runs in Python over the batched
+    kernels).  Native: euler/rk4 (and rkmk4 on vector-space joints, where
+    it is rk4), torques None, an array, or a gear.controllers PD /
+    GravityCompensation, no f_ext; closed chains with the kkt solver on
+    LoopClosure/coupler rows and projection or no stabilisation."""
+    from . import controllers
+    from .joints import FREE, SPHERICAL
+
+    if not native:
+        return None
+    m = S.model
+    lie = any(j.kind in (SPHERICAL, FREE) for j in m.joints)
+    if integrator == "rkmk4" and lie:
+        return None
+    if integrator not in ("euler", "rk4", "rkmk4") or S.f_ext is not None:
+        return None
+    plan = dict(integrator=0 if integrator == "euler" else 1, tau=None, kp=None, kd=None,
+                q_target=None, dq_target=None, gravity_comp=0, cd=None, route=0, project=0)
+    tau = S.tau
+    if isinstance(tau, controllers.GravityCompensation) and tau.model is m:
+        plan["gravity_comp"] = 1
+    elif isinstance(tau, controllers.PD) and tau.model is m and not lie:
+        plan.update(kp=tau.kp, kd=tau.kd, q_target=tau.q_target, dq_target=tau.dq_target,
+                    gravity_comp=int(tau.gravity_compensation))
+    elif callable(tau):
+        return None
+    else:
+        plan["tau"] = tau
+    if S.sys is not None and S.sys.nc:
+        solver = S.sys.solver
+        if solver.name != "kkt" or S.stabilization not in ("projection", None):
+            return None
+        nd = S.sys._native(solver.options["rcond"])
+        if nd is None:
+            return None
+        plan.update(cd=nd, route=solver._route, project=int(S.stabilization == "projection"))
+    return plan
+
+
+def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first=True):
+    """One native segment: ``steps`` steps from (q, v); returns the recorded
+    frames (N, T, .) and the largest pre-projection residual per state."""
+    from . import _core
+    from .algorithms.dynamics import SingularInertiaError
+
+    m = S.model
+    T = len(range(0, steps + 1, record_every)) + (0 if steps % record_every == 0 else 1)
+    N = q.shape[0]
+    nc = 0 if plan["cd"] is None else S.sys.nc
+    Q, V = np.empty((N, T, m.nq)), np.empty((N, T, m.nv))
+    L = np.empty((N, T, nc)) if plan["cd"] is not None else None
+    tmax = np.zeros(N)
+    status = np.zeros(N, dtype=np.int32)
+    _core.rollout(m.data, plan["cd"], q, v, plan["tau"], plan["integrator"], steps, dt, last_dt,
+                  record_every, plan["route"], plan["project"], 1e-12, plan["kp"], plan["kd"],
+                  plan["q_target"], plan["dq_target"], plan["gravity_comp"], Q, V, L, tmax, status,
+                  nthreads, int(first))
+    bad = np.flatnonzero(status)
+    if bad.size:
+        st, k = int(status[bad[0]]), int(bad[0])
+        if st == -5:
+            raise FloatingPointError(f"the state of batch row {k} became non-finite; reduce dt or use "
+                                     "integrator='implicit' for stiff systems")
+        if st > 0:
+            raise SingularInertiaError(f"articulated inertia of joint {m.joint_names[st - 1]!r} is singular "
+                                       f"(batch row {k})")
+        if st == -4:
+            raise SingularInertiaError(f"the mass matrix is not positive definite (batch row {k})")
+        raise ValueError(f"the native rollout failed with status {st} (batch row {k}): a distance "
+                         "closure whose two points coincide?")
+    return Q, V, L, tmax
+
+
+# ---------------------------------------------------------------------------
 def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_ext=None,
              stabilization="projection", record_every=1, progress=None, out=None, client=None,
-             baumgarte_gains=None, chunk=256):
+             baumgarte_gains=None, chunk=256, native=True):
     """Integrate the equations of motion from ``(q0, dq0)`` to ``t_final``.
 
     Parameters
@@ -411,6 +489,13 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     baumgarte_gains : (float, float), optional
         ``(alpha, beta)`` of ``stabilization="baumgarte"``; default
         ``(1/(5 dt), 1/(5 dt))``.
+    native : bool
+        Run the whole loop natively (no GIL, parallel over the batch) when
+        the configuration allows it: ``euler``/``rk4`` (and ``rkmk4`` on
+        vector-space joints), ``tau`` None, an array or a
+        :mod:`gear.controllers` PD/GravityCompensation, no ``f_ext``,
+        closed chains with the ``kkt`` solver and projection or no
+        stabilisation.  ``stats["native"]`` says which loop ran.
 
     Returns
     -------
@@ -489,6 +574,45 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
             raise ImportError("progress=True needs tqdm: pip install 'gear[progress]'") from None
         bar = tqdm(total=n, unit="step", desc=f"gear.simulate {integrator} x{N}")
     max_res = 0.0
+    plan = _native_plan(S, integrator, native)
+    if plan is not None:
+        from .algorithms.dynamics import get_num_threads
+
+        wall = time.perf_counter()
+        seg = max(1, int(chunk)) * int(record_every)          # steps per native call
+        k0, t0 = 0, 0.0
+        try:
+            while True:
+                steps = min(seg, n - k0)
+                last = dt if k0 + steps < n else t_final - (n - 1) * dt
+                Q, V, L, tmax = _run_native(S, plan, q, v, steps, dt, last, int(record_every),
+                                            get_num_threads(), first=k0 == 0)
+                max_res = max(max_res, float(tmax.max()) if tmax.size else 0.0)
+                for j in range(0 if k0 == 0 else 1, Q.shape[1]):
+                    kk = min(k0 + j * int(record_every), n)
+                    tt = t_final if kk == n else kk * dt
+                    rec.record(tt, Q[:, j], V[:, j], None if L is None else L[:, j])
+                q = np.ascontiguousarray(Q[:, -1])
+                v = np.ascontiguousarray(V[:, -1])
+                k0 += steps
+                if bar is not None:
+                    bar.update(steps)
+                    el = time.perf_counter() - wall
+                    bar.set_postfix_str(f"{k0 * N / max(el, 1e-9):,.0f} state-steps/s")
+                if k0 >= n:
+                    break
+        finally:
+            if bar is not None:
+                bar.close()
+        wall = time.perf_counter() - wall
+        stats = {"steps": n, "wall_time": wall, "evaluations": None, "integrator": integrator,
+                 "dt": dt, "batch": N, "state_steps_per_s": n * N / max(wall, 1e-12), "native": True}
+        if S.sys is not None:
+            stats["solver"] = S.sys.solver.name
+            stats["solver_counters"] = dict(S.sys.solver.counters)
+            stats["max_residual"] = max_res
+            stats["stabilization"] = str(S.stabilization)
+        return rec.result(stats)
     if S.stabilization == "projection":
         q, v, r0 = _project(S.sys, q, v)
     step = {"euler": _step_euler, "implicit": _step_implicit,
@@ -540,7 +664,7 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
             bar.close()
     wall = time.perf_counter() - wall
     stats = {"steps": n, "wall_time": wall, "evaluations": S.evaluations, "integrator": integrator,
-             "dt": dt, "batch": N, "state_steps_per_s": n * N / max(wall, 1e-12)}
+             "dt": dt, "batch": N, "state_steps_per_s": n * N / max(wall, 1e-12), "native": False}
     if S.sys is not None:
         stats["solver"] = S.sys.solver.name
         stats["solver_counters"] = dict(S.sys.solver.counters)

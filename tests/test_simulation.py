@@ -310,3 +310,34 @@ def test_docs_simulation_doctest():
     path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "simulation.md"
     res = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert res.attempted > 0 and res.failed == 0
+
+
+def test_native_loop_equals_the_python_loop():
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    rng = np.random.default_rng(8)
+    q0, dq0 = arm.random_configuration(rng, n=6), rng.standard_normal((6, arm.nv))
+    ctrl = [None, 0.3 * np.ones(arm.nv), gear.controllers.GravityCompensation(arm),
+            gear.controllers.PD(arm, 5.0, 1.0, arm.neutral(), gravity_compensation=True)]
+    for integ in ("euler", "rk4", "rkmk4"):
+        for tau in ctrl:
+            a = gear.simulate(arm, q0, dq0, 0.2, 1e-3, integrator=integ, tau=tau, record_every=9, chunk=4)
+            b = gear.simulate(arm, q0, dq0, 0.2, 1e-3, integrator=integ, tau=tau, record_every=9, native=False)
+            assert a.stats["native"] and not b.stats["native"]
+            assert np.array_equal(a.t, b.t) and np.abs(a.q - b.q).max() < 1e-12 and np.abs(a.dq - b.dq).max() < 1e-10
+    sysm, q = mech.slider_crank()
+    qs = np.stack([sysm.assemble(sysm.model.integrate(q, 0.05 * rng.standard_normal(sysm.model.nv)))
+                   for _ in range(5)])
+    dqs = np.stack([sysm.project_velocity(x, rng.standard_normal(sysm.model.nv)) for x in qs])
+    for stab in ("projection", None):
+        a = gear.simulate(sysm, qs, dqs, 0.5, 1e-3, stabilization=stab, record_every=10)
+        b = gear.simulate(sysm, qs, dqs, 0.5, 1e-3, stabilization=stab, record_every=10, native=False)
+        assert a.stats["native"] and np.abs(a.q - b.q).max() < 1e-10 and np.abs(a.lam - b.lam).max() < 1e-8
+        assert a.stats["max_residual"] == pytest.approx(b.stats["max_residual"], rel=1e-3, abs=1e-14)
+        # the segmentation into native calls does not change a bit
+        c = gear.simulate(sysm, qs, dqs, 0.5, 1e-3, stabilization=stab, record_every=10, chunk=3)
+        assert np.array_equal(a.q, c.q) and np.array_equal(a.lam, c.lam)
+    # what the native loop does not take runs in Python
+    assert not gear.simulate(sysm, qs, dqs, 0.05, 1e-3, tau=_tau_sin).stats["native"]
+    assert not gear.simulate(sysm.with_solver("projection"), qs, dqs, 0.05, 1e-3).stats["native"]
+    assert not gear.simulate(_free_body(), np.array([0, 0, 0, 1.0, 0, 0, 0]), np.ones(6), 0.05, 1e-3,
+                             integrator="rkmk4").stats["native"]

@@ -1,0 +1,236 @@
+# cython: language_level=3
+"""Native rollouts: the whole steps loop of one state without the GIL (the
+batch runs in parallel over states, one workspace per thread).
+
+Integrators: semi-implicit Euler and classical RK4, with the stages
+combined in the tangent space and applied with the joints' exponential
+maps (``integrate_config``), as in ``gear/simulation.py``.  The
+right-hand side is the articulated-body algorithm (a tree) or the
+constrained forward dynamics of ``gear/constraints/_closed.pxd`` (a
+closed chain).  Closed chains can be projected back onto the
+constraint manifold after each step.  The position step is Gauss-Newton
+``dq = -A^T (A A^T)^+ g`` to ``tol``, and the velocity is then projected
+by ``v -= A^T (A A^T)^+ A v``, with the same minimum-norm PSD solve as
+the dynamics.
+
+Torques: a constant per-state ``tau`` plus, optionally, a PD law on
+vector-space joints ``kp (q_target - q) + kd (dq_target - dq)`` and
+gravity compensation ``g(q)`` (RNEA with zero velocity and acceleration,
+Kim Table 2).
+"""
+from libc.math cimport fabs, sqrt
+from gear.algorithms._types cimport ModelC, Work
+from gear.algorithms._aba cimport hybrid
+from gear.algorithms._rnea cimport rnea
+from gear.joints._integrate cimport integrate_config
+from gear.constraints._closed cimport (ClosC, CWork, closed_dynamics, closed_forward_dense,
+                                       constraint_rows, psd_solve)
+
+
+cdef struct RollC:
+    int integrator          # 0 semi-implicit Euler, 1 RK4
+    int nsteps
+    double dt
+    double last_dt          # length of the last step
+    int record_every
+    int nrec                # recorded frames
+    int route               # closed chains: 0 ABA route, 1 dense route
+    int project             # closed chains: project after each step
+    int project_start       # ... and the initial state (not on continued segments)
+    double tol              # projection tolerance on |g|
+    const double* kp        # (nv,) or NULL: PD on vector-space joints
+    const double* kd
+    const double* q_target  # (nq,)
+    const double* dq_target # (nv,)
+    int gravity_comp
+
+
+cdef inline int rollout_scratch(int nq, int nv, int m) noexcept nogil:
+    return 2 * nq + 12 * nv + 3 * m + 8
+
+
+cdef inline int _accel(const ModelC* m, const ClosC* c, const RollC* r, const double* q,
+                       const double* v, const double* tau0, double* tau, double* a,
+                       double* lam, Work* w, CWork* cw) noexcept nogil:
+    """``a = ddq(q, v)`` with the torques of ``r`` (``tau`` is scratch)."""
+    cdef int k, iq
+    cdef double info[2]
+    for k in range(m.nv):
+        tau[k] = tau0[k] if tau0 != NULL else 0.0
+    if r.gravity_comp:
+        rnea(m, q, NULL, NULL, NULL, True, a, w)
+        for k in range(m.nv):
+            tau[k] += a[k]
+    if r.kp != NULL:
+        # vector-space joints only (checked by the caller): q and v indices align
+        for k in range(m.nb):
+            for iq in range(m.nvi[k]):
+                tau[m.iv[k] + iq] += (r.kp[m.iv[k] + iq] * (r.q_target[m.iq[k] + iq] - q[m.iq[k] + iq])
+                                      + r.kd[m.iv[k] + iq] * (r.dq_target[m.iv[k] + iq] - v[m.iv[k] + iq]))
+    if c == NULL:
+        return hybrid(m, q, v, a, tau, NULL, NULL, w)
+    if r.route == 1:
+        return closed_forward_dense(m, c, q, v, a, tau, NULL, lam, info, w, cw)
+    return closed_dynamics(m, c, q, v, a, tau, NULL, NULL, lam, info, w, cw)
+
+
+cdef inline int _project(const ModelC* m, const ClosC* c, const RollC* r, double* q, double* v,
+                         double* qn, double* g, double* y, double* d, Work* w, CWork* cw) noexcept nogil:
+    """Gauss-Newton onto g(q) = 0 (minimum-norm steps), then v onto A v = 0."""
+    cdef int it, i, j, k, st, nr = c.m, nv = m.nv
+    cdef double err, s
+    cdef double* A = cw.Ad
+    for it in range(9):
+        st = constraint_rows(m, c, q, NULL, g, A, NULL, w, cw)
+        if st != 0:
+            return st
+        err = 0.0
+        for i in range(nr):
+            if fabs(g[i]) > err:
+                err = fabs(g[i])
+        if err <= r.tol or it == 8:
+            break
+        for i in range(nr):
+            for j in range(i + 1):
+                s = 0.0
+                for k in range(nv):
+                    s += A[i * nv + k] * A[j * nv + k]
+                cw.K[i * nr + j] = s
+                cw.K[j * nr + i] = s
+        psd_solve(cw.K, nr, g, y, cw, 1e-10)
+        for k in range(nv):
+            s = 0.0
+            for i in range(nr):
+                s += A[i * nv + k] * y[i]
+            d[k] = -s
+        integrate_config(m, q, d, 1.0, qn)
+        for k in range(m.nq):
+            q[k] = qn[k]
+    # velocity: v -= A^T (A A^T)^+ A v   (A at the projected q)
+    for i in range(nr):
+        s = 0.0
+        for k in range(nv):
+            s += A[i * nv + k] * v[k]
+        g[i] = s
+        for j in range(i + 1):
+            s = 0.0
+            for k in range(nv):
+                s += A[i * nv + k] * A[j * nv + k]
+            cw.K[i * nr + j] = s
+            cw.K[j * nr + i] = s
+    psd_solve(cw.K, nr, g, y, cw, 1e-10)
+    for k in range(nv):
+        s = 0.0
+        for i in range(nr):
+            s += A[i * nv + k] * y[i]
+        v[k] -= s
+    return 0
+
+
+cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const double* q0,
+                        const double* v0, const double* tau0, double* Q, double* V, double* L,
+                        double* tmax, Work* w, CWork* cw, double* scr) noexcept nogil:
+    """Integrate one state for ``r.nsteps`` steps, writing the recorded
+    frames to Q (nrec, nq), V (nrec, nv) and L (nrec, m) (L may be NULL).
+    ``tmax[0]`` gets the largest |g| seen before projection (closed chains).
+    Returns 0 or the first non-zero status of a kernel (-5: the state
+    became non-finite)."""
+    cdef int nq = m.nq, nv = m.nv, nr = 0 if c == NULL else c.m
+    cdef int k, s, st, rec = 0, i
+    cdef double h, err
+    cdef double* q = scr
+    cdef double* qs = q + nq
+    cdef double* v = qs + nq
+    cdef double* a1 = v + nv
+    cdef double* a2 = a1 + nv
+    cdef double* a3 = a2 + nv
+    cdef double* a4 = a3 + nv
+    cdef double* vs = a4 + nv
+    cdef double* th = vs + nv
+    cdef double* tau = th + nv
+    cdef double* d = tau + nv
+    cdef double* y = d + nv
+    cdef double* gg = y + nv + nr + 2
+    cdef double* lam = gg + nr + 2
+    tmax[0] = 0.0
+    for i in range(nq):
+        q[i] = q0[i]
+    for i in range(nv):
+        v[i] = v0[i]
+    if c != NULL and r.project and r.project_start:
+        st = _project(m, c, r, q, v, qs, gg, y, d, w, cw)
+        if st != 0:
+            return st
+    for k in range(r.nsteps + 1):
+        if k % r.record_every == 0 or k == r.nsteps:
+            for i in range(nq):
+                Q[rec * nq + i] = q[i]
+            for i in range(nv):
+                V[rec * nv + i] = v[i]
+            if L != NULL:
+                st = _accel(m, c, r, q, v, tau0, tau, a1, L + rec * nr, w, cw)
+                if st != 0:
+                    return st
+            rec += 1
+        if k == r.nsteps:
+            break
+        h = r.dt if k < r.nsteps - 1 else r.last_dt
+        st = _accel(m, c, r, q, v, tau0, tau, a1, lam, w, cw)
+        if st != 0:
+            return st
+        if r.integrator == 0:
+            for i in range(nv):
+                v[i] += h * a1[i]
+            integrate_config(m, q, v, h, qs)
+            for i in range(nq):
+                q[i] = qs[i]
+        else:
+            # stage 2 at q exp(h/2 v), v + h/2 a1
+            for i in range(nv):
+                th[i] = 0.5 * h * v[i]
+                vs[i] = v[i] + 0.5 * h * a1[i]
+                d[i] = v[i] + 2.0 * vs[i]                # running sum of the stage velocities
+            integrate_config(m, q, th, 1.0, qs)
+            st = _accel(m, c, r, qs, vs, tau0, tau, a2, lam, w, cw)
+            if st != 0:
+                return st
+            for i in range(nv):
+                th[i] = 0.5 * h * vs[i]
+                vs[i] = v[i] + 0.5 * h * a2[i]
+                d[i] += 2.0 * vs[i]
+            integrate_config(m, q, th, 1.0, qs)
+            st = _accel(m, c, r, qs, vs, tau0, tau, a3, lam, w, cw)
+            if st != 0:
+                return st
+            for i in range(nv):
+                th[i] = h * vs[i]
+                vs[i] = v[i] + h * a3[i]
+                d[i] += vs[i]
+            integrate_config(m, q, th, 1.0, qs)
+            st = _accel(m, c, r, qs, vs, tau0, tau, a4, lam, w, cw)
+            if st != 0:
+                return st
+            for i in range(nv):
+                th[i] = (h / 6.0) * d[i]
+                v[i] += (h / 6.0) * (a1[i] + 2.0 * a2[i] + 2.0 * a3[i] + a4[i])
+            integrate_config(m, q, th, 1.0, qs)
+            for i in range(nq):
+                q[i] = qs[i]
+        for i in range(nq):
+            if not (fabs(q[i]) < 1e300):
+                return -5
+        for i in range(nv):
+            if not (fabs(v[i]) < 1e300):
+                return -5
+        if c != NULL:
+            st = constraint_rows(m, c, q, NULL, gg, NULL, NULL, w, cw)
+            if st != 0:
+                return st
+            for i in range(nr):
+                if fabs(gg[i]) > tmax[0]:
+                    tmax[0] = fabs(gg[i])
+            if r.project:
+                st = _project(m, c, r, q, v, qs, gg, y, d, w, cw)
+                if st != 0:
+                    return st
+    return 0
