@@ -172,9 +172,10 @@ cdef inline void inertia_mul(const double* I, const double* V, double* out) noex
 cdef inline void inertia_to_mat(const double* I, double* M) noexcept nogil:
     # eq. (22) as a 6x6 row-major matrix
     cdef double m = I[0], hx = I[1], hy = I[2], hz = I[3]
-    cdef int k
-    for k in range(36):
-        M[k] = 0.0
+    # the twelve structural zeros, written one by one (a 36-entry clearing
+    # loop compiles to a slow string store in the ABA's inner loop)
+    M[3] = 0.0; M[10] = 0.0; M[17] = 0.0; M[18] = 0.0; M[22] = 0.0; M[23] = 0.0
+    M[25] = 0.0; M[27] = 0.0; M[29] = 0.0; M[32] = 0.0; M[33] = 0.0; M[34] = 0.0
     M[0] = I[4]; M[7] = I[5]; M[14] = I[6]
     M[1] = I[7]; M[6] = I[7]
     M[2] = I[8]; M[12] = I[8]
