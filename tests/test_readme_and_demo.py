@@ -24,8 +24,10 @@ def test_demo_runs_and_prints_identities():
     errs = [float(x) for x in re.findall(r"RNEA\(ABA\(tau\)\) - tau\s+([0-9.e+-]+)", out)]
     assert errs and max(errs) < 1e-9
     assert "fourbar.xml (closed loop)" in out
-    for name in ("kkt", "projection", "soft"):
+    for name in ("kkt", "projection", "soft", "maximal"):
         assert re.search(rf"^\s+{name}\s+[0-9.e+-]+", out, flags=re.M), name
+    worst = float(re.search(r"64 rollouts .* worst loop residual ([0-9.e+-]+)", out).group(1))
+    assert worst < 1e-10
     proj = float(re.search(r"^\s+projection\s+([0-9.e+-]+)", out, flags=re.M).group(1))
     assert proj < 1e-9
     closed = [float(x) for x in re.findall(r"constrained ID\(FD\(tau\)\) - tau\s+([0-9.e+-]+)", out)]
