@@ -59,6 +59,9 @@ class Trajectory:
     dq : ndarray, shape (T, nv) or (N, T, nv)
     lam : ndarray, shape (T, nc) or (N, T, nc), or None
         Constraint multipliers at the recorded states (constrained models).
+    tau : ndarray, shape (T, nv) or (N, T, nv)
+        Only with ``prescribed=``: the joint torques at the recorded states
+        (the actuator torques on the prescribed joints).
     stats : dict
         ``steps``, ``wall_time``, ``evaluations`` (dynamics calls per
         state), ``integrator``, ``dt``, solver counters, and for closed
@@ -95,7 +98,7 @@ class _System:
     """The batched acceleration ``a(t, q, v)`` of a model or constrained
     model, with the torque and external-force inputs of :func:`simulate`."""
 
-    def __init__(self, target, tau, f_ext, N, single, stabilization, gains):
+    def __init__(self, target, tau, f_ext, N, single, stabilization, gains, prescribed=None):
         from .constraints import ConstrainedModel
         from .model import Model
 
@@ -113,6 +116,63 @@ class _System:
         self.stabilization = stabilization if self.sys is not None and self.sys.nc else None
         self.gains = gains
         self.evaluations = 0
+        self.prescribed = self._prescribed(prescribed)
+        self.last_tau = None
+
+    def _prescribed(self, prescribed):
+        """``{joint: motion}`` -> (body mask, q index, v index, motions)."""
+        if prescribed is None:
+            return None
+        m = self.model
+        if not isinstance(prescribed, dict) or not prescribed:
+            raise TypeError("prescribed must be a dict {joint name: motion(t) -> (q, dq, ddq)}")
+        mask = np.zeros(m.nbodies, dtype=bool)
+        qi, vi, motions = [], [], []
+        for name, motion in prescribed.items():
+            try:
+                i = m.joint_index(name)
+            except KeyError:
+                raise KeyError(f"prescribed: no joint named {name!r}; joints are {m.joint_names}") from None
+            j = m.joints[i]
+            if j.nq != j.nv or j.nv == 0:
+                raise ValueError(f"prescribed: joint {name!r} ({type(j).__name__}) must be a vector-space "
+                                 "joint with at least one dof (revolute, prismatic, ...)")
+            if not callable(motion):
+                raise TypeError(f"prescribed[{name!r}] must be a callable t -> (q, dq, ddq)")
+            mask[i] = True
+            qi.append(np.arange(m._iq[i], m._iq[i] + j.nq))
+            vi.append(np.arange(m._iv[i], m._iv[i] + j.nv))
+            motions.append(motion)
+        return mask, qi, vi, motions
+
+    def reference(self, t):
+        """The prescribed joints' ``(q, dq, ddq)`` at ``t`` as three
+        (n_prescribed,) arrays, in the order of the velocity indices."""
+        out = [[], [], []]
+        for vi, motion in zip(self.prescribed[2], self.prescribed[3]):
+            vals = motion(t)
+            if len(vals) != 3:
+                raise ValueError("a prescribed motion must return (q, dq, ddq)")
+            for k in range(3):
+                arr = np.broadcast_to(np.asarray(vals[k], dtype=float), (len(vi),))
+                if not np.isfinite(arr).all():
+                    raise ValueError(f"a prescribed motion returned non-finite values at t = {t:g}")
+                out[k].append(arr)
+        return tuple(np.concatenate(x) for x in out)
+
+    def free_dofs(self):
+        free = np.ones(self.model.nv, dtype=bool)
+        if self.prescribed is not None:
+            free[np.concatenate(self.prescribed[2])] = False
+        return free
+
+    def impose(self, t, q, v):
+        """Set the prescribed joints to their reference position and velocity."""
+        qr, dqr, _ = self.reference(t)
+        q, v = q.copy(), v.copy()
+        q[:, np.concatenate(self.prescribed[1])] = qr
+        v[:, np.concatenate(self.prescribed[2])] = dqr
+        return q, v
 
     def _input(self, name, value, inner):
         if value is None or callable(value):
@@ -148,6 +208,19 @@ class _System:
         if tau is None:
             tau = np.zeros((self.N, m.nv))
         fe = self._call_input("f_ext", self.f_ext, t, q, v, (m.nbodies, 6))
+        if self.prescribed is not None:
+            from .algorithms import hybrid_dynamics
+
+            mask = self.prescribed[0]
+            ddq_in = np.zeros((self.N, m.nv))
+            ddq_in[:, np.concatenate(self.prescribed[2])] = self.reference(t)[2]
+            if self.sys is None:
+                tau_o, ddq = hybrid_dynamics(m, q, v, ddq_in, tau, mask, fe)
+                self.last_tau = tau_o
+                return ddq, None
+            r = self.sys.hybrid_dynamics(q, v, ddq_in, tau, mask, fe)
+            self.last_tau = r.tau
+            return r.ddq, r.lam
         if self.sys is None:
             return forward_dynamics(m, q, v, tau, fe), None
         if self.stabilization == "baumgarte":
@@ -278,21 +351,27 @@ def _step_implicit(S, t, q, v, h, a0):
 # ---------------------------------------------------------------------------
 # stabilisation by projection
 # ---------------------------------------------------------------------------
-def _project(sys, q, v, tol=1e-12, max_iter=8):
+def _project(sys, q, v, tol=1e-12, max_iter=8, free=None):
     """Gauss-Newton onto ``g(q) = 0`` (minimum-norm steps), then the velocity
-    onto ``A v = 0``.  Returns ``(q, v, max residual before projecting)``."""
+    onto ``A v = 0``; only the velocity coordinates in ``free`` (bool, nv)
+    move (all when None).  Returns ``(q, v, max residual before
+    projecting)``."""
     hol = sys._holonomic_mask()
     g, A, _ = sys._rows_batch(q)
     before = float(np.abs(g).max()) if g.size else 0.0
+    nv = sys.model.nv
+    free = np.ones(nv, dtype=bool) if free is None else free
     for _ in range(max_iter):
         if not g.size or np.abs(g).max() <= tol:
             break
-        dq = -np.einsum("nij,nj->ni", np.linalg.pinv(A[:, hol], rcond=1e-10), g)
+        dq = np.zeros((q.shape[0], nv))
+        dq[:, free] = -np.einsum("nij,nj->ni", np.linalg.pinv(A[:, hol][:, :, free], rcond=1e-10), g)
         q = sys.model.integrate(q, dq)
         g, A, _ = sys._rows_batch(q)
     if A.shape[1]:
-        v = v - np.einsum("nij,nj->ni", np.linalg.pinv(A, rcond=1e-10),
-                          np.einsum("nij,nj->ni", A, v))
+        v = v.copy()
+        v[:, free] -= np.einsum("nij,nj->ni", np.linalg.pinv(A[:, :, free], rcond=1e-10),
+                                np.einsum("nij,nj->ni", A, v))
     return q, v, before
 
 
@@ -306,6 +385,8 @@ class _Recorder:
         shapes = {"q": (N, T, m.nq), "dq": (N, T, m.nv)}
         if nc is not None:
             shapes["lam"] = (N, T, nc)
+        if S.prescribed is not None:
+            shapes["tau"] = (N, T, m.nv)
         self.k = 0
         if out is None:
             self.arrays = {k: np.empty(s) for k, s in shapes.items()}
@@ -329,8 +410,8 @@ class _Recorder:
         self.nbuf = 0
         self.root = root
 
-    def record(self, t, q, v, lam):
-        vals = {"q": q, "dq": v, "lam": lam}
+    def record(self, t, q, v, lam, tau=None):
+        vals = {"q": q, "dq": v, "lam": lam, "tau": tau}
         if self.buf is None:
             self.t[self.k] = t
             for key, arr in self.arrays.items():
@@ -360,11 +441,17 @@ class _Recorder:
     def result(self, stats):
         if self.buf is None:
             pick = (lambda x: x[0]) if self.S.single else (lambda x: x)
-            return Trajectory(self.t, pick(self.arrays["q"]), pick(self.arrays["dq"]),
-                              pick(self.arrays["lam"]) if "lam" in self.arrays else None, stats)
+            tr = Trajectory(self.t, pick(self.arrays["q"]), pick(self.arrays["dq"]),
+                            pick(self.arrays["lam"]) if "lam" in self.arrays else None, stats)
+            if "tau" in self.arrays:
+                tr.tau = pick(self.arrays["tau"])
+            return tr
         self.flush()
         self.root.attrs["stats"] = {k: v for k, v in stats.items() if isinstance(v, (int, float, str))}
-        return Trajectory(self.zt, self.za["q"], self.za["dq"], self.za.get("lam"), stats)
+        tr = Trajectory(self.zt, self.za["q"], self.za["dq"], self.za.get("lam"), stats)
+        if "tau" in self.za:
+            tr.tau = self.za["tau"]
+        return tr
 
 
 # ---------------------------------------------------------------------------
@@ -448,7 +535,7 @@ def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first
 # ---------------------------------------------------------------------------
 def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_ext=None,
              stabilization="projection", record_every=1, progress=None, out=None, client=None,
-             baumgarte_gains=None, chunk=256, native=True):
+             baumgarte_gains=None, chunk=256, native=True, prescribed=None):
     """Integrate the equations of motion from ``(q0, dq0)`` to ``t_final``.
 
     Parameters
@@ -489,6 +576,13 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     baumgarte_gains : (float, float), optional
         ``(alpha, beta)`` of ``stabilization="baumgarte"``; default
         ``(1/(5 dt), 1/(5 dt))``.
+    prescribed : dict, optional
+        ``{joint name: motion}`` with ``motion(t) -> (q, dq, ddq)``: drive
+        these (vector-space) joints along a prescribed motion through
+        hybrid dynamics (Kim Sec. 3.3).  The joints follow the reference
+        exactly, the rest of the mechanism (and a closed chain's loops)
+        follows, and ``traj.tau`` records the torques: the actuators'
+        torques on the prescribed joints, the applied ``tau`` elsewhere.
     native : bool
         Run the whole loop natively (no GIL, parallel over the batch) when
         the configuration allows it: ``euler``/``rk4`` (and ``rkmk4`` on
@@ -554,7 +648,9 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         baumgarte_gains = tuple(check_scalar("baumgarte_gains", g) for g in baumgarte_gains)
         if len(baumgarte_gains) != 2 or min(baumgarte_gains) < 0:
             raise ValueError("baumgarte_gains must be two non-negative numbers (alpha, beta)")
-    S = _System(model_or_sys, tau, f_ext, N, single, stabilization, baumgarte_gains)
+    if prescribed is not None and integrator == "implicit":
+        raise ValueError("prescribed motions are not supported with integrator='implicit'")
+    S = _System(model_or_sys, tau, f_ext, N, single, stabilization, baumgarte_gains, prescribed)
     n = max(1, int(np.ceil(t_final / dt - 1e-9)))
     rec_steps = sorted(set(range(0, n + 1, record_every)) | {n})
     T = len(rec_steps)
@@ -574,7 +670,7 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
             raise ImportError("progress=True needs tqdm: pip install 'gear[progress]'") from None
         bar = tqdm(total=n, unit="step", desc=f"gear.simulate {integrator} x{N}")
     max_res = 0.0
-    plan = _native_plan(S, integrator, native)
+    plan = _native_plan(S, integrator, native and S.prescribed is None)
     if plan is not None:
         from .algorithms.dynamics import get_num_threads
 
@@ -613,8 +709,10 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
             stats["max_residual"] = max_res
             stats["stabilization"] = str(S.stabilization)
         return rec.result(stats)
+    if S.prescribed is not None:
+        q, v = S.impose(0.0, q, v)
     if S.stabilization == "projection":
-        q, v, r0 = _project(S.sys, q, v)
+        q, v, r0 = _project(S.sys, q, v, free=S.free_dofs())
     step = {"euler": _step_euler, "implicit": _step_implicit,
             "rk4": lambda S_, t_, q_, v_, h_, a_: _step_rk(S_, t_, q_, v_, h_, a_, False),
             "rkmk4": lambda S_, t_, q_, v_, h_, a_: _step_rk(S_, t_, q_, v_, h_, a_, True)}[integrator]
@@ -625,12 +723,12 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     try:
         for k in range(n + 1):
             if k == rec_steps[next_rec]:
-                if nc is not None and a0 is None and integrator != "implicit":
+                if (nc is not None or S.prescribed is not None) and a0 is None and integrator != "implicit":
                     a0 = S.accel(t, q, v)
                 lam = a0[1] if a0 is not None else None
                 if nc is not None and lam is None:
                     lam = S.accel(t, q, v)[1]
-                rec.record(t, q, v, lam)
+                rec.record(t, q, v, lam, None if S.prescribed is None else S.last_tau.copy())
                 next_rec += 1
             if k == n:
                 break
@@ -645,8 +743,10 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
                     "use integrator='implicit' for stiff systems") from None
             a0 = None
             t = t_final if k == n - 1 else (k + 1) * dt
+            if S.prescribed is not None:
+                q, v = S.impose(t, q, v)
             if S.stabilization == "projection":
-                q, v, r = _project(S.sys, q, v)
+                q, v, r = _project(S.sys, q, v, free=S.free_dofs())
                 max_res = max(max_res, r)
             elif S.sys is not None and S.sys.nc:
                 g = S.sys._rows_batch(q)[0]
