@@ -17,6 +17,10 @@ quaternions.
   ``q = q0 exp(theta)``, with ``theta' = dexp^{-1}_{-theta}(xi) = xi +
   [theta, xi]/2 + [theta, [theta, xi]]/12`` on spherical (so(3)) and free
   (se(3)) joints.  It is 4th order on every joint.
+* ``"dop853"``, ``"rk45"``: adaptive, through ``scipy.integrate.solve_ivp``
+  inside every output step (``dt`` is then the recording grid), on the
+  exact rates of the configuration coordinates (quaternion rates on
+  spherical and free joints, renormalised after every output step).
 * ``"implicit"``: linearly implicit Euler,
   ``(I - h da/dv - h^2 da/dq) dv = h (a + h da/dq v)``, for stiff systems
   such as stiff soft constraints.  A tree uses the analytic derivatives
@@ -43,7 +47,7 @@ from ._validate import as_batch, check_scalar
 __all__ = ["simulate", "Trajectory", "INTEGRATORS"]
 
 #: integrator names accepted by :func:`simulate`
-INTEGRATORS = ("euler", "rk4", "rkmk4", "implicit")
+INTEGRATORS = ("euler", "rk4", "rkmk4", "implicit", "dop853", "rk45")
 _STABILIZATIONS = ("projection", "baumgarte", None)
 
 
@@ -339,6 +343,78 @@ def _accel_derivatives(S, t, q, v):
     return a, lam, da_dq, da_dv
 
 
+def _quat_rate(quat, w):
+    """``d quat/dt = quat * (0, w) / 2`` for stacks (N, 4), (N, 3)."""
+    qw, qx, qy, qz = quat.T
+    wx, wy, wz = w.T
+    return 0.5 * np.stack([-qx * wx - qy * wy - qz * wz,
+                           qw * wx + qy * wz - qz * wy,
+                           qw * wy - qx * wz + qz * wx,
+                           qw * wz + qx * wy - qy * wx], axis=1)
+
+
+def _qdot(model, q, v):
+    """Time derivative of the configuration coordinates: ``v`` on vector
+    joints, the quaternion rate on spherical joints, ``(R v_lin, quaternion
+    rate)`` on free joints (body twists)."""
+    from .joints import FREE, SPHERICAL
+
+    out = np.empty_like(q)
+    for i, j in enumerate(model.joints):
+        a, b = model._iq[i], model._iv[i]
+        if j.kind == SPHERICAL:
+            out[:, a:a + 4] = _quat_rate(q[:, a:a + 4], v[:, b:b + 3])
+        elif j.kind == FREE:
+            quat = q[:, a + 3:a + 7] / np.linalg.norm(q[:, a + 3:a + 7], axis=1, keepdims=True)
+            w_, x_, y_, z_ = quat.T
+            R = np.stack([1 - 2 * (y_ * y_ + z_ * z_), 2 * (x_ * y_ - w_ * z_), 2 * (x_ * z_ + w_ * y_),
+                          2 * (x_ * y_ + w_ * z_), 1 - 2 * (x_ * x_ + z_ * z_), 2 * (y_ * z_ - w_ * x_),
+                          2 * (x_ * z_ - w_ * y_), 2 * (y_ * z_ + w_ * x_), 1 - 2 * (x_ * x_ + y_ * y_)],
+                         axis=1).reshape(-1, 3, 3)
+            out[:, a:a + 3] = np.einsum("nij,nj->ni", R, v[:, b + 3:b + 6])
+            out[:, a + 3:a + 7] = _quat_rate(q[:, a + 3:a + 7], v[:, b:b + 3])
+        else:
+            out[:, a:a + j.nq] = v[:, b:b + j.nv]
+    return out
+
+
+def _normalized(model, q):
+    from .joints import FREE, SPHERICAL
+
+    q = q.copy()
+    for i, j in enumerate(model.joints):
+        if j.kind in (SPHERICAL, FREE):
+            s = slice(model._iq[i] + j.nq - 4, model._iq[i] + j.nq)
+            q[:, s] /= np.linalg.norm(q[:, s], axis=1, keepdims=True)
+    return q
+
+
+def _step_adaptive(S, t, q, v, h, a0, method, rtol, atol):
+    """One output step by ``scipy.integrate.solve_ivp`` (adaptive
+    DOP853/RK45) on the configuration coordinates' exact rates
+    (quaternion rates on spherical and free joints), quaternions
+    normalised at the end of the step.  The step sizes are chosen for the
+    batch as a whole."""
+    from scipy.integrate import solve_ivp
+
+    m = S.model
+    N, nq, nv = S.N, m.nq, m.nv
+
+    def rhs(tt, y):
+        qq = _normalized(m, y[:N * nq].reshape(N, nq))
+        vv = np.ascontiguousarray(y[N * nq:].reshape(N, nv))
+        a, _ = S.accel(tt, qq, vv)
+        return np.concatenate([_qdot(m, y[:N * nq].reshape(N, nq), vv).ravel(), a.ravel()])
+
+    sol = solve_ivp(rhs, (t, t + h), np.concatenate([q.ravel(), v.ravel()]), method=method,
+                    rtol=rtol, atol=atol)
+    if not sol.success:
+        raise FloatingPointError(f"solve_ivp ({method}) failed at t = {t:g}: {sol.message}")
+    y = sol.y[:, -1]
+    return (_normalized(m, y[:N * nq].reshape(N, nq)),
+            np.ascontiguousarray(y[N * nq:].reshape(N, nv)), None)
+
+
 def _step_implicit(S, t, q, v, h, a0):
     a, lam, da_dq, da_dv = _accel_derivatives(S, t, q, v)
     nv = S.model.nv
@@ -535,7 +611,7 @@ def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first
 # ---------------------------------------------------------------------------
 def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_ext=None,
              stabilization="projection", record_every=1, progress=None, out=None, client=None,
-             baumgarte_gains=None, chunk=256, native=True, prescribed=None):
+             baumgarte_gains=None, chunk=256, native=True, prescribed=None, rtol=1e-10, atol=1e-12):
     """Integrate the equations of motion from ``(q0, dq0)`` to ``t_final``.
 
     Parameters
@@ -549,8 +625,12 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     t_final, dt : float
         ``dt > 0``.  The last step is shortened when ``t_final`` is not a
         multiple of ``dt``.
-    integrator : {"euler", "rk4", "rkmk4", "implicit"}
-        See :mod:`gear.simulation`.
+    integrator : {"euler", "rk4", "rkmk4", "implicit", "dop853", "rk45"}
+        See :mod:`gear.simulation`.  ``"dop853"``/``"rk45"`` are adaptive
+        (``scipy.integrate.solve_ivp`` within each output step ``dt``, on
+        the exact quaternion rates of spherical and free joints),
+        with tolerances ``rtol``/``atol``; their step sizes are chosen for
+        the batch as a whole.
     tau : None, array_like (nv,) or (N, nv), or callable
         Joint torques; a callable ``tau(t, q, dq)`` is evaluated at every
         stage (batched runs pass ``(N, nq)``/``(N, nv)`` arrays and expect
@@ -714,6 +794,8 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     if S.stabilization == "projection":
         q, v, r0 = _project(S.sys, q, v, free=S.free_dofs())
     step = {"euler": _step_euler, "implicit": _step_implicit,
+            "dop853": lambda S_, t_, q_, v_, h_, a_: _step_adaptive(S_, t_, q_, v_, h_, a_, "DOP853", rtol, atol),
+            "rk45": lambda S_, t_, q_, v_, h_, a_: _step_adaptive(S_, t_, q_, v_, h_, a_, "RK45", rtol, atol),
             "rk4": lambda S_, t_, q_, v_, h_, a_: _step_rk(S_, t_, q_, v_, h_, a_, False),
             "rkmk4": lambda S_, t_, q_, v_, h_, a_: _step_rk(S_, t_, q_, v_, h_, a_, True)}[integrator]
     wall = time.perf_counter()
