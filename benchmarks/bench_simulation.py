@@ -30,6 +30,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gear  # noqa: E402
+import gear.campaign  # noqa: E402
 
 
 def _rate(N, steps, fn):
@@ -103,6 +104,7 @@ def main(argv=None):
     ap.add_argument("--states", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--dask", action="store_true", help="also time the Dask path on a 2-process LocalCluster")
     a = ap.parse_args(argv)
     div = 10 if a.quick else 1
     N, S = a.states // div, a.steps // div
@@ -138,6 +140,23 @@ def main(argv=None):
         mj = mujoco_rate(gear.data_path("fourbar.xml"), qs, dqs, Sf, 1e-3, th)
         print(f"{th:>7} {g:12,.0f} {res:10.1e} {'-' if mj is None else f'{mj:14,.0f}'} "
               f"{'-' if mj is None else f'{g / mj:12.2f}'}")
+    if a.dask:
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            print("\n(dask.distributed is not installed: pip install 'gear[campaign]')")
+            return
+        print("\n## the same arm rollouts through Dask (LocalCluster, 2 worker processes x 1 thread)\n")
+        with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
+                Client(cluster) as client:
+            gear.simulate(arm, q0[:4], dq0[:4], 0.01, 1e-3, client=client)          # warm the workers
+            for chunks in (2, 8):
+                tr = gear.campaign.simulate_distributed(client, arm, q0, dq0, S * 1e-3, 1e-3,
+                                                        chunks=chunks, record_every=S)
+                st = tr.stats
+                print(f"{chunks} chunks: {st['state_steps_per_s']:,.0f} state-steps/s, "
+                      f"overhead {st['overhead_per_chunk'] * 1e3:.1f} ms per chunk "
+                      f"(chunk rollouts {np.mean(st['chunk_wall_times']):.2f} s each)")
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ def simulate_distributed(client, model_or_sys, q0, dq0, t_final, dt, *, tau=None
     from distributed import as_completed
 
     from .constraints import ConstrainedModel
-    from .simulation import Trajectory, _Recorder, _System
+    from .simulation import Trajectory, _Recorder, _System  # noqa: F401
 
     model = model_or_sys.model if isinstance(model_or_sys, ConstrainedModel) else model_or_sys
     q, is_batch = as_batch("q0", q0, (model.nq,))
@@ -109,7 +109,7 @@ def simulate_distributed(client, model_or_sys, q0, dq0, t_final, dt, *, tau=None
                  chunk_wall_times=chunk_walls,
                  overhead_per_chunk=max(0.0, wall - sum(chunk_walls) / nworkers) / len(parts),
                  state_steps_per_s=stats["steps"] * N / max(wall, 1e-12),
-                 evaluations=sum(r[4]["evaluations"] for r in results))
+                 evaluations=sum(r[4]["evaluations"] or 0 for r in results))
     if "max_residual" in stats:
         stats["max_residual"] = max(r[4]["max_residual"] for r in results)
     if single:
