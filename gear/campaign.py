@@ -84,7 +84,9 @@ def simulate_distributed(client, model_or_sys, q0, dq0, t_final, dt, *, tau=None
         raise ValueError(f"chunks must be a positive integer, got {chunks!r}")
     parts = [p for p in np.array_split(np.arange(N), min(n_chunks, N)) if p.size]
     wall = time.perf_counter()
-    target = client.scatter(model_or_sys, broadcast=True)
+    # hash=False: a fresh key per call (identical data scattered by two calls
+    # would share a key that the first call's release could drop)
+    target = client.scatter(model_or_sys, broadcast=True, hash=False)
     options = dict(options)
     options.pop("client", None)
     futures = [client.submit(_run_chunk, target, np.ascontiguousarray(q[p]), np.ascontiguousarray(v[p]),
