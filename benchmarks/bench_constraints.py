@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gear  # noqa: E402
-from common import best_time  # noqa: E402
+from common import best_time, pinocchio_constraint_dynamics  # noqa: E402
 
 
 def talos_feet_welded():
@@ -71,7 +71,6 @@ def main(argv=None):
     args = ap.parse_args(argv)
     try:
         import pinocchio as pin
-        from gear.interop import pinocchio_constraint_models, to_pinocchio
     except ImportError:
         pin = None
     print(f"# gear {gear.__version__} | numpy {np.__version__} | {os.cpu_count()} cores"
@@ -90,20 +89,10 @@ def main(argv=None):
         tb = best_time(lambda: s.forward_dynamics(Q, DQ, TAU), number=1, repeat=3) / N
         ddq = s.forward_dynamics(q, dq, tau).ddq
         tp, diff = None, None
-        if pin is not None:
-            pm, mp = to_pinocchio(model)
-            pd = pm.createData()
-            cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-            for cm in pinocchio_constraint_models(mp, s.constraints):
-                cms.append(cm)
-                cds.append(cm.createData())
-            pin.initConstraintDynamics(pm, pd, cms, cds)
-            prox = pin.ProximalSettings(1e-12, 1e-9, 200)
-            qp, vp, tp_ = mp.q(q), mp.v(dq), mp.v(tau)
-            a = pin.constraintDynamics(pm, pd, qp, vp, tp_, cms, cds, prox)
-            diff = float(np.abs(mp.v_back(a) - ddq).max())
-            tp = best_time(lambda: pin.constraintDynamics(pm, pd, qp, vp, tp_, cms, cds, prox),
-                           repeat=3, target=0.1)
+        call, a = pinocchio_constraint_dynamics(s, q, dq, tau)
+        if call is not None:
+            diff = float(np.abs(a - ddq).max())
+            tp = best_time(call, repeat=3, target=0.1)
         print(f"{label:<14} {model.nv:>4} {s.nc:>4} {t1 * 1e6:12.1f} {tb * 1e6:11.1f} "
               f"{'-' if tp is None else f'{tp * 1e6:9.1f}'} "
               f"{'-' if tp is None else f'{t1 / tp:11.2f}'} "

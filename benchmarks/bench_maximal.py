@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gear  # noqa: E402
-from common import best_time  # noqa: E402
+from common import best_time, pinocchio_constraint_dynamics  # noqa: E402
 
 
 def once(fn):
@@ -39,23 +39,10 @@ def once(fn):
 
 
 def pinocchio_time(s, q, dq, tau):
-    try:
-        import pinocchio as pin
-        from gear.interop import pinocchio_constraint_models, to_pinocchio
-    except ImportError:
+    call, a = pinocchio_constraint_dynamics(s, q, dq, tau)
+    if call is None:
         return None, None
-    pm, mp = to_pinocchio(s.model)
-    pd = pm.createData()
-    cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-    for cm in pinocchio_constraint_models(mp, s.constraints):
-        cms.append(cm)
-        cds.append(cm.createData())
-    pin.initConstraintDynamics(pm, pd, cms, cds)
-    prox = pin.ProximalSettings(1e-12, 1e-9, 200)
-    qp, vp, tp = mp.q(q), mp.v(dq), mp.v(tau)
-    a = mp.v_back(pin.constraintDynamics(pm, pd, qp, vp, tp, cms, cds, prox))
-    return best_time(lambda: pin.constraintDynamics(pm, pd, qp, vp, tp, cms, cds, prox), repeat=3,
-                     target=0.1), a
+    return best_time(call, repeat=3, target=0.1), a
 
 
 def mujoco_fourbar():

@@ -107,3 +107,30 @@ def states(model, N, seed=0):
 def fmt_ratio(a, b):
     """``a / b`` formatted, or '-' if ``b`` is missing."""
     return "-" if b is None or not np.isfinite(b) else f"{a / b:6.2f}"
+
+
+def pinocchio_constraint_dynamics(s, q, dq, tau):
+    """Pinocchio's ``constraintDynamics`` on the same closed-loop system (the
+    model through gear.interop; ball closures -> 3-D, welds -> 6-D
+    constraints, proximal mu = 1e-9 for the redundant planar rows).
+    Returns ``(call, ddq)``: a no-argument callable for timing and its
+    answer in gear's coordinates; ``(None, None)`` without Pinocchio."""
+    try:
+        import pinocchio as pin
+        from gear.interop import pinocchio_constraint_models, to_pinocchio
+    except ImportError:
+        return None, None
+    pm, mp = to_pinocchio(s.model)
+    pd = pm.createData()
+    cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
+    for cm in pinocchio_constraint_models(mp, s.constraints):
+        cms.append(cm)
+        cds.append(cm.createData())
+    pin.initConstraintDynamics(pm, pd, cms, cds)
+    prox = pin.ProximalSettings(1e-12, 1e-9, 200)
+    qp, vp, tp = mp.q(q), mp.v(dq), mp.v(tau)
+
+    def call():
+        return pin.constraintDynamics(pm, pd, qp, vp, tp, cms, cds, prox)
+
+    return call, mp.v_back(call())

@@ -608,6 +608,17 @@ def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first
     return Q, V, L, tmax
 
 
+def _stats(S, integrator, n, dt, wall, evaluations, max_res, native):
+    stats = {"steps": n, "wall_time": wall, "evaluations": evaluations, "integrator": integrator,
+             "dt": dt, "batch": S.N, "state_steps_per_s": n * S.N / max(wall, 1e-12), "native": native}
+    if S.sys is not None:
+        stats["solver"] = S.sys.solver.name
+        stats["solver_counters"] = dict(S.sys.solver.counters)
+        stats["max_residual"] = max_res
+        stats["stabilization"] = str(S.stabilization)
+    return stats
+
+
 # ---------------------------------------------------------------------------
 def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_ext=None,
              stabilization="projection", record_every=1, progress=None, out=None, client=None,
@@ -780,15 +791,7 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         finally:
             if bar is not None:
                 bar.close()
-        wall = time.perf_counter() - wall
-        stats = {"steps": n, "wall_time": wall, "evaluations": None, "integrator": integrator,
-                 "dt": dt, "batch": N, "state_steps_per_s": n * N / max(wall, 1e-12), "native": True}
-        if S.sys is not None:
-            stats["solver"] = S.sys.solver.name
-            stats["solver_counters"] = dict(S.sys.solver.counters)
-            stats["max_residual"] = max_res
-            stats["stabilization"] = str(S.stabilization)
-        return rec.result(stats)
+        return rec.result(_stats(S, integrator, n, dt, time.perf_counter() - wall, None, max_res, True))
     if S.prescribed is not None:
         q, v = S.impose(0.0, q, v)
     if S.stabilization == "projection":
@@ -844,12 +847,4 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     finally:
         if bar is not None:
             bar.close()
-    wall = time.perf_counter() - wall
-    stats = {"steps": n, "wall_time": wall, "evaluations": S.evaluations, "integrator": integrator,
-             "dt": dt, "batch": N, "state_steps_per_s": n * N / max(wall, 1e-12), "native": False}
-    if S.sys is not None:
-        stats["solver"] = S.sys.solver.name
-        stats["solver_counters"] = dict(S.sys.solver.counters)
-        stats["max_residual"] = max_res
-        stats["stabilization"] = str(S.stabilization)
-    return rec.result(stats)
+    return rec.result(_stats(S, integrator, n, dt, time.perf_counter() - wall, S.evaluations, max_res, False))

@@ -747,3 +747,15 @@ def compare_with_pinocchio(model, pin_model, n_states=2, seed=0):
                 err["aba"] = max(err["aba"], _rel(a, mp.v_back(pin.aba(pin_model, pd, qp, vp,
                                                                         mp.v(tau)))))
     return err
+
+
+def consistent_velocity(sys, q, rng):
+    """A random velocity in the null space of ``sys.constraint_jacobian(q)``
+    (``A dq = 0`` to rounding), for tests of closed-loop systems."""
+    rng = np.random.default_rng(rng)
+    A = sys.constraint_jacobian(q)
+    if A.size == 0:
+        return rng.standard_normal(sys.model.nv)
+    _, s, Vt = np.linalg.svd(A)
+    r = int((s > 1e-9 * s[0]).sum())
+    return Vt[r:].T @ rng.standard_normal(Vt.shape[0] - r)

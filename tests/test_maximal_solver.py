@@ -8,6 +8,7 @@ import gear
 from gear import mechanisms as mech
 from gear.constraints.closures import KINDS
 from gear.testing import ALL_KINDS, random_se3, random_tree
+from gear.testing import consistent_velocity as _consistent
 
 from test_solvers import MECHS
 
@@ -18,13 +19,6 @@ def rel(a, b):
     return np.max(np.abs(np.asarray(a) - np.asarray(b))) / max(1.0, np.max(np.abs(b)))
 
 
-def _consistent(sysm, q, rng):
-    A = sysm.constraint_jacobian(q)
-    if A.size == 0:
-        return rng.standard_normal(sysm.model.nv)
-    _, s, Vt = np.linalg.svd(A)
-    r = int((s > 1e-9 * s[0]).sum())
-    return Vt[r:].T @ rng.standard_normal(Vt.shape[0] - r)
 
 
 @pytest.mark.parametrize("name", sorted(k for k in MECHS if k != "rolling_ball"))

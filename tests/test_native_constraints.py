@@ -8,6 +8,7 @@ import gear
 from gear import mechanisms as mech
 from gear.constraints.closures import KINDS
 from gear.testing import ALL_KINDS, random_se3, random_tree
+from gear.testing import consistent_velocity as _consistent
 
 from test_solvers import MECHS
 
@@ -46,11 +47,6 @@ def test_native_rows_equal_numpy_rows(seed):
         assert np.array_equal(sysm._rows(q)[1], np.zeros(sysm.nc))
 
 
-def _consistent(sysm, q, rng):
-    A = sysm.constraint_jacobian(q)
-    _, s, Vt = np.linalg.svd(A)
-    r = int((s > 1e-9 * s[0]).sum())
-    return Vt[r:].T @ rng.standard_normal(Vt.shape[0] - r)
 
 
 @pytest.mark.parametrize("name", sorted(k for k in MECHS if k != "rolling_ball"))

@@ -74,6 +74,26 @@ cdef inline int _accel(const ModelC* m, const ClosC* c, const RollC* r, const do
     return closed_dynamics(m, c, q, v, a, tau, NULL, NULL, lam, info, w, cw)
 
 
+cdef inline void _min_norm_correction(const double* A, int nr, int nv, const double* r, double* y,
+                                      double* d, CWork* cw) noexcept nogil:
+    """``d = A^T (A A^T)^+ r``: the minimum-norm ``d`` with ``A d = r``."""
+    cdef int i, j, k
+    cdef double s
+    for i in range(nr):
+        for j in range(i + 1):
+            s = 0.0
+            for k in range(nv):
+                s += A[i * nv + k] * A[j * nv + k]
+            cw.K[i * nr + j] = s
+            cw.K[j * nr + i] = s
+    psd_solve(cw.K, nr, r, y, cw, 1e-10)
+    for k in range(nv):
+        s = 0.0
+        for i in range(nr):
+            s += A[i * nv + k] * y[i]
+        d[k] = s
+
+
 cdef inline int _project(const ModelC* m, const ClosC* c, const RollC* r, double* q, double* v,
                          double* qn, double* g, double* y, double* d, Work* w, CWork* cw) noexcept nogil:
     """Gauss-Newton onto g(q) = 0 (minimum-norm steps), then v onto A v = 0."""
@@ -90,19 +110,9 @@ cdef inline int _project(const ModelC* m, const ClosC* c, const RollC* r, double
                 err = fabs(g[i])
         if err <= r.tol or it == 8:
             break
-        for i in range(nr):
-            for j in range(i + 1):
-                s = 0.0
-                for k in range(nv):
-                    s += A[i * nv + k] * A[j * nv + k]
-                cw.K[i * nr + j] = s
-                cw.K[j * nr + i] = s
-        psd_solve(cw.K, nr, g, y, cw, 1e-10)
+        _min_norm_correction(A, nr, nv, g, y, d, cw)          # q <- q exp(-A^+ g)
         for k in range(nv):
-            s = 0.0
-            for i in range(nr):
-                s += A[i * nv + k] * y[i]
-            d[k] = -s
+            d[k] = -d[k]
         integrate_config(m, q, d, 1.0, qn)
         for k in range(m.nq):
             q[k] = qn[k]
@@ -112,18 +122,9 @@ cdef inline int _project(const ModelC* m, const ClosC* c, const RollC* r, double
         for k in range(nv):
             s += A[i * nv + k] * v[k]
         g[i] = s
-        for j in range(i + 1):
-            s = 0.0
-            for k in range(nv):
-                s += A[i * nv + k] * A[j * nv + k]
-            cw.K[i * nr + j] = s
-            cw.K[j * nr + i] = s
-    psd_solve(cw.K, nr, g, y, cw, 1e-10)
+    _min_norm_correction(A, nr, nv, g, y, d, cw)
     for k in range(nv):
-        s = 0.0
-        for i in range(nr):
-            s += A[i * nv + k] * y[i]
-        v[k] -= s
+        v[k] -= d[k]
     return 0
 
 
