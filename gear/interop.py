@@ -36,7 +36,7 @@ import numpy as np
 from . import joints as J
 from .spatial import SE3
 
-__all__ = ["to_pinocchio", "map_by_name", "PinocchioMap", "pinocchio_constraint_models",
+__all__ = ["to_pinocchio", "to_mjcf", "mujoco_state_maps", "map_by_name", "PinocchioMap", "pinocchio_constraint_models",
            "pinocchio_constraint_dynamics"]
 
 
@@ -402,3 +402,150 @@ def pinocchio_constraint_dynamics(model, closures, q, dq, tau, mapping=None, mu=
     prox = pin.ProximalSettings(accuracy, mu, max_iter)
     ddq = pin.constraintDynamics(pm, pd, mapping.q(q), mapping.v(dq), mapping.v(tau), cms, cds, prox)
     return mapping.v_back(ddq)
+
+
+# ---------------------------------------------------------------------------
+# MuJoCo: the same mechanism as MJCF (benchmarks, users comparing engines)
+# ---------------------------------------------------------------------------
+def to_mjcf(model_or_sys, name="gear_model"):
+    """MJCF text of a tree (and its ball/weld loop closures) for MuJoCo.
+
+    Each body becomes a ``<body>`` at its placement, with its joint:
+    ``hinge`` (Revolute), ``slide`` (Prismatic), ``ball`` (Spherical),
+    ``freejoint`` (Free) or none (Fixed).  Inertias become ``<inertial>``
+    (mass, centre of mass, full inertia about it).  ``"ball"`` and
+    ``"weld"`` closures become ``<equality><connect>``/``<weld>`` between
+    sites at the two closure frames, which MuJoCo enforces as soft
+    constraints.  Gravity is kept.  Each joint's coordinates equal gear's
+    (same body frames at ``q = 0``, quaternions ``(w, x, y, z)``), but
+    MuJoCo orders the joints depth-first: map states with
+    :func:`mujoco_state_maps`.
+
+    Parameters
+    ----------
+    model_or_sys : gear.Model or gear.ConstrainedModel
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    NotImplementedError
+        For joint kinds MuJoCo has no single joint for (helical,
+        cylindrical, universal, planar), other closure kinds, Python
+        constraints, and massless bodies with a joint.
+    """
+    from .constraints import ConstrainedModel, LoopClosure
+    from .joints import FIXED, FREE, PRISMATIC, REVOLUTE, SPHERICAL
+    from .spatial import rot_to_quat
+
+    sys = model_or_sys if isinstance(model_or_sys, ConstrainedModel) else None
+    model = sys.model if sys is not None else model_or_sys
+
+    def fmt(x):
+        return " ".join(f"{float(v):.17g}" for v in np.ravel(x))
+
+    sites = {i: [] for i in range(-1, model.nbodies)}
+    eq = []
+    if sys is not None:
+        for k, c in enumerate(sys.constraints):
+            if not isinstance(c, LoopClosure) or c.kind not in ("ball", "weld"):
+                raise NotImplementedError(f"constraints[{k}]: only ball and weld loop closures map to "
+                                          f"MuJoCo equality constraints, got {getattr(c, 'kind', type(c).__name__)!r}")
+            ia, ib = sys._bodies[k]
+            for side, b, P in (("a", ia, c.placement_a), ("b", ib, c.placement_b)):
+                sites[b].append(f'<site name="c{k}_{side}" pos="{fmt(P.p)}" quat="{fmt(rot_to_quat(P.R))}"/>')
+            tag = "connect" if c.kind == "ball" else "weld"
+            eq.append(f'<{tag} site1="c{k}_a" site2="c{k}_b"/>')
+    children = {i: [] for i in range(-1, model.nbodies)}
+    for i, p in enumerate(model.parents):
+        children[p].append(i)
+
+    def open_body(i, indent):
+        pad = "  " * indent
+        j, P, I = model.joints[i], model.placements[i], model.inertias[i]
+        jn = model.joint_names[i]
+        lines = [f'{pad}<body name="{model.body_names[i]}" pos="{fmt(P.p)}" quat="{fmt(rot_to_quat(P.R))}">']
+        if j.kind == REVOLUTE:
+            lines.append(f'{pad}  <joint name="{jn}" type="hinge" axis="{fmt(j.axis)}"/>')
+        elif j.kind == PRISMATIC:
+            lines.append(f'{pad}  <joint name="{jn}" type="slide" axis="{fmt(j.axis)}"/>')
+        elif j.kind == SPHERICAL:
+            lines.append(f'{pad}  <joint name="{jn}" type="ball"/>')
+        elif j.kind == FREE:
+            lines.append(f'{pad}  <freejoint name="{jn}"/>')
+        elif j.kind != FIXED:
+            raise NotImplementedError(f"joint {jn!r} ({type(j).__name__}) has no single MuJoCo joint")
+        if I is None or I.mass <= 0.0:
+            if j.kind != FIXED:
+                raise NotImplementedError(f"body {model.body_names[i]!r} is massless; MuJoCo needs mass "
+                                          "on bodies with joints")
+        else:
+            Ic = I.I_com
+            full = [Ic[0, 0], Ic[1, 1], Ic[2, 2], Ic[0, 1], Ic[0, 2], Ic[1, 2]]
+            lines.append(f'{pad}  <inertial pos="{fmt(I.com)}" mass="{I.mass:.17g}" fullinertia="{fmt(full)}"/>')
+        lines += [f"{pad}  {s_}" for s_ in sites[i]]
+        return lines
+
+    def bodies():
+        # depth-first without recursion (chains of thousands of bodies)
+        lines = []
+        stack = [(ch, 2, False) for ch in reversed(children[-1])]
+        while stack:
+            i, indent, closing = stack.pop()
+            if closing:
+                lines.append("  " * indent + "</body>")
+                continue
+            lines += open_body(i, indent)
+            stack.append((i, indent, True))
+            stack += [(ch, indent + 1, False) for ch in reversed(children[i])]
+        return lines
+
+    out = [f'<mujoco model="{name}">',
+           '  <compiler angle="radian" autolimits="true"/>',
+           f'  <option gravity="{fmt(model.gravity)}"/>',
+           "  <worldbody>"]
+    out += [f"    {s}" for s in sites[-1]]
+    out += bodies()
+    out.append("  </worldbody>")
+    if eq:
+        out += ["  <equality>"] + [f"    {e}" for e in eq] + ["  </equality>"]
+    out.append("</mujoco>")
+    return "\n".join(out)
+
+
+def mujoco_state_maps(model, mj_model):
+    """Index maps between gear's coordinates and those of the MuJoCo model
+    built from :func:`to_mjcf` (MuJoCo numbers bodies depth-first, gear in
+    insertion order; joints are matched by name): ``qpos[iq] = q`` and
+    ``qvel[iv] = dq`` (also for ``qacc``, ``qfrc_applied``).
+
+    Returns
+    -------
+    iq : ndarray of int, shape (nq,)
+    iv : ndarray of int, shape (nv,)
+    """
+    import mujoco
+
+    from .joints import FREE
+
+    for i, j in enumerate(model.joints):
+        if j.kind == FREE:
+            raise NotImplementedError(
+                f"joint {model.joint_names[i]!r} is free: MuJoCo's free-joint velocity is (world linear "
+                "velocity, body angular velocity), gear's the body twist (angular, linear), so no index "
+                "map relates them")
+    iq = np.empty(model.nq, dtype=int)
+    iv = np.empty(model.nv, dtype=int)
+    for i, name in enumerate(model.joint_names):
+        j = model.joints[i]
+        if j.nv == 0:
+            continue
+        jid = mujoco.mj_name2id(mj_model, mujoco.mjtObj.mjOBJ_JOINT, name)
+        if jid < 0:
+            raise KeyError(f"the MuJoCo model has no joint named {name!r}")
+        a, b = model._iq[i], model._iv[i]
+        iq[a:a + j.nq] = mj_model.jnt_qposadr[jid] + np.arange(j.nq)
+        iv[b:b + j.nv] = mj_model.jnt_dofadr[jid] + np.arange(j.nv)
+    return iq, iv
