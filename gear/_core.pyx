@@ -816,3 +816,46 @@ def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[
                           &w, &cw, buf + wsize + cwsize)
             status[k] = st
         free(buf)
+
+
+cdef class FastForward:
+    """One-state constrained forward dynamics with the least Python in
+    between: validates like ``rnea1`` (else returns None for the general
+    path), runs the kernel, and builds the result object directly."""
+    cdef ModelData md
+    cdef ClosureData cd
+    cdef int route
+    cdef object cls
+    cdef object solver_name
+    cdef dict counters
+
+    def __init__(self, ModelData md, ClosureData cd, int route, cls, solver_name, dict counters):
+        self.md, self.cd, self.route = md, cd, route
+        self.cls, self.solver_name, self.counters = cls, solver_name, counters
+
+    def __call__(self, q, dq, tau):
+        cdef State1 st
+        cdef Work w
+        cdef CWork cw
+        cdef double info[2]
+        cdef int s
+        if not _state1(self.md, q, dq, tau, &st):
+            return None
+        ddq = _empty(self.md.nv)
+        lam = _empty(self.cd.m)
+        w = work_from(&self.md.ws[0], self.md.nb)
+        cw = cwork_from(&self.cd.cws[0], self.md.nb, self.md.nv, self.cd.m)
+        cdef double* pd = <double*> cnp.PyArray_DATA(ddq)
+        cdef double* pl = <double*> cnp.PyArray_DATA(lam)
+        with nogil:
+            s = _cdyn(&self.md.c, &self.cd.c, self.route, st.q, st.a, pd, <double*> st.b, NULL, NULL,
+                      pl, info, &w, &cw)
+        if s != 0:
+            return None
+        self.counters["calls"] += 1
+        self.counters["factorizations"] += 1
+        out = self.cls.__new__(self.cls)
+        out.__dict__ = {"ddq": ddq, "lam": lam, "residual": info[1], "success": True, "message": "ok",
+                        "solver": self.solver_name,
+                        "stats": {"factorizations": 1, "rank": <int> info[0], "native": True}}
+        return out

@@ -22,6 +22,8 @@ __all__ = ["ConstrainedModel", "ConstraintResult", "Mobility", "AssemblyError", 
 #: which perturb structurally zero singular values to about that size).
 RANK_RTOL = 1e-8
 
+_MISSING = object()
+
 
 class AssemblyError(RuntimeError):
     """The loop closures cannot be closed from the given guess; the message
@@ -535,13 +537,21 @@ class ConstrainedModel:
             ``.success``, ``.message``, ``.solver``, ``.stats``.
         """
         if f_ext is None:
-            fast = self.solver.forward_single_fast(q, dq, tau)
-            if fast is not None:
-                ddq, lam, res, stats = fast
-                out = object.__new__(ConstraintResult)        # the allocation-light path
-                out.__dict__ = {"ddq": ddq, "lam": lam, "residual": res, "success": True,
-                                "message": "ok", "solver": self.solver.name, "stats": stats}
-                return out
+            ff = self._native_cache.get("ff", _MISSING)      # the allocation-light path
+            if ff is _MISSING:
+                ff = self._native_cache["ff"] = self.solver.fast_forward()
+            if ff is not None:
+                out = ff(q, dq, tau)
+                if out is not None:
+                    return out
+            else:
+                fast = self.solver.forward_single_fast(q, dq, tau)
+                if fast is not None:
+                    ddq, lam, res, stats = fast
+                    out = object.__new__(ConstraintResult)
+                    out.__dict__ = {"ddq": ddq, "lam": lam, "residual": res, "success": True,
+                                    "message": "ok", "solver": self.solver.name, "stats": stats}
+                    return out
         q = self._q(q)
         N = q.shape[0] if q.ndim == 2 else None
         dq = self._v(dq, "dq", N)

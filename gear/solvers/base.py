@@ -100,6 +100,12 @@ class ConstraintSolver:
         self._count(stats)
         return tau_o, ddq_o, lam, res, stats
 
+    def fast_forward(self):
+        """A callable ``(q, dq, tau) -> ConstraintResult or None`` for one
+        state with no Python in between, or None (the default).  The
+        callable returns None for anything it does not fully check."""
+        return None
+
     def forward_single_fast(self, q, dq, tau):
         """An allocation-light path for one state given as finite 1-D
         float64 arrays, or None (the default) for the validated general

@@ -108,6 +108,22 @@ class KKTSolver(ConstraintSolver):
             raise ValueError(f"native constraint kernel failed with status {st} (state {int(bad[0])})")
         return ddq, tau, lam, info
 
+    def fast_forward(self):
+        sys = self.system
+        key = ("fast", self._rcond, self._route)
+        try:
+            return sys._native_cache[key]
+        except KeyError:
+            pass
+        nd = sys._native(self._rcond)
+        if nd is None:
+            return None
+        from ..constraints.system import ConstraintResult
+
+        ff = _core.FastForward(sys._md, nd, self._route, ConstraintResult, self.name, self.counters)
+        sys._native_cache[key] = ff
+        return ff
+
     def forward_single_fast(self, q, dq, tau):
         sys = self.system
         try:
