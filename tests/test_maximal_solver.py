@@ -138,3 +138,96 @@ def test_what_the_maximal_formulation_does_not_take():
                    inertia=gear.Inertia(0.0, [0, 0, 0], np.zeros((3, 3))))
     with pytest.raises(gear.SingularInertiaError, match="'frame'"):
         gear.ConstrainedModel(model, []).with_solver("maximal")
+
+
+def _hybrid_check(sysm, q, dq, ddq_p, tau, u, ref, out):
+    """ddq always unique: equal to kkt's.  tau[u] and A^T lam are unique
+    when the free coordinates' rows A_v have the rank of A; otherwise any
+    solution of M ddq + b = tau + A^T lam is valid (kkt picks the
+    minimum-norm lam), so the equations of motion are checked instead."""
+    model = sysm.model
+    A = sysm.constraint_jacobian(q)
+    t_ref, d_ref, l_ref = ref
+    t_o, d_o, l_o = out
+    assert rel(d_o, d_ref) < 1e-8
+    assert np.array_equal(d_o[u], ddq_p[u]) and np.array_equal(t_o[~u], tau[~u])
+    eom = gear.inverse_dynamics(model, q, dq, d_o) - A.T @ l_o - t_o
+    assert np.abs(eom).max() < 1e-9 * max(1.0, np.abs(t_o).max(), np.abs(A.T @ l_o).max())
+    if A.size == 0 or np.linalg.matrix_rank(A[:, ~u]) == np.linalg.matrix_rank(A):
+        assert rel(t_o, t_ref) < 1e-8
+        assert rel(A.T @ l_o, A.T @ l_ref) < 1e-8
+
+
+@pytest.mark.parametrize("name", sorted(k for k in MECHS if k not in ("rolling_ball", "four_bar_collinear")))
+def test_hybrid_with_each_joint_prescribed(name):
+    """Every joint in turn, spherical and universal ones included (their
+    S^+ has zero entries: the prescription rows must keep them as explicit
+    zeros for the 6-block product J Mb^-1)."""
+    sysm, q = MECHS[name]()
+    model = sysm.model
+    rng = np.random.default_rng(len(name))
+    dq = _consistent(sysm, q, rng)
+    tau = rng.standard_normal(model.nv)
+    ddq_p = sysm.forward_dynamics(q, dq, tau).ddq + 0.3 * _consistent(sysm, q, rng)
+    mx = sysm.with_solver("maximal")
+    for j in range(model.nbodies):
+        if model.joints[j].nv == 0:
+            continue
+        pres = np.zeros(model.nbodies, dtype=bool)
+        pres[j] = True
+        h1 = sysm.hybrid_dynamics(q, dq, ddq_p, tau, pres)
+        h2 = mx.hybrid_dynamics(q, dq, ddq_p, tau, pres)
+        u = np.zeros(model.nv, dtype=bool)
+        u[model._iv[j]:model._iv[j] + model.joints[j].nv] = True
+        _hybrid_check(sysm, q, dq, ddq_p, tau, u, (h1.tau, h1.ddq, h1.lam), (h2.tau, h2.ddq, h2.lam))
+    # the factor of each prescribed set is analysed once and kept
+    assert len(mx.solver._symbolic) == sum(j.nv > 0 for j in model.joints)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_hybrid_per_velocity_coordinate(seed):
+    """The solver interface prescribes single velocity coordinates (``u``
+    per coordinate), also part of a multi-dof joint: compared with the
+    kkt solver's NumPy path, on random trees of every joint kind with and
+    without a loop closure."""
+    rng = np.random.default_rng(200 + seed)
+    model = random_tree(rng, nbodies=7, kinds=[k for k in ALL_KINDS if k != "fixed"], root_free=seed % 2 == 0)
+    q = model.random_configuration(rng)
+    cs = []
+    if seed >= 3:
+        poses = gear.forward_kinematics(model, q)
+        Pa = random_se3(rng)
+        W = poses[1] @ Pa.homogeneous()
+        Pb = np.linalg.inv(poses[5]) @ W
+        cs.append(gear.LoopClosure(1, Pa, 5, gear.SE3(Pb[:3, :3], Pb[:3, 3]), "ball"))
+    sysm = gear.ConstrainedModel(model, cs)
+    dq = _consistent(sysm, q, rng)
+    tau = rng.standard_normal(model.nv)
+    ddq_p = rng.standard_normal(model.nv)
+    mx = sysm.with_solver("maximal")
+    for _ in range(3):
+        u = rng.random(model.nv) < 0.4
+        ref = sysm.solver._hybrid_numpy(q, dq, ddq_p, tau, u, None)
+        t2, d2, l2, res, stats = mx.solver.hybrid(q, dq, ddq_p, tau, u, None)
+        _hybrid_check(sysm, q, dq, ddq_p, tau, u, (ref[0], ref[1], ref[2]), (t2, d2, l2))
+        assert stats["rows"] == mx.solver.maximal.nrows + int(u.sum())
+
+
+@pytest.mark.parametrize("make", [lambda: mech.n_four_bar(10),
+                                  lambda: mech.four_bar(crank=0.3, coupler=0.6, rocker=0.3, ground=0.6, angle=0.0)])
+def test_unregularised_redundant_rows_are_caught_and_regularised(make):
+    """With regularization=0 the planar chains closed by 3-D balls give a
+    singular Schur complement: CHOLMOD's LDL^T meets a zero or negative
+    pivot, which the solver detects and refactorises with beta raised;
+    the answer stays the kkt solver's."""
+    sysm, q = make()
+    nv = sysm.model.nv
+    tau = np.linspace(-1.0, 1.0, nv)
+    ref = sysm.forward_dynamics(q, np.zeros(nv), tau)
+    r = sysm.with_solver("maximal", regularization=0.0).forward_dynamics(q, np.zeros(nv), tau)
+    assert r.stats["factorizations"] == 2
+    assert rel(r.ddq, ref.ddq) < 1e-8
+    A = sysm.constraint_jacobian(q)
+    assert rel(A.T @ r.lam, A.T @ ref.lam) < 1e-8
+    # the default regularisation needs one factorisation
+    assert sysm.with_solver("maximal").forward_dynamics(q, np.zeros(nv), tau).stats["factorizations"] == 1
