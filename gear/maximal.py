@@ -420,7 +420,8 @@ class MaximalSystem:
         sys = self.sys
         q = sys._q(q)
         if q.ndim != 1:
-            raise ValueError("matrices takes one state, shape (nq,)")
+            raise ValueError(f"q must be one state of shape ({self.model.nq},) for matrices, "
+                             f"got shape {q.shape}")
         nv = self.model.nv
         dq = np.zeros(nv) if dq is None else sys._v(dq, "dq", None)
         tau = np.zeros(nv) if tau is None else sys._v(tau, "tau", None)

@@ -231,3 +231,90 @@ def test_unregularised_redundant_rows_are_caught_and_regularised(make):
     assert rel(A.T @ r.lam, A.T @ ref.lam) < 1e-8
     # the default regularisation needs one factorisation
     assert sysm.with_solver("maximal").forward_dynamics(q, np.zeros(nv), tau).stats["factorizations"] == 1
+
+
+@pytest.mark.parametrize("name", sorted(k for k in MECHS if k != "rolling_ball"))
+def test_sparse_kkt_against_a_dense_reduced_reference(name):
+    """The sparse maximal KKT of seed 004 eq. (12), solved densely by least
+    squares, gives the body accelerations and loop forces of the dense
+    reduced KKT [[M, A^T], [A, 0]] built from gear.testing's reference M
+    and b (not from the solvers).  Also: J annihilates the maximal twists
+    of a consistent state, KKT is symmetric, Mb holds the body inertias."""
+    from gear.constraints import _kinematics as K
+    from gear.testing import reference_bias, reference_mass_matrix
+
+    sysm, q = MECHS[name]()
+    model = sysm.model
+    nb, nv = model.nbodies, model.nv
+    rng = np.random.default_rng(len(name) + 11)
+    dq = np.zeros(nv) if name == "four_bar_collinear" else _consistent(sysm, q, rng)
+    tau = rng.standard_normal(nv)
+    f_ext = rng.standard_normal((nb, 6))
+    ms = gear.maximal.MaximalSystem(sysm)
+    mats = ms.matrices(q, dq, tau, f_ext)
+    Mb, J, KKT = mats["Mb"], mats["J"], mats["KKT"]
+    nJ, nL = mats["nJ"], mats["nL"]
+    assert Mb.shape == (6 * nb, 6 * nb) and J.shape == (nJ + nL, 6 * nb) and nL == sysm.nc
+    assert KKT.shape == (6 * nb + nJ + nL,) * 2 and abs(KKT - KKT.T).max() == 0.0
+    for i, I in enumerate(model.inertias):
+        np.testing.assert_array_equal(Mb[6 * i:6 * i + 6, 6 * i:6 * i + 6].toarray(), I.matrix())
+    _, V = gear.maximal.from_reduced(model, q, dq)
+    np.testing.assert_allclose(mats["twists"], V, rtol=0, atol=1e-12)
+    assert np.abs(J @ V.ravel()).max() < 1e-11 * max(1.0, np.abs(V).max())
+    # dense reduced reference
+    M = reference_mass_matrix(model, q)
+    b = reference_bias(model, q, dq, f_ext)
+    A, bias = sysm._rows(q, dq)
+    m = A.shape[0]
+    Kr = np.block([[M, A.T], [A, np.zeros((m, m))]])
+    xr = np.linalg.lstsq(Kr, np.concatenate([tau - b, -bias]), rcond=1e-12)[0]
+    ddq_ref, ATlam_ref = xr[:nv], A.T @ (-xr[nv:])
+    _, Jb, _, acc = K.tree_kinematics(model, q, dq)
+    dV_ref = (Jb @ ddq_ref + acc).ravel()
+    # the maximal KKT, densely
+    x = np.linalg.lstsq(KKT.toarray(), np.concatenate([mats["f"], mats["c"]]), rcond=1e-12)[0]
+    dV, lam_loop = x[:6 * nb], -x[6 * nb + nJ:]
+    assert rel(dV, dV_ref) < 1e-8, name
+    assert rel(A.T @ lam_loop, ATlam_ref) < 1e-8, name
+    # and the solver on the same state
+    r = sysm.with_solver("maximal").forward_dynamics(q, dq, tau, f_ext)
+    assert rel(r.ddq, ddq_ref) < 1e-8 and rel(A.T @ r.lam, ATlam_ref) < 1e-8
+
+
+def test_bad_input_is_named():
+    sysm, q = mech.four_bar()
+    ms = gear.maximal.MaximalSystem(sysm)
+    with pytest.raises(ValueError, match="q must be one state of shape \\(3,\\)"):
+        ms.matrices(np.stack([q, q]))
+    with pytest.raises(ValueError, match="q has wrong shape"):
+        ms.matrices(q[:2])
+    with pytest.raises(ValueError, match="dq has wrong shape"):
+        ms.matrices(q, np.ones(2))
+    with pytest.raises(ValueError, match="f_ext has wrong shape"):
+        ms.matrices(q, None, None, np.ones((2, 6)))
+    with pytest.raises(ValueError, match="q contains non-finite"):
+        ms.matrices(np.array([np.nan, 0.0, 0.0]))
+    with pytest.raises(TypeError, match="sys must be"):
+        gear.maximal.MaximalSystem("four_bar")
+    mx = sysm.with_solver("maximal")
+    with pytest.raises(ValueError, match="tau has wrong shape"):
+        mx.forward_dynamics(q, np.zeros(3), np.ones(4))
+    with pytest.raises(ValueError, match="ordering"):
+        sysm.with_solver("maximal", ordering=3)
+    with pytest.raises(TypeError, match="unknown option"):
+        sysm.with_solver("maximal", beta=1e-9)
+    # a batch of states goes through the solver one state at a time
+    qs = np.stack([q, q])
+    rb = mx.forward_dynamics(qs, np.zeros((2, 3)), np.ones((2, 3)))
+    r1 = sysm.forward_dynamics(q, np.zeros(3), np.ones(3))
+    assert rb.ddq.shape == (2, 3) and rel(rb.ddq[1], r1.ddq) < 1e-8
+
+
+def test_missing_scikit_sparse_is_a_clear_import_error(monkeypatch):
+    import sys as _sys
+
+    monkeypatch.setitem(_sys.modules, "sksparse", None)
+    monkeypatch.setitem(_sys.modules, "sksparse.cholmod", None)
+    sysm, _ = mech.four_bar()
+    with pytest.raises(ImportError, match=r"gear\[sparse\]"):
+        sysm.with_solver("maximal")
