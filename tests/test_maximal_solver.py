@@ -318,3 +318,21 @@ def test_missing_scikit_sparse_is_a_clear_import_error(monkeypatch):
     sysm, _ = mech.four_bar()
     with pytest.raises(ImportError, match=r"gear\[sparse\]"):
         sysm.with_solver("maximal")
+
+
+@pytest.mark.parametrize("dq", [[1.0, 0.0, 0.0], [1.0, -2.0, 1.0], [0.3, 0.1, -0.4]])
+def test_no_exact_solution_at_the_branch_point(dq):
+    """At the collinear four-bar's branch point most velocities admit no
+    acceleration with A ddq = -dA dq: the Schur system is inconsistent.
+    The solver returns the least-squares answer of the reduced solvers
+    (not one blown up by 1/beta), and the residual |A ddq + dA dq| they
+    report."""
+    sysm, q = MECHS["four_bar_collinear"]()
+    dq = np.asarray(dq)
+    tau = np.array([0.5, -1.0, 2.0])
+    A = sysm.constraint_jacobian(q)
+    ref = sysm.forward_dynamics(q, dq, tau)
+    r = sysm.with_solver("maximal").forward_dynamics(q, dq, tau)
+    assert ref.residual > 1e-3
+    assert rel(r.ddq, ref.ddq) < 1e-8 and rel(A.T @ r.lam, A.T @ ref.lam) < 1e-8
+    assert abs(r.residual - ref.residual) < 1e-9 * max(1.0, ref.residual)

@@ -46,7 +46,11 @@ class MaximalSolver(ConstraintSolver):
     ``lam`` stays in the range of the matrix, which gives the
     minimum-norm multipliers, and each step cuts the error by
     ``beta / (sigma + beta)``.  ``ddq`` and ``A^T lam`` equal the
-    reduced-coordinate solvers' (tested to 1e-8).
+    reduced-coordinate solvers' (tested to 1e-8).  When the system has no
+    exact solution (at a branch point with a velocity the loops cannot
+    follow), the part ``e`` of the right-hand side outside the range of
+    the matrix, left in the residual, is removed and the system solved
+    again: the least-squares answer of the reduced solvers.
 
     **Hybrid dynamics** adds one row per prescribed velocity coordinate
     ``k`` of joint ``i``: ``s_k . (dV_i - Ad_{T^{-1}} dV_p - eta_i) =
@@ -162,12 +166,16 @@ class MaximalSolver(ConstraintSolver):
         dV = ms._Minv @ (f + J.T @ lam)
         ddq = ms.joint_accelerations(t, dV, parts)
         # |A ddq + dA dq| = |J_loop dV - c_loop| (the loop rows in body twists)
-        loop = slice(ms.nJ, ms.nJ + ms.nL)
-        res = float(np.linalg.norm(J[loop] @ dV - c[loop])) if ms.nL else 0.0
+        # when dV meets the joint rows, i.e. is the body acceleration of ddq;
+        # otherwise (no exact solution) the base computes it from A
+        g = J @ dV - c
+        res = None
+        if float(np.abs(g[:ms.nJ]).max(initial=0.0)) <= 1e-12 * max(1.0, float(np.abs(dV).max(initial=0.0))):
+            res = float(np.linalg.norm(g[ms.nJ:ms.nJ + ms.nL]))
         stats = {"factorizations": nfac, "rows": int(K.shape[0]), "bodies": int(ms.nb),
                  "nnz_J": int(J.nnz), "nnz_K": int(K.nnz), "nnz_factor": self._factor_nnz.get(key, 0),
                  "refinement": self.options["refinement"]}
-        if key is None:
+        if key is None and res is not None:
             stats["residual"] = res
         return ddq, lam, stats
 
@@ -201,12 +209,24 @@ class MaximalSolver(ConstraintSolver):
                         "maximal solver: the Schur complement J Mb^-1 J^T is not positive "
                         f"semi-definite (factorisation failed with regularization {rel:g})") from None
                 rel = min(max(rel, 1e-15) * 1e3, 1e-6)
-        lam = fac(r)
-        for _ in range(self.options["refinement"]):
-            lam = lam + fac(r - K @ lam)
+        lam = self._refined(fac, K, r)
+        # An inconsistent r (no exact solution: prescribed accelerations the
+        # loops cannot follow, or A ddq = -dA dq unsolvable at a singular
+        # configuration) leaves its part e outside range(K) in the residual,
+        # amplified by 1/beta in lam; solving again with r - e gives the
+        # least-squares, null-space-free lam.
+        e = r - K @ lam
+        if float(np.abs(e).max()) > 1e-9 * max(1.0, float(np.abs(r).max())):
+            lam = self._refined(fac, K, r - e)
         if key not in self._factor_nnz:
             self._factor_nnz[key] = int(fac.L().nnz)
         return lam, nfac
+
+    def _refined(self, fac, K, r):
+        lam = fac(r)
+        for _ in range(self.options["refinement"]):
+            lam = lam + fac(r - K @ lam)
+        return lam
 
     def _forward(self, q, dq, tau, f_ext):
         ddq, lam, stats = self._solve(q, dq, tau, f_ext)
