@@ -420,7 +420,8 @@ class MaximalSystem:
         sys = self.sys
         q = sys._q(q)
         if q.ndim != 1:
-            raise ValueError("matrices takes one state, shape (nq,)")
+            raise ValueError(f"q must be one state of shape ({self.model.nq},) for matrices, "
+                             f"got shape {q.shape}")
         nv = self.model.nv
         dq = np.zeros(nv) if dq is None else sys._v(dq, "dq", None)
         tau = np.zeros(nv) if tau is None else sys._v(tau, "tau", None)
@@ -432,7 +433,7 @@ class MaximalSystem:
         KKT = sp.bmat([[Mb, J.T], [J, None]], format="csc")
         return dict(Mb=Mb, J=J, KKT=KKT, f=f, c=c, twists=t["V"], nJ=self.nJ, nL=self.nL)
 
-    def _assemble(self, t, tau, f_ext, prescribed=None):
+    def _assemble(self, t, tau, f_ext):
         import scipy.sparse as sp
 
         nb = self.nb
@@ -458,12 +459,9 @@ class MaximalSystem:
                 continue
             # joint torques: w_i = S_i^{+T} tau_i on body i (S_i^T w_i = tau_i),
             # -Ad*_{T^{-1}} w_i on the parent
-            act = np.ones(len(idx), dtype=bool) if prescribed is None else ~np.asarray(prescribed)[idx]
-            if not act.any():
-                continue
-            ii = idx[act]
+            ii = idx
             tq = tau[self.iv[ii][:, None] + np.arange(n)]
-            w = np.einsum("gnk,gn->gk", Sp[act], tq)
+            w = np.einsum("gnk,gn->gk", Sp, tq)
             f[ii] += w
             par = self.parents[ii]
             m = par >= 0
@@ -492,11 +490,12 @@ class MaximalSystem:
                 ddq[self.iv[idx][:, None] + np.arange(n)] = np.einsum("gnk,gk->gn", Sp, rel[idx])
         return ddq
 
-    def pinv_of(self, parts, i):
-        """``S_i^+`` of body i from the parts of :meth:`_assemble`."""
+    def pinv_rows(self, parts):
+        """The rows of every ``S_i^+`` stacked by velocity coordinate, shape
+        (nv, 6): row ``iv_i + k`` is row ``k`` of ``S_i^+`` (so that
+        ``ddq = pinv_rows[dof] . (dV_i - Ad_{T^{-1}} dV_p - eta_i)``)."""
+        P = np.zeros((self.model.nv, 6))
         for (n, idx, _, _), (C, Sp) in zip(self._groups, parts["blocks"]):
-            k = np.flatnonzero(idx == i)
-            if k.size:
-                return Sp[k[0]]
-        raise IndexError(i)
-
+            if n:
+                P[self.iv[idx][:, None] + np.arange(n)] = Sp
+        return P

@@ -138,3 +138,201 @@ def test_what_the_maximal_formulation_does_not_take():
                    inertia=gear.Inertia(0.0, [0, 0, 0], np.zeros((3, 3))))
     with pytest.raises(gear.SingularInertiaError, match="'frame'"):
         gear.ConstrainedModel(model, []).with_solver("maximal")
+
+
+def _hybrid_check(sysm, q, dq, ddq_p, tau, u, ref, out):
+    """ddq always unique: equal to kkt's.  tau[u] and A^T lam are unique
+    when the free coordinates' rows A_v have the rank of A; otherwise any
+    solution of M ddq + b = tau + A^T lam is valid (kkt picks the
+    minimum-norm lam), so the equations of motion are checked instead."""
+    model = sysm.model
+    A = sysm.constraint_jacobian(q)
+    t_ref, d_ref, l_ref = ref
+    t_o, d_o, l_o = out
+    assert rel(d_o, d_ref) < 1e-8
+    assert np.array_equal(d_o[u], ddq_p[u]) and np.array_equal(t_o[~u], tau[~u])
+    eom = gear.inverse_dynamics(model, q, dq, d_o) - A.T @ l_o - t_o
+    assert np.abs(eom).max() < 1e-9 * max(1.0, np.abs(t_o).max(), np.abs(A.T @ l_o).max())
+    if A.size == 0 or np.linalg.matrix_rank(A[:, ~u]) == np.linalg.matrix_rank(A):
+        assert rel(t_o, t_ref) < 1e-8
+        assert rel(A.T @ l_o, A.T @ l_ref) < 1e-8
+
+
+@pytest.mark.parametrize("name", sorted(k for k in MECHS if k not in ("rolling_ball", "four_bar_collinear")))
+def test_hybrid_with_each_joint_prescribed(name):
+    """Every joint in turn, spherical and universal ones included (their
+    S^+ has zero entries: the prescription rows must keep them as explicit
+    zeros for the 6-block product J Mb^-1)."""
+    sysm, q = MECHS[name]()
+    model = sysm.model
+    rng = np.random.default_rng(len(name))
+    dq = _consistent(sysm, q, rng)
+    tau = rng.standard_normal(model.nv)
+    ddq_p = sysm.forward_dynamics(q, dq, tau).ddq + 0.3 * _consistent(sysm, q, rng)
+    mx = sysm.with_solver("maximal")
+    for j in range(model.nbodies):
+        if model.joints[j].nv == 0:
+            continue
+        pres = np.zeros(model.nbodies, dtype=bool)
+        pres[j] = True
+        h1 = sysm.hybrid_dynamics(q, dq, ddq_p, tau, pres)
+        h2 = mx.hybrid_dynamics(q, dq, ddq_p, tau, pres)
+        u = np.zeros(model.nv, dtype=bool)
+        u[model._iv[j]:model._iv[j] + model.joints[j].nv] = True
+        _hybrid_check(sysm, q, dq, ddq_p, tau, u, (h1.tau, h1.ddq, h1.lam), (h2.tau, h2.ddq, h2.lam))
+    # the factor of each prescribed set is analysed once and kept
+    assert len(mx.solver._symbolic) == sum(j.nv > 0 for j in model.joints)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_hybrid_per_velocity_coordinate(seed):
+    """The solver interface prescribes single velocity coordinates (``u``
+    per coordinate), also part of a multi-dof joint: compared with the
+    kkt solver's NumPy path, on random trees of every joint kind with and
+    without a loop closure."""
+    rng = np.random.default_rng(200 + seed)
+    model = random_tree(rng, nbodies=7, kinds=[k for k in ALL_KINDS if k != "fixed"], root_free=seed % 2 == 0)
+    q = model.random_configuration(rng)
+    cs = []
+    if seed >= 3:
+        poses = gear.forward_kinematics(model, q)
+        Pa = random_se3(rng)
+        W = poses[1] @ Pa.homogeneous()
+        Pb = np.linalg.inv(poses[5]) @ W
+        cs.append(gear.LoopClosure(1, Pa, 5, gear.SE3(Pb[:3, :3], Pb[:3, 3]), "ball"))
+    sysm = gear.ConstrainedModel(model, cs)
+    dq = _consistent(sysm, q, rng)
+    tau = rng.standard_normal(model.nv)
+    ddq_p = rng.standard_normal(model.nv)
+    mx = sysm.with_solver("maximal")
+    for _ in range(3):
+        u = rng.random(model.nv) < 0.4
+        ref = sysm.solver._hybrid_numpy(q, dq, ddq_p, tau, u, None)
+        t2, d2, l2, res, stats = mx.solver.hybrid(q, dq, ddq_p, tau, u, None)
+        _hybrid_check(sysm, q, dq, ddq_p, tau, u, (ref[0], ref[1], ref[2]), (t2, d2, l2))
+        assert stats["rows"] == mx.solver.maximal.nrows + int(u.sum())
+
+
+@pytest.mark.parametrize("make", [lambda: mech.n_four_bar(10),
+                                  lambda: mech.four_bar(crank=0.3, coupler=0.6, rocker=0.3, ground=0.6, angle=0.0)])
+def test_unregularised_redundant_rows_are_caught_and_regularised(make):
+    """With regularization=0 the planar chains closed by 3-D balls give a
+    singular Schur complement: CHOLMOD's LDL^T meets a zero or negative
+    pivot, which the solver detects and refactorises with beta raised;
+    the answer stays the kkt solver's."""
+    sysm, q = make()
+    nv = sysm.model.nv
+    tau = np.linspace(-1.0, 1.0, nv)
+    ref = sysm.forward_dynamics(q, np.zeros(nv), tau)
+    r = sysm.with_solver("maximal", regularization=0.0).forward_dynamics(q, np.zeros(nv), tau)
+    assert r.stats["factorizations"] == 2
+    assert rel(r.ddq, ref.ddq) < 1e-8
+    A = sysm.constraint_jacobian(q)
+    assert rel(A.T @ r.lam, A.T @ ref.lam) < 1e-8
+    # the default regularisation needs one factorisation
+    assert sysm.with_solver("maximal").forward_dynamics(q, np.zeros(nv), tau).stats["factorizations"] == 1
+
+
+@pytest.mark.parametrize("name", sorted(k for k in MECHS if k != "rolling_ball"))
+def test_sparse_kkt_against_a_dense_reduced_reference(name):
+    """The sparse maximal KKT of seed 004 eq. (12), solved densely by least
+    squares, gives the body accelerations and loop forces of the dense
+    reduced KKT [[M, A^T], [A, 0]] built from gear.testing's reference M
+    and b (not from the solvers).  Also: J annihilates the maximal twists
+    of a consistent state, KKT is symmetric, Mb holds the body inertias."""
+    from gear.constraints import _kinematics as K
+    from gear.testing import reference_bias, reference_mass_matrix
+
+    sysm, q = MECHS[name]()
+    model = sysm.model
+    nb, nv = model.nbodies, model.nv
+    rng = np.random.default_rng(len(name) + 11)
+    dq = np.zeros(nv) if name == "four_bar_collinear" else _consistent(sysm, q, rng)
+    tau = rng.standard_normal(nv)
+    f_ext = rng.standard_normal((nb, 6))
+    ms = gear.maximal.MaximalSystem(sysm)
+    mats = ms.matrices(q, dq, tau, f_ext)
+    Mb, J, KKT = mats["Mb"], mats["J"], mats["KKT"]
+    nJ, nL = mats["nJ"], mats["nL"]
+    assert Mb.shape == (6 * nb, 6 * nb) and J.shape == (nJ + nL, 6 * nb) and nL == sysm.nc
+    assert KKT.shape == (6 * nb + nJ + nL,) * 2 and abs(KKT - KKT.T).max() == 0.0
+    for i, I in enumerate(model.inertias):
+        np.testing.assert_array_equal(Mb[6 * i:6 * i + 6, 6 * i:6 * i + 6].toarray(), I.matrix())
+    _, V = gear.maximal.from_reduced(model, q, dq)
+    np.testing.assert_allclose(mats["twists"], V, rtol=0, atol=1e-12)
+    assert np.abs(J @ V.ravel()).max() < 1e-11 * max(1.0, np.abs(V).max())
+    # dense reduced reference
+    M = reference_mass_matrix(model, q)
+    b = reference_bias(model, q, dq, f_ext)
+    A, bias = sysm._rows(q, dq)
+    m = A.shape[0]
+    Kr = np.block([[M, A.T], [A, np.zeros((m, m))]])
+    xr = np.linalg.lstsq(Kr, np.concatenate([tau - b, -bias]), rcond=1e-12)[0]
+    ddq_ref, ATlam_ref = xr[:nv], A.T @ (-xr[nv:])
+    _, Jb, _, acc = K.tree_kinematics(model, q, dq)
+    dV_ref = (Jb @ ddq_ref + acc).ravel()
+    # the maximal KKT, densely
+    x = np.linalg.lstsq(KKT.toarray(), np.concatenate([mats["f"], mats["c"]]), rcond=1e-12)[0]
+    dV, lam_loop = x[:6 * nb], -x[6 * nb + nJ:]
+    assert rel(dV, dV_ref) < 1e-8, name
+    assert rel(A.T @ lam_loop, ATlam_ref) < 1e-8, name
+    # and the solver on the same state
+    r = sysm.with_solver("maximal").forward_dynamics(q, dq, tau, f_ext)
+    assert rel(r.ddq, ddq_ref) < 1e-8 and rel(A.T @ r.lam, ATlam_ref) < 1e-8
+
+
+def test_bad_input_is_named():
+    sysm, q = mech.four_bar()
+    ms = gear.maximal.MaximalSystem(sysm)
+    with pytest.raises(ValueError, match="q must be one state of shape \\(3,\\)"):
+        ms.matrices(np.stack([q, q]))
+    with pytest.raises(ValueError, match="q has wrong shape"):
+        ms.matrices(q[:2])
+    with pytest.raises(ValueError, match="dq has wrong shape"):
+        ms.matrices(q, np.ones(2))
+    with pytest.raises(ValueError, match="f_ext has wrong shape"):
+        ms.matrices(q, None, None, np.ones((2, 6)))
+    with pytest.raises(ValueError, match="q contains non-finite"):
+        ms.matrices(np.array([np.nan, 0.0, 0.0]))
+    with pytest.raises(TypeError, match="sys must be"):
+        gear.maximal.MaximalSystem("four_bar")
+    mx = sysm.with_solver("maximal")
+    with pytest.raises(ValueError, match="tau has wrong shape"):
+        mx.forward_dynamics(q, np.zeros(3), np.ones(4))
+    with pytest.raises(ValueError, match="ordering"):
+        sysm.with_solver("maximal", ordering=3)
+    with pytest.raises(TypeError, match="unknown option"):
+        sysm.with_solver("maximal", beta=1e-9)
+    # a batch of states goes through the solver one state at a time
+    qs = np.stack([q, q])
+    rb = mx.forward_dynamics(qs, np.zeros((2, 3)), np.ones((2, 3)))
+    r1 = sysm.forward_dynamics(q, np.zeros(3), np.ones(3))
+    assert rb.ddq.shape == (2, 3) and rel(rb.ddq[1], r1.ddq) < 1e-8
+
+
+def test_missing_scikit_sparse_is_a_clear_import_error(monkeypatch):
+    import sys as _sys
+
+    monkeypatch.setitem(_sys.modules, "sksparse", None)
+    monkeypatch.setitem(_sys.modules, "sksparse.cholmod", None)
+    sysm, _ = mech.four_bar()
+    with pytest.raises(ImportError, match=r"gear\[sparse\]"):
+        sysm.with_solver("maximal")
+
+
+@pytest.mark.parametrize("dq", [[1.0, 0.0, 0.0], [1.0, -2.0, 1.0], [0.3, 0.1, -0.4]])
+def test_no_exact_solution_at_the_branch_point(dq):
+    """At the collinear four-bar's branch point most velocities admit no
+    acceleration with A ddq = -dA dq: the Schur system is inconsistent.
+    The solver returns the least-squares answer of the reduced solvers
+    (not one blown up by 1/beta), and the residual |A ddq + dA dq| they
+    report."""
+    sysm, q = MECHS["four_bar_collinear"]()
+    dq = np.asarray(dq)
+    tau = np.array([0.5, -1.0, 2.0])
+    A = sysm.constraint_jacobian(q)
+    ref = sysm.forward_dynamics(q, dq, tau)
+    r = sysm.with_solver("maximal").forward_dynamics(q, dq, tau)
+    assert ref.residual > 1e-3
+    assert rel(r.ddq, ref.ddq) < 1e-8 and rel(A.T @ r.lam, A.T @ ref.lam) < 1e-8
+    assert abs(r.residual - ref.residual) < 1e-9 * max(1.0, ref.residual)

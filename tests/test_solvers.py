@@ -58,6 +58,24 @@ def test_hard_solvers_agree(name):
     h2 = sysm.with_solver("projection").hybrid_dynamics(q, dq, ref.ddq, tau, pres)
     assert rel(h2.ddq, h1.ddq) < 1e-8 and rel(h2.tau, h1.tau) < 1e-8
     assert rel(A.T @ h2.lam, A.T @ h1.lam) < 1e-8
+    # the maximal-coordinate solver (sparse, CHOLMOD) on the same states;
+    # it takes loop closures only (the rolling ball is a custom constraint)
+    try:
+        import sksparse  # noqa: F401
+    except ImportError:
+        return
+    if name == "rolling_ball":
+        with pytest.raises(NotImplementedError, match="LoopClosure constraints only"):
+            sysm.with_solver("maximal")
+        return
+    mx = sysm.with_solver("maximal")
+    r = mx.forward_dynamics(q, dq, tau)
+    assert r.solver == "maximal" and r.residual < 1e-9 * max(1.0, np.abs(r.ddq).max())
+    assert rel(r.ddq, ref.ddq) < 1e-8
+    assert rel(A.T @ r.lam, A.T @ ref.lam) < 1e-8
+    h3 = mx.hybrid_dynamics(q, dq, ref.ddq, tau, pres)
+    assert rel(h3.ddq, h1.ddq) < 1e-8 and rel(h3.tau, h1.tau) < 1e-8
+    assert rel(A.T @ h3.lam, A.T @ h1.lam) < 1e-8
 
 
 def test_soft_converges_to_hard_at_rate_one():

@@ -29,7 +29,8 @@ class MaximalSolver(ConstraintSolver):
 
         ``(J Mb^{-1} J^T) lam = c - J Mb^{-1} f``,  ``dV = Mb^{-1} (f + J^T lam)``,
 
-    a sparse symmetric matrix whose pattern depends only on the topology.
+    a sparse symmetric matrix whose pattern depends only on the topology
+    (and on the prescribed set in hybrid dynamics).
     CHOLMOD analyses it once per model and prescribed set (symbolic
     factorisation with a fill-reducing ordering), and each call factorises
     it numerically.  The joint accelerations are then read off the body
@@ -37,17 +38,29 @@ class MaximalSolver(ConstraintSolver):
 
     **Redundant and singular rows.** The factorisation is of
     ``J Mb^{-1} J^T + beta I``, with ``beta = regularization`` times the
-    largest diagonal entry.  This happens, for example, for a planar loop
+    largest diagonal entry (raised 1000-fold, up to 1e-6, if rounding
+    still makes the factorisation fail; then ``numpy.linalg.LinAlgError``).
+    Redundant rows occur, for example, for a planar loop
     closed by a 3-D ball, or at a singular configuration.  ``refinement``
     steps of iterative refinement then solve the unregularised system:
     ``lam`` stays in the range of the matrix, which gives the
     minimum-norm multipliers, and each step cuts the error by
     ``beta / (sigma + beta)``.  ``ddq`` and ``A^T lam`` equal the
-    reduced-coordinate solvers' (tested to 1e-8).
+    reduced-coordinate solvers' (tested to 1e-8).  When the system has no
+    exact solution (at a branch point with a velocity the loops cannot
+    follow), the part ``e`` of the right-hand side outside the range of
+    the matrix, left in the residual, is removed and the system solved
+    again: the least-squares answer of the reduced solvers.
 
-    **Hybrid dynamics** fixes the prescribed joints' relative
-    accelerations with extra rows.  The prescribed joints' torques are
-    ``[M ddq + b - A^T lam]_u``, from RNEA.
+    **Hybrid dynamics** adds one row per prescribed velocity coordinate
+    ``k`` of joint ``i``: ``s_k . (dV_i - Ad_{T^{-1}} dV_p - eta_i) =
+    ddq_k`` (``s_k`` row ``k`` of ``S_i^+``); its multiplier is that
+    coordinate's torque, since ``S_i^T S_i^{+T} e_k = e_k``.  ``ddq`` is
+    unique and equals the reduced solvers'.  When the free coordinates'
+    rows ``A_v`` have a lower rank than ``A`` (e.g. the RSSR with its
+    spherical joint prescribed) ``tau[u]`` and ``lam`` are not unique:
+    this solver returns one exact solution of ``M ddq + b = tau + A^T
+    lam`` (not necessarily kkt's minimum-norm ``lam``).
 
     Only :class:`gear.LoopClosure` constraints are taken, and every body
     needs positive mass and inertia.  Needs scikit-sparse (the ``sparse``
@@ -72,84 +85,160 @@ class MaximalSolver(ConstraintSolver):
 
         _cholmod()
         self.maximal = MaximalSystem(self.system)
-        self._symbolic = {}
-        self.factor_nnz = None
+        ms = self.maximal
+        # body of every velocity coordinate
+        self._dof_body = np.repeat(np.arange(ms.nb), ms.nvi)
+        self._symbolic = {}          # prescribed set -> CHOLMOD factor (symbolic analysis reused)
+        self._factor_nnz = {}        # prescribed set -> nnz(L)
+        self._extra = {}             # prescribed set -> CSR pattern of the prescription rows
 
-    def _solve(self, q, dq, tau, f_ext, pres=None, ddq_pres=None):
+    @property
+    def factor_nnz(self):
+        """nnz of the Cholesky factor of forward dynamics (None before the first call)."""
+        return self._factor_nnz.get(None)
+
+    def _prescription_rows(self, key, u, parts, t, ddq):
+        """Rows ``s_k . (dV_i - Ad_{T^{-1}} dV_p) = ddq_k + s_k . eta_i`` for
+        every prescribed velocity coordinate ``k`` of joint ``i`` (``s_k``:
+        row ``k`` of ``S_i^+``), as CSR arrays with explicit zeros (every
+        row meets a body in one full 6-block), and their right-hand side.
+        The multiplier of row ``k`` is the torque of coordinate ``k``:
+        ``S_i^T S_i^{+T} e_k = e_k``."""
+        ms = self.maximal
+        dofs = np.flatnonzero(u)
+        body = self._dof_body[dofs]
+        par = ms.parents[body]
+        hp = par >= 0
+        if key not in self._extra:
+            cols, counts = [], []
+            for b, p in zip(body, par):
+                blocks = sorted([b] if p < 0 else [b, p])
+                cols.append((6 * np.array(blocks)[:, None] + np.arange(6)).ravel())
+                counts.append(6 * len(blocks))
+            order = [np.argsort([b, p] if p >= 0 else [b], kind="stable") for b, p in zip(body, par)]
+            self._extra[key] = (np.concatenate(cols).astype(ms._indices.dtype),
+                                np.concatenate([[0], np.cumsum(counts)]), order)
+        indices, indptr, order = self._extra[key]
+        P = ms.pinv_rows(parts)[dofs]                                            # (p, 6)
+        Pp = -np.einsum("pk,pkj->pj", P, parts["X"][body])                       # on the parent
+        data = np.empty(indptr[-1])
+        for r, (o, h) in enumerate(zip(order, hp)):
+            vals = (P[r], Pp[r]) if h else (P[r],)
+            data[indptr[r]:indptr[r + 1]] = np.concatenate([vals[j] for j in o])
+        rhs = ddq[dofs] + np.einsum("pk,pk->p", P, t["eta"][body])
+        return data, indices, indptr, rhs
+
+    def _solve(self, q, dq, tau, f_ext, u=None, ddq_pres=None):
         import scipy.sparse as sp
 
         cholmod = _cholmod()
         ms = self.maximal
         t = ms._terms(q, dq)
-        J, c, f, parts = ms._assemble(t, tau, f_ext, pres)
-        if pres is not None and pres.any():
-            # rows S_i^+ (dV_i - Ad_{T^{-1}} dV_p) = ddq_i + S_i^+ eta_i on prescribed joints
-            rows, rhs = [], []
-            nb = ms.nb
-            for i in np.flatnonzero(pres):
-                n = ms.nvi[i]
-                if n == 0:
-                    continue
-                Sp = ms.pinv_of(parts, i)
-                blk = sp.lil_matrix((n, 6 * nb))
-                blk[:, 6 * i:6 * i + 6] = Sp
-                p = ms.parents[i]
-                if p >= 0:
-                    blk[:, 6 * p:6 * p + 6] = -Sp @ parts["X"][i]
-                rows.append(blk.tocsr())
-                s = slice(ms.iv[i], ms.iv[i] + n)
-                rhs.append(ddq_pres[s] + Sp @ t["eta"][i])
-            J = sp.vstack([J] + rows, format="csr")
-            c = np.concatenate([c] + rhs)
-        # J Mb^{-1}: same pattern as J (each row meets a body in one 6-block)
-        if J.nnz % 6 == 0 and J.has_sorted_indices:
+        key = None
+        if u is not None and u.any():
+            key = u.tobytes()
+            tau = np.where(u, 0.0, tau)          # prescribed torques are the unknown multipliers
+        J, c, f, parts = ms._assemble(t, tau, f_ext)
+        if key is not None:
+            data, indices, indptr, rhs = self._prescription_rows(key, u, parts, t, ddq_pres)
+            J = sp.csr_matrix((np.concatenate([J.data, data]), np.concatenate([J.indices, indices]),
+                               np.concatenate([J.indptr, J.nnz + indptr[1:]])),
+                              shape=(J.shape[0] + len(rhs), J.shape[1]))
+            c = np.concatenate([c, rhs])
+        # J Mb^{-1}: same pattern as J when every row meets each body in one
+        # full, aligned 6-block (explicit zeros kept), as J is built
+        ind = J.indices
+        if (ind.size % 6 == 0 and not (J.indptr % 6).any()
+                and (ind.reshape(-1, 6) == ind[::6, None] + np.arange(6)).all()
+                and not (ind[::6] % 6).any()):
             seg = J.data.reshape(-1, 6)
-            JM = sp.csr_matrix((np.einsum("sk,skj->sj", seg, ms.Minv[J.indices[::6] // 6]).ravel(),
-                                J.indices, J.indptr), shape=J.shape)
+            JM = sp.csr_matrix((np.einsum("sk,skj->sj", seg, ms.Minv[ind[::6] // 6]).ravel(),
+                                ind, J.indptr), shape=J.shape)
         else:
             JM = J @ ms._Minv
         K = (JM @ J.T).tocsc()
         r = c - JM @ f
-        key = None if pres is None else pres.tobytes()
-        if key not in self._symbolic:
-            self._symbolic[key] = cholmod.analyze(K, ordering_method=self.options["ordering"])
-        fac = self._symbolic[key]
-        d = K.diagonal()
-        beta = self.options["regularization"] * (float(d.max()) if d.size else 0.0)
+        nfac = 0
         if K.shape[0]:
-            fac.cholesky_inplace(K, beta=beta)
-            lam = fac(r)
-            for _ in range(self.options["refinement"]):
-                lam = lam + fac(r - K @ lam)
+            lam, nfac = self._factor_solve(key, K, r)
         else:
             lam = np.zeros(0)
-        if self.factor_nnz is None and K.shape[0]:
-            self.factor_nnz = int(fac.L().nnz)
         dV = ms._Minv @ (f + J.T @ lam)
         ddq = ms.joint_accelerations(t, dV, parts)
         # |A ddq + dA dq| = |J_loop dV - c_loop| (the loop rows in body twists)
-        loop = slice(ms.nJ, ms.nJ + ms.nL)
-        res = float(np.linalg.norm(J[loop] @ dV - c[loop])) if ms.nL else 0.0
-        stats = {"factorizations": 1, "rows": int(K.shape[0]), "nnz_J": int(J.nnz),
-                 "nnz_factor": self.factor_nnz or 0, "refinement": self.options["refinement"]}
-        if pres is None:
+        # when dV meets the joint rows, i.e. is the body acceleration of ddq;
+        # otherwise (no exact solution) the base computes it from A
+        g = J @ dV - c
+        res = None
+        if float(np.abs(g[:ms.nJ]).max(initial=0.0)) <= 1e-12 * max(1.0, float(np.abs(dV).max(initial=0.0))):
+            res = float(np.linalg.norm(g[ms.nJ:ms.nJ + ms.nL]))
+        stats = {"factorizations": nfac, "rows": int(K.shape[0]), "bodies": int(ms.nb),
+                 "nnz_J": int(J.nnz), "nnz_K": int(K.nnz), "nnz_factor": self._factor_nnz.get(key, 0),
+                 "refinement": self.options["refinement"]}
+        if key is None and res is not None:
             stats["residual"] = res
-        return ddq, lam[ms.nJ:ms.nJ + ms.nL], stats
+        return ddq, lam, stats
+
+    def _factor_solve(self, key, K, r):
+        """``K lam = r`` by CHOLMOD: symbolic analysis once per prescribed
+        set, numeric factorisation of ``K + beta I`` and iterative
+        refinement against ``K``.  When rounding makes ``K + beta I``
+        numerically indefinite (beta too small for the scale of a
+        redundant ``K``), beta is raised 1000-fold, up to 1e-6 of the
+        largest diagonal entry."""
+        cholmod = _cholmod()
+        if key not in self._symbolic:
+            # simplicial LDL^T: its pivots D are read cheaply to check definiteness
+            # (CHOLMOD's LDL^T factorises indefinite matrices without an error)
+            self._symbolic[key] = cholmod.analyze(K, mode="simplicial",
+                                                  ordering_method=self.options["ordering"])
+        fac = self._symbolic[key]
+        dmax = float(K.diagonal().max())
+        rel = self.options["regularization"]
+        nfac = 0
+        while True:
+            nfac += 1
+            try:
+                fac.cholesky_inplace(K, beta=rel * dmax)
+                if not (fac.D() > 0.0).all():
+                    raise cholmod.CholmodNotPositiveDefiniteError("non-positive pivot")
+                break
+            except cholmod.CholmodNotPositiveDefiniteError:
+                if rel >= 1e-6:
+                    raise np.linalg.LinAlgError(
+                        "maximal solver: the Schur complement J Mb^-1 J^T is not positive "
+                        f"semi-definite (factorisation failed with regularization {rel:g})") from None
+                rel = min(max(rel, 1e-15) * 1e3, 1e-6)
+        lam = self._refined(fac, K, r)
+        # An inconsistent r (no exact solution: prescribed accelerations the
+        # loops cannot follow, or A ddq = -dA dq unsolvable at a singular
+        # configuration) leaves its part e outside range(K) in the residual,
+        # amplified by 1/beta in lam; solving again with r - e gives the
+        # least-squares, null-space-free lam.
+        e = r - K @ lam
+        if float(np.abs(e).max()) > 1e-9 * max(1.0, float(np.abs(r).max())):
+            lam = self._refined(fac, K, r - e)
+        if key not in self._factor_nnz:
+            self._factor_nnz[key] = int(fac.L().nnz)
+        return lam, nfac
+
+    def _refined(self, fac, K, r):
+        lam = fac(r)
+        for _ in range(self.options["refinement"]):
+            lam = lam + fac(r - K @ lam)
+        return lam
 
     def _forward(self, q, dq, tau, f_ext):
-        return self._solve(q, dq, tau, f_ext)
+        ddq, lam, stats = self._solve(q, dq, tau, f_ext)
+        ms = self.maximal
+        return ddq, lam[ms.nJ:ms.nJ + ms.nL], stats
 
     def _hybrid(self, q, dq, ddq, tau, u, f_ext):
-        from .. import algorithms as alg
-
         ms = self.maximal
-        pres = np.zeros(ms.nb, dtype=bool)
-        for i in range(ms.nb):
-            n = ms.nvi[i]
-            pres[i] = n > 0 and bool(u[ms.iv[i]:ms.iv[i] + n].any())
-        ddq_o, lam, stats = self._solve(q, dq, tau, f_ext, pres, ddq)
+        u = np.asarray(u, dtype=bool)
+        ddq_o, lam, stats = self._solve(q, dq, tau, f_ext, u, ddq)
         ddq_o[u] = ddq[u]
-        A, _ = self.rows(q, dq)
-        tau_o = alg.inverse_dynamics(self.system.model, q, dq, ddq_o, f_ext) - A.T @ lam
-        tau_o[~u] = tau[~u]
-        return tau_o, ddq_o, lam, stats
+        tau_o = np.array(tau, dtype=float)
+        # the prescription rows' multipliers are the prescribed coordinates' torques
+        tau_o[u] = lam[ms.nrows:]
+        return tau_o, ddq_o, lam[ms.nJ:ms.nJ + ms.nL], stats
