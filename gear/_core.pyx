@@ -22,8 +22,6 @@ from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_deri
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear.algorithms._rollout cimport RollC, rollout as _rollout, rollout_scratch
-from gear.algorithms._common cimport forward_pass as _forward_pass
-from gear.constraints._closed cimport world_kinematics as _world_kin, closure_rows as _closure_rows
 from gear.constraints._closed cimport (ClosC, CWork, cwork_from, cwork_size,
                                        constraint_rows as _crows, closed_dynamics as _cdyn_aba,
                                        closed_forward_dense as _cdense)
@@ -687,30 +685,6 @@ def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const 
         free(buf)
 
 
-def closed_forward1(ModelData md, ClosureData cd, q, dq, tau, int route=0):
-    """Fast single-state constrained forward dynamics: ``(ddq, lam, rank,
-    residual)``, or None when an argument needs the general path (see rnea1)
-    or the kernel reports a problem."""
-    cdef State1 st
-    cdef Work w
-    cdef CWork cw
-    cdef double info[2]
-    cdef int s
-    if not _state1(md, q, dq, tau, &st):
-        return None
-    ddq = _empty(md.nv)
-    lam = _empty(cd.m)
-    w = work_from(&md.ws[0], md.nb)
-    cw = cwork_from(&cd.cws[0], md.nb, md.nv, cd.m)
-    cdef double* pd = <double*> cnp.PyArray_DATA(ddq)
-    cdef double* pl = <double*> cnp.PyArray_DATA(lam)
-    with nogil:
-        s = _cdyn(&md.c, &cd.c, route, st.q, st.a, pd, <double*> st.b, NULL, NULL, pl, info, &w, &cw)
-    if s != 0:
-        return None
-    return ddq, lam, int(info[0]), info[1]
-
-
 def integrate(ModelData md, const double[:, ::1] q, const double[:, ::1] v, double dt,
               double[:, ::1] out, int nthreads):
     """``out[k] = q[k] exp(dt v[k])`` joint by joint (see _integrate.pxd)."""
@@ -744,9 +718,7 @@ def maximal_terms(ModelData md, ClosureData cd, const double[::1] q, const doubl
     cdef const double* dqp = &dq[0] if dq.shape[0] > 0 else NULL
     cdef int st, i, k, nb = md.nb
     with nogil:
-        _forward_pass(&md.c, &q[0], dqp, &w, True)
-        _world_kin(&md.c, &w, &cw)
-        st = _closure_rows(&md.c, &cd.c, &q[0], &w, &cw)
+        st = _crows(&md.c, &cd.c, &q[0], dqp, NULL, NULL, NULL, &w, &cw)   # fills w and cw
         for i in range(nb):
             for k in range(12):
                 T[i, k] = w.T[12 * i + k]

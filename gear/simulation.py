@@ -578,7 +578,7 @@ def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first
     """One native segment: ``steps`` steps from (q, v); returns the recorded
     frames (N, T, .) and the largest pre-projection residual per state."""
     from . import _core
-    from .algorithms.dynamics import SingularInertiaError
+    from .algorithms.dynamics import SingularInertiaError, _check_status
 
     m = S.model
     T = len(range(0, steps + 1, record_every)) + (0 if steps % record_every == 0 else 1)
@@ -598,9 +598,7 @@ def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first
         if st == -5:
             raise FloatingPointError(f"the state of batch row {k} became non-finite; reduce dt or use "
                                      "integrator='implicit' for stiff systems")
-        if st > 0:
-            raise SingularInertiaError(f"articulated inertia of joint {m.joint_names[st - 1]!r} is singular "
-                                       f"(batch row {k})")
+        _check_status(m, np.maximum(status, 0))     # a singular articulated inertia
         if st == -4:
             raise SingularInertiaError(f"the mass matrix is not positive definite (batch row {k})")
         raise ValueError(f"the native rollout failed with status {st} (batch row {k}): a distance "
@@ -767,7 +765,7 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
 
         wall = time.perf_counter()
         seg = max(1, int(chunk)) * int(record_every)          # steps per native call
-        k0, t0 = 0, 0.0
+        k0 = 0
         try:
             while True:
                 steps = min(seg, n - k0)
@@ -795,7 +793,7 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     if S.prescribed is not None:
         q, v = S.impose(0.0, q, v)
     if S.stabilization == "projection":
-        q, v, r0 = _project(S.sys, q, v, free=S.free_dofs())
+        q, v, _ = _project(S.sys, q, v, free=S.free_dofs())
     step = {"euler": _step_euler, "implicit": _step_implicit,
             "dop853": lambda S_, t_, q_, v_, h_, a_: _step_adaptive(S_, t_, q_, v_, h_, a_, "DOP853", rtol, atol),
             "rk45": lambda S_, t_, q_, v_, h_, a_: _step_adaptive(S_, t_, q_, v_, h_, a_, "RK45", rtol, atol),

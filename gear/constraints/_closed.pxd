@@ -592,7 +592,7 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
                 for k in range(i):
                     Ki[k] -= Kj[k] * t
             a += 1
-        # (I + W W^T) s = W y ; Cholesky in place in Z, s in x[0:nn]
+        # (I + W W^T) s = W y (SPD, eigenvalues >= 1), s in x[0:nn]
         for a in range(nn):
             for b in range(a + 1):
                 t = 1.0 if a == b else 0.0
@@ -604,27 +604,8 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
             for k in range(n):
                 t += W[a * n + k] * y[k]
             x[a] = t
-        for j in range(nn):
-            s = Z[j * nn + j]
-            for k in range(j):
-                s -= Z[j * nn + k] * Z[j * nn + k]
-            s = sqrt(s)
-            Z[j * nn + j] = s
-            for i in range(j + 1, nn):
-                t = Z[i * nn + j]
-                for k in range(j):
-                    t -= Z[i * nn + k] * Z[j * nn + k]
-                Z[i * nn + j] = t / s
-        for i in range(nn):
-            t = x[i]
-            for k in range(i):
-                t -= Z[i * nn + k] * x[k]
-            x[i] = t / Z[i * nn + i]
-        for i in range(nn - 1, -1, -1):
-            t = x[i]
-            for k in range(i + 1, nn):
-                t -= Z[k * nn + i] * x[k]
-            x[i] = t / Z[i * nn + i]
+        chol_factor(Z, nn)
+        chol_solve(Z, nn, x, 1)
         # y_I -= W^T s ; y_D = s
         for a in range(nn):
             for k in range(n):

@@ -293,37 +293,37 @@ class ConstrainedModel:
         return out
 
     # -- rows ----------------------------------------------------------------
-    def _rows(self, q, dq=None, want_g=False):
+    def _rows_native(self, q, dq=None):
+        """``(g, A, dA dq)`` for a batch ``q`` (N, nq) from the native
+        kernel, or None when a constraint is a Python callable or a
+        distance closure's points coincide (the NumPy path says which)."""
         nd = self._native()
-        if nd is not None:
-            from .. import _core
+        if nd is None:
+            return None
+        from .. import _core
 
-            g, A, bias = np.empty((1, self.nc)), np.empty((1, self.nc, self.model.nv)), np.empty((1, self.nc))
-            status = np.zeros(1, dtype=np.int32)
-            _core.closed_rows(self.model.data, nd, q.reshape(1, -1),
-                              None if dq is None else np.ascontiguousarray(dq, float).reshape(1, -1),
-                              g, A, bias, status)
-            if status[0] == 0:
-                return (g[0], A[0], bias[0]) if want_g else (A[0], bias[0])
-            # a distance closure whose points coincide: the NumPy path says which
-        return self._rows_numpy(q, dq, want_g)
+        N = q.shape[0]
+        g, A, bias = np.empty((N, self.nc)), np.empty((N, self.nc, self.model.nv)), np.empty((N, self.nc))
+        status = np.zeros(N, dtype=np.int32)
+        _core.closed_rows(self.model.data, nd, np.ascontiguousarray(q, dtype=float),
+                          None if dq is None else np.ascontiguousarray(dq, dtype=float),
+                          g, A, bias, status)
+        return None if status.any() else (g, A, bias)
+
+    def _rows(self, q, dq=None, want_g=False):
+        out = self._rows_native(q.reshape(1, -1), None if dq is None else np.reshape(dq, (1, -1)))
+        if out is None:
+            return self._rows_numpy(q, dq, want_g)
+        g, A, bias = out
+        return (g[0], A[0], bias[0]) if want_g else (A[0], bias[0])
 
     def _rows_batch(self, q, dq=None):
         """``(g, A, dA dq)`` for a batch ``q`` (N, nq) (``g``: the holonomic
         rows), natively when the constraints allow, else state by state."""
-        N = q.shape[0]
-        nd = self._native()
-        if nd is not None:
-            from .. import _core
-
-            g, A, bias = np.empty((N, self.nc)), np.empty((N, self.nc, self.model.nv)), np.empty((N, self.nc))
-            status = np.zeros(N, dtype=np.int32)
-            _core.closed_rows(self.model.data, nd, np.ascontiguousarray(q, dtype=float),
-                              None if dq is None else np.ascontiguousarray(dq, dtype=float),
-                              g, A, bias, status)
-            if not status.any():
-                return g, A, bias
-        outs = [self._rows(q[k], None if dq is None else dq[k], want_g=True) for k in range(N)]
+        out = self._rows_native(q, dq)
+        if out is not None:
+            return out
+        outs = [self._rows(q[k], None if dq is None else dq[k], want_g=True) for k in range(q.shape[0])]
         return (np.stack([o[0] for o in outs]), np.stack([o[1] for o in outs]),
                 np.stack([o[2] for o in outs]))
 
@@ -543,14 +543,6 @@ class ConstrainedModel:
             if ff is not None:
                 out = ff(q, dq, tau)
                 if out is not None:
-                    return out
-            else:
-                fast = self.solver.forward_single_fast(q, dq, tau)
-                if fast is not None:
-                    ddq, lam, res, stats = fast
-                    out = object.__new__(ConstraintResult)
-                    out.__dict__ = {"ddq": ddq, "lam": lam, "residual": res, "success": True,
-                                    "message": "ok", "solver": self.solver.name, "stats": stats}
                     return out
         q = self._q(q)
         N = q.shape[0] if q.ndim == 2 else None

@@ -106,13 +106,6 @@ class ConstraintSolver:
         callable returns None for anything it does not fully check."""
         return None
 
-    def forward_single_fast(self, q, dq, tau):
-        """An allocation-light path for one state given as finite 1-D
-        float64 arrays, or None (the default) for the validated general
-        path.  Returns ``(ddq, lam, residual, stats)``; it must itself
-        return None for any argument it does not fully check."""
-        return None
-
     def forward_batch(self, q, dq, tau, f_ext):
         """A whole batch at once, or None to let the constrained model loop
         over states (the default).  Solvers with a native batched kernel

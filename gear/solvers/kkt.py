@@ -55,8 +55,7 @@ class KKTSolver(ConstraintSolver):
     def _native_call(self, q, dq, ddq, tau, u, f_ext):
         """Run the native kernel on a batch (2-D arrays); None if the
         constraints need the NumPy path."""
-        from .. import _core
-        from ..algorithms.dynamics import get_num_threads
+        from ..algorithms.dynamics import _check_status, get_num_threads
 
         sys = self.system
         nd = sys._native(self.options["rcond"])
@@ -80,85 +79,58 @@ class KKTSolver(ConstraintSolver):
                               status, get_num_threads() if N > 1 else 1, self._route)
         bad = np.flatnonzero(status)
         if bad.size:
-            st = int(status[bad[0]])
-            if st == -4:
-                # the ABA route names the joint whose articulated inertia is singular
-                k = int(bad[0])
+            k = int(bad[0])
+            if status[k] == -4:
+                # the dense route's Cholesky failed: the ABA route names the
+                # joint whose articulated inertia is singular
                 s1 = np.zeros(1, dtype=np.int32)
                 _core.closed_dynamics(model.data, nd, np.ascontiguousarray(q[k:k + 1], dtype=float),
                                       np.ascontiguousarray(dq[k:k + 1], dtype=float),
                                       np.zeros((1, model.nv)), np.array(tau[k:k + 1]), mask,
                                       None if fe is None else fe[k:k + 1], np.empty((1, sys.nc)),
                                       np.empty((1, 2)), s1, 1, 0)
-                st = int(s1[0]) if s1[0] > 0 else st
+                if s1[0] > 0:
+                    status[k] = s1[0]
+            _check_status(model, np.maximum(status, 0))      # a singular articulated inertia
+            st = int(status[k])
             if st == -4:
                 from ..algorithms.dynamics import SingularInertiaError
 
                 raise SingularInertiaError(
-                    f"the mass matrix is not positive definite (state {int(bad[0])}); give every "
+                    f"the mass matrix is not positive definite (state {k}); give every "
                     "body with a joint positive mass and inertia, or use route='aba' to be told which")
-            if st > 0:
-                from ..algorithms.dynamics import SingularInertiaError
-
-                raise SingularInertiaError(
-                    f"articulated inertia S^T Ihat S of joint {model.joint_names[st - 1]!r} is singular "
-                    f"(state {int(bad[0])}); give the bodies beyond this joint positive mass and inertia")
             # a distance closure with coincident points: the NumPy rows raise the error
-            sys._rows_numpy(q[bad[0]], dq[bad[0]])
-            raise ValueError(f"native constraint kernel failed with status {st} (state {int(bad[0])})")
+            sys._rows_numpy(q[k], dq[k])
+            raise ValueError(f"native constraint kernel failed with status {st} (state {k})")
         return ddq, tau, lam, info
 
     def fast_forward(self):
         sys = self.system
-        key = ("fast", self._rcond, self._route)
-        try:
-            return sys._native_cache[key]
-        except KeyError:
-            pass
         nd = sys._native(self._rcond)
         if nd is None:
             return None
         from ..constraints.system import ConstraintResult
 
-        ff = _core.FastForward(sys._md, nd, self._route, ConstraintResult, self.name, self.counters)
-        sys._native_cache[key] = ff
-        return ff
+        return _core.FastForward(sys._md, nd, self._route, ConstraintResult, self.name, self.counters)
 
-    def forward_single_fast(self, q, dq, tau):
-        sys = self.system
-        try:
-            nd = sys._native_cache[self._rcond]
-        except KeyError:
-            nd = sys._native(self._rcond)
-        if nd is None:
-            return None
-        r = _core.closed_forward1(sys._md, nd, q, dq, tau, self._route)
-        if r is None:
-            return None
-        c = self.counters
-        c["calls"] += 1
-        c["factorizations"] += 1
-        return r[0], r[1], r[3], {"factorizations": 1, "rank": r[2], "native": True}
+    def _batch_stats(self, N, info):
+        self.counters["calls"] += N
+        self.counters["factorizations"] += N
+        return {"factorizations": N, "rank": info[:, 0].astype(int), "native": True}
 
     def forward_batch(self, q, dq, tau, f_ext):
         out = self._native_call(q, dq, None, tau, None, f_ext)
         if out is None:
             return None
         ddq, _, lam, info = out
-        stats = {"factorizations": q.shape[0], "rank": info[:, 0].astype(int), "native": True}
-        self.counters["calls"] += q.shape[0]
-        self.counters["factorizations"] += q.shape[0]
-        return ddq, lam, info[:, 1], stats
+        return ddq, lam, info[:, 1], self._batch_stats(q.shape[0], info)
 
     def hybrid_batch(self, q, dq, ddq, tau, u, f_ext):
         out = self._native_call(q, dq, ddq, tau, u, f_ext)
         if out is None:
             return None
         ddq_o, tau_o, lam, info = out
-        stats = {"factorizations": q.shape[0], "rank": info[:, 0].astype(int), "native": True}
-        self.counters["calls"] += q.shape[0]
-        self.counters["factorizations"] += q.shape[0]
-        return tau_o, ddq_o, lam, info[:, 1], stats
+        return tau_o, ddq_o, lam, info[:, 1], self._batch_stats(q.shape[0], info)
 
     def _check_options(self):
         r = float(self.options["rcond"])
@@ -174,19 +146,10 @@ class KKTSolver(ConstraintSolver):
         self._route = 1 if route == "dense" else 0
 
     def _forward(self, q, dq, tau, f_ext):
-        from scipy.linalg import cho_factor, cho_solve
-
-        from .. import _core
-        from .. import algorithms as alg
-
-        sys = self.system
-        nd = sys._native(self.options["rcond"])
-        if nd is not None:
-            r = _core.closed_forward1(sys.model.data, nd, q, dq, tau, self._route) if f_ext is None else None
-            if r is not None:
-                return r[0], r[1], {"factorizations": 1, "rank": r[2], "residual": r[3], "native": True}
-            ddq, _, lam, info = self._native_call(q[None], dq[None], None, tau[None], None,
-                                                  None if f_ext is None else f_ext[None])
+        out = self._native_call(q[None], dq[None], None, tau[None], None,
+                                None if f_ext is None else f_ext[None])
+        if out is not None:
+            ddq, _, lam, info = out
             return ddq[0], lam[0], {"factorizations": 1, "rank": int(info[0, 0]),
                                     "residual": float(info[0, 1]), "native": True}
         return self._forward_numpy(q, dq, tau, f_ext)

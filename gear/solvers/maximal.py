@@ -131,7 +131,6 @@ class MaximalSolver(ConstraintSolver):
     def _solve(self, q, dq, tau, f_ext, u=None, ddq_pres=None):
         import scipy.sparse as sp
 
-        cholmod = _cholmod()
         ms = self.maximal
         t = ms._terms(q, dq)
         key = None
