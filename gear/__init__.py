@@ -16,6 +16,8 @@ from .constraints import (LoopClosure, CustomConstraint, JointCoupler, Constrain
 
 from . import mechanisms, analysis, solvers, maximal, controllers  # noqa: E402
 from .simulation import simulate, Trajectory  # noqa: E402
+from . import comparison  # noqa: E402
+from .comparison import compare  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -29,4 +31,4 @@ def data_path(name=""):
 
 __all__ = ["joints", "spatial", "SE3", "Inertia", "InertiaWarning", "Model", "load_urdf", "load_mjcf",
            "LoopClosureSpec", "ModelFileError", "LoopClosure", "CustomConstraint", "JointCoupler",
-           "ConstrainedModel", "AssemblyError", "mechanisms", "analysis", "solvers", "maximal", "data_path", "sensitivity", "controllers", "simulate", "Trajectory", *_dyn_all]
+           "ConstrainedModel", "AssemblyError", "mechanisms", "analysis", "solvers", "maximal", "data_path", "sensitivity", "controllers", "simulate", "Trajectory", "comparison", "compare", *_dyn_all]
