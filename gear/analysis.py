@@ -14,7 +14,7 @@ import numpy as np
 
 from .constraints import AssemblyError, ConstrainedModel
 
-__all__ = ["sweep", "SweepResult"]
+__all__ = ["sweep", "SweepResult", "report", "AnalysisReport", "REPORT_SCHEMA"]
 
 
 class SweepResult:
@@ -196,3 +196,207 @@ def sweep(sys, joint, values, q0=None, speed=1.0, singular_tol=1e-5, progress=Fa
                      if hasattr(c, "placement_a")]
     return SweepResult(joint=joint, values=values, speed=float(speed), coordinate_names=names,
                        q_index=qidx, v_index=vidx, closure_names=closure_names, **out)
+
+
+#: JSON Schema (draft 2020-12) of :meth:`AnalysisReport.to_dict`.
+REPORT_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "gear mechanism analysis report",
+    "type": "object",
+    "required": ["schema", "gear_version", "name", "model", "mobility", "sweep"],
+    "properties": {
+        "schema": {"const": "gear.analyze/1"},
+        "gear_version": {"type": "string"},
+        "name": {"type": "string"},
+        "model": {"type": "object", "required": ["nq", "nv", "bodies", "constraint_rows", "constraints"]},
+        "mobility": {"type": "object",
+                     "required": ["dof", "rank", "redundant_rows", "singular", "grubler"]},
+        "sweep": {"type": "object",
+                  "required": ["joint", "values", "assembled", "singular_values", "dof", "sigma_min",
+                               "torque", "torque_range", "peak_wrenches", "speed"]},
+    },
+}
+
+
+def _few(values, k=8):
+    if not values:
+        return "none"
+    shown = ", ".join(f"{v:.4g}" for v in values[:k])
+    return shown + (f", ... ({len(values)} inputs)" if len(values) > k else "")
+
+
+class AnalysisReport:
+    """What :func:`report` found: the mobility at the start configuration
+    and a :class:`SweepResult` of the input joint.
+
+    Attributes
+    ----------
+    name : str
+    sys : gear.ConstrainedModel
+    mobility : gear.constraints.system.Mobility
+        At ``q0``.
+    sweep : SweepResult
+    """
+
+    def __init__(self, name, sys, q0, mobility, sweep):
+        self.name, self.sys, self.q0, self.mobility, self.sweep = name, sys, q0, mobility, sweep
+
+    def __repr__(self):
+        return (f"AnalysisReport({self.name!r}, dof={self.mobility.dof}, "
+                f"singular along the sweep: {int(self.sweep.singular.sum())})")
+
+    def to_dict(self):
+        """A JSON-ready dict (schema :data:`REPORT_SCHEMA`).  NaN (input
+        values where the loops do not close) become null."""
+        from . import __version__
+
+        def f(x):
+            x = float(x)
+            return x if np.isfinite(x) else None
+
+        def arr(a):
+            a = np.asarray(a)
+            if a.dtype == bool:
+                return [bool(v) for v in a.ravel()] if a.ndim == 1 else a.tolist()
+            if np.issubdtype(a.dtype, np.integer):
+                return a.tolist()
+            return [arr(v) for v in a] if a.ndim > 1 else [f(v) for v in a]
+
+        sys, mob, r = self.sys, self.mobility, self.sweep
+        model = sys.model
+        cons = [{"name": getattr(c, "name", None) or f"constraint{i}", "type": type(c).__name__,
+                 "kind": getattr(c, "kind", None), "rows": int(sys._nrows[i])}
+                for i, c in enumerate(sys.constraints)]
+        ok = r.assembled
+        tq = r.torque[ok] if ok.any() else np.zeros((0, r.torque.shape[1]))
+        peaks = r.peak_wrenches if ok.any() else np.full((len(r.closure_names), 2), np.nan)
+        return {
+            "schema": "gear.analyze/1",
+            "gear_version": __version__,
+            "name": self.name,
+            "model": {"nq": model.nq, "nv": model.nv, "bodies": model.nbodies,
+                      "constraint_rows": sys.nc, "constraints": cons,
+                      "joints": list(model.joint_names)},
+            "mobility": {"dof": int(mob.dof), "rank": int(mob.rank),
+                         "redundant_rows": [int(i) for i in mob.redundant],
+                         "singular": bool(mob.singular), "grubler": int(mob.grubler)},
+            "sweep": {"joint": r.joint, "speed": float(r.speed), "values": arr(r.values),
+                      "assembled": arr(r.assembled),
+                      "singular_values": [f(v) for v in r.values[r.singular & ok]],
+                      "dof": arr(r.dof), "sigma_min": arr(r.sigma_min), "torque": arr(r.torque),
+                      "torque_range": [f(tq.min()), f(tq.max())] if tq.size else [None, None],
+                      "peak_wrenches": [{"closure": n, "moment": f(peaks[k, 0]), "force": f(peaks[k, 1])}
+                                        for k, n in enumerate(r.closure_names)],
+                      "q": arr(r.q), "ratios": arr(r.ratios)},
+        }
+
+    def to_json(self, path=None):
+        """The report as JSON text; written to ``path`` when given."""
+        import json
+
+        text = json.dumps(self.to_dict(), indent=1)
+        if path is not None:
+            with open(path, "w") as fh:
+                fh.write(text + "\n")
+        return text
+
+    def summary(self):
+        """A few lines of text: mobility, singular inputs, torque range, peak loads."""
+        d = self.to_dict()
+        m, s = d["mobility"], d["sweep"]
+        lines = [f"{self.name}: nv = {d['model']['nv']}, {d['model']['constraint_rows']} constraint rows",
+                 f"  mobility at q0: dof {m['dof']}, rank {m['rank']}, redundant rows "
+                 f"{m['redundant_rows']}, Grübler count {m['grubler']}"
+                 + (", singular" if m["singular"] else ""),
+                 f"  sweep of {s['joint']!r}: {sum(s['assembled'])}/{len(s['values'])} inputs assemble; "
+                 f"singular at {_few(s['singular_values'])}"]
+        lo, hi = s["torque_range"]
+        if lo is not None:
+            lines.append(f"  input torque at {s['speed']:g}/s: [{lo:.4g}, {hi:.4g}]")
+        for p in s["peak_wrenches"]:
+            if p["force"] is not None:
+                lines.append(f"  peak load on {p['closure']!r}: |f| {p['force']:.4g} N, |m| {p['moment']:.4g} N m")
+        return "\n".join(lines)
+
+    def save(self, directory):
+        """Write ``analysis.json`` and ``sweep.png`` to ``directory``;
+        returns the two paths."""
+        import os
+
+        os.makedirs(directory, exist_ok=True)
+        pj = os.path.join(directory, "analysis.json")
+        self.to_json(pj)
+        pp = os.path.join(directory, "sweep.png")
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+
+        fig = self.sweep.plot(pp, title=f"{self.name}: sweep of {self.sweep.joint}"
+                              + (" (red: singular)" if self.sweep.singular.any() else ""))
+        plt.close(fig)
+        return [pj, pp]
+
+
+def report(sys, joint=None, values=None, q0=None, speed=1.0, name=None, progress=False):
+    """Mechanism analysis of a closed chain: mobility and redundant rows at
+    ``q0``, then a :func:`sweep` of one input joint with singular
+    configurations, the input torque and the peak closure loads.
+
+    Parameters
+    ----------
+    sys : gear.ConstrainedModel
+    joint : str, optional
+        The input joint (default: the first joint with one coordinate).
+    values : array_like, optional
+        Input positions (default: a full turn from the joint's value in
+        ``q0``, 181 points, for a revolute joint; +-0.5 about it otherwise).
+    q0 : array_like, shape (nq,), optional
+        An assembled configuration (default: the neutral one, assembled).
+    speed : float
+        Input rate for the velocity terms of the torque.
+    name : str, optional
+    progress : bool
+
+    Returns
+    -------
+    AnalysisReport
+
+    Examples
+    --------
+    >>> import numpy as np, gear
+    >>> sys, q0 = gear.mechanisms.four_bar()
+    >>> rep = gear.analysis.report(sys, "crank", np.linspace(1.0, 1.2, 3), q0)
+    >>> rep.to_dict()["mobility"]["dof"], len(rep.to_dict()["sweep"]["values"])
+    (1, 3)
+    """
+    from . import joints as J
+
+    if not isinstance(sys, ConstrainedModel):
+        raise TypeError(f"sys must be a gear.ConstrainedModel, got {type(sys).__name__}")
+    model = sys.model
+    if joint is None:
+        cands = [n for n, j in zip(model.joint_names, model.joints) if j.nq == 1 and j.nv == 1]
+        if not cands:
+            raise ValueError("the model has no one-coordinate joint to sweep; name one with joint=")
+        joint = cands[0]
+    try:
+        ji = model.joint_index(joint)
+    except KeyError:
+        raise KeyError(f"joint: no joint named {joint!r}; joints are {list(model.joint_names)}") from None
+    jt = model.joints[ji]
+    if not (jt.nq == 1 and jt.nv == 1):
+        raise ValueError(f"joint {joint!r} ({type(jt).__name__}) has {jt.nq} coordinates; sweep a "
+                         "one-coordinate joint (revolute, prismatic, helical)")
+    if q0 is None:
+        q0 = sys.assemble(model.neutral()) if sys.nc else model.neutral()
+    q0 = sys._q(q0, "q0")
+    x0 = float(q0[model.idx_q(joint).start])
+    if values is None:
+        if isinstance(jt, J.Revolute):
+            values = x0 + np.linspace(0.0, 2 * np.pi, 181)
+        else:
+            values = x0 + np.linspace(-0.5, 0.5, 101)
+    mob = sys.mobility(q0)
+    r = sweep(sys, joint, values, q0, speed=speed, progress=progress)
+    return AnalysisReport(name or f"closed chain ({model.nv} dof joints, {sys.nc} rows)", sys, q0, mob, r)

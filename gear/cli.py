@@ -1,40 +1,391 @@
-"""Command line: ``gear demo`` and ``gear info MODEL``."""
+"""The ``gear`` command line.
+
+::
+
+    gear info MODEL                      tree, joints, dof, loops and their mobility
+    gear simulate MODEL --t T --dt DT    rollouts (progress bar; --out run.zarr)
+    gear compare MODEL --out DIR         maximal vs reduced coordinates: table, PNGs, JSON
+    gear analyze MODEL --sweep JOINT     mobility and a sweep of an input joint: PNG, JSON
+    gear bench                           per-call times on the bundled models
+    gear demo                            the README's demo
+
+``MODEL`` is a URDF (``.urdf``) or MJCF (``.xml``) path, a model bundled in
+``gear/data`` (``arm7``, ``quadruped``, ``fourbar``), or a bundled mechanism:
+``four-bar``, ``slider-crank``, ``five-bar``, ``rssr``, ``stewart``,
+``bricard``, ``rolling-ball``, ``n-four-bar:N``.  Errors are one line on
+stderr naming the problem (``GEAR_DEBUG=1`` shows the traceback); the exit code is 0 on success, 1 when the work
+failed (bad model file, loops that do not close...), 2 for bad usage.
+"""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+MECHANISMS = ("four-bar", "slider-crank", "five-bar", "rssr", "stewart", "bricard", "rolling-ball",
+              "n-four-bar:N")
+
+
+class CLIError(Exception):
+    """A problem to report on one line (exit code 1)."""
+
+
+def load(spec, floating_base=False):
+    """Resolve a MODEL argument.
+
+    Parameters
+    ----------
+    spec : str
+        A path, a bundled model file's name (with or without extension) or
+        a bundled mechanism's name (see :data:`MECHANISMS`).
+    floating_base : bool
+        For URDF files: a free joint at the root.
+
+    Returns
+    -------
+    model_or_sys : gear.Model or gear.ConstrainedModel
+        A ``ConstrainedModel`` when the model has loops (mechanisms, MJCF
+        ``equality``, URDF ``mimic``).
+    q0 : ndarray, shape (nq,)
+        An assembled configuration (the neutral one for a tree).
+    name : str
+    """
+    import numpy as np
+
+    import gear
+    from gear import mechanisms as M
+
+    builders = {"four-bar": M.four_bar, "slider-crank": M.slider_crank, "five-bar": M.five_bar,
+                "rssr": M.rssr, "stewart": M.stewart, "bricard": M.bricard,
+                "rolling-ball": M.rolling_ball}
+    key = spec.strip().lower().replace("_", "-")
+    if key in builders:
+        sys_, q0 = builders[key]()
+        return sys_, q0, key
+    if key.startswith("n-four-bar"):
+        _, _, n = key.partition(":")
+        try:
+            n = int(n) if n else 10
+        except ValueError:
+            raise CLIError(f"n-four-bar:N needs an integer N, got {n!r}") from None
+        if not 1 <= n <= 100000:
+            raise CLIError(f"n-four-bar:N needs 1 <= N <= 100000, got {n}")
+        sys_, q0 = M.n_four_bar(n)
+        return sys_, q0, f"n-four-bar:{n}"
+    path = spec
+    if not os.path.exists(path):
+        data = gear.data_path()
+        hits = [f for f in sorted(os.listdir(data)) if f == spec or os.path.splitext(f)[0] == spec]
+        if not hits:
+            raise CLIError(f"no model {spec!r}: not a file, not a bundled model "
+                           f"({', '.join(sorted({os.path.splitext(f)[0] for f in os.listdir(data)}))}) "
+                           f"and not a mechanism ({', '.join(MECHANISMS)})")
+        path = os.path.join(data, hits[0])
+    if os.path.isdir(path):
+        raise CLIError(f"{spec!r} is a directory, not a URDF or MJCF file")
+    ext = os.path.splitext(path)[1].lower()
+    if ext == ".urdf":
+        model = gear.load_urdf(path, floating_base=floating_base)
+    elif ext in (".xml", ".mjcf"):
+        model = gear.load_mjcf(path)
+    else:
+        raise CLIError(f"{spec!r}: unknown model format {ext or '(no extension)'!r}; "
+                       "give a .urdf or an MJCF .xml file")
+    name = os.path.splitext(os.path.basename(path))[0]
+    if getattr(model, "loop_closures", None):
+        sys_ = gear.ConstrainedModel(model)
+        q0 = model.neutral()
+        if float(np.abs(sys_.constraint_residual(q0)).max()) > 1e-10:
+            q0 = sys_.assemble(q0)
+        return sys_, q0, name
+    return model, model.neutral(), name
+
+
+def _split(obj):
+    import gear
+
+    if isinstance(obj, gear.ConstrainedModel):
+        return obj.model, obj
+    return obj, None
+
+
+# ---------------------------------------------------------------------------
+def cmd_info(args):
+    import numpy as np
+
+    obj, q0, name = load(args.model, args.floating_base)
+    model, sys_ = _split(obj)
+    print(f"{name}: {model.nbodies} bodies, nq = {model.nq}, nv = {model.nv}, "
+          f"mass {model.total_mass():.4g} kg, gravity {tuple(float(g) for g in model.gravity)}")
+    print(f"  {'#':>3} {'body':<24} {'parent':<24} {'joint':<24} kind")
+    for k, (b, j, p) in enumerate(zip(model.body_names, model.joints, model.parents)):
+        parent = "world" if p < 0 else model.body_names[p]
+        print(f"  {k:3d} {b:<24} {parent:<24} {model.joint_names[k]:<24} {type(j).__name__} "
+              f"(nq {j.nq}, nv {j.nv})")
+    if sys_ is None:
+        print("  no loops: an open tree with", model.nv, "degrees of freedom")
+        return 0
+    print(f"  loops: {len(sys_.constraints)} constraints, {sys_.nc} rows")
+    for k, c in enumerate(sys_.constraints):
+        kind = getattr(c, "kind", None) or type(c).__name__
+        print(f"    {getattr(c, 'name', None) or f'constraint{k}'}: {kind}, {sys_._nrows[k]} rows")
+    mob = sys_.mobility(q0)
+    res = float(np.abs(sys_.constraint_residual(q0)).max(initial=0.0))
+    print(f"  mobility at the assembled configuration (residual {res:.1e}): dof {mob.dof}, "
+          f"rank {mob.rank}, redundant rows {mob.redundant}, Grübler count {mob.grubler}"
+          + (", singular" if mob.singular else ""))
+    return 0
+
+
+def cmd_simulate(args):
+    import numpy as np
+
+    import gear
+
+    obj, q0, name = load(args.model, args.floating_base)
+    model, sys_ = _split(obj)
+    if sys_ is not None:
+        obj = sys_.with_solver(args.solver)
+    elif args.solver != "kkt":
+        print(f"gear simulate: note: {name} is an open tree; --solver {args.solver} is not used",
+              file=sys.stderr)
+    rng = np.random.default_rng(args.seed)
+    dq0 = np.zeros(model.nv)
+    if args.batch > 1:
+        if sys_ is None:
+            q0 = model.random_configuration(rng, n=args.batch)
+        else:
+            dq0 = np.stack([sys_.project_velocity(q0, rng.standard_normal(model.nv))
+                            for _ in range(args.batch)])
+            q0 = np.broadcast_to(q0, (args.batch, model.nq)).copy()
+    stab = None if args.stabilization == "none" else args.stabilization
+    traj = gear.simulate(obj, q0, dq0, args.t, args.dt, integrator=args.integrator,
+                         stabilization=stab, record_every=args.record_every,
+                         progress=not args.no_progress, out=args.out)
+    st = traj.stats
+    print(f"{name}: {st['batch']} rollout(s) x {st['steps']} steps of {args.dt:g} s "
+          f"({args.integrator}) in {st['wall_time']:.3g} s: {st['state_steps_per_s']:,.0f} state-steps/s"
+          + (" (native loop)" if st.get("native") else ""))
+    if "max_residual" in st:
+        print(f"  solver {st['solver']}, stabilization {st['stabilization']}, "
+              f"largest constraint residual {st['max_residual']:.2e}")
+    q = np.asarray(traj.q[..., -1, :])
+    print(f"  final q{' (first rollout)' if q.ndim > 1 else ''}: "
+          + np.array2string(q[0] if q.ndim > 1 else q, precision=4, max_line_width=200))
+    if args.out:
+        print(f"  wrote {args.out} (arrays t {tuple(traj.t.shape)}, q {tuple(traj.q.shape)}, "
+              f"dq {tuple(traj.dq.shape)})")
+    return 0
+
+
+def cmd_compare(args):
+    import gear
+
+    obj, q0, name = load(args.model, args.floating_base)
+    solvers = [s for s in args.solvers.split(",") if s]
+    print(f"gear compare {name}: {args.t:g} s at dt = {args.dt:g} s, "
+          f"runs: {', '.join(solvers + ([] if args.no_maximal else ['maximal-coordinates']))}",
+          flush=True)
+    rep = gear.compare(obj, q0, t_final=args.t, dt=args.dt, integrator=args.integrator,
+                       solvers=solvers, maximal=not args.no_maximal, name=name,
+                       progress=not args.no_progress)
+    paths = rep.save(args.out)
+    print()
+    print(rep.table())
+    print("wrote " + ", ".join(paths))
+    return 0
+
+
+def cmd_analyze(args):
+    import numpy as np
+
+    import gear
+
+    obj, q0, name = load(args.model, args.floating_base)
+    model, sys_ = _split(obj)
+    if sys_ is None:
+        raise CLIError(f"{name} is an open tree (no loops): analyze takes a closed chain, e.g. four-bar")
+    values = None
+    if args.range is not None:
+        lo, hi = args.range
+        if not (np.isfinite(lo) and np.isfinite(hi)) or hi == lo:
+            raise CLIError(f"--range needs two different finite numbers, got {lo} {hi}")
+        values = np.linspace(lo, hi, args.points)
+    rep = gear.analysis.report(sys_, args.sweep, values, q0, speed=args.speed, name=name,
+                               progress=not args.no_progress)
+    paths = rep.save(args.out)
+    print(rep.summary())
+    print("wrote " + ", ".join(paths))
+    return 0
+
+
+def cmd_bench(args):
+    import json
+
+    import numpy as np
+
+    import gear
+    from gear.comparison import _time_call, scaling
+
+    rows = []
+    rng = np.random.default_rng(0)
+    n = 2000 if args.quick else 20000
+    for fname, fb in (("arm7.urdf", False), ("quadruped.urdf", True)):
+        m = gear.load_urdf(gear.data_path(fname), floating_base=fb)
+        Q = m.random_configuration(rng, n=n)
+        V, A = rng.standard_normal((2, n, m.nv))
+        for alg, fn in (("rnea", lambda: gear.inverse_dynamics(m, Q, V, A)),
+                        ("aba", lambda: gear.forward_dynamics(m, Q, V, A)),
+                        ("crba", lambda: gear.mass_matrix(m, Q))):
+            rows.append((fname, alg, "batched, per state", _time_call(fn, 0.05) / n))
+    sys_, q0 = gear.mechanisms.four_bar()
+    z = np.zeros(sys_.model.nv)
+    for s in ("kkt", "projection", "soft", "maximal"):
+        sx = sys_.with_solver(s)
+        rows.append(("four-bar", f"forward ({s})", "one call", _time_call(lambda: sx.forward_dynamics(q0, z, z), 0.05)))
+    ns = (1, 10) if args.quick else (1, 10, 100)
+    sc = scaling(ns)
+    for k, N in enumerate(sc["ns"]):
+        for s, secs in sc["seconds"].items():
+            rows.append((f"n-four-bar:{N}", f"forward ({s})", "one call", secs[k]))
+    print(f"{'model':<16} {'what':<22} {'how':<20} {'µs':>12}")
+    for r in rows:
+        print(f"{r[0]:<16} {r[1]:<22} {r[2]:<20} {r[3] * 1e6:12,.2f}")
+    print("fastest solver on the N-four-bar: " + ", ".join(f"N = {N}: {s}" for N, s in zip(sc["ns"], sc["fastest"])))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"schema": "gear.bench/1", "gear_version": gear.__version__,
+                       "rows": [{"model": a, "what": b, "how": c, "seconds": t} for a, b, c, t in rows],
+                       "scaling": sc}, fh, indent=1)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def cmd_demo(args):
+    from .demo import main as demo_main
+
+    demo_main(["--seed", str(args.seed), "--batch", str(args.batch)])
+    return 0
+
+
+# ---------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        """Usage errors: one line, exit code 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _positive(kind):
+    def conv(s):
+        try:
+            x = kind(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {s!r}") from None
+        if not x > 0 or (kind is float and x != x):
+            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {s!r}")
+        return x
+    return conv
+
+
+def build_parser():
+    p = _Parser(prog="gear", description="gear: articulated rigid-body dynamics (Kim's Lie-group "
+                "formulation): models, closed loops, solvers, simulation.",
+                epilog="MODEL: a .urdf/.xml path, a bundled model (arm7, quadruped, fourbar) or a "
+                "mechanism (" + ", ".join(MECHANISMS) + ").")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    def model_arg(sp):
+        sp.add_argument("model", metavar="MODEL", help="URDF/MJCF path, bundled model or mechanism name")
+        sp.add_argument("--floating-base", action="store_true", help="URDF: a free joint at the root")
+
+    s = sub.add_parser("info", help="describe a model: tree, joints, dof, loops and their mobility",
+                       description="Describe a model: its tree, joints, degrees of freedom, and for a "
+                       "closed chain its loops and their mobility.")
+    model_arg(s)
+    s.set_defaults(func=cmd_info)
+
+    s = sub.add_parser("simulate", help="simulate rollouts (progress bar, optional Zarr output)",
+                       description="Simulate from the model's assembled (or neutral) configuration; "
+                       "--batch N draws N random configurations (trees) or N random consistent "
+                       "velocities (closed chains).")
+    model_arg(s)
+    s.add_argument("--t", type=_positive(float), default=1.0, help="duration in s (default 1)")
+    s.add_argument("--dt", type=_positive(float), default=1e-3, help="time step in s (default 1e-3)")
+    s.add_argument("--integrator", default="rk4",
+                   choices=["euler", "rk4", "rkmk4", "implicit", "dop853", "rk45"])
+    s.add_argument("--solver", default="kkt", help="closed chains: kkt, projection, soft, maximal, or a plugin")
+    s.add_argument("--stabilization", default="projection", choices=["projection", "baumgarte", "none"])
+    s.add_argument("--batch", type=_positive(int), default=1, help="number of rollouts (default 1)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--record-every", type=_positive(int), default=1)
+    s.add_argument("--out", help="stream the trajectory to this Zarr store (needs the campaign extra)")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_simulate)
+
+    s = sub.add_parser("compare", help="maximal vs reduced coordinates: table, PNGs and JSON",
+                       description="Simulate the mechanism with every hard solver in reduced "
+                       "coordinates, with soft constraints and in maximal coordinates; write "
+                       "report.json, report.md and PNGs to --out.")
+    model_arg(s)
+    s.add_argument("--t", type=_positive(float), default=1.0, help="duration in s (default 1)")
+    s.add_argument("--dt", type=_positive(float), default=1e-3, help="time step in s (default 1e-3)")
+    s.add_argument("--integrator", default="rk4", choices=["euler", "rk4", "rkmk4"])
+    s.add_argument("--solvers", default="kkt,projection,maximal,soft",
+                   help="comma-separated reduced-coordinate runs (default kkt,projection,maximal,soft)")
+    s.add_argument("--no-maximal", action="store_true", help="skip the maximal-coordinate run")
+    s.add_argument("--out", default="gear-compare", help="output directory (default ./gear-compare)")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(func=cmd_compare)
+
+    s = sub.add_parser("analyze", help="mechanism analysis: mobility, sweep, singularities, loads",
+                       description="Mobility and redundant rows at the assembled configuration, then "
+                       "a sweep of one input joint: positions, velocity ratios, singular "
+                       "configurations, input torque and peak closure loads; writes analysis.json "
+                       "and sweep.png to --out.")
+    model_arg(s)
+    s.add_argument("--sweep", metavar="JOINT", default=None,
+                   help="input joint (default: the first one-coordinate joint)")
+    s.add_argument("--range", nargs=2, type=float, metavar=("FROM", "TO"),
+                   help="input range (default: a full turn from the assembled value)")
+    s.add_argument("--points", type=_positive(int), default=181)
+    s.add_argument("--speed", type=float, default=1.0, help="input rate for the torque (default 1)")
+    s.add_argument("--out", default="gear-analyze", help="output directory (default ./gear-analyze)")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(func=cmd_analyze)
+
+    s = sub.add_parser("bench", help="per-call times on the bundled models",
+                       description="Time the tree kernels (batched) on the bundled robots, each "
+                       "constraint solver on the four-bar, and the solvers on the N-four-bar chain.")
+    s.add_argument("--quick", action="store_true", help="smaller batches, N <= 10")
+    s.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
+    s.set_defaults(func=cmd_bench)
+
+    s = sub.add_parser("demo", help="run the README's demo on the bundled robots and the four-bar")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--batch", type=_positive(int), default=20000)
+    s.set_defaults(func=cmd_demo)
+    return p
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="gear", description="gear rigid-body dynamics")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("demo", help="run the demo on the bundled robots")
-    d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--batch", type=int, default=20000)
-    i = sub.add_parser("info", help="load a URDF/MJCF file and describe the model")
-    i.add_argument("path")
-    i.add_argument("--floating-base", action="store_true")
-    args = parser.parse_args(argv)
-    if args.cmd == "demo":
-        from .demo import main as demo_main
-
-        demo_main(["--seed", str(args.seed), "--batch", str(args.batch)])
-        return 0
+    """Entry point of the ``gear`` script; returns the exit code."""
+    args = build_parser().parse_args(argv)
     import gear
 
+    errors = (CLIError, gear.ModelFileError, gear.AssemblyError, OSError, ValueError, KeyError,
+              TypeError, NotImplementedError, ImportError, ArithmeticError)
     try:
-        if args.path.endswith(".urdf"):
-            m = gear.load_urdf(args.path, floating_base=args.floating_base)
-        else:
-            m = gear.load_mjcf(args.path)
-    except (gear.ModelFileError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        return args.func(args)
+    except errors as exc:
+        if os.environ.get("GEAR_DEBUG"):
+            raise
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        msg = " ".join(str(msg).split())
+        print(f"gear {args.cmd}: error: {msg}", file=sys.stderr)
         return 1
-    print(m)
-    for k, (b, j, p) in enumerate(zip(m.body_names, m.joints, m.parents)):
-        parent = "world" if p < 0 else m.body_names[p]
-        print(f"  {k:3d} {b:<24} <- {parent:<24} {m.joint_names[k]} {j!r}")
-    return 0
+    except KeyboardInterrupt:
+        print(f"gear {args.cmd}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
