@@ -359,13 +359,14 @@ class Comparison:
                   "energy_drift": "|E - E0| / energy scale",
                   "deviation": "|q - q_ref| (on the manifold)"}
         files = {"residual": "residual.png", "energy_drift": "energy.png", "deviation": "deviation.png"}
+        colors = {r["name"]: f"C{k % 10}" for k, r in enumerate(self.runs)}
         for key, label in labels.items():
             fig, ax = plt.subplots(figsize=(7, 4))
             for name, s in self.series[key].items():
                 y = np.maximum(np.asarray(s, dtype=float), 1e-17)
                 if key == "deviation" and name == self.runs[0]["name"]:
                     continue
-                ax.semilogy(self.t, y, label=name)
+                ax.semilogy(self.t, y, label=name, color=colors[name])
             ax.set_xlabel("t (s)")
             ax.set_ylabel(label)
             ax.set_title(f"{self.name}: {label}")
@@ -379,8 +380,10 @@ class Comparison:
         fig, ax = plt.subplots(figsize=(7, 4))
         names = [r["name"] for r in self.runs]
         x = np.arange(len(names))
-        ax.bar(x - 0.2, [r["step_s"] * 1e6 for r in self.runs], 0.4, label="per step (whole loop)")
-        ax.bar(x + 0.2, [r["solve_s"] * 1e6 for r in self.runs], 0.4, label="per solver call")
+        ax.bar(x - 0.2, [r["step_s"] * 1e6 for r in self.runs], 0.4, label="per step (whole loop)",
+               color=[colors[n] for n in names])
+        ax.bar(x + 0.2, [r["solve_s"] * 1e6 for r in self.runs], 0.4, label="per solver call",
+               color=[colors[n] for n in names], alpha=0.5, hatch="//")
         ax.set_xticks(x, names, rotation=15)
         ax.set_yscale("log")
         ax.set_ylabel("µs")
@@ -486,7 +489,7 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrator="r
         q0 = model.neutral()
         if sys.nc:
             q0 = sys.assemble(q0)
-    q0 = sys._q(q0)
+    q0 = sys._q(q0, "q0")
     if q0.ndim != 1:
         raise ValueError(f"q0 must be one configuration of shape ({model.nq},), got {q0.shape}")
     if sys.nc and float(np.abs(sys.constraint_residual(q0)).max()) > 1e-8:

@@ -1,0 +1,145 @@
+"""The ``gear`` command line, end to end in subprocesses: exit codes,
+outputs written, one-line errors."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gear
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(*args, cwd=None):
+    env = dict(os.environ, MPLBACKEND="Agg")
+    env.pop("GEAR_DEBUG", None)
+    p = subprocess.run([sys.executable, "-m", "gear.cli", *args], capture_output=True, text=True,
+                       cwd=cwd, env=env, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+def one_line_error(err, cmd):
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"gear {cmd}: error: ") or lines[0].startswith(f"gear {cmd}: error:"), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.parametrize("cmd", [[], ["info"], ["simulate"], ["compare"], ["analyze"], ["bench"], ["demo"]])
+def test_help_on_every_command(cmd):
+    code, out, err = run(*cmd, "--help")
+    assert code == 0 and out.startswith("usage: gear") and not err
+
+
+def test_console_script_is_installed():
+    exe = os.path.join(os.path.dirname(sys.executable), "gear")
+    assert os.path.exists(exe)
+    p = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "compare" in p.stdout
+
+
+def test_info_closed_chain_tree_and_files():
+    code, out, err = run("info", "four-bar")
+    assert code == 0, err
+    assert "loops: 1 constraints, 3 rows" in out and "dof 1" in out and "Grübler count 0" in out
+    code, out, err = run("info", "stewart")
+    assert code == 0 and "dof 6" in out
+    code, out, err = run("info", gear.data_path("arm7.urdf"))
+    assert code == 0 and "nv = 7" in out and "open tree" in out
+    code, out, err = run("info", "quadruped", "--floating-base")
+    assert code == 0 and "Free" in out
+    code, out, err = run("info", "fourbar")                         # MJCF with <equality connect>
+    assert code == 0 and "loops: 1 constraints" in out
+    code, out, err = run("info", "n-four-bar:5")
+    assert code == 0 and "nv = 11" in out and "dof 1" in out
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["info", "no/such/model.urdf"], "no model"),
+    (["info", "no-such-mechanism"], "not a mechanism"),
+    (["info", os.path.join(HERE, "data", "urdf_cycle.urdf")], "cycle"),
+    (["info", os.path.join(HERE, "data", "mjcf_missing_body.xml")], "mjcf_missing_body"),
+    (["info", __file__], "unknown model format"),
+    (["info", HERE], "directory"),
+    (["info", "n-four-bar:abc"], "integer"),
+    (["analyze", "arm7"], "open tree"),
+    (["analyze", "four-bar", "--sweep", "nope"], "nope"),
+    (["analyze", "four-bar", "--sweep", "crank", "--range", "1", "1"], "--range"),
+    (["simulate", "four-bar", "--solver", "nope", "--t", "0.01"], "nope"),
+    (["compare", "four-bar", "--solvers", "kkt,nope", "--t", "0.01"], "nope"),
+])
+def test_bad_models_and_arguments_give_one_line_errors(args, needle, tmp_path):
+    code, out, err = run(*args, cwd=tmp_path)
+    assert code == 1, (out, err)
+    assert needle in one_line_error(err, args[0])
+
+
+@pytest.mark.parametrize("args", [
+    ["simulate", "four-bar", "--dt", "-1"],
+    ["simulate", "four-bar", "--integrator", "leapfrog"],
+    ["simulate", "four-bar", "--batch", "0"],
+    ["nope"],
+    ["compare"],
+])
+def test_bad_usage_exits_2_on_one_line(args):
+    code, out, err = run(*args)
+    assert code == 2
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert lines[-1].startswith("gear") and "error:" in lines[-1] and "Traceback" not in err
+    assert len(lines) <= 2          # argparse's usage line, then the one-line error
+
+
+def test_simulate_writes_a_zarr_store(tmp_path):
+    zarr = pytest.importorskip("zarr", reason="--out needs the 'campaign' extra (zarr)")
+    code, out, err = run("simulate", "four-bar", "--t", "0.1", "--dt", "1e-3", "--out", "run.zarr",
+                         cwd=tmp_path)
+    assert code == 0, err
+    assert "largest constraint residual" in out and "wrote run.zarr" in out
+    assert "state-steps/s" in err                     # the tqdm progress bar, on stderr
+    g = zarr.open_group(str(tmp_path / "run.zarr"), mode="r")
+    q = g["q"][...]
+    assert q.shape == (101, 3) and g["t"][-1] == pytest.approx(0.1)
+    sysm, q0 = gear.mechanisms.four_bar()
+    assert np.abs(sysm.constraint_residual(q[-1])).max() <= 1e-10
+    np.testing.assert_array_equal(q[0], q0)
+
+
+def test_simulate_batch_of_a_tree_without_progress(tmp_path):
+    code, out, err = run("simulate", "arm7", "--t", "0.02", "--batch", "8", "--no-progress")
+    assert code == 0 and "8 rollout(s) x 20 steps" in out and not err
+
+
+def test_compare_writes_report_json_and_pngs(tmp_path):
+    pytest.importorskip("sksparse", reason="the maximal runs need scikit-sparse (the 'sparse' extra)")
+    code, out, err = run("compare", "four-bar", "--t", "0.05", "--dt", "1e-3", "--out", "rep",
+                         "--no-progress", cwd=tmp_path)
+    assert code == 0, err
+    files = sorted(os.listdir(tmp_path / "rep"))
+    assert files == ["cost.png", "deviation.png", "energy.png", "report.json", "report.md", "residual.png"]
+    d = gear.comparison.validate(str(tmp_path / "rep" / "report.json"))
+    assert [r["name"] for r in d["runs"]] == ["kkt", "projection", "maximal", "soft", "maximal-coordinates"]
+    assert "| maximal-coordinates |" in out
+
+
+def test_analyze_writes_json_and_plot(tmp_path):
+    code, out, err = run("analyze", "four-bar", "--sweep", "crank", "--range", "1.0", "1.4",
+                         "--points", "5", "--out", "an", "--no-progress", cwd=tmp_path)
+    assert code == 0, err
+    assert sorted(os.listdir(tmp_path / "an")) == ["analysis.json", "sweep.png"]
+    d = json.loads((tmp_path / "an" / "analysis.json").read_text())
+    assert d["schema"] == "gear.analyze/1" and d["mobility"]["dof"] == 1
+    assert d["sweep"]["values"] == pytest.approx(np.linspace(1.0, 1.4, 5))
+    assert "mobility at q0: dof 1" in out
+
+
+def test_bench_quick_json(tmp_path):
+    code, out, err = run("bench", "--quick", "--json", "b.json", cwd=tmp_path)
+    assert code == 0, err
+    d = json.loads((tmp_path / "b.json").read_text())
+    assert d["schema"] == "gear.bench/1" and all(r["seconds"] > 0 for r in d["rows"])
+    assert {"rnea", "aba", "crba"} <= {r["what"] for r in d["rows"]}
+    assert "fastest solver on the N-four-bar" in out
