@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-__all__ = ["compare", "Comparison", "scaling", "SCHEMA", "validate"]
+__all__ = ["compare", "Comparison", "scaling", "plot_scaling", "SCHEMA", "validate"]
 
 #: JSON Schema (draft 2020-12) of :meth:`Comparison.to_dict`.
 SCHEMA = {
@@ -653,3 +653,26 @@ def scaling(ns=(1, 10, 100), solvers=("kkt", "projection", "maximal"), min_time=
             print(f"  N = {n}: " + ", ".join(f"{s} {out['seconds'][s][-1] * 1e6:,.0f} µs" for s in solvers),
                   flush=True)
     return out
+
+
+def plot_scaling(sc, path=None):
+    """Log-log plot of a :func:`scaling` result: time per call against N,
+    one line per solver.  Saves to ``path`` when given; returns the figure."""
+    import matplotlib
+
+    if path is not None:
+        matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for k, (s, secs) in enumerate(sc["seconds"].items()):
+        ax.loglog(sc["ns"], np.asarray(secs) * 1e6, "o-", label=s, color=f"C{k}")
+    ax.set_xlabel("N (four-bars in the chain)")
+    ax.set_ylabel("µs per forward-dynamics call")
+    ax.set_title("N-four-bar: one constrained forward-dynamics call")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend()
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=100)
+    return fig

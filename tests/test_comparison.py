@@ -149,3 +149,12 @@ def test_analysis_report_unreachable_inputs_are_null_and_bad_input():
         gear.analysis.report(sysm, "nope")
     with pytest.raises(TypeError, match="ConstrainedModel"):
         gear.analysis.report(sysm.model)
+
+
+def test_docs_compare_doctest():
+    import doctest
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "compare.md"
+    res = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert res.attempted >= 8 and res.failed == 0

@@ -56,7 +56,8 @@ def test_docstring_examples_run():
 
     total = 0
     for name in ["gear.spatial", "gear.model", "gear.algorithms.dynamics",
-                 "gear.algorithms.derivatives", "gear.sensitivity"]:
+                 "gear.algorithms.derivatives", "gear.sensitivity", "gear.comparison",
+                 "gear.analysis"]:
         mod = importlib.import_module(name)
         res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
         assert res.failed == 0, name
