@@ -1,8 +1,9 @@
 """gear: articulated rigid-body dynamics on the Lie-group formulation of
 J. Kim ("Lie Group Formulation of Articulated Rigid Body Dynamics").
 
-Public API: see ``docs/api.md``.  Twists are ``(w, v)``, wrenches ``(m, f)``,
-both in body coordinates; ``T_{lambda(i),i} = placement_i J_i(q_i)``.
+Public API: the documentation site's API reference (``docs/api``).
+Twists are ``(w, v)``, wrenches ``(m, f)``, both in body coordinates;
+``T_{lambda(i),i} = placement_i J_i(q_i)``.
 """
 from . import joints, spatial
 from .spatial import SE3, Inertia, InertiaWarning

@@ -22,6 +22,8 @@ import argparse
 import os
 import sys
 
+__all__ = ["main", "load", "build_parser", "CLIError", "MECHANISMS"]
+
 MECHANISMS = ("four-bar", "slider-crank", "five-bar", "rssr", "stewart", "bricard", "rolling-ball",
               "n-four-bar:N")
 

@@ -328,7 +328,7 @@ _PIN_CONTACT = {"weld": "CONTACT_6D", "ball": "CONTACT_3D"}
 
 
 def pinocchio_constraint_models(mapping, closures):
-    """Pinocchio ``RigidConstraintModel``s of gear loop closures.
+    """Pinocchio ``RigidConstraintModel`` objects of gear loop closures.
 
     Parameters
     ----------

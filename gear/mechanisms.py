@@ -7,18 +7,18 @@ residual below 1e-12).  Links are uniform bars (aluminium-like density,
 in the world x-z plane (joint axes ``-y``, so positive angles turn ``x``
 towards ``+z``) under gravity ``-z``.
 
-=====================  ============================================  =====  ========
-builder                what                                          dof    Grübler
-=====================  ============================================  =====  ========
-:func:`four_bar`       planar crank-rocker, ball closure              1      0
-:func:`slider_crank`   crank, connecting rod, slider on x             1      0
-:func:`five_bar`       two cranks, two links meeting at a ball        2      1
-:func:`n_four_bar`     IFToMM chain of ``n`` parallelogram four-bars  1      1 - n
-:func:`rssr`           spatial R-S-S-R linkage                        2 (*)  2
-:func:`stewart`        6-UPS Gough-Stewart platform                   6      6
-:func:`bricard`        orthogonal Bricard 6R linkage                  1      0
-:func:`rolling_ball`   sphere rolling without slip (nonholonomic)     3      3
-=====================  ============================================  =====  ========
+====================  =============================================  =====  =======
+builder               what                                           dof    Grübler
+====================  =============================================  =====  =======
+:func:`four_bar`      planar crank-rocker, ball closure              1      0
+:func:`slider_crank`  crank, connecting rod, slider on x             1      0
+:func:`five_bar`      two cranks, two links meeting at a ball        2      1
+:func:`n_four_bar`    IFToMM chain of ``n`` parallelogram four-bars  1      1 - n
+:func:`rssr`          spatial R-S-S-R linkage                        2 (*)  2
+:func:`stewart`       6-UPS Gough-Stewart platform                   6      6
+:func:`bricard`       orthogonal Bricard 6R linkage                  1      0
+:func:`rolling_ball`  sphere rolling without slip (nonholonomic)     3      3
+====================  =============================================  =====  =======
 
 (The planar mechanisms are closed by 3-row ball closures, one of whose rows
 is redundant in the plane: their Grübler count ``nv - nc`` is lower than

@@ -18,15 +18,22 @@ This module exposes that directly:
 
 Seed conventions
 ----------------
-``dq_dp`` : (nv,) tangent perturbation of ``q`` (as :meth:`Model.integrate`).
-``dv_dp``, ``da_dp`` : (nv,) derivatives of ``dq`` and ``ddq``.
-``dI_dp`` : (nbodies, 10) derivatives of each body's standard parameters
+``dq_dp`` : (nv,)
+    Tangent perturbation of ``q`` (as :meth:`Model.integrate`).
+``dv_dp``, ``da_dp`` : (nv,)
+    Derivatives of ``dq`` and ``ddq``.
+``dI_dp`` : (nbodies, 10)
+    Derivatives of each body's standard parameters
     ``(m, m c_x, m c_y, m c_z, Ixx, Iyy, Izz, Ixy, Ixz, Iyz)`` (rotational
     inertia about the body-frame origin; :meth:`gear.Inertia.to_params`).
-``dX_dp`` : (nbodies, 6) twist ``xi`` of a perturbation ``placement exp(p xi)``
-    of each joint placement (rotation first, in the placement frame).
-``dg_dp`` : (3,) derivative of the gravity vector.
-``dF_dp`` : (nbodies, 6) derivative of the external wrenches.
+``dX_dp`` : (nbodies, 6)
+    Twist ``xi`` of a perturbation ``placement exp(p xi)`` of each joint
+    placement (rotation first, in the placement frame).
+``dg_dp`` : (3,)
+    Derivative of the gravity vector.
+``dF_dp`` : (nbodies, 6)
+    Derivative of the external wrenches.
+
 Each seed may carry a leading axis of P directions (all seeds given with
 that axis must agree on P; a seed without it is shared by every direction);
 the result then has shape (P, nv).

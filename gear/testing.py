@@ -10,8 +10,7 @@ docs and debugging only.
 Random models
     :func:`random_inertia`, :func:`random_tree`, :func:`random_chain`,
     :func:`random_state`.
-Reference dynamics (Kim, "Lie Group Formulation of Articulated Rigid Body
-Dynamics", Sec. 2)
+Reference dynamics (Kim, "Lie Group Formulation of Articulated Rigid Body Dynamics", Sec. 2)
     :func:`reference_forward_kinematics`, :func:`reference_inverse_dynamics`
     (Table 2), :func:`reference_mass_matrix`,
     :func:`reference_mass_matrix_jacobian`, :func:`reference_bias`,

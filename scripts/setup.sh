@@ -37,5 +37,5 @@ python -m pip install -q "meson-python>=0.15" "meson>=1.4" ninja "cython>=3.0" "
 NATIVE="$PWD/.venv/gear-native.ini"
 printf "[binaries]\ncython = '%s'\n" "$PWD/.venv/bin/cython" > "$NATIVE"
 python -m pip install -q --no-build-isolation \
-  -Csetup-args=--native-file="$NATIVE" -e ".[test,sparse,reference,progress,plot,campaign]"
+  -Csetup-args=--native-file="$NATIVE" -e ".[test,sparse,reference,progress,plot,campaign,docs]"
 python -c "import gear, gear._core as c; print('setup: gear', gear.__version__, '| OpenMP threads:', c.omp_max_threads())"

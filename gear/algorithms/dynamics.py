@@ -331,7 +331,7 @@ def kinetic_energy(model, q, dq):
 
 
 def potential_energy(model, q):
-    """Gravitational potential ``-sum_i m_i g . c_i`` (world COM positions)."""
+    """Gravitational potential ``-sum_i m_i (g dot c_i)``, with ``c_i`` the world COM positions."""
     poses = forward_kinematics(model, q)
     m = np.array([0.0 if I is None else I.mass for I in model.inertias])
     c = np.array([np.zeros(3) if I is None else I.com for I in model.inertias])

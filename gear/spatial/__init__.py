@@ -145,7 +145,7 @@ def quat_exp(w):
 
 
 def quat_log(q):
-    """Rotation vector ``w`` (|w| <= pi) of a unit quaternion."""
+    """Rotation vector ``w`` (``|w| <= pi``) of a unit quaternion."""
     q = np.asarray(q, dtype=float)
     q = q / np.linalg.norm(q)
     if q[0] < 0:
