@@ -88,6 +88,14 @@ def exudyn_time(s, N, q, t_check=0.2, h=1e-3):
         from exudyn import itemInterface as ii
     except ImportError:
         return None, None
+    import warnings
+
+    with warnings.catch_warnings():        # parameter names Exudyn renamed across versions
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return _exudyn_time(exu, ii, s, N, q, t_check, h)
+
+
+def _exudyn_time(exu, ii, s, N, q, t_check, h):
     L = 1.0
     theta = float(q[0])
     # gear's bars (gear.mechanisms._bar): uniform, mass rho L, inertia about the COM
