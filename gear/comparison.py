@@ -339,7 +339,13 @@ class Comparison:
                         f"{r['stabilization'] or 'none'} | {r['step_s'] * 1e6:,.1f} | "
                         f"{r['solve_s'] * 1e6:,.1f} | {r['max_constraint_residual']:.1e} | "
                         f"{r['max_energy_drift']:.1e} | {r['max_deviation']:.1e} |")
-        return head + "\n".join(rows) + "\n"
+        ref = self.runs[0]["name"]
+        dt = self.settings["dt"]
+        agree = ", ".join(f"{r['name']} {r['max_deviation']:.1e} ({r['max_deviation'] / dt:.3g} dt)"
+                          for r in self.runs[1:])
+        tail = (f"\nLargest deviation from the reference run `{ref}` over "
+                f"{self.settings['t_final']:g} s: {agree or 'no other run'}.\n") if len(self.runs) > 1 else ""
+        return head + "\n".join(rows) + "\n" + tail
 
     def plot(self, directory, prefix=""):
         """Write PNGs to ``directory``: ``residual.png`` (constraint drift),
