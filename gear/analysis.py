@@ -5,8 +5,8 @@ records what a designer reads off a kinematic and kinetostatic analysis:
 the positions of every joint, the velocity ratios (joint rates per unit
 input rate), the instantaneous mobility and singular configurations, the
 actuator torque that drives the input at constant speed through the closed
-system's hybrid dynamics (Kim Sec. 3.3), and the closure wrenches (bearing
-loads) along the way.
+system's hybrid dynamics (Kim Sec. 3.3), and the closure wrenches and
+the wrench every tree joint transmits (bearing loads) along the way.
 """
 from __future__ import annotations
 
@@ -41,6 +41,10 @@ class SweepResult:
         velocity terms included, other joints passive with zero torque).
     wrenches : ndarray, shape (K, nclosures, 6)
         Closure wrenches ``(m, f)`` on ``body_b`` at frame {B}.
+    joint_loads : ndarray, shape (K, nbodies, 6)
+        The wrench each tree joint transmits to its child body
+        (:meth:`gear.ConstrainedModel.joint_wrenches`): the joints' bearing
+        loads.
     """
 
     def __init__(self, **fields):
@@ -51,6 +55,15 @@ class SweepResult:
         """Largest ``|m|`` and ``|f|`` of each closure over the sweep,
         shape ``(nclosures, 2)``."""
         W = self.wrenches
+        m = np.linalg.norm(W[..., :3], axis=-1)
+        f = np.linalg.norm(W[..., 3:], axis=-1)
+        return np.stack([np.nanmax(m, axis=0), np.nanmax(f, axis=0)], axis=-1)
+
+    @property
+    def peak_joint_loads(self):
+        """Largest ``|m|`` and ``|f|`` each tree joint transmits over the
+        sweep, shape ``(nbodies, 2)``."""
+        W = self.joint_loads
         m = np.linalg.norm(W[..., :3], axis=-1)
         f = np.linalg.norm(W[..., 3:], axis=-1)
         return np.stack([np.nanmax(m, axis=0), np.nanmax(f, axis=0)], axis=-1)
@@ -78,8 +91,11 @@ class SweepResult:
         ax[1, 0].set_ylabel(f"input torque at {self.speed:g} rad/s")
         f = np.linalg.norm(self.wrenches[..., 3:], axis=-1)
         for c in range(f.shape[1]):
-            ax[1, 1].plot(x, f[:, c], label=self.closure_names[c])
-        ax[1, 1].set_ylabel("closure force |f| (N)")
+            ax[1, 1].plot(x, f[:, c], label=f"closure {self.closure_names[c]}")
+        fj = np.linalg.norm(self.joint_loads[..., 3:], axis=-1)
+        for c in range(fj.shape[1]):
+            ax[1, 1].plot(x, fj[:, c], "--", lw=1, label=f"joint {self.joint_names[c]}")
+        ax[1, 1].set_ylabel("bearing force |f| (N)")
         for a in ax.ravel():
             for xs in x[self.singular]:
                 a.axvline(xs, color="red", lw=0.8, alpha=0.6)
@@ -150,7 +166,8 @@ def sweep(sys, joint, values, q0=None, speed=1.0, singular_tol=1e-5, progress=Fa
                dof=np.zeros(K, dtype=int), rank=np.zeros(K, dtype=int),
                singular=np.zeros(K, dtype=bool), sigma_min=np.full(K, np.nan),
                torque=np.full((K, model.joints[j].nv), np.nan),
-               wrenches=np.full((K, nclos, 6), np.nan), assembled=np.zeros(K, dtype=bool))
+               wrenches=np.full((K, nclos, 6), np.nan), assembled=np.zeros(K, dtype=bool),
+               joint_loads=np.full((K, model.nbodies, 6), np.nan))
     it = range(K)
     if progress:
         from tqdm.auto import tqdm
@@ -177,6 +194,7 @@ def sweep(sys, joint, values, q0=None, speed=1.0, singular_tol=1e-5, progress=Fa
         ranks.append((k, mob.sigma))
         out["torque"][k] = hd.tau[sl_v]
         out["wrenches"][k] = sys.constraint_wrenches(qk, hd.lam)
+        out["joint_loads"][k] = sys.joint_wrenches(qk, dq, hd.ddq, hd.lam)
         out["assembled"][k] = True
     if ranks:
         generic = max(int(r) for r in out["rank"][out["assembled"]])
@@ -195,7 +213,8 @@ def sweep(sys, joint, values, q0=None, speed=1.0, singular_tol=1e-5, progress=Fa
     closure_names = [c.name or f"closure{i}" for i, c in enumerate(sys.constraints)
                      if hasattr(c, "placement_a")]
     return SweepResult(joint=joint, values=values, speed=float(speed), coordinate_names=names,
-                       q_index=qidx, v_index=vidx, closure_names=closure_names, **out)
+                       q_index=qidx, v_index=vidx, closure_names=closure_names,
+                       joint_names=list(model.joint_names), **out)
 
 
 #: JSON Schema (draft 2020-12) of :meth:`AnalysisReport.to_dict`.
@@ -213,7 +232,7 @@ REPORT_SCHEMA = {
                      "required": ["dof", "rank", "redundant_rows", "singular", "grubler"]},
         "sweep": {"type": "object",
                   "required": ["joint", "values", "assembled", "singular_values", "dof", "sigma_min",
-                               "torque", "torque_range", "peak_wrenches", "speed"]},
+                               "torque", "torque_range", "peak_wrenches", "peak_joint_loads", "speed"]},
     },
 }
 
@@ -270,6 +289,7 @@ class AnalysisReport:
         ok = r.assembled
         tq = r.torque[ok] if ok.any() else np.zeros((0, r.torque.shape[1]))
         peaks = r.peak_wrenches if ok.any() else np.full((len(r.closure_names), 2), np.nan)
+        jpeaks = r.peak_joint_loads if ok.any() else np.full((len(r.joint_names), 2), np.nan)
         return {
             "schema": "gear.analyze/1",
             "gear_version": __version__,
@@ -287,6 +307,8 @@ class AnalysisReport:
                       "torque_range": [f(tq.min()), f(tq.max())] if tq.size else [None, None],
                       "peak_wrenches": [{"closure": n, "moment": f(peaks[k, 0]), "force": f(peaks[k, 1])}
                                         for k, n in enumerate(r.closure_names)],
+                      "peak_joint_loads": [{"joint": n, "moment": f(jpeaks[k, 0]), "force": f(jpeaks[k, 1])}
+                                           for k, n in enumerate(r.joint_names)],
                       "q": arr(r.q), "ratios": arr(r.ratios)},
         }
 
@@ -315,7 +337,12 @@ class AnalysisReport:
             lines.append(f"  input torque at {s['speed']:g}/s: [{lo:.4g}, {hi:.4g}]")
         for p in s["peak_wrenches"]:
             if p["force"] is not None:
-                lines.append(f"  peak load on {p['closure']!r}: |f| {p['force']:.4g} N, |m| {p['moment']:.4g} N m")
+                lines.append(f"  peak load on closure {p['closure']!r}: |f| {p['force']:.4g} N, "
+                             f"|m| {p['moment']:.4g} N m")
+        for p in s["peak_joint_loads"]:
+            if p["force"] is not None:
+                lines.append(f"  peak load on joint {p['joint']!r}: |f| {p['force']:.4g} N, "
+                             f"|m| {p['moment']:.4g} N m")
         return "\n".join(lines)
 
     def save(self, directory):

@@ -80,3 +80,68 @@ def test_docs_example_fourbar_sweep_runs(tmp_path):
     p = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert out.exists() and "peak pivot load" in p.stdout
+
+
+@pytest.mark.parametrize("builder", ["four_bar", "slider_crank", "five_bar", "stewart", "rssr", "bricard"])
+def test_joint_wrenches_project_to_the_joint_torques(builder):
+    """S_i^T F_i = tau_i: the transmitted wrenches carry the applied torques
+    once the closures' constraint wrenches are applied to their bodies."""
+    sysm, q0 = getattr(mech, builder)()
+    rng = np.random.default_rng(3)
+    nv = sysm.model.nv
+    dq = sysm.project_velocity(q0, rng.standard_normal(nv))
+    tau = rng.standard_normal(nv)
+    res = sysm.forward_dynamics(q0, dq, tau)
+    F = sysm.joint_wrenches(q0, dq, res.ddq, res.lam)
+    out = np.zeros(nv)
+    for i, j in enumerate(sysm.model.joints):
+        if j.nv:
+            sl = sysm.model.idx_v(sysm.model.joint_names[i])
+            out[sl] = j.S(q0[sysm.model.idx_q(sysm.model.joint_names[i])]).T @ F[i]
+    np.testing.assert_allclose(out, tau, rtol=0, atol=1e-10 * max(1.0, np.abs(tau).max()))
+    FB = sysm.joint_wrenches(np.stack([q0, q0]), np.stack([dq, dq]), np.stack([res.ddq] * 2),
+                             np.stack([res.lam] * 2))
+    np.testing.assert_array_equal(FB[1], F)
+
+
+def test_joint_wrenches_balance_the_weight_of_a_static_four_bar():
+    """At rest and held static by the crank, the ground's forces and moments
+    on the mechanism (crank bearing + rocker pivot) balance gravity exactly."""
+    sysm, q0 = mech.four_bar()
+    model = sysm.model
+    z = np.zeros(3)
+    hd = sysm.hybrid_dynamics(q0, z, z, z, ["crank"])
+    assert np.abs(hd.ddq).max() < 1e-12                          # static
+    F = sysm.joint_wrenches(q0, z, hd.ddq, hd.lam)
+    poses = gear.forward_kinematics(model, q0)
+    R0, p0 = poses[0][:3, :3], poses[0][:3, 3]
+    force = R0 @ F[0, 3:]                                        # world on crank, through the crank joint
+    moment = R0 @ F[0, :3] + np.cross(p0, force)                 # about the world origin
+    c = sysm.constraints[0]
+    wb = sysm.constraint_wrenches(q0, hd.lam)[0]                 # on the world, at the pivot frame
+    RB, pB = c.placement_b.R, c.placement_b.p
+    f_on_rocker = -(RB @ wb[3:])
+    m_on_rocker = -(RB @ wb[:3]) + np.cross(pB, f_on_rocker)
+    weight = np.zeros(3)
+    wmoment = np.zeros(3)
+    for i, I in enumerate(model.inertias):
+        com = poses[i][:3, :3] @ I.com + poses[i][:3, 3]
+        weight += I.mass * model.gravity
+        wmoment += np.cross(com, I.mass * model.gravity)
+    np.testing.assert_allclose(force + f_on_rocker + weight, 0, atol=1e-12)
+    np.testing.assert_allclose(moment + m_on_rocker + wmoment + 0.0, 0, atol=1e-12)
+    assert abs(-F[0, 1] - hd.tau[0]) < 1e-12                      # the crank's holding torque
+
+
+def test_sweep_records_joint_loads_and_their_peaks():
+    sysm, q0 = mech.four_bar()
+    r = gear.analysis.sweep(sysm, "crank", np.linspace(q0[0], q0[0] + 1.0, 5), q0)
+    assert r.joint_loads.shape == (5, 3, 6)
+    pk = r.peak_joint_loads
+    assert pk.shape == (3, 2) and np.all(pk[:, 1] > 0)
+    k = 2
+    hd = sysm.hybrid_dynamics(r.q[k], r.ratios[k], np.zeros(3), np.zeros(3), ["crank"])
+    np.testing.assert_allclose(r.joint_loads[k], sysm.joint_wrenches(r.q[k], r.ratios[k], hd.ddq, hd.lam),
+                               atol=1e-12)
+    d = gear.analysis.report(sysm, "crank", np.linspace(q0[0], q0[0] + 1.0, 5), q0).to_dict()
+    assert [p["joint"] for p in d["sweep"]["peak_joint_loads"]] == ["crank", "coupler", "rocker"]

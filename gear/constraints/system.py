@@ -717,6 +717,104 @@ class ConstrainedModel:
             r += m
         return np.array(out).reshape(len(out), 6)
 
+    def joint_wrenches(self, q, dq, ddq, lam, f_ext=None):
+        """The wrench each tree joint transmits: what joint ``i``'s parent
+        exerts on body ``i``, ``(m, f)`` at body ``i``'s frame, in its
+        coordinates (the joint's bearing load).
+
+        Kim Table 2's backward pass, ``F_i = I_i dV_i - ad*_{V_i} I_i V_i -
+        F_i^ext + sum_k Ad*_{T^{-1}_{i,k}} F_k`` (eq. 42), with gravity as the
+        base acceleration and every loop closure's constraint wrench as an
+        external load: :meth:`constraint_wrenches` on ``body_b`` and its
+        reaction (the same wrench, negated, about the same point) on
+        ``body_a``.  ``S_i^T F_i`` is then the torque the joint's actuator
+        supplies (``tau_i``, plus joint-space constraint forces of couplers
+        and custom constraints, which act inside the joints).
+
+        Parameters
+        ----------
+        q : array_like, shape (nq,) or (N, nq)
+        dq, ddq : array_like, shape (nv,) or (N, nv)
+            A consistent state and its accelerations (e.g. from
+            :meth:`forward_dynamics` or :meth:`hybrid_dynamics`).
+        lam : array_like, shape (nc,) or (N, nc)
+            The multipliers that go with ``ddq``.
+        f_ext : array_like, shape (nbodies, 6) or (N, nbodies, 6), optional
+            The external wrenches of the dynamics call.
+
+        Returns
+        -------
+        ndarray, shape (nbodies, 6) or (N, nbodies, 6)
+
+        Examples
+        --------
+        >>> import numpy as np, gear
+        >>> sys, q0 = gear.mechanisms.four_bar()
+        >>> tau = np.array([0.5, 0.0, 0.0])
+        >>> res = sys.forward_dynamics(q0, np.zeros(3), tau)
+        >>> F = sys.joint_wrenches(q0, np.zeros(3), res.ddq, res.lam)
+        >>> F.shape, bool(np.allclose(-F[:, 1], tau))      # S_i = (0, -1, 0, 0, 0, 0): S_i^T F_i = tau_i
+        ((3, 6), True)
+        """
+        from .. import _core
+        from ..algorithms.dynamics import _body_inertia_matrices
+        from ..maximal import _ad_inv_mats, _dad
+
+        q = self._q(q)
+        N = q.shape[0] if q.ndim == 2 else None
+        dq = self._v(dq, "dq", N)
+        ddq = self._v(ddq, "ddq", N)
+        lam = self._v(lam, "lam", N, (self.nc,))
+        nb = self.model.nbodies
+        if f_ext is not None:
+            f_ext = self._v(f_ext, "f_ext", N, (nb, 6))
+        if N is not None:
+            return np.stack([self.joint_wrenches(q[k], dq[k], ddq[k], lam[k],
+                                                 None if f_ext is None else f_ext[k]) for k in range(N)])
+        model = self.model
+        m = max(self.nc, 1)
+        T, S, eta, V, Tw = (np.empty((nb, 12)), np.empty((nb, 36)), np.empty((nb, 6)),
+                            np.empty((nb, 6)), np.empty((nb, 12)))
+        _core.maximal_terms(model.data, self._native(), q, dq, T, S, eta, V, Tw, np.empty((nb, 6)),
+                            np.empty((m, 12)), np.empty(m))
+        X = _ad_inv_mats(T)
+        I6 = _body_inertia_matrices(model)
+        W = np.zeros((nb, 6)) if f_ext is None else np.array(f_ext, dtype=float)
+        kin = None
+        r = 0
+        Rw, pw = Tw[:, :9].reshape(nb, 3, 3), Tw[:, 9:]
+        for k, c in enumerate(self.constraints):
+            rows = self._nrows[k]
+            if isinstance(c, LoopClosure):
+                if kin is None:
+                    kin = K.tree_kinematics(model, q)
+                ia, ib = self._bodies[k]
+                wb = K.wrench_on_b(kin, c, ia, ib, lam[r:r + rows])
+                RB, pB, *_ = K._frame(kin, ib, c.placement_b)
+                m_w, f_w = RB @ wb[:3], RB @ wb[3:]                 # world, about pB
+                for body, sgn in ((ib, 1.0), (ia, -1.0)):
+                    if body >= 0:
+                        R, p = Rw[body], pw[body]
+                        W[body, :3] += sgn * (R.T @ (m_w + np.cross(pB - p, f_w)))
+                        W[body, 3:] += sgn * (R.T @ f_w)
+            r += rows
+        dV = np.zeros((nb, 6))
+        dV0 = np.zeros(6)
+        dV0[3:] = -model.gravity
+        for i in range(nb):
+            n, k = model.joints[i].nv, model._iv[i]
+            a = X[i] @ (dV0 if model.parents[i] < 0 else dV[model.parents[i]]) + eta[i]
+            if n:
+                a += S[i].reshape(6, 6)[:n].T @ ddq[k:k + n]
+            dV[i] = a
+        IV = np.einsum("bij,bj->bi", I6, V)
+        F = np.einsum("bij,bj->bi", I6, dV) - _dad(V, IV) - W       # _dad(V, F) = ad*_V F
+        for i in range(nb - 1, -1, -1):
+            p = model.parents[i]
+            if p >= 0:
+                F[p] += X[i].T @ F[i]
+        return F
+
     def __getstate__(self):
         # the native data are rebuilt on demand (pickle, Dask workers)
         state = self.__dict__.copy()
