@@ -143,3 +143,32 @@ def test_bench_quick_json(tmp_path):
     assert d["schema"] == "gear.bench/1" and all(r["seconds"] > 0 for r in d["rows"])
     assert {"rnea", "aba", "crba"} <= {r["what"] for r in d["rows"]}
     assert "fastest solver on the N-four-bar" in out
+
+
+def test_info_and_simulate_on_the_robot_zoo(capsys):
+    """Every URDF of example-robot-data through `gear info` (in process): a
+    description, or one line naming what is wrong with the file; a few
+    rollouts with `gear simulate`."""
+    from gear.cli import main
+    from gear.testing import zoo_dir, zoo_urdfs
+
+    if zoo_dir() is None:
+        pytest.skip("example-robot-data is not installed (pip install example-robot-data, or gear[reference])")
+    described = 0
+    for path in zoo_urdfs():
+        code = main(["info", path])
+        out, err = capsys.readouterr()
+        if code == 0:
+            described += 1
+            assert "bodies, nq =" in out and not err
+        else:
+            assert code == 1
+            one_line_error(err, "info")
+    assert described >= 60
+    for rel, extra in [("ur_description/urdf/ur5_robot.urdf", []),
+                       ("panda_description/urdf/panda.urdf", []),
+                       ("talos_data/robots/talos_reduced.urdf", ["--floating-base", "--integrator", "rkmk4"])]:
+        path = os.path.join(zoo_dir(), rel)
+        assert main(["simulate", path, "--t", "0.01", "--no-progress", *extra]) == 0, rel
+        out, err = capsys.readouterr()
+        assert "10 steps" in out, out
