@@ -34,3 +34,36 @@ sc = gear.comparison.scaling((1, 3, 10, 30, 100, 300, 1000), progress=True)
 with open(os.path.join(here, "scaling.json"), "w") as fh:
     json.dump(sc, fh, indent=1)
 gear.comparison.plot_scaling(sc, os.path.join(here, "scaling.png"))
+
+
+def fill_docs():
+    """Put the tables of the reports just written into docs/compare.md
+    (between its ``<!-- report:NAME -->`` and ``<!-- /report -->`` markers)."""
+    import re
+
+    page = os.path.join(here, "..", "compare.md")
+    text = open(page).read()
+
+    def table(name):
+        if name == "scaling":
+            sc = json.load(open(os.path.join(here, "scaling.json")))
+            rows = ["| N | nv | loop rows | kkt (µs) | projection (µs) | maximal (µs) | fastest "
+                    "| kkt time / maximal time |", "|---|---|---|---|---|---|---|---|"]
+            for k, n in enumerate(sc["ns"]):
+                t = {s: v[k] * 1e6 for s, v in sc["seconds"].items()}
+                rows.append(f"| {n:,} | {sc['nv'][k]:,} | {sc['rows'][k]:,} | {t['kkt']:,.0f} | "
+                            f"{t['projection']:,.0f} | {t['maximal']:,.0f} | {sc['fastest'][k]} | "
+                            f"{t['kkt'] / t['maximal']:.3g}× |")
+            return "\n".join(rows)
+        md = open(os.path.join(here, name, "report.md")).read()
+        return "\n".join(ln for ln in md.splitlines() if ln.startswith("|"))
+
+    def repl(m):
+        return f"<!-- report:{m.group(1)} -->\n{table(m.group(1))}\n<!-- /report -->"
+
+    text = re.sub(r"<!-- report:([\w-]+) -->\n.*?\n<!-- /report -->", repl, text, flags=re.S)
+    with open(page, "w") as fh:
+        fh.write(text)
+
+
+fill_docs()
