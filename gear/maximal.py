@@ -198,11 +198,20 @@ def _ad_inv_mats(T):
     return X
 
 
+_I1, _I2 = [1, 2, 0], [2, 0, 1]
+
+
+def _cross(a, b):
+    """Row-wise ``a x b`` for (n, 3) stacks (np.cross's axis handling costs
+    more than the products at these sizes)."""
+    return a[:, _I1] * b[:, _I2] - a[:, _I2] * b[:, _I1]
+
+
 def _dad(V, F):
     """``ad*_V F = ad_V^T F`` for stacks (n, 6): ``(m x w + f x v, f x w)``
     (Kim eq. 29)."""
     w, v, m, f = V[:, :3], V[:, 3:], F[:, :3], F[:, 3:]
-    return np.concatenate([np.cross(m, w) + np.cross(f, v), np.cross(f, w)], axis=1)
+    return np.concatenate([_cross(m, w) + _cross(f, v), _cross(f, w)], axis=1)
 
 
 class MaximalSystem:
@@ -433,7 +442,10 @@ class MaximalSystem:
         KKT = sp.bmat([[Mb, J.T], [J, None]], format="csc")
         return dict(Mb=Mb, J=J, KKT=KKT, f=f, c=c, twists=t["V"], nJ=self.nJ, nL=self.nL)
 
-    def _assemble(self, t, tau, f_ext):
+    def _assemble(self, t, tau, f_ext, J=None):
+        """``J`` (CSR; when ``J`` is given, its ``data`` is overwritten in
+        place: the pattern never changes), ``c``, ``f`` and the parts that
+        map body accelerations back to joints."""
         import scipy.sparse as sp
 
         nb = self.nb
@@ -474,7 +486,10 @@ class MaximalSystem:
         c[self.nJ:] = lr
         vals = vals_c + vals_p + [F[ma, :6].ravel(), F[mb, 6:].ravel()]
         data = np.concatenate(vals)[self._perm] if vals else np.zeros(0)
-        J = sp.csr_matrix((data, self._indices, self._indptr), shape=(self.nrows, 6 * nb))
+        if J is None:
+            J = sp.csr_matrix((data, self._indices, self._indptr), shape=(self.nrows, 6 * nb))
+        else:
+            J.data[:len(data)] = data
         return J, c, f.ravel(), dict(X=X, blocks=blocks)
 
     def joint_accelerations(self, t, dV, parts):

@@ -91,6 +91,7 @@ class MaximalSolver(ConstraintSolver):
         self._symbolic = {}          # prescribed set -> CHOLMOD factor (symbolic analysis reused)
         self._factor_nnz = {}        # prescribed set -> nnz(L)
         self._extra = {}             # prescribed set -> CSR pattern of the prescription rows
+        self._plans = {}             # prescribed set -> persistent J, K and the index maps between them
 
     @property
     def factor_nnz(self):
@@ -128,41 +129,98 @@ class MaximalSolver(ConstraintSolver):
         rhs = ddq[dofs] + np.einsum("pk,pk->p", P, t["eta"][body])
         return data, indices, indptr, rhs
 
-    def _solve(self, q, dq, tau, f_ext, u=None, ddq_pres=None):
+    def _plan(self, key, indices, indptr, shape):
+        """The fixed sparsity of one prescribed set, built once: a
+        persistent CSR ``J`` (its ``data`` is overwritten by every call) and
+        its transpose sharing that data, and, when every row meets each body
+        in one full aligned 6-block (as ``J`` is built), a persistent CSC
+        Schur complement ``K = J Mb^-1 J^T`` with the map from pairs of
+        row-blocks on the same body to ``K.data``:
+        ``K[r(s), r(s')] += (J_s Mb_b^-1) . J_s'``.  No sparse object is
+        created per call."""
         import scipy.sparse as sp
 
+        ms = self.maximal
+        J = sp.csr_matrix((np.zeros(len(indices)), indices, indptr), shape=shape)
+        plan = {"J": J, "JT": J.transpose(copy=False), "aligned": False}
+        nrows = shape[0]
+        ind = indices
+        if not (ind.size % 6 == 0 and not (indptr % 6).any()
+                and (ind.reshape(-1, 6) == ind[::6, None] + np.arange(6)).all()
+                and not (ind[::6] % 6).any()):
+            return plan
+        segb = ind[::6] // 6
+        segr = np.repeat(np.arange(nrows), np.diff(indptr) // 6)
+        nseg = len(segb)
+        order = np.argsort(segb, kind="stable")
+        counts = np.bincount(segb, minlength=ms.nb)
+        C = int(counts.max(initial=0))
+        # each body's row-blocks, padded to C with the index of a zero block
+        pad = np.full((ms.nb, C), nseg)
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        for b in range(ms.nb):
+            pad[b, :counts[b]] = order[starts[b]:starts[b + 1]]
+        valid = pad < nseg
+        rr = np.where(valid, segr[np.minimum(pad, max(nseg - 1, 0))] if nseg else 0, -1)
+        vi = valid[:, :, None] & valid[:, None, :]
+        rows_k = np.broadcast_to(rr[:, :, None], vi.shape)[vi]
+        cols_k = np.broadcast_to(rr[:, None, :], vi.shape)[vi]
+        keys = cols_k.astype(np.int64) * nrows + rows_k                 # CSC order: column, then row
+        uniq, inv = np.unique(keys, return_inverse=True)
+        kpos = np.full(vi.shape, len(uniq), dtype=np.int64)            # padding -> a dropped bin
+        kpos[vi] = inv.ravel()
+        col, row = uniq // nrows, uniq % nrows
+        kptr = np.concatenate([[0], np.cumsum(np.bincount(col, minlength=nrows))])
+        K = sp.csc_matrix((np.zeros(len(uniq)), row.astype(indices.dtype), kptr.astype(indices.dtype)),
+                          shape=(nrows, nrows))
+        plan.update(aligned=True, K=K, segb=segb, segr=segr, pad=pad, kpos=kpos.ravel(), nseg=nseg)
+        return plan
+
+    def _solve(self, q, dq, tau, f_ext, u=None, ddq_pres=None):
         ms = self.maximal
         t = ms._terms(q, dq)
         key = None
         if u is not None and u.any():
             key = u.tobytes()
             tau = np.where(u, 0.0, tau)          # prescribed torques are the unknown multipliers
-        J, c, f, parts = ms._assemble(t, tau, f_ext)
+        if None not in self._plans:
+            self._plans[None] = self._plan(None, ms._indices, ms._indptr, (ms.nrows, 6 * ms.nb))
+        base = self._plans[None]["J"]
+        plan = self._plans.get(key)
+        J, c, f, parts = ms._assemble(t, tau, f_ext, base)
         if key is not None:
             data, indices, indptr, rhs = self._prescription_rows(key, u, parts, t, ddq_pres)
-            J = sp.csr_matrix((np.concatenate([J.data, data]), np.concatenate([J.indices, indices]),
-                               np.concatenate([J.indptr, J.nnz + indptr[1:]])),
-                              shape=(J.shape[0] + len(rhs), J.shape[1]))
+            if plan is None:
+                plan = self._plans[key] = self._plan(
+                    key, np.concatenate([ms._indices, indices]),
+                    np.concatenate([ms._indptr, ms._indptr[-1] + indptr[1:]]),
+                    (ms.nrows + len(rhs), 6 * ms.nb))
+            J = plan["J"]
+            n0 = len(ms._indices)
+            J.data[:n0] = base.data
+            J.data[n0:] = data
             c = np.concatenate([c, rhs])
-        # J Mb^{-1}: same pattern as J when every row meets each body in one
-        # full, aligned 6-block (explicit zeros kept), as J is built
-        ind = J.indices
-        if (ind.size % 6 == 0 and not (J.indptr % 6).any()
-                and (ind.reshape(-1, 6) == ind[::6, None] + np.arange(6)).all()
-                and not (ind[::6] % 6).any()):
-            seg = J.data.reshape(-1, 6)
-            JM = sp.csr_matrix((np.einsum("sk,skj->sj", seg, ms.Minv[ind[::6] // 6]).ravel(),
-                                ind, J.indptr), shape=J.shape)
+        JT = plan["JT"]
+        if plan["aligned"]:
+            # K = sum over bodies of S_b Mb_b^-1 S_b^T, S_b: the body's row-blocks (padded)
+            seg = np.concatenate([J.data.reshape(-1, 6), np.zeros((1, 6))])
+            S = seg[plan["pad"]]                                             # (nb, C, 6)
+            KB = np.matmul(np.matmul(S, ms.Minv), np.transpose(S, (0, 2, 1)))
+            K = plan["K"]
+            K.data[:] = np.bincount(plan["kpos"], KB.ravel(), minlength=K.nnz + 1)[:K.nnz]
+            w = np.matmul(ms.Minv, f.reshape(-1, 6, 1))[:, :, 0]            # Mb^-1 f per body
+            r = c - np.bincount(plan["segr"], (seg[:-1] * w[plan["segb"]]).sum(axis=1),
+                                minlength=J.shape[0])
         else:
             JM = J @ ms._Minv
-        K = (JM @ J.T).tocsc()
-        r = c - JM @ f
+            K = (JM @ J.T).tocsc()
+            r = c - JM @ f
         nfac = 0
         if K.shape[0]:
             lam, nfac = self._factor_solve(key, K, r)
         else:
             lam = np.zeros(0)
-        dV = ms._Minv @ (f + J.T @ lam)
+        dV = np.einsum("bij,bj->bi", ms.Minv, (f + JT @ lam).reshape(-1, 6)).ravel()
         ddq = ms.joint_accelerations(t, dV, parts)
         # |A ddq + dA dq| = |J_loop dV - c_loop| (the loop rows in body twists)
         # when dV meets the joint rows, i.e. is the body acceleration of ddq;
