@@ -2,11 +2,15 @@
 
 Imports gear, checks it is the installed copy (not a source checkout),
 loads a bundled robot and runs one RNEA, one ABA and the identity
-ABA(RNEA(ddq)) = ddq.  Exit code 0 on success.
+ABA(RNEA(ddq)) = ddq, then the installed ``gear`` command (``gear info
+four-bar``: a closed chain, its loops and mobility).  Exit code 0 on
+success.
 
     python scripts/smoke.py
 """
 import os
+import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -29,3 +33,11 @@ if not (np.all(np.isfinite(tau)) and err < 1e-10):
     sys.exit(f"smoke: ABA(RNEA(ddq)) differs from ddq by {err:.3g}")
 print(f"smoke: gear {gear.__version__} from {where}: arm7 nq={model.nq}, "
       f"|tau|={np.linalg.norm(tau):.4f}, ABA(RNEA) error {err:.1e}")
+
+exe = shutil.which("gear", path=os.path.dirname(sys.executable))
+if exe is None:
+    sys.exit("smoke: the 'gear' command is not installed next to this Python")
+p = subprocess.run([exe, "info", "four-bar"], capture_output=True, text=True)
+if p.returncode != 0 or "dof 1" not in p.stdout:
+    sys.exit(f"smoke: 'gear info four-bar' failed ({p.returncode}): {p.stderr.strip()}")
+print("smoke: " + p.stdout.strip().splitlines()[-1].strip())
