@@ -336,3 +336,30 @@ def test_no_exact_solution_at_the_branch_point(dq):
     assert ref.residual > 1e-3
     assert rel(r.ddq, ref.ddq) < 1e-8 and rel(A.T @ r.lam, A.T @ ref.lam) < 1e-8
     assert abs(r.residual - ref.residual) < 1e-9 * max(1.0, ref.residual)
+
+
+def test_schur_pattern_grows_when_an_entry_outside_it_becomes_nonzero():
+    """The persistent Schur complement keeps only the entries that were
+    non-zero; an entry outside that pattern that turns non-zero later joins
+    it (symbolic analysis redone), and the answer stays exact."""
+    pytest.importorskip("sksparse", reason="the maximal solver needs scikit-sparse (the 'sparse' extra)")
+    s, q = gear.mechanisms.stewart()
+    rng = np.random.default_rng(5)
+    nv = s.model.nv
+    dq = s.project_velocity(q, rng.standard_normal(nv))
+    tau = rng.standard_normal(nv)
+    mx = s.with_solver("maximal")
+    ref = s.forward_dynamics(q, dq, tau)
+    r0 = mx.forward_dynamics(q, dq, tau)
+    plan = mx.solver._plans[None]
+    nnz = plan["K"].nnz
+    # pretend the first call had found one of the entries zero: drop it from the pattern
+    k = int(np.flatnonzero(plan["keep"])[plan["K"].nnz // 2])
+    plan["keep"][k] = False
+    plan["K"] = None
+    mx.solver._schur_pattern(None, plan, np.zeros(len(plan["uniq"])))
+    assert plan["K"].nnz == nnz - 1 and None not in mx.solver._symbolic
+    r1 = mx.forward_dynamics(q, dq, tau)                      # the entry is non-zero: it comes back
+    assert plan["keep"][k] and plan["K"].nnz == nnz and None in mx.solver._symbolic
+    np.testing.assert_allclose(r1.ddq, ref.ddq, rtol=0, atol=1e-8 * max(1.0, np.abs(ref.ddq).max()))
+    np.testing.assert_allclose(r0.ddq, r1.ddq, rtol=0, atol=1e-10 * max(1.0, np.abs(ref.ddq).max()))

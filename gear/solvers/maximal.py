@@ -169,12 +169,36 @@ class MaximalSolver(ConstraintSolver):
         uniq, inv = np.unique(keys, return_inverse=True)
         kpos = np.full(vi.shape, len(uniq), dtype=np.int64)            # padding -> a dropped bin
         kpos[vi] = inv.ravel()
+        plan.update(aligned=True, K=None, keep=None, uniq=uniq, nrows=nrows, segb=segb, segr=segr,
+                    pad=pad, kpos=kpos.ravel(), nseg=nseg, itype=indices.dtype)
+        return plan
+
+    def _schur_pattern(self, key, plan, vals):
+        """The persistent ``K`` of ``plan``: the entries of the block pattern
+        that are not exactly zero (a planar mechanism's out-of-plane
+        couplings are zero at every configuration; keeping them would
+        double the factor's fill).  Checked on every call: if an entry
+        outside the pattern becomes non-zero, it joins the pattern and the
+        symbolic analysis is redone."""
+        import scipy.sparse as sp
+
+        keep = plan["keep"]
+        if keep is not None:
+            scale = float(np.abs(vals).max(initial=0.0))
+            if float(np.abs(vals[~keep]).max(initial=0.0)) <= 1e-300 * max(scale, 1.0) and plan["K"] is not None:
+                return plan["K"]
+            keep = keep | (vals != 0.0)
+        else:
+            keep = vals != 0.0
+        nrows, uniq = plan["nrows"], plan["uniq"][keep]
         col, row = uniq // nrows, uniq % nrows
         kptr = np.concatenate([[0], np.cumsum(np.bincount(col, minlength=nrows))])
-        K = sp.csc_matrix((np.zeros(len(uniq)), row.astype(indices.dtype), kptr.astype(indices.dtype)),
-                          shape=(nrows, nrows))
-        plan.update(aligned=True, K=K, segb=segb, segr=segr, pad=pad, kpos=kpos.ravel(), nseg=nseg)
-        return plan
+        it = plan["itype"]
+        plan["K"] = sp.csc_matrix((np.zeros(len(uniq)), row.astype(it), kptr.astype(it)), shape=(nrows, nrows))
+        plan["keep"] = keep
+        self._symbolic.pop(key, None)
+        self._factor_nnz.pop(key, None)
+        return plan["K"]
 
     def _solve(self, q, dq, tau, f_ext, u=None, ddq_pres=None):
         ms = self.maximal
@@ -206,8 +230,9 @@ class MaximalSolver(ConstraintSolver):
             seg = np.concatenate([J.data.reshape(-1, 6), np.zeros((1, 6))])
             S = seg[plan["pad"]]                                             # (nb, C, 6)
             KB = np.matmul(np.matmul(S, ms.Minv), np.transpose(S, (0, 2, 1)))
-            K = plan["K"]
-            K.data[:] = np.bincount(plan["kpos"], KB.ravel(), minlength=K.nnz + 1)[:K.nnz]
+            vals = np.bincount(plan["kpos"], KB.ravel(), minlength=len(plan["uniq"]) + 1)[:-1]
+            K = self._schur_pattern(key, plan, vals)
+            K.data[:] = vals[plan["keep"]]
             w = np.matmul(ms.Minv, f.reshape(-1, 6, 1))[:, :, 0]            # Mb^-1 f per body
             r = c - np.bincount(plan["segr"], (seg[:-1] * w[plan["segb"]]).sum(axis=1),
                                 minlength=J.shape[0])
