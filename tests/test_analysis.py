@@ -145,3 +145,21 @@ def test_sweep_records_joint_loads_and_their_peaks():
                                atol=1e-12)
     d = gear.analysis.report(sysm, "crank", np.linspace(q0[0], q0[0] + 1.0, 5), q0).to_dict()
     assert [p["joint"] for p in d["sweep"]["peak_joint_loads"]] == ["crank", "coupler", "rocker"]
+
+
+def test_assembly_steps_stay_bounded_near_singular_configurations():
+    """Bricard's sweep runs into its folded, 2-dof branch (link3 = pi); the
+    assembled angles stay of the order of the inputs (a trust region on
+    the Gauss-Newton steps), never 1e10 rad of a minimum-norm step along a
+    vanishing singular value."""
+    sysm, q0 = mech.bricard()
+    vals = q0[0] + np.linspace(0, 2 * np.pi, 37)
+    r = gear.analysis.sweep(sysm, "link1", vals, q0)
+    ok = r.assembled
+    assert ok.sum() >= 25
+    assert np.abs(r.q[ok]).max() < 10.0
+    for k in np.flatnonzero(ok):
+        assert np.abs(sysm.constraint_residual(r.q[k])).max() <= 1e-10
+    folded = ok & (np.abs(np.abs(r.q[:, 2]) - np.pi) < 1e-6)
+    assert folded.any() and np.all(r.dof[folded] == 2) and np.all(r.singular[folded])
+    assert np.all(r.dof[ok & ~folded] == 1)

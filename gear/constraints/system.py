@@ -442,7 +442,7 @@ class ConstrainedModel:
             mask[self.model.idx_v(self.model.joint_names[i])] = True
         return mask
 
-    def assemble(self, q_guess, locked=None, tol=1e-12, max_iter=100):
+    def assemble(self, q_guess, locked=None, tol=1e-12, max_iter=100, max_step=0.5):
         """Close every loop: Gauss-Newton on the holonomic residual with a
         backtracking line search, moving on the configuration manifold
         (``model.integrate``); the ``locked`` joints keep their guess.
@@ -455,6 +455,10 @@ class ConstrainedModel:
         tol : float
             Converged when ``max|residual| <= tol``.
         max_iter : int
+        max_step : float
+            Largest change of any coordinate in one iteration (rad or m): a
+            trust region that keeps the steps bounded near singular
+            configurations.
 
         Returns
         -------
@@ -483,6 +487,12 @@ class ConstrainedModel:
             step = np.zeros(self.model.nv)
             if free.any():
                 step[free] = -np.linalg.lstsq(A[:, free], g, rcond=None)[0]
+            # trust region: near a singular configuration the minimum-norm
+            # step along a tiny singular value is huge (angles of 1e10 rad);
+            # no coordinate moves more than max_step per iteration
+            big = float(np.abs(step).max(initial=0.0))
+            if big > max_step:
+                step *= max_step / big
             t = 1.0
             while True:
                 qn = self.model.integrate(q, step * t)
