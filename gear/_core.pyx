@@ -741,7 +741,9 @@ def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[
             int record_every, int route, int project, double tol, const double[::1] kp,
             const double[::1] kd, const double[::1] q_target, const double[::1] dq_target,
             int gravity_comp, double[:, :, ::1] Q, double[:, :, ::1] V, double[:, :, ::1] L,
-            double[::1] tmax, int[::1] status, int nthreads, int project_start=1):
+            double[::1] tmax, int[::1] status, int nthreads, int project_start=1, int k0=0,
+            const double[:, ::1] ref=None, double ref_t0=0.0, double ref_dt=1.0,
+            const double[::1] ckp=None, const double[::1] ckd=None):
     """Native rollouts of each row (see _rollout.pxd); ``cd`` None for a
     tree; ``tau``/``kp``/``L`` may be None.  Parallel over rows, no GIL."""
     cdef RollC r
@@ -776,6 +778,15 @@ def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[
     r.q_target = NULL if q_target is None else &q_target[0]
     r.dq_target = NULL if dq_target is None else &dq_target[0]
     r.gravity_comp = gravity_comp
+    r.k0 = k0
+    r.ref = NULL if ref is None else &ref[0, 0]
+    r.nref = 0 if ref is None else <int> ref.shape[0]
+    r.ref_t0 = ref_t0
+    r.ref_dt = ref_dt
+    r.ckp = NULL if ckp is None else &ckp[0]
+    r.ckd = NULL if ckd is None else &ckd[0]
+    if ref is not None and (ref.shape[1] != nq + 2 * nv or ckp is None or ckd is None or ref_dt <= 0):
+        raise ValueError("rollout: the reference samples need nq + 2 nv columns, gains and ref_dt > 0")
     if N == 0:
         return
     with nogil, parallel(num_threads=max(1, min(nthreads, <int> N))):

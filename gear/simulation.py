@@ -538,7 +538,7 @@ def _native_plan(S, integrator, native):
     natively, else None (the loop then runs in Python over the batched
     kernels).  Native: euler/rk4 (and rkmk4 on vector-space joints, where
     it is rk4), torques None, an array, or a gear.controllers PD /
-    GravityCompensation, no f_ext; closed chains with the kkt solver on
+    GravityCompensation / ComputedTorque with a SampledReference (trees), no f_ext; closed chains with the kkt solver on
     LoopClosure/coupler rows and projection or no stabilisation."""
     from . import controllers
     from .joints import FREE, SPHERICAL
@@ -552,13 +552,19 @@ def _native_plan(S, integrator, native):
     if integrator not in ("euler", "rk4", "rkmk4") or S.f_ext is not None:
         return None
     plan = dict(integrator=0 if integrator == "euler" else 1, tau=None, kp=None, kd=None,
-                q_target=None, dq_target=None, gravity_comp=0, cd=None, route=0, project=0)
+                q_target=None, dq_target=None, gravity_comp=0, cd=None, route=0, project=0,
+                ref=None, ref_t0=0.0, ref_dt=1.0, ckp=None, ckd=None)
     tau = S.tau
     if isinstance(tau, controllers.GravityCompensation) and tau.model is m:
         plan["gravity_comp"] = 1
     elif isinstance(tau, controllers.PD) and tau.model is m and not lie:
         plan.update(kp=tau.kp, kd=tau.kd, q_target=tau.q_target, dq_target=tau.dq_target,
                     gravity_comp=int(tau.gravity_compensation))
+    elif (isinstance(tau, controllers.ComputedTorque) and tau.model is m and not lie
+          and isinstance(tau.reference, controllers.SampledReference)
+          and (S.sys is None or not S.sys.nc)):
+        ref = tau.reference
+        plan.update(ref=ref.samples, ref_t0=ref.t0, ref_dt=ref.dt, ckp=tau.kp, ckd=tau.kd)
     elif callable(tau):
         return None
     else:
@@ -574,7 +580,7 @@ def _native_plan(S, integrator, native):
     return plan
 
 
-def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first=True):
+def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first=True, k0=0):
     """One native segment: ``steps`` steps from (q, v); returns the recorded
     frames (N, T, .) and the largest pre-projection residual per state."""
     from . import _core
@@ -591,7 +597,8 @@ def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first
     _core.rollout(m.data, plan["cd"], q, v, plan["tau"], plan["integrator"], steps, dt, last_dt,
                   record_every, plan["route"], plan["project"], 1e-12, plan["kp"], plan["kd"],
                   plan["q_target"], plan["dq_target"], plan["gravity_comp"], Q, V, L, tmax, status,
-                  nthreads, int(first))
+                  nthreads, int(first), int(k0), plan["ref"], plan["ref_t0"], plan["ref_dt"],
+                  plan["ckp"], plan["ckd"])
     bad = np.flatnonzero(status)
     if bad.size:
         st, k = int(status[bad[0]]), int(bad[0])
@@ -676,7 +683,8 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         Run the whole loop natively (no GIL, parallel over the batch) when
         the configuration allows it: ``euler``/``rk4`` (and ``rkmk4`` on
         vector-space joints), ``tau`` None, an array or a
-        :mod:`gear.controllers` PD/GravityCompensation, no ``f_ext``,
+        :mod:`gear.controllers` PD/GravityCompensation/ComputedTorque (with a
+        ``SampledReference``, trees), no ``f_ext``,
         closed chains with the ``kkt`` solver and projection or no
         stabilisation.  ``stats["native"]`` says which loop ran.
 
@@ -771,7 +779,7 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
                 steps = min(seg, n - k0)
                 last = dt if k0 + steps < n else t_final - (n - 1) * dt
                 Q, V, L, tmax = _run_native(S, plan, q, v, steps, dt, last, int(record_every),
-                                            get_num_threads(), first=k0 == 0)
+                                            get_num_threads(), first=k0 == 0, k0=k0)
                 max_res = max(max_res, float(tmax.max()) if tmax.size else 0.0)
                 for j in range(0 if k0 == 0 else 1, Q.shape[1]):
                     kk = min(k0 + j * int(record_every), n)

@@ -248,6 +248,62 @@ def test_controllers():
         gear.controllers.PD(arm, -1.0, 1.0, target)
 
 
+def test_native_computed_torque_with_a_sampled_reference():
+    """ComputedTorque with a SampledReference runs inside the native loop:
+    the same bits as the Python loop (batch, segments), stage times counted
+    like the Python loop, and it tracks the reference."""
+    from gear.controllers import ComputedTorque, SampledReference
+
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    tg = np.linspace(0.0, 0.6, 601)
+    amp = np.linspace(0.2, 0.5, arm.nv)
+    ref = SampledReference(tg, amp * np.sin(5 * tg)[:, None], 5 * amp * np.cos(5 * tg)[:, None],
+                           -25 * amp * np.sin(5 * tg)[:, None])
+    ctc = ComputedTorque(arm, 100.0, 20.0, ref)
+    Q0 = np.stack([np.full(arm.nv, 0.02 * k) for k in range(5)])
+    for integrator in ("rk4", "euler"):
+        nat = gear.simulate(arm, Q0, np.zeros(arm.nv), 0.6, 1e-3, integrator=integrator, tau=ctc)
+        py = gear.simulate(arm, Q0, np.zeros(arm.nv), 0.6, 1e-3, integrator=integrator, tau=ctc, native=False)
+        assert nat.stats["native"] and not py.stats["native"]
+        np.testing.assert_array_equal(nat.q, py.q)
+        np.testing.assert_array_equal(nat.dq, py.dq)
+    seg = gear.simulate(arm, Q0, np.zeros(arm.nv), 0.6, 1e-3, tau=ctc, chunk=7)     # 86 native segments
+    rk = gear.simulate(arm, Q0, np.zeros(arm.nv), 0.6, 1e-3, tau=ctc)
+    np.testing.assert_array_equal(seg.q, rk.q)
+    # the error obeys e'' + 20 e' + 100 e = 0 (up to the interpolation): it decays
+    e0 = np.abs(rk.q[:, 0] - ref(0.0)[0]).max()
+    e1 = np.abs(rk.q[:, -1] - ref(0.6)[0]).max()
+    assert e0 > 0.05 and e1 < 0.05 * e0
+    # references of floating-base models (quaternions) run in the Python loop
+    quad = gear.load_urdf(gear.data_path("quadruped.urdf"), floating_base=True)
+    qn = quad.neutral()
+    rq = SampledReference([0.0, 1.0], np.stack([qn, qn]), np.zeros((2, quad.nv)), np.zeros((2, quad.nv)))
+    tr = gear.simulate(quad, qn, np.zeros(quad.nv), 0.01, 1e-3, tau=ComputedTorque(quad, 10.0, 5.0, rq))
+    assert not tr.stats["native"] and np.abs(tr.q[-1] - qn).max() < 1e-9
+
+
+def test_sampled_reference_interpolates_and_checks_its_input():
+    from gear.controllers import ComputedTorque, SampledReference
+
+    t = np.linspace(1.0, 2.0, 11)
+    q = np.stack([t, 2 * t], axis=1)
+    ref = SampledReference(t, q, np.ones((11, 2)), np.zeros((11, 2)))
+    np.testing.assert_allclose(ref(1.55)[0], [1.55, 3.1], rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(ref(0.0)[0], q[0])          # held before the grid
+    np.testing.assert_array_equal(ref(5.0)[0], q[-1])         # and after it
+    again = SampledReference.from_callable(lambda s: (np.array([s, 2 * s]), np.ones(2), np.zeros(2)), t)
+    np.testing.assert_array_equal(again.samples, ref.samples)
+    with pytest.raises(ValueError, match="uniformly"):
+        SampledReference([0.0, 0.1, 0.3], np.zeros((3, 1)), np.zeros((3, 1)), np.zeros((3, 1)))
+    with pytest.raises(ValueError, match="dq"):
+        SampledReference(t, q, np.ones((10, 2)), np.zeros((11, 2)))
+    with pytest.raises(ValueError, match="finite"):
+        SampledReference([0.0, np.nan], np.zeros((2, 1)), np.zeros((2, 1)), np.zeros((2, 1)))
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    with pytest.raises(ValueError, match="nq = 7"):
+        ComputedTorque(arm, 1.0, 1.0, ref)
+
+
 def test_seven_dof_arm_against_an_independent_high_accuracy_integration():
     from gear.testing import zoo_dir
 

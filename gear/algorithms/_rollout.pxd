@@ -14,9 +14,12 @@ by ``v -= A^T (A A^T)^+ A v``, with the same minimum-norm PSD solve as
 the dynamics.
 
 Torques: a constant per-state ``tau`` plus, optionally, a PD law on
-vector-space joints ``kp (q_target - q) + kd (dq_target - dq)`` and
-gravity compensation ``g(q)`` (RNEA with zero velocity and acceleration,
-Kim Table 2).
+vector-space joints ``kp (q_target - q) + kd (dq_target - dq)``, gravity
+compensation ``g(q)`` (RNEA with zero velocity and acceleration, Kim
+Table 2), and computed torque ``RNEA(q, dq, ddq_r + ckp (q_r - q) + ckd
+(dq_r - dq))`` tracking a reference sampled on a uniform time grid and
+interpolated linearly at each stage time (``gear.controllers.
+SampledReference``).
 """
 from libc.math cimport fabs, sqrt
 from gear.algorithms._types cimport ModelC, Work
@@ -43,20 +46,63 @@ cdef struct RollC:
     const double* q_target  # (nq,)
     const double* dq_target # (nv,)
     int gravity_comp
+    int k0                  # index of the segment's first step (its time is k0 dt)
+    const double* ref       # (nref, nq + 2 nv) samples (q_r, dq_r, ddq_r), or NULL
+    int nref
+    double ref_t0
+    double ref_dt
+    const double* ckp       # (nv,) computed-torque gains
+    const double* ckd
 
 
 cdef inline int rollout_scratch(int nq, int nv, int m) noexcept nogil:
-    return 2 * nq + 12 * nv + 3 * m + 8
+    return 3 * nq + 15 * nv + 3 * m + 12
 
 
-cdef inline int _accel(const ModelC* m, const ClosC* c, const RollC* r, const double* q,
+cdef inline void reference_at(const RollC* r, int width, double t, double* out) noexcept nogil:
+    """Linear interpolation of the reference samples at ``t`` (held at the
+    first / last sample outside their range); the same arithmetic as
+    ``SampledReference.__call__``."""
+    cdef double s = (t - r.ref_t0) / r.ref_dt
+    cdef double f
+    cdef int i, k
+    if r.nref == 1 or s <= 0.0:
+        for k in range(width):
+            out[k] = r.ref[k]
+        return
+    if s >= r.nref - 1:
+        for k in range(width):
+            out[k] = r.ref[(r.nref - 1) * width + k]
+        return
+    i = <int> s
+    f = s - i
+    for k in range(width):
+        out[k] = (1.0 - f) * r.ref[i * width + k] + f * r.ref[(i + 1) * width + k]
+
+
+cdef inline int _accel(const ModelC* m, const ClosC* c, const RollC* r, double t, const double* q,
                        const double* v, const double* tau0, double* tau, double* a,
-                       double* lam, Work* w, CWork* cw) noexcept nogil:
-    """``a = ddq(q, v)`` with the torques of ``r`` (``tau`` is scratch)."""
+                       double* lam, Work* w, CWork* cw, double* xs) noexcept nogil:
+    """``a = ddq(q, v)`` at time ``t`` with the torques of ``r`` (``tau``
+    and ``xs`` (nq + 3 nv) are scratch)."""
     cdef int k, iq
     cdef double info[2]
+    cdef double* ca
     for k in range(m.nv):
         tau[k] = tau0[k] if tau0 != NULL else 0.0
+    if r.ref != NULL:
+        # computed torque on vector-space joints (checked by the caller):
+        # ca = ddq_r + ckp (q_r - q) + ckd (dq_r - dq);  tau += RNEA(q, dq, ca)
+        reference_at(r, m.nq + 2 * m.nv, t, xs)
+        ca = xs + m.nq + 2 * m.nv
+        for k in range(m.nb):
+            for iq in range(m.nvi[k]):
+                ca[m.iv[k] + iq] = (xs[m.nq + m.nv + m.iv[k] + iq]
+                                    + r.ckp[m.iv[k] + iq] * (xs[m.iq[k] + iq] - q[m.iq[k] + iq])
+                                    + r.ckd[m.iv[k] + iq] * (xs[m.nq + m.iv[k] + iq] - v[m.iv[k] + iq]))
+        rnea(m, q, v, ca, NULL, True, a, w)
+        for k in range(m.nv):
+            tau[k] += a[k]
     if r.gravity_comp:
         rnea(m, q, NULL, NULL, NULL, True, a, w)
         for k in range(m.nv):
@@ -153,6 +199,8 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
     cdef double* y = d + nv
     cdef double* gg = y + nv + nr + 2
     cdef double* lam = gg + nr + 2
+    cdef double* xs = lam + nr + 2                  # nq + 3 nv: the reference sample, commanded ddq
+    cdef double t
     tmax[0] = 0.0
     for i in range(nq):
         q[i] = q0[i]
@@ -163,20 +211,21 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
         if st != 0:
             return st
     for k in range(r.nsteps + 1):
+        t = (r.k0 + k) * r.dt            # as the Python loop counts time
         if k % r.record_every == 0 or k == r.nsteps:
             for i in range(nq):
                 Q[rec * nq + i] = q[i]
             for i in range(nv):
                 V[rec * nv + i] = v[i]
             if L != NULL:
-                st = _accel(m, c, r, q, v, tau0, tau, a1, L + rec * nr, w, cw)
+                st = _accel(m, c, r, t, q, v, tau0, tau, a1, L + rec * nr, w, cw, xs)
                 if st != 0:
                     return st
             rec += 1
         if k == r.nsteps:
             break
         h = r.dt if k < r.nsteps - 1 else r.last_dt
-        st = _accel(m, c, r, q, v, tau0, tau, a1, lam, w, cw)
+        st = _accel(m, c, r, t, q, v, tau0, tau, a1, lam, w, cw, xs)
         if st != 0:
             return st
         if r.integrator == 0:
@@ -192,7 +241,7 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
                 vs[i] = v[i] + 0.5 * h * a1[i]
                 d[i] = v[i] + 2.0 * vs[i]                # running sum of the stage velocities
             integrate_config(m, q, th, 1.0, qs)
-            st = _accel(m, c, r, qs, vs, tau0, tau, a2, lam, w, cw)
+            st = _accel(m, c, r, t + 0.5 * h, qs, vs, tau0, tau, a2, lam, w, cw, xs)
             if st != 0:
                 return st
             for i in range(nv):
@@ -200,7 +249,7 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
                 vs[i] = v[i] + 0.5 * h * a2[i]
                 d[i] += 2.0 * vs[i]
             integrate_config(m, q, th, 1.0, qs)
-            st = _accel(m, c, r, qs, vs, tau0, tau, a3, lam, w, cw)
+            st = _accel(m, c, r, t + 0.5 * h, qs, vs, tau0, tau, a3, lam, w, cw, xs)
             if st != 0:
                 return st
             for i in range(nv):
@@ -208,7 +257,7 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
                 vs[i] = v[i] + h * a3[i]
                 d[i] += vs[i]
             integrate_config(m, q, th, 1.0, qs)
-            st = _accel(m, c, r, qs, vs, tau0, tau, a4, lam, w, cw)
+            st = _accel(m, c, r, t + h, qs, vs, tau0, tau, a4, lam, w, cw, xs)
             if st != 0:
                 return st
             for i in range(nv):
