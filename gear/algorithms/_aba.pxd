@@ -24,7 +24,7 @@ U_i Psi_i u_i and ddq_i = Psi_i (u_i - U_i^T a_i).
 from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._common cimport forward_pass, base_acceleration, S_mul_add, St_mul
 from gear.spatial._spatial cimport (Ad_inv, dAd_inv, dad, inertia_mul, inertia_to_mat,
-                                    mat6_vec, congruence_Ad_inv)
+                                    mat6_vec, congruence_Ad_inv_add)
 from gear.algorithms._dense cimport chol_inv
 
 
@@ -88,6 +88,19 @@ cdef inline int hybrid(const ModelC* m, const double* q, const double* dq,
             for c in range(n):
                 for r in range(6):
                     t[r] += U[6 * c + r] * ddq[iv + c]
+        elif n == 1:
+            # the common one-dof joint, written out: U_i and Psi_i scalar
+            mat6_vec(Ih, S, U)
+            D[0] = (S[0] * U[0] + S[1] * U[1] + S[2] * U[2]
+                    + S[3] * U[3] + S[4] * U[4] + S[5] * U[5])
+            if not (D[0] > 0.0):
+                return 1 + i
+            Dinv[0] = 1.0 / D[0]
+            u[0] = tau[iv] - (S[0] * t[0] + S[1] * t[1] + S[2] * t[2]
+                              + S[3] * t[3] + S[4] * t[4] + S[5] * t[5])
+            x[0] = Dinv[0] * u[0]
+            for r in range(6):
+                t[r] += U[r] * x[0]
         elif n > 0:
             for c in range(n):
                 mat6_vec(Ih, S + 6 * c, U + 6 * c)
@@ -96,11 +109,7 @@ cdef inline int hybrid(const ModelC* m, const double* q, const double* dq,
                     D[r * n + c] = (S[6 * r] * U[6 * c] + S[6 * r + 1] * U[6 * c + 1]
                                     + S[6 * r + 2] * U[6 * c + 2] + S[6 * r + 3] * U[6 * c + 3]
                                     + S[6 * r + 4] * U[6 * c + 4] + S[6 * r + 5] * U[6 * c + 5])
-            if n == 1:
-                if not (D[0] > 0.0):
-                    return 1 + i
-                Dinv[0] = 1.0 / D[0]
-            elif chol_inv(D, n, Dinv) != 0:
+            if chol_inv(D, n, Dinv) != 0:
                 return 1 + i
             # u_i = tau_i - S_i^T (Ihat_i eta_i + Bhat_i)
             St_mul(S, n, t, u)
@@ -116,24 +125,30 @@ cdef inline int hybrid(const ModelC* m, const double* q, const double* dq,
             dAd_inv(w.T + 12 * i, t, IV)
             for r in range(6):
                 w.Bh[6 * p + r] += IV[r]
+            # Ihat_p += Ad*_{T^-1} Pi_i Ad_{T^-1}  (eq. 49)
             if pres or n == 0:
-                congruence_Ad_inv(w.T + 12 * i, Ih, D)
+                congruence_Ad_inv_add(w.T + 12 * i, Ih, w.Ih + 36 * p)
             else:
                 # Pi_i = Ihat_i - U_i Psi_i U_i^T, with W = U_i Psi_i
-                for r in range(6):
-                    for c in range(n):
-                        W[6 * c + r] = 0.0
-                        for k in range(n):
-                            W[6 * c + r] += U[6 * k + r] * Dinv[k * n + c]
-                for r in range(6):
-                    for c in range(r, 6):
-                        Pi[6 * r + c] = Ih[6 * r + c]
-                        for k in range(n):
-                            Pi[6 * r + c] -= W[6 * k + r] * U[6 * k + c]
-                        Pi[6 * c + r] = Pi[6 * r + c]
-                congruence_Ad_inv(w.T + 12 * i, Pi, D)
-            for r in range(36):
-                w.Ih[36 * p + r] += D[r]
+                if n == 1:
+                    for r in range(6):
+                        W[r] = U[r] * Dinv[0]
+                        for c in range(r, 6):
+                            Pi[6 * r + c] = Ih[6 * r + c] - W[r] * U[c]
+                            Pi[6 * c + r] = Pi[6 * r + c]
+                else:
+                    for r in range(6):
+                        for c in range(n):
+                            W[6 * c + r] = 0.0
+                            for k in range(n):
+                                W[6 * c + r] += U[6 * k + r] * Dinv[k * n + c]
+                    for r in range(6):
+                        for c in range(r, 6):
+                            Pi[6 * r + c] = Ih[6 * r + c]
+                            for k in range(n):
+                                Pi[6 * r + c] -= W[6 * k + r] * U[6 * k + c]
+                            Pi[6 * c + r] = Pi[6 * r + c]
+                congruence_Ad_inv_add(w.T + 12 * i, Pi, w.Ih + 36 * p)
     base_acceleration(m, True, dV0)
     for i in range(m.nb):
         p = m.parent[i]
@@ -147,7 +162,11 @@ cdef inline int hybrid(const ModelC* m, const double* q, const double* dq,
         else:
             Ad_inv(w.T + 12 * i, dV0, a)
         pres = prescribed != NULL and prescribed[i]
-        if not pres and n > 0:
+        if not pres and n == 1:
+            # eq. (45) for a one-dof joint
+            ddq[iv] = w.Dinv[36 * i] * (w.u[6 * i] - (U[0] * a[0] + U[1] * a[1] + U[2] * a[2]
+                                                        + U[3] * a[3] + U[4] * a[4] + U[5] * a[5]))
+        elif not pres and n > 0:
             # ddq_i = Psi_i (u_i - U_i^T a_i)   (eq. 45)
             St_mul(U, n, a, x)
             for r in range(n):

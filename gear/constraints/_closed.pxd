@@ -433,7 +433,16 @@ cdef inline void unit_pass(const ModelC* m, const ClosC* c, const Work* w,
         pr = pres != NULL and pres[i]
         for r in range(6):
             t[r] = cw.Bs[6 * i + r]
-        if not pr and n > 0:
+        if not pr and n == 1:
+            S = w.S + 36 * i
+            U = w.U + 36 * i
+            y[0] = (cw.tx[iv] - (S[0] * t[0] + S[1] * t[1] + S[2] * t[2]
+                                 + S[3] * t[3] + S[4] * t[4] + S[5] * t[5]))
+            cw.us[iv] = y[0]
+            y[0] *= w.Dinv[36 * i]
+            for r in range(6):
+                t[r] += U[r] * y[0]
+        elif not pr and n > 0:
             S = w.S + 36 * i
             U = w.U + 36 * i
             Dinv = w.Dinv + 36 * i
@@ -483,6 +492,14 @@ cdef inline void unit_pass(const ModelC* m, const ClosC* c, const Work* w,
         elif pr:
             for r in range(n):
                 cw.xs[iv + r] = 0.0
+        elif n == 1:
+            U = w.U + 36 * i
+            S = w.S + 36 * i
+            y[0] = w.Dinv[36 * i] * (cw.us[iv] - (U[0] * a[0] + U[1] * a[1] + U[2] * a[2]
+                                                  + U[3] * a[3] + U[4] * a[4] + U[5] * a[5]))
+            cw.xs[iv] = y[0]
+            for r in range(6):
+                cw.ja[6 * i + r] += S[r] * y[0]
         elif n > 0:
             St_mul(w.U + 36 * i, n, a, y)
             Dinv = w.Dinv + 36 * i

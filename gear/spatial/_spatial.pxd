@@ -224,26 +224,50 @@ cdef inline void _sandwich3(const double* R, const double* P, int off, double* o
             out[3 * i + j] = t[3 * i] * R[3 * j] + t[3 * i + 1] * R[3 * j + 1] + t[3 * i + 2] * R[3 * j + 2]
 
 
-cdef inline void congruence_Ad_inv(const double* T, const double* P, double* out) noexcept nogil:
-    """out = Ad*_{T^{-1}} P Ad_{T^{-1}} for a symmetric 6x6 P (eq. 49).
+cdef inline void _sandwich3_sym(const double* R, const double* P, int off, double* out) noexcept nogil:
+    # as _sandwich3 for a symmetric block: only out[3i+j], j >= i, is written
+    cdef double t[9]
+    cdef int i, j
+    for i in range(3):
+        for j in range(3):
+            t[3 * i + j] = R[3 * i] * P[off + j] + R[3 * i + 1] * P[off + 6 + j] + R[3 * i + 2] * P[off + 12 + j]
+    for i in range(3):
+        for j in range(i, 3):
+            out[3 * i + j] = t[3 * i] * R[3 * j] + t[3 * i + 1] * R[3 * j + 1] + t[3 * i + 2] * R[3 * j + 2]
+
+
+cdef inline void _put(double* out, int k, double v, bint add) noexcept nogil:
+    if add:
+        out[k] += v
+    else:
+        out[k] = v
+
+
+cdef inline void _congruence_Ad_inv(const double* T, const double* P, double* out, bint add) noexcept nogil:
+    """out (=, or += when ``add``) Ad*_{T^{-1}} P Ad_{T^{-1}} for a
+    symmetric 6x6 P (eq. 49).
 
     With T^{-1} = Rot(R^T) Trans(-p), rotate the blocks of
     P = [[A, B], [B^T, C]] to A = R A R^T, B = R B R^T, C = R C R^T, then
     shift by p (Ad_{Trans(-p)} = [[1, 0], [-[p], 1]]):
         A' = A + Q + Q^T + [p] C [p]^T  with  Q = [p] B^T,
         B' = B + [p] C,   C' = C.
-    About a third of the flops of the two dense 6x6 products."""
+    About a third of the flops of the two dense 6x6 products; each of the
+    21 distinct entries is computed once and put in both symmetric places,
+    so the result is exactly symmetric."""
     cdef double A[9]
     cdef double B[9]
     cdef double C[9]
     cdef double PC[9]
     cdef double Q[9]
+    cdef double w[3]
     cdef double px = T[9], py = T[10], pz = T[11]
-    cdef double w0, w1, w2
+    cdef double v
     cdef int i, j
-    _sandwich3(T, P, 0, A)
+    _sandwich3_sym(T, P, 0, A)
     _sandwich3(T, P, 3, B)
-    _sandwich3(T, P, 21, C)
+    _sandwich3_sym(T, P, 21, C)
+    C[3] = C[1]; C[6] = C[2]; C[7] = C[5]
     for j in range(3):
         # column j of PC = [p] C and of Q = [p] B^T (row j of B)
         PC[j] = -pz * C[3 + j] + py * C[6 + j]
@@ -253,25 +277,33 @@ cdef inline void congruence_Ad_inv(const double* T, const double* P, double* out
         Q[3 + j] = pz * B[3 * j] - px * B[3 * j + 2]
         Q[6 + j] = -py * B[3 * j] + px * B[3 * j + 1]
     for i in range(3):
-        # ([p] C [p]^T)_ij = sum_k PC_ik [p]_jk; the diagonal blocks are
-        # computed on one triangle and mirrored, so out is exactly symmetric
-        w0 = -pz * PC[3 * i + 1] + py * PC[3 * i + 2]
-        w1 = pz * PC[3 * i] - px * PC[3 * i + 2]
-        w2 = -py * PC[3 * i] + px * PC[3 * i + 1]
-        if i == 0:
-            out[0] = A[0] + 2.0 * Q[0] + w0
-        if i <= 1:
-            out[6 * i + 1] = A[3 * i + 1] + Q[3 * i + 1] + Q[3 + i] + w1
-        out[6 * i + 2] = A[3 * i + 2] + Q[3 * i + 2] + Q[6 + i] + w2
+        # row i of [p] C [p]^T:  ([p] C [p]^T)_ij = sum_k PC_ik [p]_jk
+        w[0] = -pz * PC[3 * i + 1] + py * PC[3 * i + 2]
+        w[1] = pz * PC[3 * i] - px * PC[3 * i + 2]
+        w[2] = -py * PC[3 * i] + px * PC[3 * i + 1]
+        for j in range(i, 3):
+            v = A[3 * i + j] + Q[3 * i + j] + Q[3 * j + i] + w[j]
+            _put(out, 6 * i + j, v, add)
+            if j != i:
+                _put(out, 6 * j + i, v, add)
+            v = C[3 * i + j]
+            _put(out, 6 * (3 + i) + 3 + j, v, add)
+            if j != i:
+                _put(out, 6 * (3 + j) + 3 + i, v, add)
         for j in range(3):
-            out[6 * i + 3 + j] = B[3 * i + j] + PC[3 * i + j]
-            out[6 * (3 + j) + i] = B[3 * i + j] + PC[3 * i + j]
-            if j >= i:
-                out[6 * (3 + i) + 3 + j] = C[3 * i + j]
-                out[6 * (3 + j) + 3 + i] = C[3 * i + j]
-    out[6] = out[1]
-    out[12] = out[2]
-    out[13] = out[8]
+            v = B[3 * i + j] + PC[3 * i + j]
+            _put(out, 6 * i + 3 + j, v, add)
+            _put(out, 6 * (3 + j) + i, v, add)
+
+
+cdef inline void congruence_Ad_inv(const double* T, const double* P, double* out) noexcept nogil:
+    # out = Ad*_{T^{-1}} P Ad_{T^{-1}}  (see _congruence_Ad_inv)
+    _congruence_Ad_inv(T, P, out, False)
+
+
+cdef inline void congruence_Ad_inv_add(const double* T, const double* P, double* out) noexcept nogil:
+    # out += Ad*_{T^{-1}} P Ad_{T^{-1}}: eq. (49)'s sum over children
+    _congruence_Ad_inv(T, P, out, True)
 
 
 cdef inline void congruence_Ad_inv_ref(const double* T, const double* P, double* out) noexcept nogil:
