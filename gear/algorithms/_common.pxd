@@ -2,8 +2,8 @@
 """Pieces shared by the recursions: the first forward pass and small
 matrix-vector products with a joint's S (6 x n, column-major)."""
 from gear.algorithms._types cimport ModelC, Work
-from gear.spatial._spatial cimport se3_mul, Ad_inv, ad
-from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_has_dS
+from gear.spatial._spatial cimport Ad_inv, ad
+from gear.joints._jcalc cimport jcalc_placed, jcalc_dS, jcalc_has_dS
 
 
 cdef inline void S_mul(const double* S, int n, const double* x, double* out) noexcept nogil:
@@ -43,7 +43,6 @@ cdef inline void forward_pass(const ModelC* m, const double* q, const double* dq
     ``dq`` may be NULL (zero velocity): then V = eta = 0.
     """
     cdef int i, p, n, r
-    cdef double J[12]
     cdef double Sdq[6]
     cdef double dS[36]
     cdef double* T
@@ -55,8 +54,7 @@ cdef inline void forward_pass(const ModelC* m, const double* q, const double* dq
         T = w.T + 12 * i
         S = w.S + 36 * i
         V = w.V + 6 * i
-        jcalc(m.jtype[i], m.jparam + 10 * i, q + m.iq[i], J, S)
-        se3_mul(m.Xtree + 12 * i, J, T)
+        jcalc_placed(m.jtype[i], m.jparam + 10 * i, q + m.iq[i], m.Xtree + 12 * i, T, S)
         if dq == NULL:
             for r in range(6):
                 V[r] = 0.0

@@ -18,7 +18,8 @@ Parameter layout ``prm``:
   PLANAR: in-plane unit axes e1 = prm[0:3], e2 = prm[3:6], normal n = prm[6:9]
 Adding a joint kind is one new case in each function below.
 """
-from gear.spatial._spatial cimport rodrigues, quat_to_rot, cross3, matTvec3
+from libc.math cimport sin, cos
+from gear.spatial._spatial cimport rodrigues, quat_to_rot, cross3, matTvec3, se3_mul
 
 cdef enum:
     J_FIXED = 0
@@ -109,6 +110,33 @@ cdef inline void jcalc(int kind, const double* prm, const double* q,
         _zero(S, 36)
         for k in range(6):
             S[7 * k] = 1.0
+
+
+cdef inline void jcalc_placed(int kind, const double* prm, const double* q, const double* X,
+                              double* T, double* S) noexcept nogil:
+    """``T = X J(q)`` (the body pose in its parent, X the joint placement)
+    and ``S(q)``, as ``jcalc`` followed by ``se3_mul``.  A revolute joint
+    about its frame's z axis -- the URDF and DH convention, most joints of
+    real arms -- is written out: ``J = Rot_z(q)`` only mixes X's first two
+    columns, 12 flops for the 45 of Rodrigues' formula and a 3x3 product."""
+    cdef double J[12]
+    cdef double c, s, x0, x1
+    cdef int r
+    if kind == J_REVOLUTE and prm[0] == 0.0 and prm[1] == 0.0 and prm[2] == 1.0:
+        c = cos(q[0])
+        s = sin(q[0])
+        for r in range(3):
+            x0 = X[3 * r]
+            x1 = X[3 * r + 1]
+            T[3 * r] = x0 * c + x1 * s
+            T[3 * r + 1] = x1 * c - x0 * s
+            T[3 * r + 2] = X[3 * r + 2]
+        T[9] = X[9]; T[10] = X[10]; T[11] = X[11]
+        S[0] = 0.0; S[1] = 0.0; S[2] = 1.0
+        S[3] = 0.0; S[4] = 0.0; S[5] = 0.0
+        return
+    jcalc(kind, prm, q, J, S)
+    se3_mul(X, J, T)
 
 
 cdef inline void _mul3_inplace_right(double* A, const double* B) noexcept nogil:
