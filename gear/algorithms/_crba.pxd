@@ -19,6 +19,13 @@ from gear.spatial._spatial cimport se3_mul, Ad, inertia_mul, inertia_to_parent
 
 cdef inline int crba(const ModelC* m, const double* q, double* M, Work* w) noexcept nogil:
     """Mass matrix M (nv x nv, row-major, both triangles written)."""
+    forward_pass(m, q, NULL, w, False)
+    return crba_after_fk(m, M, w)
+
+
+cdef inline int crba_after_fk(const ModelC* m, double* M, Work* w) noexcept nogil:
+    """``crba`` when a forward pass at this q has already filled ``w.T`` and
+    ``w.S``; writes only ``M``, ``w.Ih`` and ``w.U``."""
     cdef int i, j, p, n, nj, r, c, k
     cdef int nv = m.nv
     cdef double Fc[6]
@@ -26,7 +33,6 @@ cdef inline int crba(const ModelC* m, const double* q, double* M, Work* w) noexc
     cdef double* T0
     cdef double* Ic
     cdef double* S0
-    forward_pass(m, q, NULL, w, False)
     for k in range(nv * nv):
         M[k] = 0.0
     # world poses (w.Ih[36 i : 36 i + 12]), world composite inertias

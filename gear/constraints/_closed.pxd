@@ -38,7 +38,7 @@ from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._common cimport S_mul_add, St_mul, forward_pass
 from gear.algorithms._aba cimport hybrid
 from gear.algorithms._rnea cimport rnea
-from gear.algorithms._crba cimport crba
+from gear.algorithms._crba cimport crba_after_fk
 from gear.algorithms._dense cimport chol_factor, chol_solve
 from gear.spatial._spatial cimport (se3_mul, Ad_inv, dAd_inv, cross3, matvec3, matTvec3,
                                     matmul3, mat6_vec)
@@ -731,8 +731,8 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
     cdef double* M = cw.Md
     cdef double* A = cw.Ad
     cdef double* B = cw.Bd
-    crba(m, q, M, w)
     rnea(m, q, dq, NULL, fext, True, ddq, w)            # ddq := b(q, dq)
+    crba_after_fk(m, M, w)                              # reuses rnea's T and S
     for i in range(nv):
         ddq[i] = tau[i] - ddq[i]
     if chol_factor(M, nv) != 0:
