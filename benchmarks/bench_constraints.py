@@ -6,7 +6,7 @@ Mechanisms: the bundled four-bar (fourbar.xml), the IFToMM N-four-bar chain
 (N = 1, 10, 30; gear.mechanisms.n_four_bar) and talos_reduced from
 example-robot-data with both soles welded to the ground.  For each: nv, nc,
 µs per call of gear's ConstrainedModel.forward_dynamics (one state, and per
-state in a batch of 200), Pinocchio's constraintDynamics from Python on the
+state in a batch of 2,000 by default, ``--batch``), Pinocchio's constraintDynamics from Python on the
 same model (gear.interop; ball closures -> 3-D, welds -> 6-D constraints,
 proximal mu = 1e-9 because the planar mechanisms have redundant rows), and
 the largest difference in ddq.  Ratios are gear / Pinocchio (one call
@@ -68,6 +68,8 @@ def cases():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--batch", type=int, default=2000,
+                    help="states per batched call (default 2000, as in bench_dynamics; --quick: 20)")
     args = ap.parse_args(argv)
     try:
         import pinocchio as pin
@@ -78,7 +80,7 @@ def main(argv=None):
     print(f"\n{'mechanism':<14} {'nv':>4} {'nc':>4} {'gear 1 call':>12} {'gear batch':>11} "
           f"{'pin':>9} {'1 call/pin':>11} {'batch/pin':>10} {'|ddq diff|':>11}")
     rng = np.random.default_rng(0)
-    N = 20 if args.quick else 200
+    N = 20 if args.quick else args.batch
     rows = []
     for label, s, q in cases():
         model = s.model

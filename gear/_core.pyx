@@ -24,7 +24,8 @@ from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear.algorithms._rollout cimport RollC, rollout as _rollout, rollout_scratch
 from gear.constraints._closed cimport (ClosC, CWork, cwork_from, cwork_size,
                                        constraint_rows as _crows, closed_dynamics as _cdyn_aba,
-                                       closed_forward_dense as _cdense)
+                                       closed_forward_dense as _cdense,
+                                       closed_forward_projection as _cproj)
 
 
 def omp_max_threads():
@@ -615,9 +616,12 @@ cdef inline int _cdyn(const ModelC* m, const ClosC* c, int route, const double* 
                       const double* dq, double* ddq, double* tau, const unsigned char* pres,
                       const double* fext, double* lam, double* info, Work* w,
                       CWork* cw) noexcept nogil:
-    # route 0: articulated-body passes (Kim eqs. 67-77); 1: build M (forward only)
+    # route 0: articulated-body passes (Kim eqs. 67-77); 1: build M (forward
+    # only); 2: reduced-coordinate projection (forward only, the projection solver)
     if route == 1 and pres == NULL:
         return _cdense(m, c, q, dq, ddq, tau, fext, lam, info, w, cw)
+    if route == 2 and pres == NULL:
+        return _cproj(m, c, q, dq, ddq, tau, fext, lam, info, w, cw)
     return _cdyn_aba(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw)
 
 
@@ -646,7 +650,7 @@ def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const 
     """Constrained forward (``prescribed`` None) or hybrid dynamics of each
     row, in place as ``hybrid``; ``lam`` (N, m) and ``info`` (N, 2: rank,
     residual) written; ``status`` as in ``hybrid``, or ST_DIST_COINCIDE /
-    ST_MASS_NOT_PD.  ``route`` 1 builds M (forward dynamics only).
+    ST_MASS_NOT_PD.  ``route`` 1 builds M, 2 projects (forward dynamics only).
     Runs in parallel over rows without the GIL (one workspace per thread)."""
     cdef Py_ssize_t N = q.shape[0], k
     cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb, st
@@ -813,14 +817,17 @@ cdef class FastForward:
     cdef dict counters
     cdef dict fields
     cdef dict stats
+    cdef int nfac
 
-    def __init__(self, ModelData md, ClosureData cd, int route, cls, solver_name, dict counters):
+    def __init__(self, ModelData md, ClosureData cd, int route, cls, solver_name, dict counters,
+                 int factorizations=1):
         self.md, self.cd, self.route = md, cd, route
         self.cls, self.solver_name, self.counters = cls, solver_name, counters
+        self.nfac = factorizations
         # result templates, copied per call (cheaper than building the dicts)
         self.fields = {"ddq": None, "lam": None, "residual": 0.0, "success": True, "message": "ok",
                        "solver": solver_name, "stats": None}
-        self.stats = {"factorizations": 1, "rank": 0, "native": True}
+        self.stats = {"factorizations": factorizations, "rank": 0, "native": True}
 
     def __call__(self, q, dq, tau):
         cdef State1 st
@@ -847,7 +854,7 @@ cdef class FastForward:
         if s != 0:
             return None
         self.counters["calls"] += 1
-        self.counters["factorizations"] += 1
+        self.counters["factorizations"] += self.nfac
         out = self.cls.__new__(self.cls)
         stats = self.stats.copy()
         stats["rank"] = <int> info[0]

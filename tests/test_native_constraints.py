@@ -165,3 +165,54 @@ def test_dense_and_aba_routes_agree(name):
         assert rd.residual < 1e-9 * max(1.0, np.abs(rd.ddq).max())
     with pytest.raises(ValueError, match="route"):
         sysm.with_solver("kkt", route="sparse")
+
+
+@pytest.mark.parametrize("name", sorted(k for k in MECHS if k != "rolling_ball"))
+def test_native_projection_equals_its_numpy_path(name):
+    """The projection solver's native kernel (Householder QR of A^T with
+    column pivoting) against its NumPy path (SVD), on every mechanism,
+    redundant and singular ones included: the same ddq and the same
+    minimum-norm lam."""
+    sysm, q = MECHS[name]()
+    sp = sysm.with_solver("projection")
+    model = sysm.model
+    rng = np.random.default_rng(11)
+    dq = np.zeros(model.nv) if name == "four_bar_collinear" else _consistent(sysm, q, rng)
+    tau = rng.standard_normal(model.nv)
+    f_ext = rng.standard_normal((model.nbodies, 6))
+    for fe in (None, f_ext):
+        res = sp.forward_dynamics(q, dq, tau, fe)
+        assert res.stats["native"] and res.solver == "projection"
+        ddq, lam, stats = sp.solver._forward_numpy(q, dq, tau, fe)
+        assert rel(res.ddq, ddq) < 1e-9, name
+        assert rel(res.lam, lam) < 1e-8, name
+        assert res.stats["rank"] == stats["rank"], name
+        # and the kkt kernel's answer (same physics)
+        kk = sysm.forward_dynamics(q, dq, tau, fe)
+        assert rel(res.ddq, kk.ddq) < 1e-9, name
+    # a batch in parallel equals single calls bit for bit
+    N = 9
+    Q, DQ, TAU = np.tile(q, (N, 1)), np.tile(dq, (N, 1)), rng.standard_normal((N, model.nv))
+    old = gear.get_num_threads()
+    try:
+        gear.set_num_threads(2)
+        batch = sp.forward_dynamics(Q, DQ, TAU)
+    finally:
+        gear.set_num_threads(old)
+    for k in range(N):
+        one = sp.forward_dynamics(q, dq, TAU[k])
+        assert np.array_equal(one.ddq, batch.ddq[k]) and np.array_equal(one.lam, batch.lam[k])
+
+
+def test_native_projection_leaves_python_constraints_and_hybrid_to_numpy():
+    sysm, q = mech.rolling_ball()
+    sp = sysm.with_solver("projection")
+    rng = np.random.default_rng(2)
+    dq = _consistent(sysm, q, rng)
+    res = sp.forward_dynamics(q, dq, rng.standard_normal(sysm.model.nv))
+    assert not res.stats.get("native", False) and res.success
+    s4, q4 = mech.four_bar()
+    h = s4.with_solver("projection").hybrid_dynamics(q4, np.zeros(3), np.zeros(3), np.zeros(3), ["crank"])
+    assert not h.stats.get("native", False)
+    ref = s4.hybrid_dynamics(q4, np.zeros(3), np.zeros(3), np.zeros(3), ["crank"])
+    assert rel(h.ddq, ref.ddq) < 1e-9 and rel(h.tau, ref.tau) < 1e-9

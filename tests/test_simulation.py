@@ -384,17 +384,20 @@ def test_native_loop_equals_the_python_loop():
     qs = np.stack([sysm.assemble(sysm.model.integrate(q, 0.05 * rng.standard_normal(sysm.model.nv)))
                    for _ in range(5)])
     dqs = np.stack([sysm.project_velocity(x, rng.standard_normal(sysm.model.nv)) for x in qs])
-    for stab in ("projection", None):
-        a = gear.simulate(sysm, qs, dqs, 0.5, 1e-3, stabilization=stab, record_every=10)
-        b = gear.simulate(sysm, qs, dqs, 0.5, 1e-3, stabilization=stab, record_every=10, native=False)
-        assert a.stats["native"] and np.abs(a.q - b.q).max() < 1e-10 and np.abs(a.lam - b.lam).max() < 1e-8
-        assert a.stats["max_residual"] == pytest.approx(b.stats["max_residual"], rel=1e-3, abs=1e-14)
-        # the segmentation into native calls does not change a bit
-        c = gear.simulate(sysm, qs, dqs, 0.5, 1e-3, stabilization=stab, record_every=10, chunk=3)
-        assert np.array_equal(a.q, c.q) and np.array_equal(a.lam, c.lam)
+    for solver in ("kkt", "projection"):
+        ss = sysm.with_solver(solver)
+        for stab in ("projection", None):
+            a = gear.simulate(ss, qs, dqs, 0.5, 1e-3, stabilization=stab, record_every=10)
+            b = gear.simulate(ss, qs, dqs, 0.5, 1e-3, stabilization=stab, record_every=10, native=False)
+            assert a.stats["native"] and np.abs(a.q - b.q).max() < 1e-10 and np.abs(a.lam - b.lam).max() < 1e-8
+            assert a.stats["max_residual"] == pytest.approx(b.stats["max_residual"], rel=1e-3, abs=1e-14)
+            # the segmentation into native calls does not change a bit
+            c = gear.simulate(ss, qs, dqs, 0.5, 1e-3, stabilization=stab, record_every=10, chunk=3)
+            assert np.array_equal(a.q, c.q) and np.array_equal(a.lam, c.lam)
     # what the native loop does not take runs in Python
     assert not gear.simulate(sysm, qs, dqs, 0.05, 1e-3, tau=_tau_sin).stats["native"]
-    assert not gear.simulate(sysm.with_solver("projection"), qs, dqs, 0.05, 1e-3).stats["native"]
+    for solver in ("soft", "maximal"):
+        assert not gear.simulate(sysm.with_solver(solver), qs, dqs, 0.05, 1e-3).stats["native"]
     assert not gear.simulate(_free_body(), np.array([0, 0, 0, 1.0, 0, 0, 0]), np.ones(6), 0.05, 1e-3,
                              integrator="rkmk4").stats["native"]
 

@@ -27,6 +27,7 @@ from gear.algorithms._aba cimport hybrid
 from gear.algorithms._rnea cimport rnea
 from gear.joints._integrate cimport integrate_config
 from gear.constraints._closed cimport (ClosC, CWork, closed_dynamics, closed_forward_dense,
+                                       closed_forward_projection,
                                        constraint_rows, psd_solve)
 
 
@@ -37,7 +38,7 @@ cdef struct RollC:
     double last_dt          # length of the last step
     int record_every
     int nrec                # recorded frames
-    int route               # closed chains: 0 ABA route, 1 dense route
+    int route               # closed chains: 0 ABA route, 1 dense route, 2 projection
     int project             # closed chains: project after each step
     int project_start       # ... and the initial state (not on continued segments)
     double tol              # projection tolerance on |g|
@@ -117,6 +118,8 @@ cdef inline int _accel(const ModelC* m, const ClosC* c, const RollC* r, double t
         return hybrid(m, q, v, a, tau, NULL, NULL, w)
     if r.route == 1:
         return closed_forward_dense(m, c, q, v, a, tau, NULL, lam, info, w, cw)
+    if r.route == 2:
+        return closed_forward_projection(m, c, q, v, a, tau, NULL, lam, info, w, cw)
     return closed_dynamics(m, c, q, v, a, tau, NULL, NULL, lam, info, w, cw)
 
 

@@ -78,7 +78,7 @@ cdef struct ClosC:
 
 cdef inline int cwork_size(int nb, int nv, int m) noexcept nogil:
     # see CWork
-    return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48 + nv * nv + 2 * m * nv
+    return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48 + nv * nv + 2 * m * nv + 3 * nv * nv + 5 * nv
 
 
 cdef struct CWork:
@@ -103,7 +103,10 @@ cdef struct CWork:
     double* fr     # (48,)  the two frames of a closure
     double* Md     # (nv, nv) mass matrix / its Cholesky factor (dense route)
     double* Ad     # (m, nv)  A (dense route)
-    double* Bd     # (nv, m)  M^{-1} A^T (dense route)
+    double* Bd     # (nv, m)  M^{-1} A^T (dense route); A^T and its QR (projection)
+    double* Pq     # (nv, nv) Q of the QR of A^T (projection route)
+    double* Pr     # (2 nv^2,) L^T G and G^T M G (projection route)
+    double* Pv     # (5 nv,)  vectors of the projection route
 
 
 cdef inline CWork cwork_from(double* base, int nb, int nv, int m) noexcept nogil:
@@ -130,6 +133,9 @@ cdef inline CWork cwork_from(double* base, int nb, int nv, int m) noexcept nogil
     c.Md = c.fr + 48
     c.Ad = c.Md + nv * nv
     c.Bd = c.Ad + m * nv
+    c.Pq = c.Bd + nv * m
+    c.Pr = c.Pq + nv * nv
+    c.Pv = c.Pr + 2 * nv * nv
     return c
 
 
@@ -769,6 +775,222 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
         for j in range(nr):
             t += B[k * nr + j] * lam[j]
         ddq[k] += t
+    acc2 = 0.0
+    for i in range(nr):
+        t = cw.bias[i]
+        for k in range(nv):
+            t += A[i * nv + k] * ddq[k]
+        acc2 += t * t
+    info[1] = sqrt(acc2)
+    return 0
+
+
+cdef inline void chol_mul(const double* L, int n, const double* x, double* y,
+                          double* out) noexcept nogil:
+    """out = L L^T x for the factor L (lower triangle of the row-major n x n
+    array) left by ``chol_factor``; ``y`` is scratch (n,)."""
+    cdef int i, k
+    cdef double t
+    for i in range(n):
+        t = 0.0
+        for k in range(i, n):
+            t += L[k * n + i] * x[k]
+        y[i] = t
+    for i in range(n):
+        t = 0.0
+        for k in range(i + 1):
+            t += L[i * n + k] * y[k]
+        out[i] = t
+
+
+cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const double* q,
+                                          const double* dq, double* ddq, const double* tau,
+                                          const double* fext, double* lam, double* info, Work* w,
+                                          CWork* cw) noexcept nogil:
+    """Constrained forward dynamics by reduced-coordinate projection (seed
+    004 Sec. 4, Featherstone Sec. 3.7), the native twin of
+    ``gear.solvers.ProjectionSolver``:
+
+        A^T P = Q R               Householder QR with column pivoting; rank r
+                                  where |R_kk| <= rcond |R_00|
+        G = Q[:, r:]              orthonormal basis of the null space of A
+        g = Q[:, :r] z,  R_1^T z = -P^T dA dq    (minimum-norm A g = -dA dq)
+        ddq = g + G (G^T M G)^{-1} G^T (tau - b - M g)
+        A^T lam = M ddq + b - tau, minimum-norm:
+                  P^T lam = R_1^T (R_1 R_1^T)^{-1} Q[:, :r]^T (M ddq + b - tau)
+
+    with ``R_1`` the first r rows of R.  Same outputs and status codes as
+    :func:`closed_forward_dense` (``info[0]`` is the rank r)."""
+    cdef int i, j, k, p, r, st, rank, nn, nr = c.m, nv = m.nv
+    cdef int kmax = nv if nv < nr else nr
+    cdef double t, s, nrm, amax, alpha, u0, tk, acc2
+    cdef double* M = cw.Md
+    cdef double* A = cw.Ad       # (nr, nv)
+    cdef double* X = cw.Bd       # (nv, nr): A^T, then R (upper) and the reflectors (below)
+    cdef double* Q = cw.Pq       # (nv, nv)
+    cdef double* H = cw.Pr       # (nv, nn) L^T G
+    cdef double* Mr = cw.Pr + nv * nv   # (nn, nn) G^T M G
+    cdef double* f = cw.Pv       # tau - b
+    cdef double* g = cw.Pv + nv
+    cdef double* y = cw.Pv + 2 * nv
+    cdef double* e = cw.Pv + 3 * nv
+    cdef double* hb = cw.Pv + 4 * nv   # reflector coefficients
+    cdef double* perm = cw.piv
+    cdef double* z = cw.tmp
+    cdef double* K = cw.K
+    rnea(m, q, dq, NULL, fext, True, f, w)              # f := b(q, dq)
+    crba_after_fk(m, M, w)                              # reuses rnea's T and S
+    for i in range(nv):
+        f[i] = tau[i] - f[i]
+    if chol_factor(M, nv) != 0:
+        return ST_MASS_NOT_PD
+    info[0] = 0.0
+    info[1] = 0.0
+    if nr == 0:
+        for i in range(nv):
+            ddq[i] = f[i]
+        chol_solve(M, nv, ddq, 1)
+        return 0
+    world_kinematics(m, w, cw)
+    st = closure_rows(m, c, q, w, cw)
+    if st != 0:
+        return st
+    dense_rows(m, c, w, cw, A)
+    # -- A^T P = Q R by Householder reflections with column pivoting -----------
+    for i in range(nv):
+        for j in range(nr):
+            X[i * nr + j] = A[j * nv + i]
+    for j in range(nr):
+        perm[j] = j
+    rank = 0
+    amax = 0.0
+    for k in range(kmax):
+        p = -1
+        nrm = 0.0
+        for j in range(k, nr):
+            t = 0.0
+            for i in range(k, nv):
+                t += X[i * nr + j] * X[i * nr + j]
+            if t > nrm:
+                nrm = t
+                p = j
+        nrm = sqrt(nrm)
+        if k == 0:
+            amax = nrm
+        if p < 0 or not (nrm > c.rcond * amax):
+            break
+        if p != k:
+            for i in range(nv):
+                t = X[i * nr + k]
+                X[i * nr + k] = X[i * nr + p]
+                X[i * nr + p] = t
+            t = perm[k]
+            perm[k] = perm[p]
+            perm[p] = t
+        # H_k = 1 - tk v v^T with v = (1, x[1:] / u0), u0 = x0 - alpha
+        alpha = -nrm if X[k * nr + k] >= 0.0 else nrm
+        u0 = X[k * nr + k] - alpha
+        tk = (alpha - X[k * nr + k]) / alpha
+        for i in range(k + 1, nv):
+            X[i * nr + k] /= u0
+        X[k * nr + k] = alpha
+        hb[k] = tk
+        for j in range(k + 1, nr):
+            t = X[k * nr + j]
+            for i in range(k + 1, nv):
+                t += X[i * nr + k] * X[i * nr + j]
+            t *= tk
+            X[k * nr + j] -= t
+            for i in range(k + 1, nv):
+                X[i * nr + j] -= t * X[i * nr + k]
+        rank += 1
+    nn = nv - rank
+    # Q = H_0 H_1 ... H_{rank-1}, applied to the identity from the last
+    for i in range(nv):
+        for j in range(nv):
+            Q[i * nv + j] = 1.0 if i == j else 0.0
+    for k in range(rank - 1, -1, -1):
+        tk = hb[k]
+        for j in range(k, nv):
+            t = Q[k * nv + j]
+            for i in range(k + 1, nv):
+                t += X[i * nr + k] * Q[i * nv + j]
+            t *= tk
+            Q[k * nv + j] -= t
+            for i in range(k + 1, nv):
+                Q[i * nv + j] -= t * X[i * nr + k]
+    # -- minimum-norm particular solution: R_1^T z = -P^T dA dq, g = Q_1 z -----
+    for j in range(rank):
+        t = -cw.bias[<int> perm[j]]
+        for i in range(j):
+            t -= X[i * nr + j] * z[i]
+        z[j] = t / X[j * nr + j]
+    for i in range(nv):
+        t = 0.0
+        for j in range(rank):
+            t += Q[i * nv + j] * z[j]
+        g[i] = t
+    # e = f - M g  (M holds its Cholesky factor L: M x = L (L^T x))
+    chol_mul(M, nv, g, y, e)
+    for i in range(nv):
+        e[i] = f[i] - e[i]
+    # -- ddq = g + G (G^T M G)^{-1} G^T e,  G = Q[:, rank:] ----------------------
+    for i in range(nv):
+        ddq[i] = g[i]
+    if nn > 0:
+        # H = L^T G (nv x nn), then G^T M G = H^T H
+        for i in range(nv):
+            for j in range(nn):
+                t = 0.0
+                for k in range(i, nv):
+                    t += M[k * nv + i] * Q[k * nv + rank + j]
+                H[i * nn + j] = t
+        for i in range(nn):
+            for j in range(i + 1):
+                t = 0.0
+                for k in range(nv):
+                    t += H[k * nn + i] * H[k * nn + j]
+                Mr[i * nn + j] = t
+                Mr[j * nn + i] = t
+            t = 0.0
+            for k in range(nv):
+                t += Q[k * nv + rank + i] * e[k]
+            y[i] = t
+        if chol_factor(Mr, nn) != 0:
+            return ST_MASS_NOT_PD
+        chol_solve(Mr, nn, y, 1)
+        for i in range(nv):
+            t = 0.0
+            for j in range(nn):
+                t += Q[i * nv + rank + j] * y[j]
+            ddq[i] += t
+    # -- minimum-norm lam with A^T lam = M ddq + b - tau = M ddq - f -----------
+    chol_mul(M, nv, ddq, y, e)
+    for i in range(nv):
+        e[i] -= f[i]
+    for i in range(rank):                               # z = Q_1^T e
+        t = 0.0
+        for k in range(nv):
+            t += Q[k * nv + i] * e[k]
+        z[i] = t
+    for i in range(rank):                               # K = R_1 R_1^T
+        for j in range(i + 1):
+            t = 0.0
+            for k in range(i, nr):
+                t += X[i * nr + k] * X[j * nr + k]
+            K[i * rank + j] = t
+            K[j * rank + i] = t
+    if rank > 0:
+        if chol_factor(K, rank) != 0:
+            return ST_MASS_NOT_PD
+        chol_solve(K, rank, z, 1)
+    for j in range(nr):                                 # lam[perm[j]] = (R_1^T z)_j
+        t = 0.0
+        for i in range(rank if rank < j + 1 else j + 1):
+            t += X[i * nr + j] * z[i]
+        lam[<int> perm[j]] = t
+    info[0] = rank
+    # |A ddq + dA dq|
     acc2 = 0.0
     for i in range(nr):
         t = cw.bias[i]

@@ -19,37 +19,14 @@ def lstsq_psd(K, rhs, rcond):
     return U[:, keep] @ ((U[:, keep].T @ rhs) / w[keep]), int(keep.sum())
 
 
-class KKTSolver(ConstraintSolver):
-    """Lagrange multipliers in reduced coordinates (Kim eqs. 67-69).
+class _NativeClosed:
+    """The native closed-loop kernels (``gear/constraints/_closed.pxd``)
+    behind a solver: ``self._route`` picks the kernel (0 articulated-body
+    passes, 1 dense KKT, 2 projection; routes 1 and 2 are forward dynamics
+    only, hybrid calls take route 0), ``self.options["rcond"]`` the rank
+    cut-off.  ``_native_factorizations`` is the count reported per call."""
 
-    ``ddq_r = M^{-1} (tau - b)`` by the articulated-body algorithm, then
-    ``(A M^{-1} A^T) lam = -(A ddq_r + dA dq)`` (eq. 67) and
-    ``ddq = ddq_r + M^{-1} A^T lam`` (eq. 69).  Redundant or singular rows
-    (eigenvalues of ``A M^{-1} A^T`` below ``rcond`` times the largest) give
-    the minimum-norm ``lam``, while ``ddq`` and ``A^T lam`` stay unique.
-    Hybrid dynamics: eqs. 70-77 with ``M_vv``.
-
-    When every constraint is a :class:`gear.LoopClosure` or a joint coupler
-    the native kernel (``gear/constraints/_closed.pxd``) runs: one
-    articulated-body pass, then one *unit pass* per row that reuses the
-    articulated inertias to form ``A M^{-1} A^T`` without building ``M``
-    (O(n m + m^3)), a pivoted Cholesky with the minimum-norm completion,
-    and batches in parallel without the GIL.  A :class:`gear.CustomConstraint`
-    (Python callables) takes the NumPy path: ``M^{-1} A^T`` from a Cholesky
-    factorisation of ``M`` and a symmetric eigendecomposition.
-
-    Options: ``rcond`` (default 1e-10); ``route`` (forward dynamics of the
-    native path): ``"aba"`` (the articulated-body passes above),
-    ``"dense"`` (build ``M`` by CRBA, factorise it, ``M^{-1} A^T`` by
-    substitution: O(n^2 m + n^3), which wins on small trees and when many
-    rows act on a short tree) or ``"auto"`` (default: ``"dense"`` when
-    ``nv^2 nc + nv^3 / 3 < 50 nbodies (nc + 2)``, a cost model fitted to
-    both routes on this project's machine class; ``benchmarks/
-    bench_constraints.py`` measures both).
-    """
-
-    name = "kkt"
-    default_options = {"rcond": 1e-10, "route": "auto"}
+    _native_factorizations = 1
 
     # -- native path -----------------------------------------------------------
     def _native_call(self, q, dq, ddq, tau, u, f_ext):
@@ -111,12 +88,13 @@ class KKTSolver(ConstraintSolver):
             return None
         from ..constraints.system import ConstraintResult
 
-        return _core.FastForward(sys._md, nd, self._route, ConstraintResult, self.name, self.counters)
+        return _core.FastForward(sys._md, nd, self._route, ConstraintResult, self.name, self.counters,
+                                 self._native_factorizations)
 
     def _batch_stats(self, N, info):
         self.counters["calls"] += N
-        self.counters["factorizations"] += N
-        return {"factorizations": N, "rank": info[:, 0].astype(int), "native": True}
+        self.counters["factorizations"] += N * self._native_factorizations
+        return {"factorizations": N * self._native_factorizations, "rank": info[:, 0].astype(int), "native": True}
 
     def forward_batch(self, q, dq, tau, f_ext):
         out = self._native_call(q, dq, None, tau, None, f_ext)
@@ -124,6 +102,40 @@ class KKTSolver(ConstraintSolver):
             return None
         ddq, _, lam, info = out
         return ddq, lam, info[:, 1], self._batch_stats(q.shape[0], info)
+
+
+
+class KKTSolver(_NativeClosed, ConstraintSolver):
+    """Lagrange multipliers in reduced coordinates (Kim eqs. 67-69).
+
+    ``ddq_r = M^{-1} (tau - b)`` by the articulated-body algorithm, then
+    ``(A M^{-1} A^T) lam = -(A ddq_r + dA dq)`` (eq. 67) and
+    ``ddq = ddq_r + M^{-1} A^T lam`` (eq. 69).  Redundant or singular rows
+    (eigenvalues of ``A M^{-1} A^T`` below ``rcond`` times the largest) give
+    the minimum-norm ``lam``, while ``ddq`` and ``A^T lam`` stay unique.
+    Hybrid dynamics: eqs. 70-77 with ``M_vv``.
+
+    When every constraint is a :class:`gear.LoopClosure` or a joint coupler
+    the native kernel (``gear/constraints/_closed.pxd``) runs: one
+    articulated-body pass, then one *unit pass* per row that reuses the
+    articulated inertias to form ``A M^{-1} A^T`` without building ``M``
+    (O(n m + m^3)), a pivoted Cholesky with the minimum-norm completion,
+    and batches in parallel without the GIL.  A :class:`gear.CustomConstraint`
+    (Python callables) takes the NumPy path: ``M^{-1} A^T`` from a Cholesky
+    factorisation of ``M`` and a symmetric eigendecomposition.
+
+    Options: ``rcond`` (default 1e-10); ``route`` (forward dynamics of the
+    native path): ``"aba"`` (the articulated-body passes above),
+    ``"dense"`` (build ``M`` by CRBA, factorise it, ``M^{-1} A^T`` by
+    substitution: O(n^2 m + n^3), which wins on small trees and when many
+    rows act on a short tree) or ``"auto"`` (default: ``"dense"`` when
+    ``nv^2 nc + nv^3 / 3 < 50 nbodies (nc + 2)``, a cost model fitted to
+    both routes on this project's machine class; ``benchmarks/
+    bench_constraints.py`` measures both).
+    """
+
+    name = "kkt"
+    default_options = {"rcond": 1e-10, "route": "auto"}
 
     def hybrid_batch(self, q, dq, ddq, tau, u, f_ext):
         out = self._native_call(q, dq, ddq, tau, u, f_ext)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import ConstraintSolver
+from .kkt import _NativeClosed
 
 __all__ = ["ProjectionSolver"]
 
@@ -15,7 +16,7 @@ def _svd_split(A, rcond):
     return U[:, :r], s[:r], Vt[:r].T, Vt[r:].T
 
 
-class ProjectionSolver(ConstraintSolver):
+class ProjectionSolver(_NativeClosed, ConstraintSolver):
     """Reduced-coordinate projection onto the constraint manifold.
 
     With ``G`` an orthonormal basis of the null space of ``A`` (SVD, rank
@@ -30,17 +31,28 @@ class ProjectionSolver(ConstraintSolver):
     dynamics adds the prescribed coordinates as rows ``ddq_u = given``.
     Redundant rows are eliminated by the rank cut-off.
 
+    When every constraint is a :class:`gear.LoopClosure` or a joint coupler,
+    forward dynamics runs natively (``closed_forward_projection`` in
+    ``gear/constraints/_closed.pxd``, single states, batches in parallel
+    and the native rollout loop): the null space comes from a Householder
+    QR of ``A^T`` with column pivoting (rank where ``|R_kk| <= rcond
+    |R_00|``) instead of the SVD, and gives the same ``ddq`` and minimum-norm
+    ``lam``.  Hybrid dynamics and :class:`gear.CustomConstraint` rows take
+    the NumPy path.
+
     Options: ``rcond`` (default 1e-10).
     """
 
     name = "projection"
     default_options = {"rcond": 1e-10}
+    _route = 2                    # the native kernel: reduced-coordinate projection
+    _native_factorizations = 4    # M, the QR of A^T, G^T M G and R_1 R_1^T
 
     def _check_options(self):
         r = float(self.options["rcond"])
         if not (0.0 < r < 1.0):
             raise ValueError(f"rcond must be in (0, 1), got {r}")
-        self.options["rcond"] = r
+        self.options["rcond"] = self._rcond = r
 
     def _solve(self, M, f, A, c):
         """``ddq`` with ``A ddq = -c`` minimising the projected residual."""
@@ -61,6 +73,16 @@ class ProjectionSolver(ConstraintSolver):
         return Ur @ ((Vr.T @ gen_force) / sr) if sr.size else np.zeros(A.shape[0])
 
     def _forward(self, q, dq, tau, f_ext):
+        out = self._native_call(q[None], dq[None], None, tau[None], None,
+                                None if f_ext is None else f_ext[None])
+        if out is not None:
+            ddq, _, lam, info = out
+            return ddq[0], lam[0], {"factorizations": self._native_factorizations,
+                                    "rank": int(info[0, 0]), "residual": float(info[0, 1]),
+                                    "native": True}
+        return self._forward_numpy(q, dq, tau, f_ext)
+
+    def _forward_numpy(self, q, dq, tau, f_ext):
         from .. import algorithms as alg
 
         model = self.system.model
