@@ -26,6 +26,7 @@ from gear.algorithms._common cimport forward_pass, base_acceleration, S_mul_add,
 from gear.spatial._spatial cimport (Ad_inv, dAd_inv, dad, inertia_mul, inertia_to_mat,
                                     mat6_vec, congruence_Ad_inv_add)
 from gear.algorithms._dense cimport chol_inv
+from gear.joints._jcalc cimport revolute_z
 
 
 cdef inline int hybrid(const ModelC* m, const double* q, const double* dq,
@@ -90,14 +91,21 @@ cdef inline int hybrid(const ModelC* m, const double* q, const double* dq,
                     t[r] += U[6 * c + r] * ddq[iv + c]
         elif n == 1:
             # the common one-dof joint, written out: U_i and Psi_i scalar
-            mat6_vec(Ih, S, U)
-            D[0] = (S[0] * U[0] + S[1] * U[1] + S[2] * U[2]
-                    + S[3] * U[3] + S[4] * U[4] + S[5] * U[5])
+            if revolute_z(m.jtype[i], m.jparam + 10 * i):
+                # S = e_3: U_i is column 3 of Ihat_i (symmetric: row 3)
+                for r in range(6):
+                    U[r] = Ih[12 + r]
+                D[0] = Ih[14]
+                u[0] = tau[iv] - t[2]
+            else:
+                mat6_vec(Ih, S, U)
+                D[0] = (S[0] * U[0] + S[1] * U[1] + S[2] * U[2]
+                        + S[3] * U[3] + S[4] * U[4] + S[5] * U[5])
+                u[0] = tau[iv] - (S[0] * t[0] + S[1] * t[1] + S[2] * t[2]
+                                  + S[3] * t[3] + S[4] * t[4] + S[5] * t[5])
             if not (D[0] > 0.0):
                 return 1 + i
             Dinv[0] = 1.0 / D[0]
-            u[0] = tau[iv] - (S[0] * t[0] + S[1] * t[1] + S[2] * t[2]
-                              + S[3] * t[3] + S[4] * t[4] + S[5] * t[5])
             x[0] = Dinv[0] * u[0]
             for r in range(6):
                 t[r] += U[r] * x[0]

@@ -112,6 +112,12 @@ cdef inline void jcalc(int kind, const double* prm, const double* q,
             S[7 * k] = 1.0
 
 
+cdef inline bint revolute_z(int kind, const double* prm) noexcept nogil:
+    """A revolute joint about its own z axis: S = (0, 0, 1, 0, 0, 0), which
+    the kernels may use to skip products with S."""
+    return kind == J_REVOLUTE and prm[0] == 0.0 and prm[1] == 0.0 and prm[2] == 1.0
+
+
 cdef inline void jcalc_placed(int kind, const double* prm, const double* q, const double* X,
                               double* T, double* S) noexcept nogil:
     """``T = X J(q)`` (the body pose in its parent, X the joint placement)
@@ -122,7 +128,7 @@ cdef inline void jcalc_placed(int kind, const double* prm, const double* q, cons
     cdef double J[12]
     cdef double c, s, x0, x1
     cdef int r
-    if kind == J_REVOLUTE and prm[0] == 0.0 and prm[1] == 0.0 and prm[2] == 1.0:
+    if revolute_z(kind, prm):
         c = cos(q[0])
         s = sin(q[0])
         for r in range(3):
