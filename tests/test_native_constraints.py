@@ -216,3 +216,24 @@ def test_native_projection_leaves_python_constraints_and_hybrid_to_numpy():
     assert not h.stats.get("native", False)
     ref = s4.hybrid_dynamics(q4, np.zeros(3), np.zeros(3), np.zeros(3), ["crank"])
     assert rel(h.ddq, ref.ddq) < 1e-9 and rel(h.tau, ref.tau) < 1e-9
+
+
+def test_exactly_zero_rows_get_zero_multipliers_on_both_routes():
+    """Balls closing planar loops have an out-of-plane row that is exactly
+    zero in A: the dense route leaves it out and the pivoted solve drops it
+    from the minimum-norm completion; its multiplier is exactly zero, and
+    both routes still give the NumPy minimum-norm answer."""
+    sysm, q0 = mech.n_four_bar(4)
+    rng = np.random.default_rng(5)
+    q = sysm.assemble(sysm.model.integrate(q0, 0.05 * rng.standard_normal(sysm.model.nv)))
+    dq = _consistent(sysm, q, rng)
+    tau = rng.standard_normal(sysm.model.nv)
+    A, _ = sysm._rows_numpy(q, dq)
+    zero = ~np.any(A != 0.0, axis=1)
+    assert zero.sum() == 4
+    ref = sysm.solver._forward_numpy(q, dq, tau, None)
+    for route in ("aba", "dense"):
+        res = sysm.with_solver("kkt", route=route).forward_dynamics(q, dq, tau)
+        assert np.all(res.lam[zero] == 0.0), route
+        assert rel(res.ddq, ref[0]) < 1e-10 and rel(res.lam, ref[1]) < 1e-9, route
+        assert res.stats["rank"] == A.shape[0] - 4

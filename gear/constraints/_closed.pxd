@@ -78,7 +78,7 @@ cdef struct ClosC:
 
 cdef inline int cwork_size(int nb, int nv, int m) noexcept nogil:
     # see CWork
-    return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48 + nv * nv + 2 * m * nv + 3 * nv * nv + 5 * nv
+    return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48 + nv * nv + 2 * m * nv + 3 * nv * nv + 5 * nv + 2 * m
 
 
 cdef struct CWork:
@@ -107,6 +107,8 @@ cdef struct CWork:
     double* Pq     # (nv, nv) Q of the QR of A^T (projection route)
     double* Pr     # (2 nv^2,) L^T G and G^T M G (projection route)
     double* Pv     # (5 nv,)  vectors of the projection route
+    double* act    # (m,)  indices of the rows that are not exactly zero (as doubles)
+    double* lc     # (m,)  their multipliers
 
 
 cdef inline CWork cwork_from(double* base, int nb, int nv, int m) noexcept nogil:
@@ -136,6 +138,8 @@ cdef inline CWork cwork_from(double* base, int nb, int nv, int m) noexcept nogil
     c.Pq = c.Bd + nv * m
     c.Pr = c.Pq + nv * nv
     c.Pv = c.Pr + 2 * nv * nv
+    c.act = c.Pv + 5 * nv
+    c.lc = c.act + m
     return c
 
 
@@ -516,6 +520,31 @@ cdef inline void unit_pass(const ModelC* m, const ClosC* c, const Work* w,
             S_mul_add(w.S + 36 * i, n, cw.xs + iv, cw.ja + 6 * i)
 
 
+cdef inline int active_rows(const double* A, int nr, int nv, CWork* cw) noexcept nogil:
+    """Indices (in ``cw.act``) of the rows of the dense ``A`` (nr x nv) that
+    are not exactly zero; returns their count.  A zero row -- the
+    out-of-plane row of a ball closing a planar loop, say -- carries no
+    force, and the minimum-norm multiplier is zero on it, so the dense
+    route leaves it out of ``M^{-1} A^T`` and ``K``."""
+    cdef int r, k, na = 0
+    for r in range(nr):
+        for k in range(nv):
+            if A[r * nv + k] != 0.0:
+                cw.act[na] = r
+                na += 1
+                break
+    return na
+
+
+cdef inline void scatter_lam(int nr, int na, CWork* cw, double* lam) noexcept nogil:
+    # lam = the multipliers cw.lc of the active rows, zero on the others
+    cdef int r
+    for r in range(nr):
+        lam[r] = 0.0
+    for r in range(na):
+        lam[<int> cw.act[r]] = cw.lc[r]
+
+
 cdef inline void clear_loads(const ModelC* m, CWork* cw) noexcept nogil:
     cdef int r
     for r in range(6 * m.nb):
@@ -540,7 +569,8 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
     ``L_DI = K_DI L_II^{-T}``; the solutions are ``x_b + Z s`` with ``x_b``
     the basic solution (``x_D = 0``), ``Z = [-W^T; I]`` (rows I, D) and
     ``W = L_DI L_II^{-1}`` (nn x r), and the minimum-norm one has
-    ``(I + W W^T) s = W x_bI``.  Returns r.  Uses ``cw.piv`` (1 on
+    ``(I + W W^T) s = W x_bI``.  Rows of K that are exactly zero have
+    ``x = 0`` in it and are left out of ``W``.  Returns r.  Uses ``cw.piv`` (1 on
     dependent rows), ``cw.tmp``, ``cw.W``, ``cw.Z``."""
     cdef int i, j, k, r, nn, a, b
     cdef double dmax = 0.0, s, t
@@ -563,7 +593,9 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
         for k in range(j):
             s -= Kj[k] * Kj[k]
         if not (s > rtol * dmax):
-            dep[j] = 1.0
+            # dependent; 2: an exactly zero row of K (a zero row of A), whose
+            # minimum-norm multiplier is zero: left out of the completion
+            dep[j] = 2.0 if Kj[j] == 0.0 else 1.0
             for i in range(j, n):
                 K[i * n + j] = 0.0
             continue
@@ -595,12 +627,15 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
         Ki = K + i * n
         for k in range(i):
             y[k] -= Ki[k] * t
-    nn = n - r
+    nn = 0
+    for j in range(n):
+        if dep[j] == 1.0:
+            nn += 1
     if nn > 0 and r > 0:
         # W (nn x n, zero on dependent columns): row a solves L_II^T w = L[d, I]^T
         a = 0
         for j in range(n):
-            if dep[j] == 0.0:
+            if dep[j] != 1.0:
                 continue
             Ki = W + a * n
             for i in range(n):
@@ -635,7 +670,7 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
                 y[k] -= W[a * n + k] * x[a]
         a = 0
         for j in range(n):
-            if dep[j] != 0.0:
+            if dep[j] == 1.0:
                 y[j] = x[a]
                 a += 1
     for i in range(n):
@@ -732,11 +767,12 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
     substitution (O(n^2 m)), then the same ``K lam = rhs`` solve.  Same
     outputs and status codes as :func:`closed_dynamics`, plus
     ST_MASS_NOT_PD."""
-    cdef int i, j, k, st, nr = c.m, nv = m.nv
+    cdef int i, j, k, st, na, nr = c.m, nv = m.nv
     cdef double t, acc2
     cdef double* M = cw.Md
     cdef double* A = cw.Ad
     cdef double* B = cw.Bd
+    cdef double* Ai
     rnea(m, q, dq, NULL, fext, True, ddq, w)            # ddq := b(q, dq)
     crba_after_fk(m, M, w)                              # reuses rnea's T and S
     for i in range(nv):
@@ -754,26 +790,30 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
     if st != 0:
         return st
     dense_rows(m, c, w, cw, A)
+    na = active_rows(A, nr, nv, cw)
+    # B = M^{-1} A_act^T, K = A_act B over the rows that are not exactly zero
     for i in range(nv):
-        for j in range(nr):
-            B[i * nr + j] = A[j * nv + i]
-    chol_solve(M, nv, B, nr)                            # M^{-1} A^T
-    for i in range(nr):
-        t = cw.bias[i]
+        for j in range(na):
+            B[i * na + j] = A[(<int> cw.act[j]) * nv + i]
+    chol_solve(M, nv, B, na)                            # M^{-1} A^T
+    for i in range(na):
+        Ai = A + (<int> cw.act[i]) * nv
+        t = cw.bias[<int> cw.act[i]]
         for k in range(nv):
-            t += A[i * nv + k] * ddq[k]
+            t += Ai[k] * ddq[k]
         cw.rhs[i] = -t
         for j in range(i + 1):
             t = 0.0
             for k in range(nv):
-                t += A[i * nv + k] * B[k * nr + j]
-            cw.K[i * nr + j] = t
-            cw.K[j * nr + i] = t
-    info[0] = psd_solve(cw.K, nr, cw.rhs, lam, cw, c.rcond)
+                t += Ai[k] * B[k * na + j]
+            cw.K[i * na + j] = t
+            cw.K[j * na + i] = t
+    info[0] = psd_solve(cw.K, na, cw.rhs, cw.lc, cw, c.rcond)
+    scatter_lam(nr, na, cw, lam)
     for k in range(nv):
         t = 0.0
-        for j in range(nr):
-            t += B[k * nr + j] * lam[j]
+        for j in range(na):
+            t += B[k * na + j] * cw.lc[j]
         ddq[k] += t
     acc2 = 0.0
     for i in range(nr):

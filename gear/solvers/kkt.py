@@ -128,9 +128,12 @@ class KKTSolver(_NativeClosed, ConstraintSolver):
     native path): ``"aba"`` (the articulated-body passes above),
     ``"dense"`` (build ``M`` by CRBA, factorise it, ``M^{-1} A^T`` by
     substitution: O(n^2 m + n^3), which wins on small trees and when many
-    rows act on a short tree) or ``"auto"`` (default: ``"dense"`` when
-    ``nv^2 nc + nv^3 / 3 < 50 nbodies (nc + 2)``, a cost model fitted to
-    both routes on this project's machine class; ``benchmarks/
+    rows act on a short tree; rows of ``A`` that are exactly zero at the
+    state -- the out-of-plane row of a ball closing a planar loop -- are
+    left out, with a zero multiplier) or ``"auto"`` (default: ``"dense"``
+    when ``nv^2 nz + nv^3 / 3 < 60 nbodies (nc + 2)``, ``nz`` the rows not
+    exactly zero at a random configuration: a cost model fitted to both
+    routes on this project's machine class; ``benchmarks/
     bench_constraints.py`` measures both).
     """
 
@@ -154,8 +157,21 @@ class KKTSolver(_NativeClosed, ConstraintSolver):
             raise ValueError(f"route must be 'auto', 'aba' or 'dense', got {route!r}")
         if route == "auto":
             nv, nc, nb = self.system.model.nv, self.system.nc, self.system.model.nbodies
-            route = "dense" if nv * nv * nc + nv ** 3 / 3 < 50 * nb * (nc + 2) else "aba"
+            nz = self._nonzero_rows()
+            route = "dense" if nv * nv * nz + nv ** 3 / 3 < 60 * nb * (nc + 2) else "aba"
         self._route = 1 if route == "dense" else 0
+
+    def _nonzero_rows(self):
+        """Rows of A that are not exactly zero at a random configuration
+        (the dense route skips zero rows: the out-of-plane rows of balls
+        closing planar loops are zero everywhere)."""
+        sys = self.system
+        try:
+            q = sys.model.random_configuration(np.random.default_rng(0))
+            A = sys._rows(q)[0]
+            return int(np.count_nonzero(np.any(A != 0.0, axis=1)))
+        except Exception:            # e.g. a distance closure whose points meet there
+            return sys.nc
 
     def _forward(self, q, dq, tau, f_ext):
         out = self._native_call(q[None], dq[None], None, tau[None], None,
