@@ -13,7 +13,10 @@ the largest difference in ddq.  Ratios are gear / Pinocchio (one call
 from Python, and per state of a batch run on all threads).  A second table
 times the two routes of the native kkt kernel per state on one thread:
 Kim's articulated-body passes (eqs. 67-69, O(n m + m^3)) and building M
-(CRBA + Cholesky, O(n^2 m + n^3)), with the one ``route="auto"`` picks.
+(CRBA + Featherstone's tree-sparse L^T L, O(sum of squared dof depths +
+m x support x depth)), with the one ``route="auto"`` picks, on the
+mechanisms and on serial chains held at the tip by a ball (m << n, where
+the articulated-body route wins).
 A third times each built-in solver on the same states.
 """
 from __future__ import annotations
@@ -65,6 +68,20 @@ def cases():
         yield "talos 2 feet", t[0], t[1]
 
 
+def chain_cases():
+    """Serial chains of n revolute joints whose tip is held by a ball at
+    the world (m = 3 << n): where the articulated-body route wins."""
+    from gear.testing import random_chain
+
+    for n in (10, 20, 40, 60):
+        m = random_chain(n, "revolute", rng=0)
+        q = m.neutral()
+        W = np.asarray(gear.forward_kinematics(m, q)[-1])          # 4 x 4 pose of the tip
+        c = gear.LoopClosure(n - 1, gear.SE3(np.eye(3), np.zeros(3)), "world",
+                             gear.SE3(W[:3, :3], W[:3, 3]), "ball", name="tip")
+        yield f"chain {n} ball", gear.ConstrainedModel(m, [c]), q
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -105,8 +122,12 @@ def main(argv=None):
     print(f"{'mechanism':<14} {'nbodies':>7} {'nv':>4} {'nc':>4} {'aba':>9} {'dense':>9} {'diff':>8} {'auto':>6}")
     old = gear.get_num_threads()
     gear.set_num_threads(1)
+    chains = []
+    for label, s, q in chain_cases():
+        dq = s.project_velocity(q, rng.standard_normal(s.model.nv))
+        chains.append((label, s, q, dq, rng.standard_normal(s.model.nv), None))
     try:
-        for label, s, q, dq, tau, _ in rows:
+        for label, s, q, dq, tau, _ in rows + chains:
             Q, DQ, TAU = np.tile(q, (N, 1)), np.tile(dq, (N, 1)), np.tile(tau, (N, 1))
             t, out = {}, {}
             for route in ("aba", "dense"):

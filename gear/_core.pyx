@@ -71,7 +71,19 @@ cdef class ModelData:
                 desc_np[j, i] = 1
                 j = a_parent[j]
         cdef unsigned char[:, ::1] a_desc = desc_np
-        self.arrays = (a_parent, a_jtype, a_iq, a_iv, a_nvi, a_jparam, a_X, a_I, a_desc)
+        # the dof tree (Featherstone Sec. 6.5): each dof's parent dof
+        vpar = np.full(max(nv, 1), -1, dtype=np.int32)
+        for i in range(nb):
+            for k in range(a_nvi[i]):
+                if k > 0:
+                    vpar[a_iv[i] + k] = a_iv[i] + k - 1
+                else:
+                    j = a_parent[i]
+                    while j >= 0 and a_nvi[j] == 0:
+                        j = a_parent[j]
+                    vpar[a_iv[i]] = -1 if j < 0 else a_iv[j] + a_nvi[j] - 1
+        cdef int[::1] a_vpar = vpar
+        self.arrays = (a_parent, a_jtype, a_iq, a_iv, a_nvi, a_jparam, a_X, a_I, a_desc, a_vpar)
         self.nb = nb
         self.nq = nq
         self.nv = nv
@@ -87,6 +99,7 @@ cdef class ModelData:
         self.c.Xtree = &a_X[0, 0]
         self.c.inertia = &a_I[0, 0]
         self.c.desc = &a_desc[0, 0]
+        self.c.vparent = &a_vpar[0]
         self.c.g[0] = gravity[0]
         self.c.g[1] = gravity[1]
         self.c.g[2] = gravity[2]
@@ -101,6 +114,11 @@ cdef class ModelData:
         self.nquat = len(at)
         self.quat_at = np.array(at + [0], dtype=np.int32)
         self.quat_joint = np.array(jt + [0], dtype=np.int32)
+
+    def dof_parents(self):
+        """(nv,) int32: the parent dof of each dof (-1 for none), the tree of
+        the mass matrix's sparsity (Featherstone Sec. 6.5)."""
+        return np.asarray(self.arrays[9])[:self.nv].copy()
 
     def set_gravity(self, g):
         self.c.g[0] = g[0]

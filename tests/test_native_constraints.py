@@ -237,3 +237,48 @@ def test_exactly_zero_rows_get_zero_multipliers_on_both_routes():
         assert np.all(res.lam[zero] == 0.0), route
         assert rel(res.ddq, ref[0]) < 1e-10 and rel(res.lam, ref[1]) < 1e-9, route
         assert res.stats["rank"] == A.shape[0] - 4
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tree_sparse_dense_route_on_random_trees_of_every_joint_kind(seed):
+    """The dense route's tree-sparse L^T L (Featherstone Sec. 6.5) on random
+    branched trees with every joint kind (multi-dof joints make chains in
+    the dof tree) and many closure rows: equal to the NumPy path (dense
+    Cholesky, eigendecomposition) and to the articulated-body route."""
+    sysm, rng = _multi_closure_system(seed, to_world=seed % 2 == 0)
+    model = sysm.model
+    vp = model.data.dof_parents()
+    # each dof's parent: the previous dof of its joint, else the last dof
+    # of the nearest ancestor joint with dofs
+    for i, j in enumerate(model.joints):
+        for k in range(j.nv):
+            v = model._iv[i] + k
+            if k:
+                assert vp[v] == v - 1
+            else:
+                p = model.parents[i]
+                while p >= 0 and model.joints[p].nv == 0:
+                    p = model.parents[p]
+                assert vp[v] == (-1 if p < 0 else model._iv[p] + model.joints[p].nv - 1)
+    # 31 rows on ~22 dofs at a random state (inconsistent): the two routes
+    # run the same pivoted solve on K and agree
+    q = model.random_configuration(rng)
+    dq, tau = rng.standard_normal(model.nv), rng.standard_normal(model.nv)
+    d = sysm.with_solver("kkt", route="dense").forward_dynamics(q, dq, tau)
+    a = sysm.with_solver("kkt", route="aba").forward_dynamics(q, dq, tau)
+    assert rel(d.ddq, a.ddq) < 1e-9 and d.stats["rank"] == a.stats["rank"]
+    # a few closures (full row rank: a unique answer at any state) against
+    # the NumPy path
+    for _ in range(50):
+        cs = [gear.LoopClosure(int(rng.integers(0, 9)), random_se3(rng), "world", random_se3(rng), kind)
+              for kind in ("ball", "distance", "revolute")]
+        small = gear.ConstrainedModel(model, cs)
+        A = small.constraint_jacobian(q)
+        if np.linalg.matrix_rank(A) == A.shape[0]:
+            break
+    else:
+        pytest.fail("no full-rank set of closures drawn")
+    f_ext = rng.standard_normal((model.nbodies, 6))
+    d = small.with_solver("kkt", route="dense").forward_dynamics(q, dq, tau, f_ext)
+    ddq, lam, _ = small.solver._forward_numpy(q, dq, tau, f_ext)
+    assert rel(d.ddq, ddq) < 1e-9 and rel(d.lam, lam) < 1e-8

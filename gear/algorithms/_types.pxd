@@ -15,6 +15,8 @@ cdef struct ModelC:
     const double* inertia # (nb, 10) body inertias (m, h, Ibar), _spatial.pxd
     double g[3]           # gravity in the world frame
     const unsigned char* desc  # (nb, nb): desc[j * nb + i] = 1 if body i is in the subtree of j
+    const int* vparent    # (nv,) parent dof of each dof (the previous dof of its joint, else the
+                          # last dof of the nearest ancestor joint with dofs), -1 for none
 
 
 cdef struct Work:

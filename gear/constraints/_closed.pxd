@@ -39,7 +39,7 @@ from gear.algorithms._common cimport S_mul_add, St_mul, forward_pass
 from gear.algorithms._aba cimport hybrid
 from gear.algorithms._rnea cimport rnea
 from gear.algorithms._crba cimport crba_after_fk
-from gear.algorithms._dense cimport chol_factor, chol_solve
+from gear.algorithms._dense cimport chol_factor, chol_solve, ltl_factor, ltl_solve_Lt, ltl_solve_L
 from gear.spatial._spatial cimport (se3_mul, Ad_inv, dAd_inv, cross3, matvec3, matTvec3,
                                     matmul3, mat6_vec)
 
@@ -78,7 +78,7 @@ cdef struct ClosC:
 
 cdef inline int cwork_size(int nb, int nv, int m) noexcept nogil:
     # see CWork
-    return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48 + nv * nv + 2 * m * nv + 3 * nv * nv + 5 * nv + 2 * m
+    return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48 + nv * nv + 2 * m * nv + 3 * nv * nv + 5 * nv + 4 * m
 
 
 cdef struct CWork:
@@ -103,10 +103,10 @@ cdef struct CWork:
     double* fr     # (48,)  the two frames of a closure
     double* Md     # (nv, nv) mass matrix / its Cholesky factor (dense route)
     double* Ad     # (m, nv)  A (dense route)
-    double* Bd     # (nv, m)  M^{-1} A^T (dense route); A^T and its QR (projection)
+    double* Bd     # (nv, m)  Y = L^{-T} A^T (dense route); A^T and its QR (projection)
     double* Pq     # (nv, nv) Q of the QR of A^T (projection route)
     double* Pr     # (2 nv^2,) L^T G and G^T M G (projection route)
-    double* Pv     # (5 nv,)  vectors of the projection route
+    double* Pv     # (5 nv + 2 m,)  vectors of the projection and dense routes
     double* act    # (m,)  indices of the rows that are not exactly zero (as doubles)
     double* lc     # (m,)  their multipliers
 
@@ -138,7 +138,7 @@ cdef inline CWork cwork_from(double* base, int nb, int nv, int m) noexcept nogil
     c.Pq = c.Bd + nv * m
     c.Pr = c.Pq + nv * nv
     c.Pv = c.Pr + 2 * nv * nv
-    c.act = c.Pv + 5 * nv
+    c.act = c.Pv + 5 * nv + 2 * m
     c.lc = c.act + m
     return c
 
@@ -763,23 +763,35 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
                                      CWork* cw) noexcept nogil:
     """Constrained forward dynamics by building ``M`` (the route Kim's
     eqs. 67-69 avoid; kept to show where each wins): CRBA, RNEA for the
-    bias, a Cholesky factorisation of ``M``, ``M^{-1} A^T`` by
-    substitution (O(n^2 m)), then the same ``K lam = rhs`` solve.  Same
-    outputs and status codes as :func:`closed_dynamics`, plus
-    ST_MASS_NOT_PD."""
-    cdef int i, j, k, st, na, nr = c.m, nv = m.nv
+    bias, then Featherstone's tree-sparse factorisation ``M = L^T L``
+    (RBDA Sec. 6.5: no fill-in, cost sum of squared dof depths) and
+
+        Y = L^{-T} A^T,   K = A M^{-1} A^T = Y^T Y,
+        ddq_r = M^{-1} (tau - b),   K lam = -(A ddq_r + dA dq),
+        ddq = ddq_r + L^{-1} (Y lam),
+
+    where column r of Y is non-zero only on the dofs row r of A acts on
+    (its bodies' paths to the root, closed under ancestors), so each
+    column costs O(its support x depth) and K's entries are dot products
+    over overlapping supports.  Rows of A that are exactly zero are left
+    out (zero multiplier).  Same outputs and status codes as
+    :func:`closed_dynamics`, plus ST_MASS_NOT_PD."""
+    cdef int i, j, k, a, b, st, na, lo, hi, nr = c.m, nv = m.nv
     cdef double t, acc2
     cdef double* M = cw.Md
     cdef double* A = cw.Ad
-    cdef double* B = cw.Bd
+    cdef double* Y = cw.Bd          # (na, nv): row a is column a of Y
+    cdef double* z = cw.Pv          # (nv,)
+    cdef double* lohi = cw.Pv + nv  # (2 na,) support range of each column of Y (as doubles)
     cdef double* Ai
     rnea(m, q, dq, NULL, fext, True, ddq, w)            # ddq := b(q, dq)
     crba_after_fk(m, M, w)                              # reuses rnea's T and S
     for i in range(nv):
         ddq[i] = tau[i] - ddq[i]
-    if chol_factor(M, nv) != 0:
+    if ltl_factor(M, nv, m.vparent) != 0:
         return ST_MASS_NOT_PD
-    chol_solve(M, nv, ddq, 1)                           # ddq_r = M^{-1} (tau - b)
+    ltl_solve_Lt(M, nv, m.vparent, ddq, nv - 1)         # ddq_r = L^{-1} L^{-T} (tau - b)
+    ltl_solve_L(M, nv, m.vparent, ddq)
     info[0] = 0.0
     info[1] = 0.0
     if nr == 0:
@@ -791,30 +803,44 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
         return st
     dense_rows(m, c, w, cw, A)
     na = active_rows(A, nr, nv, cw)
-    # B = M^{-1} A_act^T, K = A_act B over the rows that are not exactly zero
-    for i in range(nv):
-        for j in range(na):
-            B[i * na + j] = A[(<int> cw.act[j]) * nv + i]
-    chol_solve(M, nv, B, na)                            # M^{-1} A^T
-    for i in range(na):
-        Ai = A + (<int> cw.act[i]) * nv
-        t = cw.bias[<int> cw.act[i]]
+    for a in range(na):
+        Ai = A + (<int> cw.act[a]) * nv
+        hi = -1
+        t = cw.bias[<int> cw.act[a]]
         for k in range(nv):
+            Y[a * nv + k] = Ai[k]
+            if Ai[k] != 0.0:
+                hi = k
             t += Ai[k] * ddq[k]
-        cw.rhs[i] = -t
-        for j in range(i + 1):
+        cw.rhs[a] = -t
+        ltl_solve_Lt(M, nv, m.vparent, Y + a * nv, hi)   # Y_a = L^{-T} A_a^T
+        lo = hi
+        for k in range(hi + 1):
+            if Y[a * nv + k] != 0.0:
+                lo = k
+                break
+        lohi[2 * a] = lo
+        lohi[2 * a + 1] = hi
+    for a in range(na):
+        for b in range(a + 1):
+            lo = <int> (lohi[2 * a] if lohi[2 * a] > lohi[2 * b] else lohi[2 * b])
+            hi = <int> (lohi[2 * a + 1] if lohi[2 * a + 1] < lohi[2 * b + 1] else lohi[2 * b + 1])
             t = 0.0
-            for k in range(nv):
-                t += Ai[k] * B[k * na + j]
-            cw.K[i * na + j] = t
-            cw.K[j * na + i] = t
+            for k in range(lo, hi + 1):
+                t += Y[a * nv + k] * Y[b * nv + k]
+            cw.K[a * na + b] = t
+            cw.K[b * na + a] = t
     info[0] = psd_solve(cw.K, na, cw.rhs, cw.lc, cw, c.rcond)
     scatter_lam(nr, na, cw, lam)
     for k in range(nv):
-        t = 0.0
-        for j in range(na):
-            t += B[k * na + j] * cw.lc[j]
-        ddq[k] += t
+        z[k] = 0.0
+    for a in range(na):
+        t = cw.lc[a]
+        for k in range(<int> lohi[2 * a], <int> lohi[2 * a + 1] + 1):
+            z[k] += Y[a * nv + k] * t
+    ltl_solve_L(M, nv, m.vparent, z)                    # M^{-1} A^T lam = L^{-1} (Y lam)
+    for k in range(nv):
+        ddq[k] += z[k]
     acc2 = 0.0
     for i in range(nr):
         t = cw.bias[i]

@@ -125,16 +125,18 @@ class KKTSolver(_NativeClosed, ConstraintSolver):
     factorisation of ``M`` and a symmetric eigendecomposition.
 
     Options: ``rcond`` (default 1e-10); ``route`` (forward dynamics of the
-    native path): ``"aba"`` (the articulated-body passes above),
-    ``"dense"`` (build ``M`` by CRBA, factorise it, ``M^{-1} A^T`` by
-    substitution: O(n^2 m + n^3), which wins on small trees and when many
-    rows act on a short tree; rows of ``A`` that are exactly zero at the
-    state -- the out-of-plane row of a ball closing a planar loop -- are
-    left out, with a zero multiplier) or ``"auto"`` (default: ``"dense"``
-    when ``nv^2 nz + nv^3 / 3 < 60 nbodies (nc + 2)``, ``nz`` the rows not
-    exactly zero at a random configuration: a cost model fitted to both
-    routes on this project's machine class; ``benchmarks/
-    bench_constraints.py`` measures both).
+    native path): ``"aba"`` (the articulated-body passes above, O(n m +
+    m^3)), ``"dense"`` (build ``M`` by CRBA and factorise it with
+    Featherstone's tree-sparse ``M = L^T L``, no fill-in; ``K = Y^T Y``
+    with ``Y = L^{-T} A^T``, each column of Y only on the dofs its row acts
+    on; rows of ``A`` that are exactly zero at the state -- the
+    out-of-plane row of a ball closing a planar loop -- are left out, with
+    a zero multiplier: it wins on branched and shallow trees, and on deep
+    chains when many rows act on them) or ``"auto"`` (default: a cost
+    model from the dof tree and the rows' sparsity, see
+    ``KKTSolver._dense_cost``; ``benchmarks/bench_constraints.py`` times both
+    routes, including serial chains where the articulated-body route
+    wins).
     """
 
     name = "kkt"
@@ -156,22 +158,41 @@ class KKTSolver(_NativeClosed, ConstraintSolver):
         if route not in ("auto", "aba", "dense"):
             raise ValueError(f"route must be 'auto', 'aba' or 'dense', got {route!r}")
         if route == "auto":
-            nv, nc, nb = self.system.model.nv, self.system.nc, self.system.model.nbodies
-            nz = self._nonzero_rows()
-            route = "dense" if nv * nv * nz + nv ** 3 / 3 < 60 * nb * (nc + 2) else "aba"
+            route = "dense" if self._dense_cost() < 60.0 else "aba"
         self._route = 1 if route == "dense" else 0
 
-    def _nonzero_rows(self):
-        """Rows of A that are not exactly zero at a random configuration
-        (the dense route skips zero rows: the out-of-plane rows of balls
-        closing planar loops are zero everywhere)."""
+    def _dense_cost(self):
+        """The dense route's work relative to the articulated-body route's,
+        from the shapes alone (``route="auto"``).  With d_k the depth of dof
+        k in the dof tree, nz the rows of A that are not exactly zero at a
+        random configuration (the dense route skips zero rows: the
+        out-of-plane rows of balls closing planar loops are zero
+        everywhere) and s their mean number of non-zeros:
+
+            dense ~ sum d_k^2 + 2 nz s mean(d) + nz^2 s / 2 + nz^3 / 6
+                    (L^T L, the columns of Y, K = Y^T Y, the pivoted solve)
+            aba   ~ nbodies (nc + 2)    (articulated-body and unit passes)
+
+        ``dense / aba < 60`` picks the dense route: fitted on this project's
+        machine class to the benchmark mechanisms and to serial chains
+        closed to the world (the routes cross at about 20 bodies)."""
         sys = self.system
+        model = sys.model
+        vp = model.data.dof_parents()
+        depth = np.zeros(model.nv)
+        for k in range(model.nv):
+            depth[k] = 1 + (depth[vp[k]] if vp[k] >= 0 else 0)
         try:
-            q = sys.model.random_configuration(np.random.default_rng(0))
+            q = model.random_configuration(np.random.default_rng(0))
             A = sys._rows(q)[0]
-            return int(np.count_nonzero(np.any(A != 0.0, axis=1)))
         except Exception:            # e.g. a distance closure whose points meet there
-            return sys.nc
+            A = np.ones((sys.nc, model.nv))
+        rows = np.any(A != 0.0, axis=1)
+        nz = int(rows.sum())
+        s = float(np.count_nonzero(A[rows]) / nz) if nz else 0.0
+        dmean = float(depth.mean()) if model.nv else 0.0
+        dense = float((depth ** 2).sum()) + 2 * nz * s * dmean + nz * nz * s / 2 + nz ** 3 / 6
+        return dense / (model.nbodies * (sys.nc + 2))
 
     def _forward(self, q, dq, tau, f_ext):
         out = self._native_call(q[None], dq[None], None, tau[None], None,
