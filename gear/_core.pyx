@@ -83,7 +83,23 @@ cdef class ModelData:
                         j = a_parent[j]
                     vpar[a_iv[i]] = -1 if j < 0 else a_iv[j] + a_nvi[j] - 1
         cdef int[::1] a_vpar = vpar
-        self.arrays = (a_parent, a_jtype, a_iq, a_iv, a_nvi, a_jparam, a_X, a_I, a_desc, a_vpar)
+        # each dof's ancestors as runs of consecutive indices (a chain is one
+        # run): the tree-sparse factorisation's loops then run over
+        # contiguous memory instead of chasing parent links
+        ptr, runs = [0], []
+        for k in range(nv):
+            j = vpar[k]
+            while j >= 0:
+                hi = j
+                while vpar[j] == j - 1 and j - 1 >= 0:
+                    j -= 1
+                runs += [j, hi]
+                j = vpar[j]
+            ptr.append(len(runs) // 2)
+        cdef int[::1] a_sptr = np.array(ptr, dtype=np.int32)
+        cdef int[::1] a_seg = np.array(runs + [0, 0], dtype=np.int32)
+        self.arrays = (a_parent, a_jtype, a_iq, a_iv, a_nvi, a_jparam, a_X, a_I, a_desc, a_vpar,
+                       a_sptr, a_seg)
         self.nb = nb
         self.nq = nq
         self.nv = nv
@@ -100,6 +116,8 @@ cdef class ModelData:
         self.c.inertia = &a_I[0, 0]
         self.c.desc = &a_desc[0, 0]
         self.c.vparent = &a_vpar[0]
+        self.c.aseg_ptr = &a_sptr[0]
+        self.c.aseg = &a_seg[0]
         self.c.g[0] = gravity[0]
         self.c.g[1] = gravity[1]
         self.c.g[2] = gravity[2]

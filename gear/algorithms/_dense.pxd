@@ -103,61 +103,72 @@ cdef inline void chol_inverse(const double* L, int n, double* Ainv, double* Y) n
 # ---------------------------------------------------------------------------
 # Tree-sparse factorisation of the mass matrix (Featherstone, RBDA Sec. 6.5)
 # ---------------------------------------------------------------------------
-cdef inline int ltl_factor(double* H, int n, const int* lam) noexcept nogil:
+cdef inline int ltl_factor(double* H, int n, const int* ptr, const int* seg) noexcept nogil:
     """In place ``H = L^T L`` (RBDA Table 6.3) for the mass matrix ``H``
-    (n x n row-major) of a tree whose dof k has parent dof ``lam[k]``
-    (-1: none; ``lam[k] < k``).  ``H[k, i]`` is non-zero only when i is k
-    or an ancestor of k, and L keeps that pattern (no fill-in): the cost is
-    the sum of the squared dof depths instead of n^3 / 6.  L is left in the
+    (n x n row-major) of a tree: ``H[k, i]`` is non-zero only when i is k
+    or an ancestor of k in the dof tree, and L keeps that pattern (no
+    fill-in), so the cost is the sum of the squared dof depths instead of
+    n^3 / 6.  The ancestors of dof k are the runs ``seg[2s] .. seg[2s+1]``,
+    s = ``ptr[k] .. ptr[k+1]-1`` (``ModelC.aseg``).  L is left in the
     entries ``H[k, i]``, i = k and its ancestors.  Returns 0, or 1 + k if
     the pivot of dof k is not positive."""
-    cdef int k, i, j
-    cdef double a
+    cdef int k, i, j, s, s2
+    cdef double a, hki
+    cdef double* Hk
+    cdef double* Hi
     for k in range(n - 1, -1, -1):
-        a = H[k * n + k]
+        Hk = H + k * n
+        a = Hk[k]
         if not (a > 0.0):
             return 1 + k
         a = sqrt(a)
-        H[k * n + k] = a
-        i = lam[k]
-        while i >= 0:
-            H[k * n + i] /= a
-            i = lam[i]
-        i = lam[k]
-        while i >= 0:
-            a = H[k * n + i]
-            j = i
-            while j >= 0:
-                H[i * n + j] -= a * H[k * n + j]
-                j = lam[j]
-            i = lam[i]
+        Hk[k] = a
+        a = 1.0 / a
+        for s in range(ptr[k], ptr[k + 1]):
+            for j in range(seg[2 * s], seg[2 * s + 1] + 1):
+                Hk[j] *= a
+        # H_ij -= H_ki H_kj for every ancestor i of k and j = i or an ancestor of i
+        for s in range(ptr[k], ptr[k + 1]):
+            for i in range(seg[2 * s], seg[2 * s + 1] + 1):
+                hki = Hk[i]
+                if hki == 0.0:
+                    continue
+                Hi = H + i * n
+                Hi[i] -= hki * hki
+                for s2 in range(ptr[i], ptr[i + 1]):
+                    for j in range(seg[2 * s2], seg[2 * s2 + 1] + 1):
+                        Hi[j] -= hki * Hk[j]
     return 0
 
 
-cdef inline void ltl_solve_Lt(const double* L, int n, const int* lam, double* x, int top) noexcept nogil:
+cdef inline void ltl_solve_Lt(const double* L, int n, const int* ptr, const int* seg, double* x,
+                              int top) noexcept nogil:
     """x <- L^{-T} x (RBDA Table 6.4) for L from ``ltl_factor``; the entries
     of x above ``top`` must be zero (they stay zero)."""
-    cdef int i, j
+    cdef int i, j, s
     cdef double xi
+    cdef const double* Li
     for i in range(top, -1, -1):
         if x[i] == 0.0:
             continue
-        xi = x[i] / L[i * n + i]
+        Li = L + i * n
+        xi = x[i] / Li[i]
         x[i] = xi
-        j = lam[i]
-        while j >= 0:
-            x[j] -= L[i * n + j] * xi
-            j = lam[j]
+        for s in range(ptr[i], ptr[i + 1]):
+            for j in range(seg[2 * s], seg[2 * s + 1] + 1):
+                x[j] -= Li[j] * xi
 
 
-cdef inline void ltl_solve_L(const double* L, int n, const int* lam, double* x) noexcept nogil:
+cdef inline void ltl_solve_L(const double* L, int n, const int* ptr, const int* seg,
+                             double* x) noexcept nogil:
     """x <- L^{-1} x for L from ``ltl_factor``."""
-    cdef int i, j
+    cdef int i, j, s
     cdef double t
+    cdef const double* Li
     for i in range(n):
+        Li = L + i * n
         t = x[i]
-        j = lam[i]
-        while j >= 0:
-            t -= L[i * n + j] * x[j]
-            j = lam[j]
-        x[i] = t / L[i * n + i]
+        for s in range(ptr[i], ptr[i + 1]):
+            for j in range(seg[2 * s], seg[2 * s + 1] + 1):
+                t -= Li[j] * x[j]
+        x[i] = t / Li[i]

@@ -788,10 +788,10 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
     crba_after_fk(m, M, w)                              # reuses rnea's T and S
     for i in range(nv):
         ddq[i] = tau[i] - ddq[i]
-    if ltl_factor(M, nv, m.vparent) != 0:
+    if ltl_factor(M, nv, m.aseg_ptr, m.aseg) != 0:
         return ST_MASS_NOT_PD
-    ltl_solve_Lt(M, nv, m.vparent, ddq, nv - 1)         # ddq_r = L^{-1} L^{-T} (tau - b)
-    ltl_solve_L(M, nv, m.vparent, ddq)
+    ltl_solve_Lt(M, nv, m.aseg_ptr, m.aseg, ddq, nv - 1)         # ddq_r = L^{-1} L^{-T} (tau - b)
+    ltl_solve_L(M, nv, m.aseg_ptr, m.aseg, ddq)
     info[0] = 0.0
     info[1] = 0.0
     if nr == 0:
@@ -813,7 +813,7 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
                 hi = k
             t += Ai[k] * ddq[k]
         cw.rhs[a] = -t
-        ltl_solve_Lt(M, nv, m.vparent, Y + a * nv, hi)   # Y_a = L^{-T} A_a^T
+        ltl_solve_Lt(M, nv, m.aseg_ptr, m.aseg, Y + a * nv, hi)   # Y_a = L^{-T} A_a^T
         lo = hi
         for k in range(hi + 1):
             if Y[a * nv + k] != 0.0:
@@ -838,7 +838,7 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
         t = cw.lc[a]
         for k in range(<int> lohi[2 * a], <int> lohi[2 * a + 1] + 1):
             z[k] += Y[a * nv + k] * t
-    ltl_solve_L(M, nv, m.vparent, z)                    # M^{-1} A^T lam = L^{-1} (Y lam)
+    ltl_solve_L(M, nv, m.aseg_ptr, m.aseg, z)                    # M^{-1} A^T lam = L^{-1} (Y lam)
     for k in range(nv):
         ddq[k] += z[k]
     acc2 = 0.0
