@@ -352,6 +352,41 @@ cdef inline void dense_rows(const ModelC* m, const ClosC* c, const Work* w, cons
                 i = m.parent[i]
 
 
+cdef inline void dense_rows_world(const ModelC* m, const ClosC* c, const Work* w, const CWork* cw,
+                                  double* A) noexcept nogil:
+    """``dense_rows`` after ``crba_after_fk``, which leaves the world-frame
+    joint Jacobians ``S0_i = Ad_{T_0i} S_i`` in ``w.U``: each row wrench is
+    taken to the world frame once (``F0 = Ad*_{T_0b^{-1}} F``) and
+    ``A_r[v_i] += S0_i^T F0`` on every ancestor i, with no transform along
+    the path (the pairing of a twist and a wrench does not depend on the
+    frame)."""
+    cdef int r, k, side, i, col, b
+    cdef double F0[6]
+    cdef double* Ar
+    cdef const double* S0
+    for r in range(c.m):
+        Ar = A + r * m.nv
+        for col in range(m.nv):
+            Ar[col] = 0.0
+        if c.rtype[r] == ROW_COUPLER:
+            Ar[c.ri[r]] += 1.0
+            Ar[c.rj[r]] -= c.rcoef[r]
+            continue
+        k = c.rk[r]
+        for side in range(2):
+            b = c.body_a[k] if side == 0 else c.body_b[k]
+            if b < 0:
+                continue
+            dAd_inv(cw.Tw + 12 * b, cw.F + 12 * r + 6 * side, F0)
+            i = b
+            while i >= 0:
+                for col in range(m.nvi[i]):
+                    S0 = w.U + 36 * i + 6 * col
+                    Ar[m.iv[i] + col] += (S0[0] * F0[0] + S0[1] * F0[1] + S0[2] * F0[2]
+                                          + S0[3] * F0[3] + S0[4] * F0[4] + S0[5] * F0[5])
+                i = m.parent[i]
+
+
 # ---------------------------------------------------------------------------
 # passes reusing the articulated inertias
 # ---------------------------------------------------------------------------
@@ -801,7 +836,7 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
     st = closure_rows(m, c, q, w, cw)
     if st != 0:
         return st
-    dense_rows(m, c, w, cw, A)
+    dense_rows_world(m, c, w, cw, A)
     na = active_rows(A, nr, nv, cw)
     for a in range(na):
         Ai = A + (<int> cw.act[a]) * nv
@@ -921,7 +956,7 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
     st = closure_rows(m, c, q, w, cw)
     if st != 0:
         return st
-    dense_rows(m, c, w, cw, A)
+    dense_rows_world(m, c, w, cw, A)
     # -- A^T P = Q R by Householder reflections with column pivoting -----------
     for i in range(nv):
         for j in range(nr):
