@@ -576,7 +576,8 @@ def _native_plan(S, integrator, native):
         solver = S.sys.solver
         # exactly the built-in kkt and projection solvers (a subclass may
         # change the answer), whose kernels run in the loop
-        if type(solver) not in (KKTSolver, ProjectionSolver) or S.stabilization not in ("projection", None):
+        if (type(solver) not in (KKTSolver, ProjectionSolver) or not solver._native_enabled()
+                or S.stabilization not in ("projection", None)):
             return None
         nd = S.sys._native(solver.options["rcond"])
         if nd is None:

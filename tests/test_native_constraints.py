@@ -285,3 +285,23 @@ def test_tree_sparse_dense_route_on_random_trees_of_every_joint_kind(seed):
     d = small.with_solver("kkt", route="dense").forward_dynamics(q, dq, tau, f_ext)
     ddq, lam, _ = small.solver._forward_numpy(q, dq, tau, f_ext)
     assert rel(d.ddq, ddq) < 1e-9 and rel(d.lam, lam) < 1e-8
+
+
+def test_projection_leaves_large_models_to_lapack():
+    """Beyond 1000 velocity coordinates the projection solver takes the
+    NumPy (LAPACK SVD) path, in single calls and in simulate."""
+    from gear.testing import random_chain
+
+    n = 1001
+    m = random_chain(n, "revolute", rng=1)
+    q = m.neutral()
+    W = np.asarray(gear.forward_kinematics(m, q)[-1])
+    c = gear.LoopClosure(n - 1, gear.SE3(np.eye(3), np.zeros(3)), "world",
+                         gear.SE3(W[:3, :3], W[:3, 3]), "ball")
+    sp = gear.ConstrainedModel(m, [c], solver="projection")
+    assert not sp.solver._native_enabled()
+    res = sp.forward_dynamics(q, np.zeros(n), np.zeros(n))
+    assert not res.stats.get("native", False) and res.success
+    assert not gear.simulate(sp, q, np.zeros(n), 2e-3, 1e-3).stats["native"]
+    small, q4 = mech.four_bar()
+    assert small.with_solver("projection").solver._native_enabled()

@@ -927,10 +927,14 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
     cdef double t, s, nrm, amax, alpha, u0, tk, acc2
     cdef double* M = cw.Md
     cdef double* A = cw.Ad       # (nr, nv)
-    cdef double* X = cw.Bd       # (nv, nr): A^T, then R (upper) and the reflectors (below)
-    cdef double* Q = cw.Pq       # (nv, nv)
-    cdef double* H = cw.Pr       # (nv, nn) L^T G
+    cdef double* X = cw.Bd       # A^T by columns, then R and the reflectors
+    cdef double* Q = cw.Pq       # (nv, nv) by columns
+    cdef double* H = cw.Pr       # (nn, nv): column j of L^T G in H[j nv:]
     cdef double* Mr = cw.Pr + nv * nv   # (nn, nn) G^T M G
+    cdef double* Xk
+    cdef double* Xj
+    cdef double* Qj
+    cdef double* Hj
     cdef double* f = cw.Pv       # tau - b
     cdef double* g = cw.Pv + nv
     cdef double* y = cw.Pv + 2 * nv
@@ -958,9 +962,12 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
         return st
     dense_rows_world(m, c, w, cw, A)
     # -- A^T P = Q R by Householder reflections with column pivoting -----------
-    for i in range(nv):
-        for j in range(nr):
-            X[i * nr + j] = A[j * nv + i]
+    # Column j of A^T (row j of A) is stored contiguously: X[j nv + i] =
+    # (A^T)_ij, and so is every column of Q: Q[j nv + i] = Q_ij.  After the
+    # loop, R_ij = X[j nv + i] (i <= j) and reflector k's vector lies below
+    # it in column k.
+    for j in range(nr * nv):
+        X[j] = A[j]
     for j in range(nr):
         perm[j] = j
     rank = 0
@@ -969,9 +976,10 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
         p = -1
         nrm = 0.0
         for j in range(k, nr):
+            Xj = X + j * nv
             t = 0.0
             for i in range(k, nv):
-                t += X[i * nr + j] * X[i * nr + j]
+                t += Xj[i] * Xj[i]
             if t > nrm:
                 nrm = t
                 p = j
@@ -980,57 +988,65 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
             amax = nrm
         if p < 0 or not (nrm > c.rcond * amax):
             break
+        Xk = X + k * nv
         if p != k:
+            Xj = X + p * nv
             for i in range(nv):
-                t = X[i * nr + k]
-                X[i * nr + k] = X[i * nr + p]
-                X[i * nr + p] = t
+                t = Xk[i]
+                Xk[i] = Xj[i]
+                Xj[i] = t
             t = perm[k]
             perm[k] = perm[p]
             perm[p] = t
         # H_k = 1 - tk v v^T with v = (1, x[1:] / u0), u0 = x0 - alpha
-        alpha = -nrm if X[k * nr + k] >= 0.0 else nrm
-        u0 = X[k * nr + k] - alpha
-        tk = (alpha - X[k * nr + k]) / alpha
+        alpha = -nrm if Xk[k] >= 0.0 else nrm
+        u0 = Xk[k] - alpha
+        tk = (alpha - Xk[k]) / alpha
         for i in range(k + 1, nv):
-            X[i * nr + k] /= u0
-        X[k * nr + k] = alpha
+            Xk[i] /= u0
+        Xk[k] = alpha
         hb[k] = tk
         for j in range(k + 1, nr):
-            t = X[k * nr + j]
+            Xj = X + j * nv
+            t = Xj[k]
             for i in range(k + 1, nv):
-                t += X[i * nr + k] * X[i * nr + j]
+                t += Xk[i] * Xj[i]
             t *= tk
-            X[k * nr + j] -= t
+            Xj[k] -= t
             for i in range(k + 1, nv):
-                X[i * nr + j] -= t * X[i * nr + k]
+                Xj[i] -= t * Xk[i]
         rank += 1
     nn = nv - rank
     # Q = H_0 H_1 ... H_{rank-1}, applied to the identity from the last
-    for i in range(nv):
-        for j in range(nv):
-            Q[i * nv + j] = 1.0 if i == j else 0.0
+    for j in range(nv * nv):
+        Q[j] = 0.0
+    for j in range(nv):
+        Q[j * nv + j] = 1.0
     for k in range(rank - 1, -1, -1):
         tk = hb[k]
+        Xk = X + k * nv
         for j in range(k, nv):
-            t = Q[k * nv + j]
+            Qj = Q + j * nv
+            t = Qj[k]
             for i in range(k + 1, nv):
-                t += X[i * nr + k] * Q[i * nv + j]
+                t += Xk[i] * Qj[i]
             t *= tk
-            Q[k * nv + j] -= t
+            Qj[k] -= t
             for i in range(k + 1, nv):
-                Q[i * nv + j] -= t * X[i * nr + k]
+                Qj[i] -= t * Xk[i]
     # -- minimum-norm particular solution: R_1^T z = -P^T dA dq, g = Q_1 z -----
     for j in range(rank):
+        Xj = X + j * nv
         t = -cw.bias[<int> perm[j]]
         for i in range(j):
-            t -= X[i * nr + j] * z[i]
-        z[j] = t / X[j * nr + j]
+            t -= Xj[i] * z[i]
+        z[j] = t / Xj[j]
     for i in range(nv):
-        t = 0.0
-        for j in range(rank):
-            t += Q[i * nv + j] * z[j]
-        g[i] = t
+        g[i] = 0.0
+    for j in range(rank):
+        Qj = Q + j * nv
+        for i in range(nv):
+            g[i] += Qj[i] * z[j]
     # e = f - M g  (M holds its Cholesky factor L: M x = L (L^T x))
     chol_mul(M, nv, g, y, e)
     for i in range(nv):
@@ -1039,56 +1055,66 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
     for i in range(nv):
         ddq[i] = g[i]
     if nn > 0:
-        # H = L^T G (nv x nn), then G^T M G = H^T H
-        for i in range(nv):
-            for j in range(nn):
-                t = 0.0
-                for k in range(i, nv):
-                    t += M[k * nv + i] * Q[k * nv + rank + j]
-                H[i * nn + j] = t
+        # H = L^T G (column j of H contiguous), then G^T M G = H^T H
+        for j in range(nn):
+            Hj = H + j * nv
+            Qj = Q + (rank + j) * nv
+            for i in range(nv):
+                Hj[i] = 0.0
+            for k in range(nv):
+                t = Qj[k]
+                for i in range(k + 1):
+                    Hj[i] += M[k * nv + i] * t
         for i in range(nn):
             for j in range(i + 1):
                 t = 0.0
                 for k in range(nv):
-                    t += H[k * nn + i] * H[k * nn + j]
+                    t += H[i * nv + k] * H[j * nv + k]
                 Mr[i * nn + j] = t
                 Mr[j * nn + i] = t
+            Qj = Q + (rank + i) * nv
             t = 0.0
             for k in range(nv):
-                t += Q[k * nv + rank + i] * e[k]
+                t += Qj[k] * e[k]
             y[i] = t
         if chol_factor(Mr, nn) != 0:
             return ST_MASS_NOT_PD
         chol_solve(Mr, nn, y, 1)
-        for i in range(nv):
-            t = 0.0
-            for j in range(nn):
-                t += Q[i * nv + rank + j] * y[j]
-            ddq[i] += t
+        for j in range(nn):
+            Qj = Q + (rank + j) * nv
+            for i in range(nv):
+                ddq[i] += Qj[i] * y[j]
     # -- minimum-norm lam with A^T lam = M ddq + b - tau = M ddq - f -----------
     chol_mul(M, nv, ddq, y, e)
     for i in range(nv):
         e[i] -= f[i]
     for i in range(rank):                               # z = Q_1^T e
+        Qj = Q + i * nv
         t = 0.0
         for k in range(nv):
-            t += Q[k * nv + i] * e[k]
+            t += Qj[k] * e[k]
         z[i] = t
-    for i in range(rank):                               # K = R_1 R_1^T
-        for j in range(i + 1):
-            t = 0.0
-            for k in range(i, nr):
-                t += X[i * nr + k] * X[j * nr + k]
-            K[i * rank + j] = t
-            K[j * rank + i] = t
+    # K = R_1 R_1^T, one column of R at a time (rank-one updates)
+    for i in range(rank * rank):
+        K[i] = 0.0
+    for k in range(nr):
+        Xk = X + k * nv
+        for i in range(rank if rank < k + 1 else k + 1):
+            t = Xk[i]
+            for j in range(i + 1):
+                K[i * rank + j] += t * Xk[j]
+    for i in range(rank):
+        for j in range(i):
+            K[j * rank + i] = K[i * rank + j]
     if rank > 0:
         if chol_factor(K, rank) != 0:
             return ST_MASS_NOT_PD
         chol_solve(K, rank, z, 1)
     for j in range(nr):                                 # lam[perm[j]] = (R_1^T z)_j
+        Xj = X + j * nv
         t = 0.0
         for i in range(rank if rank < j + 1 else j + 1):
-            t += X[i * nr + j] * z[i]
+            t += Xj[i] * z[i]
         lam[<int> perm[j]] = t
     info[0] = rank
     # |A ddq + dA dq|

@@ -28,6 +28,11 @@ class _NativeClosed:
 
     _native_factorizations = 1
 
+    def _native_enabled(self):
+        """Whether the native kernel should run (a solver may leave large
+        problems to LAPACK)."""
+        return True
+
     # -- native path -----------------------------------------------------------
     def _native_call(self, q, dq, ddq, tau, u, f_ext):
         """Run the native kernel on a batch (2-D arrays); None if the
@@ -35,7 +40,7 @@ class _NativeClosed:
         from ..algorithms.dynamics import _check_status, get_num_threads
 
         sys = self.system
-        nd = sys._native(self.options["rcond"])
+        nd = sys._native(self.options["rcond"]) if self._native_enabled() else None
         if nd is None:
             return None
         model = sys.model
@@ -83,7 +88,7 @@ class _NativeClosed:
 
     def fast_forward(self):
         sys = self.system
-        nd = sys._native(self._rcond)
+        nd = sys._native(self._rcond) if self._native_enabled() else None
         if nd is None:
             return None
         from ..constraints.system import ConstraintResult

@@ -37,8 +37,9 @@ class ProjectionSolver(_NativeClosed, ConstraintSolver):
     and the native rollout loop): the null space comes from a Householder
     QR of ``A^T`` with column pivoting (rank where ``|R_kk| <= rcond
     |R_00|``) instead of the SVD, and gives the same ``ddq`` and minimum-norm
-    ``lam``.  Hybrid dynamics and :class:`gear.CustomConstraint` rows take
-    the NumPy path.
+    ``lam``.  Hybrid dynamics, :class:`gear.CustomConstraint` rows and
+    models with more than 1000 velocity coordinates (where LAPACK's blocked
+    SVD wins) take the NumPy path.
 
     Options: ``rcond`` (default 1e-10).
     """
@@ -47,6 +48,11 @@ class ProjectionSolver(_NativeClosed, ConstraintSolver):
     default_options = {"rcond": 1e-10}
     _route = 2                    # the native kernel: reduced-coordinate projection
     _native_factorizations = 4    # M, the QR of A^T, G^T M G and R_1 R_1^T
+
+    def _native_enabled(self):
+        # the native QR is unblocked: beyond ~1000 coordinates LAPACK's SVD
+        # (blocked, vectorised) is faster, so large problems take NumPy
+        return self.system.model.nv <= 1000
 
     def _check_options(self):
         r = float(self.options["rcond"])
