@@ -608,7 +608,8 @@ cdef class ClosureData:
     cdef readonly int m, cwsize
 
     def __init__(self, ModelData md, rtype, ri, rj, rk, rcoef, roff, rqi, rqj,
-                 body_a, body_b, place_a, place_b, length, sup, double rcond):
+                 body_a, body_b, place_a, place_b, length, sup, double rcond,
+                 double cfm=0.0, double damping=0.0):
         cdef int[::1] a_rtype = _padded(rtype, np.int32)
         cdef int[::1] a_ri = _padded(ri, np.int32)
         cdef int[::1] a_rj = _padded(rj, np.int32)
@@ -644,6 +645,8 @@ cdef class ClosureData:
         self.c.sup = &a_sup[0]
         self.c.nsup = a_sup.shape[0] - 1
         self.c.rcond = rcond
+        self.c.cfm = cfm
+        self.c.damping = damping
         self.cwsize = cwork_size(md.nb, md.nv, self.m)
         self.cws = np.zeros(self.cwsize)
 

@@ -538,7 +538,7 @@ def _native_plan(S, integrator, native):
     natively, else None (the loop then runs in Python over the batched
     kernels).  Native: euler/rk4 (and rkmk4 on vector-space joints, where
     it is rk4), torques None, an array, or a gear.controllers PD /
-    GravityCompensation / ComputedTorque with a SampledReference (trees), no f_ext; closed chains with the kkt or projection solver on
+    GravityCompensation / ComputedTorque with a SampledReference (trees), no f_ext; closed chains with the kkt, projection or soft solver on
     LoopClosure/coupler rows and projection or no stabilisation."""
     from . import controllers
     from .joints import FREE, SPHERICAL
@@ -572,14 +572,15 @@ def _native_plan(S, integrator, native):
     if S.sys is not None and S.sys.nc:
         from .solvers.kkt import KKTSolver
         from .solvers.projection import ProjectionSolver
+        from .solvers.soft import SoftSolver
 
         solver = S.sys.solver
-        # exactly the built-in kkt and projection solvers (a subclass may
-        # change the answer), whose kernels run in the loop
-        if (type(solver) not in (KKTSolver, ProjectionSolver) or not solver._native_enabled()
+        # exactly the built-in kkt, projection and soft solvers (a subclass
+        # may change the answer), whose kernels run in the loop
+        if (type(solver) not in (KKTSolver, ProjectionSolver, SoftSolver)
                 or S.stabilization not in ("projection", None)):
             return None
-        nd = S.sys._native(solver.options["rcond"])
+        nd = solver._native_data()
         if nd is None:
             return None
         plan.update(cd=nd, route=solver._route, project=int(S.stabilization == "projection"))
@@ -691,7 +692,7 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         vector-space joints), ``tau`` None, an array or a
         :mod:`gear.controllers` PD/GravityCompensation/ComputedTorque (with a
         ``SampledReference``, trees), no ``f_ext``,
-        closed chains with the ``kkt`` or ``projection`` solver and projection or no
+        closed chains with the ``kkt``, ``projection`` or ``soft`` solver and projection or no
         stabilisation.  ``stats["native"]`` says which loop ran.
 
     Returns

@@ -305,3 +305,42 @@ def test_projection_leaves_large_models_to_lapack():
     assert not gear.simulate(sp, q, np.zeros(n), 2e-3, 1e-3).stats["native"]
     small, q4 = mech.four_bar()
     assert small.with_solver("projection").solver._native_enabled()
+
+
+@pytest.mark.parametrize("name", sorted(k for k in MECHS if k != "rolling_ball"))
+def test_native_soft_equals_its_numpy_path(name):
+    """The soft solver's native kernel (the dense route with K + I/stiffness
+    and the damping term) against its NumPy path, with and without damping,
+    redundant and singular mechanisms included (K + I/k is then as badly
+    conditioned as k: the tolerance allows for it)."""
+    sysm, q = MECHS[name]()
+    model = sysm.model
+    rng = np.random.default_rng(4)
+    dq, tau = rng.standard_normal(model.nv), rng.standard_normal(model.nv)
+    f_ext = rng.standard_normal((model.nbodies, 6))
+    for damping in (0.0, 5.0):
+        ss = sysm.with_solver("soft", stiffness=1e6, damping=damping)
+        res = ss.forward_dynamics(q, dq, tau, f_ext)
+        assert res.stats["native"] and res.solver == "soft"
+        ddq, lam, _ = ss.solver._forward_numpy(q, dq, tau, f_ext)
+        assert rel(res.ddq, ddq) < 1e-8 and rel(res.lam, lam) < 1e-7, (name, damping)
+    # batches equal single calls bit for bit
+    N = 7
+    Q, DQ, TAU = np.tile(q, (N, 1)), rng.standard_normal((N, model.nv)), rng.standard_normal((N, model.nv))
+    batch = ss.forward_dynamics(Q, DQ, TAU)
+    for k in range(N):
+        one = ss.forward_dynamics(q, DQ[k], TAU[k])
+        assert np.array_equal(one.ddq, batch.ddq[k]) and np.array_equal(one.lam, batch.lam[k])
+
+
+def test_soft_rollouts_run_natively():
+    sysm, q0 = mech.slider_crank()
+    ss = sysm.with_solver("soft", stiffness=1e6, damping=20.0)
+    rng = np.random.default_rng(9)
+    qs = np.stack([sysm.assemble(sysm.model.integrate(q0, 0.05 * rng.standard_normal(sysm.model.nv)))
+                   for _ in range(3)])
+    dqs = np.stack([sysm.project_velocity(x, rng.standard_normal(sysm.model.nv)) for x in qs])
+    a = gear.simulate(ss, qs, dqs, 0.2, 1e-3, stabilization=None, record_every=10)
+    b = gear.simulate(ss, qs, dqs, 0.2, 1e-3, stabilization=None, record_every=10, native=False)
+    assert a.stats["native"] and not b.stats["native"]
+    assert np.abs(a.q - b.q).max() < 1e-10 and np.abs(a.lam - b.lam).max() < 1e-6

@@ -74,6 +74,8 @@ cdef struct ClosC:
     const int* sup         # bodies whose acceleration the rows read, with their
     int nsup               # ancestors, ascending (the unit passes' support)
     double rcond
+    double cfm             # soft constraints (dense route): K + cfm I, cfm = 1 / stiffness
+    double damping         # and rhs - damping A dq; 0 for hard constraints
 
 
 cdef inline int cwork_size(int nb, int nv, int m) noexcept nogil:
@@ -809,8 +811,10 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
     (its bodies' paths to the root, closed under ancestors), so each
     column costs O(its support x depth) and K's entries are dot products
     over overlapping supports.  Rows of A that are exactly zero are left
-    out (zero multiplier).  Same outputs and status codes as
-    :func:`closed_dynamics`, plus ST_MASS_NOT_PD."""
+    out (zero multiplier).  With ``c.cfm > 0`` (the soft solver) every row
+    is kept and ``(K + cfm I) lam = rhs - damping A dq`` is solved by
+    Cholesky.  Same outputs and status codes as :func:`closed_dynamics`,
+    plus ST_MASS_NOT_PD."""
     cdef int i, j, k, a, b, st, na, lo, hi, nr = c.m, nv = m.nv
     cdef double t, acc2
     cdef double* M = cw.Md
@@ -837,7 +841,14 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
     if st != 0:
         return st
     dense_rows_world(m, c, w, cw, A)
-    na = active_rows(A, nr, nv, cw)
+    if c.cfm > 0.0:
+        # soft constraints keep every row (a zero row's multiplier is
+        # -bias / cfm, not zero)
+        na = nr
+        for a in range(nr):
+            cw.act[a] = a
+    else:
+        na = active_rows(A, nr, nv, cw)
     for a in range(na):
         Ai = A + (<int> cw.act[a]) * nv
         hi = -1
@@ -847,6 +858,9 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
             if Ai[k] != 0.0:
                 hi = k
             t += Ai[k] * ddq[k]
+        if c.damping != 0.0 and dq != NULL:
+            for k in range(nv):
+                t += c.damping * Ai[k] * dq[k]
         cw.rhs[a] = -t
         ltl_solve_Lt(M, nv, m.aseg_ptr, m.aseg, Y + a * nv, hi)   # Y_a = L^{-T} A_a^T
         lo = hi
@@ -854,7 +868,7 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
             if Y[a * nv + k] != 0.0:
                 lo = k
                 break
-        lohi[2 * a] = lo
+        lohi[2 * a] = lo if hi >= 0 else 0
         lohi[2 * a + 1] = hi
     for a in range(na):
         for b in range(a + 1):
@@ -865,7 +879,17 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
                 t += Y[a * nv + k] * Y[b * nv + k]
             cw.K[a * na + b] = t
             cw.K[b * na + a] = t
-    info[0] = psd_solve(cw.K, na, cw.rhs, cw.lc, cw, c.rcond)
+    if c.cfm > 0.0:
+        # soft: (K + cfm I) lam = rhs, positive definite
+        for a in range(na):
+            cw.K[a * na + a] += c.cfm
+            cw.lc[a] = cw.rhs[a]
+        if chol_factor(cw.K, na) != 0:
+            return ST_MASS_NOT_PD
+        chol_solve(cw.K, na, cw.lc, 1)
+        info[0] = na
+    else:
+        info[0] = psd_solve(cw.K, na, cw.rhs, cw.lc, cw, c.rcond)
     scatter_lam(nr, na, cw, lam)
     for k in range(nv):
         z[k] = 0.0

@@ -186,21 +186,22 @@ class ConstrainedModel:
         cc._native_row = (qj, vj, qs, vs, float(m), float(o))
         return cc
 
-    def _native(self, rcond=1e-10):
+    def _native(self, rcond=1e-10, cfm=0.0, damping=0.0):
         """The rows encoded for the native kernels (``gear/constraints/
         _closed.pxd``), or None when a constraint is a Python callable
         (:class:`CustomConstraint`), which only the NumPy path evaluates.
-        Cached per rank tolerance (the cache is emptied when the rod
-        lengths are set)."""
+        Cached per rank tolerance and, for soft constraints, compliance
+        ``cfm`` and ``damping`` (the cache is emptied when the rod lengths
+        are set)."""
+        key = rcond if cfm == 0.0 and damping == 0.0 else (rcond, cfm, damping)
         try:
-            return self._native_cache[rcond]
+            return self._native_cache[key]
         except KeyError:
             pass
         from .. import _core
         from .closures import _ROWS
 
         cache = self._native_cache
-        key = rcond
         codes = {"pos": 0, "axis": 1, "dot": 2, "dist": 3}
         rows = {n: [] for n in ("rtype", "ri", "rj", "rk", "rcoef", "roff", "rqi", "rqj")}
         nk = len(self.constraints)
@@ -233,7 +234,7 @@ class ConstrainedModel:
                 b = int(self.model.parents[b])
         nd = _core.ClosureData(self.model.data, *(np.array(rows[n]) for n in rows),
                                ba, bb, pa, pb, length, np.array(sorted(sup), dtype=np.int32),
-                               float(rcond))
+                               float(rcond), float(cfm), float(damping))
         cache[key] = nd
         return nd
 

@@ -33,6 +33,13 @@ class _NativeClosed:
         problems to LAPACK)."""
         return True
 
+    def _native_data(self):
+        """The encoded rows (``ConstrainedModel._native``) for this solver,
+        or None (Python constraints, or the solver declines)."""
+        if not self._native_enabled():
+            return None
+        return self.system._native(self.options["rcond"])
+
     # -- native path -----------------------------------------------------------
     def _native_call(self, q, dq, ddq, tau, u, f_ext):
         """Run the native kernel on a batch (2-D arrays); None if the
@@ -40,7 +47,7 @@ class _NativeClosed:
         from ..algorithms.dynamics import _check_status, get_num_threads
 
         sys = self.system
-        nd = sys._native(self.options["rcond"]) if self._native_enabled() else None
+        nd = self._native_data()
         if nd is None:
             return None
         model = sys.model
@@ -88,7 +95,7 @@ class _NativeClosed:
 
     def fast_forward(self):
         sys = self.system
-        nd = sys._native(self._rcond) if self._native_enabled() else None
+        nd = self._native_data()
         if nd is None:
             return None
         from ..constraints.system import ConstraintResult

@@ -4,11 +4,12 @@ from __future__ import annotations
 import numpy as np
 
 from .base import ConstraintSolver
+from .kkt import _NativeClosed
 
 __all__ = ["SoftSolver"]
 
 
-class SoftSolver(ConstraintSolver):
+class SoftSolver(_NativeClosed, ConstraintSolver):
     """Compliant (soft) constraints: the constraint force responds to the
     constraint's acceleration error like a stiff spring,
 
@@ -26,6 +27,13 @@ class SoftSolver(ConstraintSolver):
     residual ``|A ddq + dA dq|`` is not zero.  ``damping`` (1/s) adds a
     velocity-error term, useful when a simulation drifts off ``A dq = 0``.
 
+    When every constraint is a :class:`gear.LoopClosure` or a joint coupler,
+    forward dynamics runs natively (single calls, parallel batches and the
+    native rollout loop): the kkt kernel's dense route with ``I /
+    stiffness`` added to ``K`` and the damping term to its right-hand side,
+    solved by Cholesky.  Hybrid dynamics and Python constraints take the
+    NumPy path.
+
     Options: ``stiffness`` (default 1e8, in units of the rows' inverse
     mobility: kg for translational rows) and ``damping`` (default 0).
     """
@@ -33,6 +41,11 @@ class SoftSolver(ConstraintSolver):
     name = "soft"
     hard = False
     default_options = {"stiffness": 1e8, "damping": 0.0}
+    _route = 1                    # the dense route, with K + I / stiffness
+    _native_factorizations = 2    # M and K + I / stiffness
+
+    def _native_data(self):
+        return self.system._native(1e-10, 1.0 / self.options["stiffness"], self.options["damping"])
 
     def _check_options(self):
         k, c = float(self.options["stiffness"]), float(self.options["damping"])
@@ -41,12 +54,22 @@ class SoftSolver(ConstraintSolver):
         if not (np.isfinite(c) and c >= 0):
             raise ValueError(f"damping must be non-negative and finite, got {self.options['damping']!r}")
         self.options.update(stiffness=k, damping=c)
+        self._rcond = 1e-10
 
     def _regularised(self, K, rhs):
         n = K.shape[0]
         return np.linalg.solve(K + np.eye(n) / self.options["stiffness"], rhs)
 
     def _forward(self, q, dq, tau, f_ext):
+        out = self._native_call(q[None], dq[None], None, tau[None], None,
+                                None if f_ext is None else f_ext[None])
+        if out is not None:
+            ddq, _, lam, info = out
+            return ddq[0], lam[0], {"factorizations": self._native_factorizations,
+                                    "residual": float(info[0, 1]), "native": True}
+        return self._forward_numpy(q, dq, tau, f_ext)
+
+    def _forward_numpy(self, q, dq, tau, f_ext):
         from scipy.linalg import cho_factor, cho_solve
 
         from .. import algorithms as alg
