@@ -4,6 +4,23 @@ joint-space mass matrix inside nogil kernels."""
 from libc.math cimport sqrt
 
 
+cdef inline double dot(const double* a, const double* b, int n) noexcept nogil:
+    """sum_k a[k] b[k] with four running sums: a plain loop is bound by the
+    latency of its chain of additions (the compiler may not reorder them)."""
+    cdef double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0
+    cdef int k = 0
+    while k + 4 <= n:
+        s0 += a[k] * b[k]
+        s1 += a[k + 1] * b[k + 1]
+        s2 += a[k + 2] * b[k + 2]
+        s3 += a[k + 3] * b[k + 3]
+        k += 4
+    while k < n:
+        s0 += a[k] * b[k]
+        k += 1
+    return (s0 + s1) + (s2 + s3)
+
+
 cdef inline int chol_factor(double* A, int n, double rtol=0.0) noexcept nogil:
     """In-place lower Cholesky factor of an SPD n x n matrix (upper part left
     as is).  Returns 0, or 1 + the first pivot that is not above ``rtol``
@@ -169,6 +186,5 @@ cdef inline void ltl_solve_L(const double* L, int n, const int* ptr, const int* 
         Li = L + i * n
         t = x[i]
         for s in range(ptr[i], ptr[i + 1]):
-            for j in range(seg[2 * s], seg[2 * s + 1] + 1):
-                t -= Li[j] * x[j]
+            t -= dot(Li + seg[2 * s], x + seg[2 * s], seg[2 * s + 1] - seg[2 * s] + 1)
         x[i] = t / Li[i]

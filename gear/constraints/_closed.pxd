@@ -39,7 +39,7 @@ from gear.algorithms._common cimport S_mul_add, St_mul, forward_pass
 from gear.algorithms._aba cimport hybrid
 from gear.algorithms._rnea cimport rnea
 from gear.algorithms._crba cimport crba_after_fk
-from gear.algorithms._dense cimport chol_factor, chol_solve, ltl_factor, ltl_solve_Lt, ltl_solve_L
+from gear.algorithms._dense cimport chol_factor, chol_solve, ltl_factor, ltl_solve_Lt, ltl_solve_L, dot
 from gear.spatial._spatial cimport (se3_mul, Ad_inv, dAd_inv, cross3, matvec3, matTvec3,
                                     matmul3, mat6_vec)
 
@@ -626,9 +626,7 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
     r = 0
     for j in range(n):
         Kj = K + j * n
-        s = Kj[j]
-        for k in range(j):
-            s -= Kj[k] * Kj[k]
+        s = Kj[j] - dot(Kj, Kj, j)
         if not (s > rtol * dmax):
             # dependent; 2: an exactly zero row of K (a zero row of A), whose
             # minimum-norm multiplier is zero: left out of the completion
@@ -642,10 +640,7 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
         Kj[j] = s
         for i in range(j + 1, n):
             Ki = K + i * n
-            t = Ki[j]
-            for k in range(j):
-                t -= Ki[k] * Kj[k]
-            Ki[j] = t / s
+            Ki[j] = (Ki[j] - dot(Ki, Kj, j)) / s
     # basic solution: L_II L_II^T y_I = rhs_I, y_D = 0 (dependent columns of
     # L are zero, so the sums may run over every index)
     for i in range(n):
@@ -874,9 +869,7 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
         for b in range(a + 1):
             lo = <int> (lohi[2 * a] if lohi[2 * a] > lohi[2 * b] else lohi[2 * b])
             hi = <int> (lohi[2 * a + 1] if lohi[2 * a + 1] < lohi[2 * b + 1] else lohi[2 * b + 1])
-            t = 0.0
-            for k in range(lo, hi + 1):
-                t += Y[a * nv + k] * Y[b * nv + k]
+            t = dot(Y + a * nv + lo, Y + b * nv + lo, hi - lo + 1) if hi >= lo else 0.0
             cw.K[a * na + b] = t
             cw.K[b * na + a] = t
     if c.cfm > 0.0:
@@ -1091,9 +1084,7 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
                     Hj[i] += M[k * nv + i] * t
         for i in range(nn):
             for j in range(i + 1):
-                t = 0.0
-                for k in range(nv):
-                    t += H[i * nv + k] * H[j * nv + k]
+                t = dot(H + i * nv, H + j * nv, nv)
                 Mr[i * nn + j] = t
                 Mr[j * nn + i] = t
             Qj = Q + (rank + i) * nv
