@@ -844,6 +844,133 @@ def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[
         free(buf)
 
 
+cdef object _UNSET = object()
+cdef object _LAZY = object()
+
+
+cdef inline object _field(object v, str name):
+    if v is _UNSET:
+        raise AttributeError(f"this ConstraintResult has no {name!r}")
+    return v
+
+
+def _make_result(fields):
+    return ConstraintResult(**fields)
+
+
+cdef class ConstraintResult:
+    """Result of a constrained dynamics call.
+
+    Attributes
+    ----------
+    ddq : ndarray, shape (nv,) or (N, nv)
+    lam : ndarray, shape (nc,) or (N, nc)
+        Multipliers: ``A^T lam`` is the generalized constraint force.
+    residual : float or ndarray (N,)
+        ``|A ddq + dA dq|``.
+    success : bool or ndarray (N,)
+    message : str
+    solver : str
+    stats : dict
+        Work counters (``factorizations``, ``rank``).
+
+    Other results carry more fields (inverse dynamics: ``tau``, ``exact``;
+    hybrid dynamics: ``tau``); a field a result does not carry raises
+    ``AttributeError``.  The common fields live in C slots so that the
+    native single-call path builds a result in tens of nanoseconds.
+    """
+    cdef object _ddq, _lam, _residual, _success, _message, _solver, _stats
+    cdef int _rank, _nfac
+    cdef dict __dict__
+
+    def __cinit__(self, *args, **kwargs):
+        self._ddq = _UNSET
+        self._lam = _UNSET
+        self._residual = _UNSET
+        self._success = _UNSET
+        self._message = _UNSET
+        self._solver = _UNSET
+        self._stats = _UNSET
+
+    def __init__(self, **fields):
+        for k, v in fields.items():
+            setattr(self, k, v)
+
+    @property
+    def ddq(self):
+        return _field(self._ddq, "ddq")
+
+    @ddq.setter
+    def ddq(self, v):
+        self._ddq = v
+
+    @property
+    def lam(self):
+        return _field(self._lam, "lam")
+
+    @lam.setter
+    def lam(self, v):
+        self._lam = v
+
+    @property
+    def residual(self):
+        return _field(self._residual, "residual")
+
+    @residual.setter
+    def residual(self, v):
+        self._residual = v
+
+    @property
+    def success(self):
+        return _field(self._success, "success")
+
+    @success.setter
+    def success(self, v):
+        self._success = v
+
+    @property
+    def message(self):
+        return _field(self._message, "message")
+
+    @message.setter
+    def message(self, v):
+        self._message = v
+
+    @property
+    def solver(self):
+        return _field(self._solver, "solver")
+
+    @solver.setter
+    def solver(self, v):
+        self._solver = v
+
+    @property
+    def stats(self):
+        if self._stats is _LAZY:
+            self._stats = {"factorizations": self._nfac, "rank": self._rank, "native": True}
+        return _field(self._stats, "stats")
+
+    @stats.setter
+    def stats(self, v):
+        self._stats = v
+
+    def _fields(self):
+        out = {}
+        for name in ("ddq", "lam", "residual", "success", "message", "solver", "stats"):
+            try:
+                out[name] = getattr(self, name)
+            except AttributeError:
+                pass
+        out.update(vars(self))
+        return out
+
+    def __reduce__(self):
+        return (_make_result, (self._fields(),))
+
+    def __repr__(self):
+        return f"ConstraintResult({', '.join(self._fields())})"
+
+
 cdef class FastForward:
     """One-state constrained forward dynamics with the least Python in
     between: validates like ``rnea1`` (else returns None for the general
@@ -854,8 +981,6 @@ cdef class FastForward:
     cdef object cls
     cdef object solver_name
     cdef dict counters
-    cdef dict fields
-    cdef dict stats
     cdef int nfac
 
     def __init__(self, ModelData md, ClosureData cd, int route, cls, solver_name, dict counters,
@@ -863,10 +988,6 @@ cdef class FastForward:
         self.md, self.cd, self.route = md, cd, route
         self.cls, self.solver_name, self.counters = cls, solver_name, counters
         self.nfac = factorizations
-        # result templates, copied per call (cheaper than building the dicts)
-        self.fields = {"ddq": None, "lam": None, "residual": 0.0, "success": True, "message": "ok",
-                       "solver": solver_name, "stats": None}
-        self.stats = {"factorizations": factorizations, "rank": 0, "native": True}
 
     def __call__(self, q, dq, tau):
         cdef State1 st
@@ -894,13 +1015,14 @@ cdef class FastForward:
             return None
         self.counters["calls"] += 1
         self.counters["factorizations"] += self.nfac
-        out = self.cls.__new__(self.cls)
-        stats = self.stats.copy()
-        stats["rank"] = <int> info[0]
-        d = self.fields.copy()
-        d["ddq"] = ddq
-        d["lam"] = lam
-        d["residual"] = info[1]
-        d["stats"] = stats
-        out.__dict__ = d
+        cdef ConstraintResult out = ConstraintResult.__new__(ConstraintResult)
+        out._ddq = ddq
+        out._lam = lam
+        out._residual = info[1]
+        out._success = True
+        out._message = "ok"
+        out._solver = self.solver_name
+        out._stats = _LAZY             # {"factorizations", "rank", "native"} built when read
+        out._rank = <int> info[0]
+        out._nfac = self.nfac
         return out

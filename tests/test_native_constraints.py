@@ -344,3 +344,24 @@ def test_soft_rollouts_run_natively():
     b = gear.simulate(ss, qs, dqs, 0.2, 1e-3, stabilization=None, record_every=10, native=False)
     assert a.stats["native"] and not b.stats["native"]
     assert np.abs(a.q - b.q).max() < 1e-10 and np.abs(a.lam - b.lam).max() < 1e-6
+
+
+def test_constraint_result_fields_pickle_and_missing_fields():
+    import pickle
+
+    sysm, q = mech.four_bar()
+    rng = np.random.default_rng(1)
+    dq = _consistent(sysm, q, rng)
+    res = sysm.forward_dynamics(q, dq, np.zeros(3))            # the native single-call path
+    assert isinstance(res, gear.constraints.ConstraintResult)
+    assert res.stats == {"factorizations": 1, "rank": 2, "native": True} and res.success
+    back = pickle.loads(pickle.dumps(res))
+    assert np.array_equal(back.ddq, res.ddq) and back.stats == res.stats and back.solver == "kkt"
+    inv = sysm.inverse_dynamics(q, dq, res.ddq, actuated=["crank"])
+    assert inv.exact and inv.tau.shape == (3,)
+    with pytest.raises(AttributeError, match="residual"):
+        inv.residual
+    with pytest.raises(AttributeError):
+        res.tau
+    r = gear.constraints.ConstraintResult(ddq=1, extra="x")
+    assert r.ddq == 1 and r.extra == "x" and "extra" in repr(r)

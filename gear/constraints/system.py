@@ -25,34 +25,12 @@ RANK_RTOL = 1e-8
 _MISSING = object()
 
 
+from .._core import ConstraintResult  # noqa: E402  (C slots: the native single-call path)
+
+
 class AssemblyError(RuntimeError):
     """The loop closures cannot be closed from the given guess; the message
     says why (residual left, locked joints, iterations)."""
-
-
-class ConstraintResult:
-    """Result of a constrained dynamics call.
-
-    Attributes
-    ----------
-    ddq : ndarray, shape (nv,) or (N, nv)
-    lam : ndarray, shape (nc,) or (N, nc)
-        Multipliers: ``A^T lam`` is the generalized constraint force.
-    residual : float or ndarray (N,)
-        ``|A ddq + dA dq|``.
-    success : bool or ndarray (N,)
-    message : str
-    solver : str
-    stats : dict
-        Work counters (``factorizations``, ``rank``).
-    """
-
-    def __init__(self, **fields):
-        self.__dict__.update(fields)
-
-    def __repr__(self):
-        keys = ", ".join(k for k in self.__dict__)
-        return f"ConstraintResult({keys})"
 
 
 class Mobility:
