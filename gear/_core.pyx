@@ -115,7 +115,6 @@ cdef class ModelData:
         self.c.Xtree = &a_X[0, 0]
         self.c.inertia = &a_I[0, 0]
         self.c.desc = &a_desc[0, 0]
-        self.c.vparent = &a_vpar[0]
         self.c.aseg_ptr = &a_sptr[0]
         self.c.aseg = &a_seg[0]
         self.c.g[0] = gravity[0]
@@ -978,15 +977,14 @@ cdef class FastForward:
     cdef ModelData md
     cdef ClosureData cd
     cdef int route
-    cdef object cls
     cdef object solver_name
     cdef dict counters
     cdef int nfac
 
-    def __init__(self, ModelData md, ClosureData cd, int route, cls, solver_name, dict counters,
+    def __init__(self, ModelData md, ClosureData cd, int route, solver_name, dict counters,
                  int factorizations=1):
         self.md, self.cd, self.route = md, cd, route
-        self.cls, self.solver_name, self.counters = cls, solver_name, counters
+        self.solver_name, self.counters = solver_name, counters
         self.nfac = factorizations
 
     def __call__(self, q, dq, tau):

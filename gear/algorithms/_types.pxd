@@ -15,9 +15,8 @@ cdef struct ModelC:
     const double* inertia # (nb, 10) body inertias (m, h, Ibar), _spatial.pxd
     double g[3]           # gravity in the world frame
     const unsigned char* desc  # (nb, nb): desc[j * nb + i] = 1 if body i is in the subtree of j
-    const int* vparent    # (nv,) parent dof of each dof (the previous dof of its joint, else the
-                          # last dof of the nearest ancestor joint with dofs), -1 for none
-    const int* aseg_ptr   # (nv + 1,) the ancestors of dof k, as runs of consecutive dofs:
+    const int* aseg_ptr   # (nv + 1,) the ancestors of dof k in the dof tree (ModelData.dof_parents),
+                          # as runs of consecutive dofs:
     const int* aseg       # runs aseg_ptr[k] .. aseg_ptr[k+1]-1, run s = dofs aseg[2s] .. aseg[2s+1]
 
 

@@ -323,49 +323,20 @@ cdef inline int closure_rows(const ModelC* m, const ClosC* c, const double* q, c
 
 
 cdef inline void dense_rows(const ModelC* m, const ClosC* c, const Work* w, const CWork* cw,
-                            double* A) noexcept nogil:
-    """``A`` (m, nv) from the row wrenches: each wrench is carried from its
-    body to the root, ``A_r[v_i] += S_i^T F`` and ``F <- Ad*_{T^{-1}} F``."""
+                            double* A, bint world) noexcept nogil:
+    """``A`` (m, nv) from the row wrenches, ``A_r[v_i] += S_i^T F`` on every
+    ancestor i of the wrench's body.  ``world`` False: each wrench is
+    carried from its body to the root, ``F <- Ad*_{T^{-1}} F``.  ``world``
+    True (after ``crba_after_fk``, which leaves the world-frame joint
+    Jacobians ``S0_i = Ad_{T_0i} S_i`` in ``w.U``): the wrench is taken to
+    the world frame once, ``F0 = Ad*_{T_0b^{-1}} F``, and paired with S0_i,
+    with no transform along the path (the pairing of a twist and a wrench
+    does not depend on the frame)."""
     cdef int r, k, side, i, col, b
     cdef double F[6]
     cdef double G[6]
     cdef double* Ar
-    for r in range(c.m):
-        Ar = A + r * m.nv
-        for col in range(m.nv):
-            Ar[col] = 0.0
-        if c.rtype[r] == ROW_COUPLER:
-            Ar[c.ri[r]] += 1.0
-            Ar[c.rj[r]] -= c.rcoef[r]
-            continue
-        k = c.rk[r]
-        for side in range(2):
-            b = c.body_a[k] if side == 0 else c.body_b[k]
-            for col in range(6):
-                F[col] = cw.F[12 * r + 6 * side + col]
-            i = b
-            while i >= 0:
-                for col in range(m.nvi[i]):
-                    Ar[m.iv[i] + col] += dot3(w.S + 36 * i + 6 * col, F) + \
-                        dot3(w.S + 36 * i + 6 * col + 3, F + 3)
-                dAd_inv(w.T + 12 * i, F, G)
-                for col in range(6):
-                    F[col] = G[col]
-                i = m.parent[i]
-
-
-cdef inline void dense_rows_world(const ModelC* m, const ClosC* c, const Work* w, const CWork* cw,
-                                  double* A) noexcept nogil:
-    """``dense_rows`` after ``crba_after_fk``, which leaves the world-frame
-    joint Jacobians ``S0_i = Ad_{T_0i} S_i`` in ``w.U``: each row wrench is
-    taken to the world frame once (``F0 = Ad*_{T_0b^{-1}} F``) and
-    ``A_r[v_i] += S0_i^T F0`` on every ancestor i, with no transform along
-    the path (the pairing of a twist and a wrench does not depend on the
-    frame)."""
-    cdef int r, k, side, i, col, b
-    cdef double F0[6]
-    cdef double* Ar
-    cdef const double* S0
+    cdef const double* S
     for r in range(c.m):
         Ar = A + r * m.nv
         for col in range(m.nv):
@@ -379,13 +350,25 @@ cdef inline void dense_rows_world(const ModelC* m, const ClosC* c, const Work* w
             b = c.body_a[k] if side == 0 else c.body_b[k]
             if b < 0:
                 continue
-            dAd_inv(cw.Tw + 12 * b, cw.F + 12 * r + 6 * side, F0)
+            if world:
+                dAd_inv(cw.Tw + 12 * b, cw.F + 12 * r + 6 * side, F)
+            else:
+                for col in range(6):
+                    F[col] = cw.F[12 * r + 6 * side + col]
             i = b
             while i >= 0:
                 for col in range(m.nvi[i]):
-                    S0 = w.U + 36 * i + 6 * col
-                    Ar[m.iv[i] + col] += (S0[0] * F0[0] + S0[1] * F0[1] + S0[2] * F0[2]
-                                          + S0[3] * F0[3] + S0[4] * F0[4] + S0[5] * F0[5])
+                    if world:
+                        S = w.U + 36 * i + 6 * col
+                        Ar[m.iv[i] + col] += (S[0] * F[0] + S[1] * F[1] + S[2] * F[2]
+                                              + S[3] * F[3] + S[4] * F[4] + S[5] * F[5])
+                    else:
+                        S = w.S + 36 * i + 6 * col
+                        Ar[m.iv[i] + col] += dot3(S, F) + dot3(S + 3, F + 3)
+                if not world:
+                    dAd_inv(w.T + 12 * i, F, G)
+                    for col in range(6):
+                        F[col] = G[col]
                 i = m.parent[i]
 
 
@@ -729,7 +712,7 @@ cdef inline int constraint_rows(const ModelC* m, const ClosC* c, const double* q
         if bias != NULL:
             bias[r] = cw.bias[r]
     if A != NULL:
-        dense_rows(m, c, w, cw, A)
+        dense_rows(m, c, w, cw, A, False)
     return 0
 
 
@@ -835,7 +818,7 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
     st = closure_rows(m, c, q, w, cw)
     if st != 0:
         return st
-    dense_rows_world(m, c, w, cw, A)
+    dense_rows(m, c, w, cw, A, True)
     if c.cfm > 0.0:
         # soft constraints keep every row (a zero row's multiplier is
         # -bias / cfm, not zero)
@@ -977,7 +960,7 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
     st = closure_rows(m, c, q, w, cw)
     if st != 0:
         return st
-    dense_rows_world(m, c, w, cw, A)
+    dense_rows(m, c, w, cw, A, True)
     # -- A^T P = Q R by Householder reflections with column pivoting -----------
     # Column j of A^T (row j of A) is stored contiguously: X[j nv + i] =
     # (A^T)_ij, and so is every column of Q: Q[j nv + i] = Q_ij.  After the

@@ -98,15 +98,23 @@ class _NativeClosed:
         nd = self._native_data()
         if nd is None:
             return None
-        from ..constraints.system import ConstraintResult
-
-        return _core.FastForward(sys._md, nd, self._route, ConstraintResult, self.name, self.counters,
+        return _core.FastForward(sys._md, nd, self._route, self.name, self.counters,
                                  self._native_factorizations)
 
     def _batch_stats(self, N, info):
         self.counters["calls"] += N
         self.counters["factorizations"] += N * self._native_factorizations
         return {"factorizations": N * self._native_factorizations, "rank": info[:, 0].astype(int), "native": True}
+
+    def _forward(self, q, dq, tau, f_ext):
+        # one state through the native kernel, else the solver's NumPy path
+        out = self._native_call(q[None], dq[None], None, tau[None], None,
+                                None if f_ext is None else f_ext[None])
+        if out is None:
+            return self._forward_numpy(q, dq, tau, f_ext)
+        ddq, _, lam, info = out
+        return ddq[0], lam[0], {"factorizations": self._native_factorizations, "rank": int(info[0, 0]),
+                                "residual": float(info[0, 1]), "native": True}
 
     def forward_batch(self, q, dq, tau, f_ext):
         out = self._native_call(q, dq, None, tau, None, f_ext)
@@ -205,15 +213,6 @@ class KKTSolver(_NativeClosed, ConstraintSolver):
         dmean = float(depth.mean()) if model.nv else 0.0
         dense = float((depth ** 2).sum()) + 2 * nz * s * dmean + nz * nz * s / 2 + nz ** 3 / 6
         return dense / (model.nbodies * (sys.nc + 2))
-
-    def _forward(self, q, dq, tau, f_ext):
-        out = self._native_call(q[None], dq[None], None, tau[None], None,
-                                None if f_ext is None else f_ext[None])
-        if out is not None:
-            ddq, _, lam, info = out
-            return ddq[0], lam[0], {"factorizations": 1, "rank": int(info[0, 0]),
-                                    "residual": float(info[0, 1]), "native": True}
-        return self._forward_numpy(q, dq, tau, f_ext)
 
     def _forward_numpy(self, q, dq, tau, f_ext):
         from scipy.linalg import cho_factor, cho_solve

@@ -78,16 +78,6 @@ class ProjectionSolver(_NativeClosed, ConstraintSolver):
         Ur, sr, Vr, _ = _svd_split(A, self.options["rcond"])
         return Ur @ ((Vr.T @ gen_force) / sr) if sr.size else np.zeros(A.shape[0])
 
-    def _forward(self, q, dq, tau, f_ext):
-        out = self._native_call(q[None], dq[None], None, tau[None], None,
-                                None if f_ext is None else f_ext[None])
-        if out is not None:
-            ddq, _, lam, info = out
-            return ddq[0], lam[0], {"factorizations": self._native_factorizations,
-                                    "rank": int(info[0, 0]), "residual": float(info[0, 1]),
-                                    "native": True}
-        return self._forward_numpy(q, dq, tau, f_ext)
-
     def _forward_numpy(self, q, dq, tau, f_ext):
         from .. import algorithms as alg
 

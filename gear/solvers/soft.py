@@ -60,15 +60,6 @@ class SoftSolver(_NativeClosed, ConstraintSolver):
         n = K.shape[0]
         return np.linalg.solve(K + np.eye(n) / self.options["stiffness"], rhs)
 
-    def _forward(self, q, dq, tau, f_ext):
-        out = self._native_call(q[None], dq[None], None, tau[None], None,
-                                None if f_ext is None else f_ext[None])
-        if out is not None:
-            ddq, _, lam, info = out
-            return ddq[0], lam[0], {"factorizations": self._native_factorizations,
-                                    "residual": float(info[0, 1]), "native": True}
-        return self._forward_numpy(q, dq, tau, f_ext)
-
     def _forward_numpy(self, q, dq, tau, f_ext):
         from scipy.linalg import cho_factor, cho_solve
 

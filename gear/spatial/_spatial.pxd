@@ -212,27 +212,17 @@ cdef inline void Ad_inv_mat(const double* T, double* X) noexcept nogil:
             X[6 * (i + 3) + j] = -(T[i] * P[j] + T[3 + i] * P[3 + j] + T[6 + i] * P[6 + j])
 
 
-cdef inline void _sandwich3(const double* R, const double* P, int off, double* out) noexcept nogil:
-    # out = R M R^T for the 3x3 block M of the 6x6 row-major P starting at P[off]
+cdef inline void _sandwich3(const double* R, const double* P, int off, double* out,
+                            bint sym) noexcept nogil:
+    # out = R M R^T for the 3x3 block M of the 6x6 row-major P starting at
+    # P[off]; ``sym`` (M symmetric): only out[3i+j], j >= i, is written
     cdef double t[9]
     cdef int i, j
     for i in range(3):
         for j in range(3):
             t[3 * i + j] = R[3 * i] * P[off + j] + R[3 * i + 1] * P[off + 6 + j] + R[3 * i + 2] * P[off + 12 + j]
     for i in range(3):
-        for j in range(3):
-            out[3 * i + j] = t[3 * i] * R[3 * j] + t[3 * i + 1] * R[3 * j + 1] + t[3 * i + 2] * R[3 * j + 2]
-
-
-cdef inline void _sandwich3_sym(const double* R, const double* P, int off, double* out) noexcept nogil:
-    # as _sandwich3 for a symmetric block: only out[3i+j], j >= i, is written
-    cdef double t[9]
-    cdef int i, j
-    for i in range(3):
-        for j in range(3):
-            t[3 * i + j] = R[3 * i] * P[off + j] + R[3 * i + 1] * P[off + 6 + j] + R[3 * i + 2] * P[off + 12 + j]
-    for i in range(3):
-        for j in range(i, 3):
+        for j in range(i if sym else 0, 3):
             out[3 * i + j] = t[3 * i] * R[3 * j] + t[3 * i + 1] * R[3 * j + 1] + t[3 * i + 2] * R[3 * j + 2]
 
 
@@ -264,9 +254,9 @@ cdef inline void _congruence_Ad_inv(const double* T, const double* P, double* ou
     cdef double px = T[9], py = T[10], pz = T[11]
     cdef double v
     cdef int i, j
-    _sandwich3_sym(T, P, 0, A)
-    _sandwich3(T, P, 3, B)
-    _sandwich3_sym(T, P, 21, C)
+    _sandwich3(T, P, 0, A, True)
+    _sandwich3(T, P, 3, B, False)
+    _sandwich3(T, P, 21, C, True)
     C[3] = C[1]; C[6] = C[2]; C[7] = C[5]
     for j in range(3):
         # column j of PC = [p] C and of Q = [p] B^T (row j of B)
