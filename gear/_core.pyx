@@ -22,10 +22,14 @@ from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_deri
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear.algorithms._rollout cimport RollC, rollout as _rollout, rollout_scratch
-from gear.constraints._closed cimport (ClosC, CWork, cwork_from, cwork_size,
-                                       constraint_rows as _crows, closed_dynamics as _cdyn_aba,
+from gear.constraints._closed cimport (ClosC, CWork, cwork_from, cwork_size, cwork_from_c,
+                                       cwork_size_c, constraint_rows as _crows,
+                                       closed_dynamics as _cdyn_aba,
                                        closed_forward_dense as _cdense,
                                        closed_forward_projection as _cproj)
+from gear.constraints._maximal cimport (MaxC, MaxW, maxwork, maximal_scratch, maximal_assemble,
+                                        maximal_forward as _cmax, gear_chol, gear_chol_available,
+                                        gear_chol_new, gear_chol_clone, gear_chol_free, gear_chol_lnz)
 
 
 def omp_max_threads():
@@ -605,6 +609,8 @@ cdef class ClosureData:
     cdef readonly object arrays
     cdef double[::1] cws
     cdef readonly int m, cwsize
+    cdef readonly object maximal      # the MaximalData attached (route 3), or None
+    cdef gear_chol* h0                # its CHOLMOD handle (serial calls)
 
     def __init__(self, ModelData md, rtype, ri, rj, rk, rcoef, roff, rqi, rqj,
                  body_a, body_b, place_a, place_b, length, sup, double rcond,
@@ -648,6 +654,113 @@ cdef class ClosureData:
         self.c.damping = damping
         self.cwsize = cwork_size(md.nb, md.nv, self.m)
         self.cws = np.zeros(self.cwsize)
+        self.c.mx = NULL
+        self.c.mxws = 0
+        self.maximal = None
+        self.h0 = NULL
+
+    def attach_maximal(self, ModelData md, MaximalData mx):
+        """Route 3 (the maximal-coordinate kernel) through ``mx``; this
+        object's workspace shrinks to what that kernel uses."""
+        if mx.c.nL != self.m or mx.c.nb != md.nb:
+            raise ValueError("attach_maximal: the plan does not match these rows")
+        self.maximal = mx
+        self.c.mx = &mx.c
+        self.c.mxws = mx.nws
+        self.h0 = mx.h
+        self.cwsize = cwork_size_c(&self.c, md.nb, md.nv, self.m, False)
+        self.cws = np.zeros(self.cwsize)
+
+
+cdef class MaximalData:
+    """The fixed plan of the native maximal-coordinate kernel (MaxC of
+    ``gear/constraints/_maximal.pxd``) and, when ``analyse``, the CHOLMOD
+    symbolic factorisation of its ``K`` pattern."""
+    cdef MaxC c
+    cdef readonly object arrays
+    cdef gear_chol* h
+    cdef readonly int nws
+
+    def __init__(self, int nb, int nJ, int nL, double rel, int refinement, Minv, row0, rbody,
+                 sptr, srow, sslot, pptr, pk, Kp, Ki, int nnzK, int nout, int ordering,
+                 bint analyse):
+        cdef double[::1] a_minv = _padded(Minv, np.float64)
+        cdef int[::1] a_row0 = _padded(row0, np.int32)
+        cdef int[::1] a_rbody = _padded(rbody, np.int32)
+        cdef int[::1] a_sptr = _padded(sptr, np.int32)
+        cdef int[::1] a_srow = _padded(srow, np.int32)
+        cdef int[::1] a_sslot = _padded(sslot, np.int32)
+        cdef int[::1] a_pptr = _padded(pptr, np.int32)
+        cdef int[::1] a_pk = _padded(pk, np.int32)
+        cdef int[::1] a_kp = _padded(Kp, np.int32)
+        cdef int[::1] a_ki = _padded(Ki, np.int32)
+        cdef int st = 0
+        self.arrays = (a_minv, a_row0, a_rbody, a_sptr, a_srow, a_sslot, a_pptr, a_pk, a_kp, a_ki)
+        self.c.nb = nb
+        self.c.nJ = nJ
+        self.c.nL = nL
+        self.c.nrows = nJ + nL
+        self.c.nnzK = nnzK
+        self.c.nout = nout
+        self.c.nseg = a_srow.shape[0] - 1
+        self.c.rel = rel
+        self.c.refinement = refinement
+        self.c.Minv = &a_minv[0]
+        self.c.row0 = &a_row0[0]
+        self.c.rbody = &a_rbody[0]
+        self.c.sptr = &a_sptr[0]
+        self.c.srow = &a_srow[0]
+        self.c.sslot = &a_sslot[0]
+        self.c.pptr = &a_pptr[0]
+        self.c.pk = &a_pk[0]
+        self.c.Kp = &a_kp[0]
+        self.c.Ki = &a_ki[0]
+        if a_kp.shape[0] - 1 != self.c.nrows + 1 or a_kp[self.c.nrows] != nnzK:
+            raise ValueError("MaximalData: K's pattern does not match the row count")
+        self.nws = maximal_scratch(nb, self.c.nrows, nnzK, nout, self.c.nseg)
+        self.h = NULL
+        if analyse and self.c.nrows > 0:
+            if not gear_chol_available():
+                raise RuntimeError("gear was built without CHOLMOD")
+            self.h = gear_chol_new(self.c.nrows, &a_kp[0], &a_ki[0], ordering, &st)
+            if self.h == NULL:
+                raise MemoryError(f"CHOLMOD's symbolic analysis failed (status {st})")
+
+    def __dealloc__(self):
+        gear_chol_free(self.h)
+
+    @property
+    def factor_nnz(self):
+        """Non-zeros of the factor (0 before analysis)."""
+        return gear_chol_lnz(self.h)
+
+
+def cholmod_available():
+    """Whether this build links CHOLMOD (the native maximal kernel)."""
+    return bool(gear_chol_available())
+
+
+def maximal_probe(ModelData md, ClosureData cd, const double[::1] q, double[::1] Kx):
+    """The values of ``K = J Mb^{-1} J^T`` of the attached plan at ``q``
+    (zero velocity and load) into ``Kx``; returns the kernel status."""
+    cdef Work w = work_from(&md.ws[0], md.nb)
+    cdef CWork cw
+    cdef MaxW z
+    cdef int st, k
+    cdef const MaxC* x
+    if cd.c.mx == NULL:
+        raise ValueError("maximal_probe: no maximal plan attached")
+    x = <const MaxC*> cd.c.mx
+    if Kx.shape[0] != x.nnzK + x.nout:
+        raise ValueError("maximal_probe: Kx has the wrong length")
+    cw = cwork_from_c(&cd.c, &cd.cws[0], md.nb, md.nv, cd.m, False)
+    z = maxwork(x, cw.mws)
+    with nogil:
+        st = maximal_assemble(&md.c, &cd.c, &q[0], NULL, NULL, NULL, &w, &cw, &z)
+        if st == 0:
+            for k in range(x.nnzK + x.nout):
+                Kx[k] = z.Kx[k]
+    return st
 
 
 cdef inline int _cdyn(const ModelC* m, const ClosC* c, int route, const double* q,
@@ -655,7 +768,10 @@ cdef inline int _cdyn(const ModelC* m, const ClosC* c, int route, const double* 
                       const double* fext, double* lam, double* info, Work* w,
                       CWork* cw) noexcept nogil:
     # route 0: articulated-body passes (Kim eqs. 67-77); 1: build M (forward
-    # only); 2: reduced-coordinate projection (forward only, the projection solver)
+    # only); 2: reduced-coordinate projection (forward only, the projection
+    # solver); 3: maximal coordinates (forward only, needs the plan)
+    if route == 3 and pres == NULL and c.mx != NULL:
+        return _cmax(m, c, q, dq, ddq, tau, fext, lam, info, w, cw)
     if route == 1 and pres == NULL:
         return _cdense(m, c, q, dq, ddq, tau, fext, lam, info, w, cw)
     if route == 2 and pres == NULL:
@@ -670,7 +786,7 @@ def closed_rows(ModelData md, ClosureData cd, const double[:, ::1] q, const doub
     cdef Py_ssize_t N = q.shape[0], k
     cdef int m = cd.m, nv = md.nv
     cdef Work w = work_from(&md.ws[0], md.nb)
-    cdef CWork cw = cwork_from(&cd.cws[0], md.nb, md.nv, cd.m)
+    cdef CWork cw = cwork_from_c(&cd.c, &cd.cws[0], md.nb, md.nv, cd.m, False)
     cdef const double* dqp = _base2(dq)
     cdef double* gp = <double*> _base2(g) if m > 0 else NULL
     cdef double* bp = <double*> _base2(bias) if m > 0 else NULL
@@ -704,11 +820,16 @@ def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const 
     cdef Work w
     cdef CWork cw
     cdef double* buf
+    cdef bint full = not (route == 3 and prescribed is None)   # compact: the maximal kernel only
+    cdef int cwsize2 = cwork_size_c(&cd.c, nb, nv, m, full)
     if prescribed is not None:
         pp = &prescribed[0]
+    if cd.c.mx != NULL and full:
+        raise ValueError("closed_dynamics: rows with a maximal plan take route 3, forward only")
     if N == 1 or nthreads <= 1:
         w = work_from(&md.ws[0], nb)
-        cw = cwork_from(&cd.cws[0], nb, nv, m)
+        cw = cwork_from_c(&cd.c, &cd.cws[0], nb, nv, m, full)
+        cw.chol = cd.h0
         with nogil:
             for k in range(N):
                 status[k] = _cdyn(&md.c, &cd.c, route, qp + k * nq, _row(dqp, k, nv), _orow(ddqp, k, nv),
@@ -716,14 +837,16 @@ def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const 
                                   ip + 2 * k, &w, &cw)
         return
     with nogil, parallel(num_threads=nthreads):
-        buf = <double*> malloc((wsize + cwsize + 1) * sizeof(double))
+        buf = <double*> malloc((wsize + cwsize2 + 1) * sizeof(double))
         w = work_from(buf, nb)
-        cw = cwork_from(buf + wsize, nb, nv, m)
+        cw = cwork_from_c(&cd.c, buf + wsize, nb, nv, m, full)
+        cw.chol = gear_chol_clone(cd.h0) if cd.c.mx != NULL else NULL
         for k in prange(N, schedule='guided'):
             st = _cdyn(&md.c, &cd.c, route, qp + k * nq, _row(dqp, k, nv), _orow(ddqp, k, nv),
                        _orow(taup, k, nv), pp, _row(fp, k, 6 * nb), _orow(lp, k, m),
                        ip + 2 * k, &w, &cw)
             status[k] = st
+        gear_chol_free(<gear_chol*> cw.chol)
         free(buf)
 
 
@@ -756,7 +879,7 @@ def maximal_terms(ModelData md, ClosureData cd, const double[::1] q, const doubl
     wrenches F (m, 12) and dA dq (m,).  ``dq`` may be empty (zero
     velocity).  Returns the kernel status (0, or ST_DIST_COINCIDE)."""
     cdef Work w = work_from(&md.ws[0], md.nb)
-    cdef CWork cw = cwork_from(&cd.cws[0], md.nb, md.nv, cd.m)
+    cdef CWork cw = cwork_from_c(&cd.c, &cd.cws[0], md.nb, md.nv, cd.m, False)
     cdef const double* dqp = &dq[0] if dq.shape[0] > 0 else NULL
     cdef int st, i, k, nb = md.nb
     with nogil:
@@ -793,9 +916,9 @@ def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[
     cdef int nq = md.nq, nv = md.nv, nb = md.nb, m = 0 if cd is None else cd.m, st
     cdef int T = Q.shape[1]
     cdef int wsize = md.wsize
-    cdef int cwsize = cwork_size(nb, nv, m)
-    cdef int ssize = rollout_scratch(nq, nv, m)
     cdef const ClosC* cp = NULL if cd is None else &cd.c
+    cdef int cwsize = cwork_size_c(cp, nb, nv, m, True)
+    cdef int ssize = rollout_scratch(nq, nv, m)
     cdef const double* qp = &q0[0, 0]
     cdef const double* vp = &v0[0, 0] if nv > 0 else NULL
     cdef const double* tp = NULL if tau is None else &tau[0, 0]
@@ -834,12 +957,14 @@ def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[
     with nogil, parallel(num_threads=max(1, min(nthreads, <int> N))):
         buf = <double*> malloc((wsize + cwsize + ssize + 1) * sizeof(double))
         w = work_from(buf, nb)
-        cw = cwork_from(buf + wsize, nb, nv, m)
+        cw = cwork_from_c(cp, buf + wsize, nb, nv, m, True)
+        cw.chol = gear_chol_clone(cd.h0) if cp != NULL and cp.mx != NULL else NULL
         for k in prange(N, schedule='dynamic'):
             st = _rollout(&md.c, cp, &r, qp + k * nq, _row(vp, k, nv), _row(tp, k, nv),
                           Qp + k * T * nq, _orow(Vp, k, T * nv), _orow(Lp, k, T * m), &tmax[k],
                           &w, &cw, buf + wsize + cwsize)
             status[k] = st
+        gear_chol_free(<gear_chol*> cw.chol)
         free(buf)
 
 
@@ -878,7 +1003,7 @@ cdef class ConstraintResult:
     ``AttributeError``.  The common fields live in C slots so that the
     native single-call path builds a result in tens of nanoseconds.
     """
-    cdef object _ddq, _lam, _residual, _success, _message, _solver, _stats
+    cdef object _ddq, _lam, _residual, _success, _message, _solver, _stats, _extra
     cdef int _rank, _nfac
     cdef dict __dict__
 
@@ -890,6 +1015,7 @@ cdef class ConstraintResult:
         self._message = _UNSET
         self._solver = _UNSET
         self._stats = _UNSET
+        self._extra = None
 
     def __init__(self, **fields):
         for k, v in fields.items():
@@ -946,7 +1072,11 @@ cdef class ConstraintResult:
     @property
     def stats(self):
         if self._stats is _LAZY:
-            self._stats = {"factorizations": self._nfac, "rank": self._rank, "native": True}
+            if self._extra is not None:
+                self._stats = dict(self._extra)
+                self._stats.update(factorizations=self._nfac, native=True)
+            else:
+                self._stats = {"factorizations": self._nfac, "rank": self._rank, "native": True}
         return _field(self._stats, "stats")
 
     @stats.setter
@@ -980,12 +1110,16 @@ cdef class FastForward:
     cdef object solver_name
     cdef dict counters
     cdef int nfac
+    cdef object extra
 
     def __init__(self, ModelData md, ClosureData cd, int route, solver_name, dict counters,
-                 int factorizations=1):
+                 int factorizations=1, extra=None):
+        # route 3 (maximal): the factorisations are counted per call, and the
+        # stats are ``extra`` plus that count
         self.md, self.cd, self.route = md, cd, route
         self.solver_name, self.counters = solver_name, counters
         self.nfac = factorizations
+        self.extra = extra
 
     def __call__(self, q, dq, tau):
         cdef State1 st
@@ -998,7 +1132,8 @@ cdef class FastForward:
         ddq = _empty(self.md.nv)
         lam = _empty(self.cd.m)
         w = work_from(&self.md.ws[0], self.md.nb)
-        cw = cwork_from(&self.cd.cws[0], self.md.nb, self.md.nv, self.cd.m)
+        cw = cwork_from_c(&self.cd.c, &self.cd.cws[0], self.md.nb, self.md.nv, self.cd.m, False)
+        cw.chol = self.cd.h0
         cdef double* pd = <double*> cnp.PyArray_DATA(ddq)
         cdef double* pl = <double*> cnp.PyArray_DATA(lam)
         if self.md.nb >= 32:
@@ -1011,8 +1146,9 @@ cdef class FastForward:
                       pl, info, &w, &cw)
         if s != 0:
             return None
+        cdef int nf = <int> info[0] if self.route == 3 else self.nfac
         self.counters["calls"] += 1
-        self.counters["factorizations"] += self.nfac
+        self.counters["factorizations"] += nf
         cdef ConstraintResult out = ConstraintResult.__new__(ConstraintResult)
         out._ddq = ddq
         out._lam = lam
@@ -1022,5 +1158,6 @@ cdef class FastForward:
         out._solver = self.solver_name
         out._stats = _LAZY             # {"factorizations", "rank", "native"} built when read
         out._rank = <int> info[0]
-        out._nfac = self.nfac
+        out._nfac = nf
+        out._extra = self.extra
         return out

@@ -76,11 +76,23 @@ cdef struct ClosC:
     double rcond
     double cfm             # soft constraints (dense route): K + cfm I, cfm = 1 / stiffness
     double damping         # and rhs - damping A dq; 0 for hard constraints
+    const void* mx         # the maximal-coordinate plan (MaxC of _maximal.pxd), or NULL
+    int mxws               # its scratch size (doubles per thread)
 
 
 cdef inline int cwork_size(int nb, int nv, int m) noexcept nogil:
     # see CWork
     return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48 + nv * nv + 2 * m * nv + 3 * nv * nv + 5 * nv + 4 * m
+
+
+cdef inline int cwork_size_c(const ClosC* c, int nb, int nv, int m, bint full) noexcept nogil:
+    # with a maximal-coordinate plan: its scratch after the rows' fields
+    # (only those, unless ``full``: the rollout's projection needs the rest)
+    if c == NULL or c.mx == NULL:
+        return cwork_size(nb, nv, m)
+    if full:
+        return cwork_size(nb, nv, m) + c.mxws
+    return 24 * nb + 14 * m + 48 + c.mxws
 
 
 cdef struct CWork:
@@ -111,6 +123,8 @@ cdef struct CWork:
     double* Pv     # (5 nv + 2 m,)  vectors of the projection and dense routes
     double* act    # (m,)  indices of the rows that are not exactly zero (as doubles)
     double* lc     # (m,)  their multipliers
+    double* mws    # the maximal-coordinate kernel's scratch (ClosC.mxws), or NULL
+    void* chol     # its CHOLMOD handle (gear_chol, one per thread), or NULL
 
 
 cdef inline CWork cwork_from(double* base, int nb, int nv, int m) noexcept nogil:
@@ -142,6 +156,34 @@ cdef inline CWork cwork_from(double* base, int nb, int nv, int m) noexcept nogil
     c.Pv = c.Pr + 2 * nv * nv
     c.act = c.Pv + 5 * nv + 2 * m
     c.lc = c.act + m
+    c.mws = NULL
+    c.chol = NULL
+    return c
+
+
+cdef inline CWork cwork_from_c(const ClosC* cc, double* base, int nb, int nv, int m,
+                               bint full) noexcept nogil:
+    # the layout of cwork_size_c: the full CWork, or (maximal plan, not
+    # ``full``) only the fields the rows and the residual use
+    cdef CWork c
+    if cc == NULL or cc.mx == NULL:
+        return cwork_from(base, nb, nv, m)
+    if full:
+        c = cwork_from(base, nb, nv, m)
+        c.mws = base + cwork_size(nb, nv, m)
+        return c
+    c.Tw = base
+    c.acc = c.Tw + 12 * nb
+    c.ja = c.acc + 6 * nb
+    c.F = c.ja + 6 * nb
+    c.bias = c.F + 12 * m
+    c.g = c.bias + m
+    c.fr = c.g + m
+    c.mws = c.fr + 48
+    c.us = c.xs = c.tx = c.ts = c.beta = c.Bs = NULL
+    c.rhs = c.piv = c.tmp = c.K = c.W = c.Z = c.Md = c.Ad = c.Bd = c.Pq = c.Pr = c.Pv = NULL
+    c.act = c.lc = NULL
+    c.chol = NULL
     return c
 
 

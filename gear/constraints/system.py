@@ -164,14 +164,17 @@ class ConstrainedModel:
         cc._native_row = (qj, vj, qs, vs, float(m), float(o))
         return cc
 
-    def _native(self, rcond=1e-10, cfm=0.0, damping=0.0):
+    def _native(self, rcond=1e-10, cfm=0.0, damping=0.0, fresh=False):
         """The rows encoded for the native kernels (``gear/constraints/
         _closed.pxd``), or None when a constraint is a Python callable
         (:class:`CustomConstraint`), which only the NumPy path evaluates.
         Cached per rank tolerance and, for soft constraints, compliance
         ``cfm`` and ``damping`` (the cache is emptied when the rod lengths
-        are set)."""
+        are set).  ``fresh``: a new object, not cached (for a solver that
+        attaches its own plan to it)."""
         key = rcond if cfm == 0.0 and damping == 0.0 else (rcond, cfm, damping)
+        if fresh:
+            key = object()
         try:
             return self._native_cache[key]
         except KeyError:
@@ -213,7 +216,8 @@ class ConstrainedModel:
         nd = _core.ClosureData(self.model.data, *(np.array(rows[n]) for n in rows),
                                ba, bb, pa, pb, length, np.array(sorted(sup), dtype=np.int32),
                                float(rcond), float(cfm), float(damping))
-        cache[key] = nd
+        if not fresh:
+            cache[key] = nd
         return nd
 
 

@@ -69,6 +69,7 @@ class _NativeClosed:
         bad = np.flatnonzero(status)
         if bad.size:
             k = int(bad[0])
+            self._native_status(int(status[k]), k, q, dq)
             if status[k] == -4:
                 # the dense route's Cholesky failed: the ABA route names the
                 # joint whose articulated inertia is singular
@@ -92,6 +93,10 @@ class _NativeClosed:
             sys._rows_numpy(q[k], dq[k])
             raise ValueError(f"native constraint kernel failed with status {st} (state {k})")
         return ddq, tau, lam, info
+
+    def _native_status(self, st, k, q, dq):
+        """Raise the error of a failure status ``st`` of state ``k`` that
+        is particular to this solver's kernel (the generic ones follow)."""
 
     def fast_forward(self):
         sys = self.system

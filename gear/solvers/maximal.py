@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _core
 from .base import ConstraintSolver
+from .kkt import _NativeClosed
 
 __all__ = ["MaximalSolver"]
+
+#: CHOLMOD ordering names of the native kernel (-1: CHOLMOD's default
+#: strategy, -2: try every method)
+_ORDERINGS = {"default": -1, "best": -2, "natural": 0, "amd": 2, "metis": 3, "nesdis": 4,
+              "colamd": 5}
+
+
+class _Replan(Exception):
+    """A left-out entry of the native K pattern became non-zero."""
 
 
 def _cholmod():
@@ -19,7 +30,7 @@ def _cholmod():
     return cholmod
 
 
-class MaximalSolver(ConstraintSolver):
+class MaximalSolver(_NativeClosed, ConstraintSolver):
     """Maximal coordinates (seed 004, eq. 12) solved by sparse Cholesky.
 
     Every body is a free rigid body, and every joint and loop is a set of
@@ -62,15 +73,31 @@ class MaximalSolver(ConstraintSolver):
     this solver returns one exact solution of ``M ddq + b = tau + A^T
     lam`` (not necessarily kkt's minimum-norm ``lam``).
 
+    **Native kernel.** When gear is built with CHOLMOD (meson finds
+    ``libcholmod`` and ``suitesparse/cholmod.h``: Debian's
+    ``libsuitesparse-dev``; ``gear._core.cholmod_available()`` tells),
+    forward dynamics runs in one native call
+    (``gear/constraints/_maximal.pxd``): the rows, ``K``'s values in a
+    fixed pattern, CHOLMOD's numeric factorisation and solves, and the
+    joint accelerations, with the arithmetic above (``C_i`` from a
+    Householder QR of ``S_i`` instead of an SVD: another orthonormal
+    basis, the same ``ddq`` and ``lam``).  Batches run in parallel without
+    the GIL (a CHOLMOD workspace and factor per thread), and
+    :func:`gear.simulate` runs its rollouts natively.  Hybrid dynamics and
+    ``native=False`` take the scikit-sparse path.
+
     Only :class:`gear.LoopClosure` constraints are taken, and every body
-    needs positive mass and inertia.  Needs scikit-sparse (the ``sparse``
-    extra).  Options: ``regularization`` (default 1e-12), ``refinement``
-    (default 3), ``ordering`` (CHOLMOD's ``ordering_method``: ``"default"``,
-    ``"amd"``, ``"metis"``, ``"nesdis"``, ``"natural"``...).
+    needs positive mass and inertia.  The scikit-sparse path needs
+    scikit-sparse (the ``sparse`` extra).  Options: ``regularization``
+    (default 1e-12), ``refinement`` (default 3), ``ordering`` (CHOLMOD's
+    ordering: ``"default"``, ``"amd"``, ``"metis"``, ``"nesdis"``,
+    ``"colamd"``, ``"natural"``, ``"best"``), ``native`` (default True).
     """
 
     name = "maximal"
-    default_options = {"regularization": 1e-12, "refinement": 3, "ordering": "default"}
+    default_options = {"regularization": 1e-12, "refinement": 3, "ordering": "default",
+                       "native": True}
+    _route = 3
 
     def _check_options(self):
         b = float(self.options["regularization"])
@@ -81,9 +108,13 @@ class MaximalSolver(ConstraintSolver):
             raise ValueError(f"refinement must be a non-negative integer, got {r!r}")
         if not isinstance(self.options["ordering"], str):
             raise ValueError(f"ordering must be a CHOLMOD ordering name, got {self.options['ordering']!r}")
+        if not isinstance(self.options["native"], (bool, np.bool_)):
+            raise ValueError(f"native must be True or False, got {self.options['native']!r}")
         from ..maximal import MaximalSystem
 
-        _cholmod()
+        self._nd = None              # the rows with the native plan attached (built on first use)
+        if not self._native_enabled():
+            _cholmod()
         self.maximal = MaximalSystem(self.system)
         ms = self.maximal
         # body of every velocity coordinate
@@ -96,7 +127,153 @@ class MaximalSolver(ConstraintSolver):
     @property
     def factor_nnz(self):
         """nnz of the Cholesky factor of forward dynamics (None before the first call)."""
+        if self._nd is not None:
+            return int(self._nd.maximal.factor_nnz)
         return self._factor_nnz.get(None)
+
+    # -- the native kernel -----------------------------------------------------
+    def _native_enabled(self):
+        return (bool(self.options["native"]) and _core.cholmod_available()
+                and self.options["ordering"] in _ORDERINGS)
+
+    def _native_data(self):
+        if not self._native_enabled():
+            return None
+        if self._nd is None:
+            self._nd = self._build_native(prune=True)
+        return self._nd
+
+    def _build_native(self, prune):
+        """The fixed plan of the native kernel (``MaxC`` of
+        ``gear/constraints/_maximal.pxd``): every row's two bodies, each
+        body's segments and segment pairs, and K's lower-triangle pattern
+        with CHOLMOD's symbolic analysis.  With ``prune``, entries of the
+        block pattern that are exactly zero at two random configurations
+        (structural zeros: a planar mechanism's out-of-plane couplings) are
+        left out of the factor; the kernel checks them on every call."""
+        ms = self.maximal
+        sys = self.system
+        nb, nJ, nL = ms.nb, ms.nJ, ms.nL
+        nrows = nJ + nL
+        rbody = np.full((nrows, 2), -1, dtype=np.int64)
+        for i in range(nb):
+            for j in range(6 - int(ms.nvi[i])):
+                rbody[ms.joint_row0[i] + j] = (i, ms.parents[i])
+        rbody[nJ:, 0], rbody[nJ:, 1] = ms._la, ms._lb
+        segs = [[] for _ in range(nb)]
+        for r in range(nrows):
+            for slot in (0, 1):
+                if rbody[r, slot] >= 0:
+                    segs[rbody[r, slot]].append((r, slot))
+        sptr = np.concatenate([[0], np.cumsum([len(x) for x in segs])])
+        srow = np.array([r for x in segs for r, _ in x], dtype=np.int64)
+        sslot = np.array([t for x in segs for _, t in x], dtype=np.int64)
+        prow, pcol, pptr = [], [], [0]
+        for x in segs:
+            rows = [r for r, _ in x]
+            for a in range(len(rows)):
+                for b in range(a, len(rows)):
+                    prow.append(max(rows[a], rows[b]))
+                    pcol.append(min(rows[a], rows[b]))
+            pptr.append(len(prow))
+        pkey = np.array(pcol, dtype=np.int64) * nrows + np.array(prow, dtype=np.int64)
+        diag = np.arange(nrows, dtype=np.int64) * (nrows + 1)
+        keys, inv = np.unique(np.concatenate([pkey, diag]), return_inverse=True)
+        inv = inv[:len(pkey)]
+        Minv = np.ascontiguousarray(ms.Minv.reshape(nb, 36))
+        args = (nb, nJ, nL, float(self.options["regularization"]), int(self.options["refinement"]),
+                Minv, ms.joint_row0, rbody.ravel(), sptr, srow, sslot, np.array(pptr))
+
+        def plan(kept, analyse):
+            # K's CSC lower triangle of the kept keys, the others after them
+            kk, out = keys[kept], keys[~kept]
+            col, row = kk // nrows, kk % nrows
+            Kp = np.concatenate([[0], np.cumsum(np.bincount(col, minlength=nrows))])
+            where = np.empty(len(keys), dtype=np.int64)
+            where[kept] = np.arange(len(kk))
+            where[~kept] = len(kk) + np.arange(len(out))
+            mx = _core.MaximalData(*args, where[inv], Kp, row, len(kk), len(out),
+                                   _ORDERINGS[self.options["ordering"]], analyse)
+            nd = sys._native(1e-10, fresh=True)
+            nd.attach_maximal(sys.model.data, mx)
+            return nd
+
+        kept = np.ones(len(keys), dtype=bool)
+        if prune and len(keys):
+            probe = plan(kept, False)
+            nz = np.zeros(len(keys), dtype=bool)
+            rng = np.random.default_rng(12345)
+            for _ in range(2):
+                Kx = np.empty(len(keys))
+                q = sys.model.random_configuration(rng)
+                if _core.maximal_probe(sys.model.data, probe, q, Kx) != 0:
+                    nz[:] = True                  # e.g. coincident distance points: keep all
+                    break
+                nz |= Kx != 0.0
+            kept = nz | (keys // nrows == keys % nrows)
+        return plan(kept, True)
+
+    def _native_status(self, st, k, q, dq):
+        if st == -5:
+            raise np.linalg.LinAlgError(
+                "maximal solver: the Schur complement J Mb^-1 J^T is not positive semi-definite "
+                f"(state {k}: the factorisation failed with regularization 1e-06)")
+        if st == -6:
+            raise _Replan()
+        if st == -7:
+            raise MemoryError(f"maximal solver: CHOLMOD failed (state {k}; out of memory?)")
+
+    def _native_maximal(self, q, dq, tau, f_ext):
+        """``(ddq, lam, info)`` of a batch from the native kernel, or None."""
+        try:
+            out = self._native_call(q, dq, None, tau, None, f_ext)
+        except _Replan:
+            # an entry left out of K's pattern became non-zero: keep them all
+            self._nd = self._build_native(prune=False)
+            self.system._native_cache.pop("ff", None)
+            out = self._native_call(q, dq, None, tau, None, f_ext)
+        if out is None:
+            return None
+        ddq, _, lam, info = out
+        return ddq, lam, info
+
+    def _static_stats(self):
+        mx = self._nd.maximal
+        ms = self.maximal
+        nrows = ms.nrows
+        nseg = len(mx.arrays[4]) - 1
+        nnz_low = int(np.asarray(mx.arrays[8])[nrows])
+        return {"rows": int(nrows), "bodies": int(ms.nb), "nnz_J": 6 * nseg,
+                "nnz_K": 2 * nnz_low - nrows, "nnz_factor": int(mx.factor_nnz),
+                "refinement": self.options["refinement"]}
+
+    def _forward(self, q, dq, tau, f_ext):
+        if self._native_data() is None:
+            return self._forward_sparse(q, dq, tau, f_ext)
+        ddq, lam, info = self._native_maximal(q[None], dq[None], tau[None],
+                                              None if f_ext is None else f_ext[None])
+        stats = self._static_stats()
+        stats.update(factorizations=int(info[0, 0]), residual=float(info[0, 1]), native=True)
+        return ddq[0], lam[0], stats
+
+    def forward_batch(self, q, dq, tau, f_ext):
+        if self._native_data() is None:
+            return None
+        ddq, lam, info = self._native_maximal(q, dq, tau, f_ext)
+        N = q.shape[0]
+        nfac = int(info[:, 0].sum())
+        self.counters["calls"] += N
+        self.counters["factorizations"] += nfac
+        stats = self._static_stats()
+        stats.update(factorizations=nfac, native=True)
+        return ddq, lam, info[:, 1], stats
+
+    def fast_forward(self):
+        nd = self._native_data()
+        if nd is None:
+            return None
+        return _core.FastForward(self.system._md, nd, 3, self.name, self.counters, 1,
+                                 self._static_stats())
 
     def _prescription_rows(self, key, u, parts, t, ddq):
         """Rows ``s_k . (dV_i - Ad_{T^{-1}} dV_p) = ddq_k + s_k . eta_i`` for
@@ -310,7 +487,7 @@ class MaximalSolver(ConstraintSolver):
             lam = lam + fac(r - K @ lam)
         return lam
 
-    def _forward(self, q, dq, tau, f_ext):
+    def _forward_sparse(self, q, dq, tau, f_ext):
         ddq, lam, stats = self._solve(q, dq, tau, f_ext)
         ms = self.maximal
         return ddq, lam[ms.nJ:ms.nJ + ms.nL], stats

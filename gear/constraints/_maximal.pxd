@@ -1,0 +1,424 @@
+# cython: language_level=3
+"""Maximal-coordinate forward dynamics in one native call (seed 004, eq. 12).
+
+Every body is a free rigid body with body twist ``V_i``; joints and loops
+are rows ``J`` on the stacked twists, ``Mb`` is block-diagonal, and the KKT
+system ``[[Mb, J^T], [J, 0]] [dV; -lam] = [f; c]`` is solved through its
+Schur complement
+
+    K = J Mb^{-1} J^T,   (K + beta I) lam = c - J Mb^{-1} f,
+    dV = Mb^{-1} (f + J^T lam),
+    ddq_i = S_i^+ (dV_i - Ad_{T^{-1}} dV_p - eta_i)        (Kim eq. 41)
+
+with CHOLMOD (``_cholmod_shim.h``): the symbolic analysis is done once per
+plan in Python, each call factorises numerically.  The same arithmetic as
+``gear/solvers/maximal.py`` (the scikit-sparse path): regularisation
+``beta = rel * max diag K``, raised 1000-fold up to 1e-6 when a pivot is not
+positive; ``refinement`` steps of iterative refinement against ``K``; and,
+when the system has no exact solution, the part of the right-hand side
+outside ``range(K)`` removed and the system solved again.
+
+Rows.  Joint i gives ``6 - nv_i`` rows ``C_i dV_i - C_i Ad_{T^{-1}} dV_p =
+C_i eta_i`` (rows of ``C_i``: an orthonormal basis of the annihilator of
+``S_i``, from a Householder QR of ``S_i``, which also gives ``S_i^+ =
+R^{-1} Q_1^T``); loop row r gives ``F_rA . dV_a + F_rB . dV_b = -dA dq_r +
+F_rA . acc_a + F_rB . acc_b`` (``gear/constraints/_closed.pxd``).  Every
+row meets at most two bodies, in two 6-blocks ("segments").  ``K``'s lower
+triangle has a fixed pattern (``MaxC.Kp/Ki``); each body adds
+``(Mb_b^{-1} J_s) . J_s'`` for each pair of its segments into the entry
+``pk`` of the pair.  Entries of the block pattern that were exactly zero
+at the sampled configurations (a planar mechanism's out-of-plane
+couplings) are left out of the factor and accumulated apart: if one ever
+becomes non-zero the call returns ST_PATTERN and the caller re-plans.
+"""
+from libc.math cimport sqrt, fabs
+from gear.algorithms._types cimport ModelC, Work
+from gear.spatial._spatial cimport dAd_inv, Ad_inv, dad, inertia_mul, matTvec3
+from gear.constraints._closed cimport (ClosC, CWork, constraint_rows, motion_pass, row_rate)
+
+
+cdef extern from "_cholmod_shim.h" nogil:
+    ctypedef struct gear_chol:
+        pass
+    int gear_chol_available()
+    gear_chol* gear_chol_new(int n, int* Ap, int* Ai, int ordering, int* status)
+    gear_chol* gear_chol_clone(const gear_chol* src)
+    void gear_chol_free(gear_chol* h)
+    int gear_chol_factor(gear_chol* h, double* Ax, double beta)
+    int gear_chol_solve(gear_chol* h, const double* b, double* x)
+    long gear_chol_lnz(const gear_chol* h)
+
+
+cdef enum:
+    ST_NOT_PSD = -5      # K + beta I not positive definite even with beta = 1e-6 max diag
+    ST_PATTERN = -6      # a left-out entry of K became non-zero: re-plan
+    ST_CHOLMOD = -7      # CHOLMOD failed (out of memory)
+
+
+cdef struct MaxC:
+    int nb
+    int nJ               # joint rows
+    int nL               # loop rows (= ClosC.m)
+    int nrows
+    int nnzK             # entries of K's lower triangle in the factor's pattern
+    int nout             # entries left out (accumulated after the nnzK ones)
+    int nseg             # segments (row, body) of J
+    double rel           # regularisation relative to max diag K
+    int refinement
+    const double* Minv   # (nb, 36) Mb_b^{-1}, row-major
+    const int* row0      # (nb,) first joint row of each body
+    const int* rbody     # (nrows, 2) the bodies of each row's two segments (-1: none)
+    const int* sptr      # (nb + 1,) each body's segments ...
+    const int* srow      # (nseg,) ... their rows ...
+    const int* sslot     # (nseg,) ... and slots (0 or 1)
+    const int* pptr      # (nb + 1,) each body's segment pairs (a <= b in its list order)
+    const int* pk        # (npairs,) their entry of Kx (>= nnzK: left out)
+    const int* Kp        # (nrows + 1,) lower triangle, CSC, diagonal first
+    const int* Ki
+
+
+cdef inline int maximal_scratch(int nb, int nrows, int nnzK, int nout, int nseg) noexcept nogil:
+    # Jv, c, r, lam, e, de, Kx (+ left out), W, f, u, dV, C, S+
+    return 12 * nrows + 5 * nrows + nnzK + nout + 6 * nseg + 18 * nb + 72 * nb + 8
+
+
+cdef inline void joint_frames(int n, const double* S, double* C, double* Sp) noexcept nogil:
+    """Householder QR ``S = Q R`` of the 6 x n motion subspace (column-major):
+    ``C`` (6 - n rows of 6) = the last columns of Q, an orthonormal basis of
+    the annihilator of S; ``Sp`` (n rows of 6) = ``R^{-1} Q_1^T = S^+``."""
+    cdef double A[36]
+    cdef double Q[36]          # column-major
+    cdef double v[6]
+    cdef double nrm, alpha, vv, s
+    cdef int i, j, k, l
+    for i in range(36):
+        Q[i] = 0.0
+    for i in range(6):
+        Q[7 * i] = 1.0
+    for i in range(6 * n):
+        A[i] = S[i]
+    for k in range(n):
+        nrm = 0.0
+        for i in range(k, 6):
+            nrm += A[6 * k + i] * A[6 * k + i]
+        nrm = sqrt(nrm)
+        alpha = -nrm if A[6 * k + k] >= 0.0 else nrm
+        for i in range(k, 6):
+            v[i] = A[6 * k + i]
+        v[k] -= alpha
+        vv = 0.0
+        for i in range(k, 6):
+            vv += v[i] * v[i]
+        if vv == 0.0:
+            continue
+        for j in range(k, n):                   # A <- H A
+            s = 0.0
+            for i in range(k, 6):
+                s += v[i] * A[6 * j + i]
+            s *= 2.0 / vv
+            for i in range(k, 6):
+                A[6 * j + i] -= s * v[i]
+        for i in range(6):                      # Q <- Q H
+            s = 0.0
+            for l in range(k, 6):
+                s += Q[6 * l + i] * v[l]
+            s *= 2.0 / vv
+            for l in range(k, 6):
+                Q[6 * l + i] -= s * v[l]
+    for j in range(6 - n):
+        for i in range(6):
+            C[6 * j + i] = Q[6 * (n + j) + i]
+    # S^+ = R^{-1} Q_1^T, column by column of Q_1^T (back substitution)
+    for i in range(6):
+        for k in range(n - 1, -1, -1):
+            s = Q[6 * k + i]
+            for l in range(k + 1, n):
+                s -= A[6 * l + k] * Sp[6 * l + i]
+            Sp[6 * k + i] = s / A[6 * k + k]
+
+
+cdef inline double dot6(const double* a, const double* b) noexcept nogil:
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5]
+
+
+cdef inline void mat6_vec_rm(const double* M, const double* x, double* out) noexcept nogil:
+    cdef int i
+    for i in range(6):
+        out[i] = dot6(M + 6 * i, x)
+
+
+cdef inline void sym_mul(const MaxC* x, const double* Kx, const double* v, double* out) noexcept nogil:
+    # out = K v from the lower triangle
+    cdef int i, j, p
+    for i in range(x.nrows):
+        out[i] = 0.0
+    for j in range(x.nrows):
+        for p in range(x.Kp[j], x.Kp[j + 1]):
+            i = x.Ki[p]
+            out[i] += Kx[p] * v[j]
+            if i != j:
+                out[j] += Kx[p] * v[i]
+
+
+cdef inline int refined(const MaxC* x, gear_chol* h, const double* Kx, const double* r, double* lam,
+                        double* e, double* de) noexcept nogil:
+    # lam = K^{-1} r with ``refinement`` steps of iterative refinement
+    cdef int it, i, n = x.nrows
+    if gear_chol_solve(h, r, lam) != 0:
+        return ST_CHOLMOD
+    for it in range(x.refinement):
+        sym_mul(x, Kx, lam, e)
+        for i in range(n):
+            e[i] = r[i] - e[i]
+        if gear_chol_solve(h, e, de) != 0:
+            return ST_CHOLMOD
+        for i in range(n):
+            lam[i] += de[i]
+    return 0
+
+
+cdef struct MaxW:
+    double* Jv      # (nr, 12) the two segments of each row
+    double* cr      # (nr,) right-hand side of J dV = c
+    double* rr      # (nr,) c - J Mb^-1 f
+    double* lam
+    double* e
+    double* de
+    double* Kx      # (nnzK + nout,)
+    double* W       # (nseg, 6) Mb^-1 J_s
+    double* f       # (nb, 6) body wrenches, then f + J^T lam
+    double* u       # (nb, 6) Mb^-1 f
+    double* dV      # (nb, 6)
+    double* Cb      # (nb, 36) rows of C_i
+    double* Sp      # (nb, 36) rows of S_i^+
+
+
+cdef inline MaxW maxwork(const MaxC* x, double* base) noexcept nogil:
+    # the layout of maximal_scratch
+    cdef MaxW z
+    cdef int nr = x.nrows, nb = x.nb
+    z.Jv = base
+    z.cr = z.Jv + 12 * nr
+    z.rr = z.cr + nr
+    z.lam = z.rr + nr
+    z.e = z.lam + nr
+    z.de = z.e + nr
+    z.Kx = z.de + nr
+    z.W = z.Kx + x.nnzK + x.nout
+    z.f = z.W + 6 * x.nseg
+    z.u = z.f + 6 * nb
+    z.dV = z.u + 6 * nb
+    z.Cb = z.dV + 6 * nb
+    z.Sp = z.Cb + 36 * nb
+    return z
+
+
+cdef inline int maximal_assemble(const ModelC* m, const ClosC* c, const double* q, const double* dq,
+                                 const double* tau, const double* fext, Work* w, CWork* cw,
+                                 MaxW* z) noexcept nogil:
+    """The rows J and c, the body wrenches f, Mb^-1 f, and K's values
+    (``z.Kx``, the left-out entries after the first nnzK).  Returns 0 or
+    ST_DIST_COINCIDE.  ``tau`` may be NULL (zero)."""
+    cdef const MaxC* x = <const MaxC*> c.mx
+    cdef int nb = m.nb, nJ = x.nJ
+    cdef int i, j, k, n, p, r, s, a, b, st, l
+    cdef double t6[6]
+    cdef double a6[6]
+    cdef double v
+    cdef double* Jv = z.Jv
+    cdef double* f = z.f
+    cdef double* Cb = z.Cb
+    cdef double* Sp = z.Sp
+    cdef const double* T
+    st = constraint_rows(m, c, q, dq, NULL, NULL, NULL, w, cw)   # T, S, V, eta, Tw, acc, F, bias
+    if st != 0:
+        return st
+    # body wrenches f_i = ad*_V (I V) + I (0, R^T g) + f_ext + the joint torques,
+    # and the joint rows
+    for i in range(nb):
+        n = m.nvi[i]
+        p = m.parent[i]
+        T = w.T + 12 * i
+        joint_frames(n, w.S + 36 * i, Cb + 36 * i, Sp + 36 * i)
+        inertia_mul(m.inertia + 10 * i, w.V + 6 * i, t6)
+        dad(w.V + 6 * i, t6, f + 6 * i)
+        a6[0] = 0.0
+        a6[1] = 0.0
+        a6[2] = 0.0
+        matTvec3(cw.Tw + 12 * i, m.g, a6 + 3)
+        inertia_mul(m.inertia + 10 * i, a6, t6)
+        for k in range(6):
+            f[6 * i + k] += t6[k]
+        if fext != NULL:
+            for k in range(6):
+                f[6 * i + k] += fext[6 * i + k]
+        if n > 0 and tau != NULL:
+            # w_i = S_i^{+T} tau_i on body i, -Ad*_{T^{-1}} w_i on its parent
+            for k in range(6):
+                v = 0.0
+                for j in range(n):
+                    v += Sp[36 * i + 6 * j + k] * tau[m.iv[i] + j]
+                a6[k] = v
+                f[6 * i + k] += v
+            if p >= 0:
+                dAd_inv(T, a6, t6)
+                for k in range(6):
+                    f[6 * p + k] -= t6[k]
+        for j in range(6 - n):
+            r = x.row0[i] + j
+            for k in range(6):
+                Jv[12 * r + k] = Cb[36 * i + 6 * j + k]
+            if p >= 0:
+                dAd_inv(T, Cb + 36 * i + 6 * j, t6)        # (C_j Ad_{T^-1})^T
+                for k in range(6):
+                    Jv[12 * r + 6 + k] = -t6[k]
+            z.cr[r] = dot6(Cb + 36 * i + 6 * j, w.eta + 6 * i)
+    # the loop rows
+    for l in range(x.nL):
+        r = nJ + l
+        for k in range(12):
+            Jv[12 * r + k] = cw.F[12 * l + k]
+        v = -cw.bias[l]
+        a = x.rbody[2 * r]
+        b = x.rbody[2 * r + 1]
+        if a >= 0:
+            v += dot6(cw.F + 12 * l, cw.acc + 6 * a)
+        if b >= 0:
+            v += dot6(cw.F + 12 * l + 6, cw.acc + 6 * b)
+        z.cr[r] = v
+    # u = Mb^-1 f, W_s = Mb^-1 J_s, K = sum over bodies of the segment pairs
+    for i in range(nb):
+        mat6_vec_rm(x.Minv + 36 * i, f + 6 * i, z.u + 6 * i)
+        for s in range(x.sptr[i], x.sptr[i + 1]):
+            mat6_vec_rm(x.Minv + 36 * i, Jv + 12 * x.srow[s] + 6 * x.sslot[s], z.W + 6 * s)
+    for k in range(x.nnzK + x.nout):
+        z.Kx[k] = 0.0
+    for i in range(nb):
+        p = x.pptr[i]
+        for a in range(x.sptr[i], x.sptr[i + 1]):
+            for b in range(a, x.sptr[i + 1]):
+                v = dot6(z.W + 6 * a, Jv + 12 * x.srow[b] + 6 * x.sslot[b])
+                if a != b and x.srow[a] == x.srow[b]:
+                    v *= 2.0                 # a row meeting one body twice
+                z.Kx[x.pk[p]] += v
+                p += 1
+    return 0
+
+
+cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q, const double* dq,
+                                double* ddq, const double* tau, const double* fext, double* lam_out,
+                                double* info, Work* w, CWork* cw) noexcept nogil:
+    """Constrained forward dynamics in maximal coordinates (see the module
+    docstring).  ``lam_out`` (m,): the loop rows' multipliers (the reduced
+    solvers' ``lam``); ``info`` = (factorisations, |A ddq + dA dq|).
+    Returns 0, ST_DIST_COINCIDE, ST_NOT_PSD, ST_PATTERN or ST_CHOLMOD."""
+    cdef const MaxC* x = <const MaxC*> c.mx
+    cdef gear_chol* h = <gear_chol*> cw.chol
+    cdef int nb = m.nb, nr = x.nrows, nJ = x.nJ
+    cdef int i, j, k, n, p, r, s, a, b, st, nfac, l
+    cdef double t6[6]
+    cdef double a6[6]
+    cdef double v, scale, dmax, rel, emax, rmax, acc2
+    cdef MaxW z = maxwork(x, cw.mws)
+    cdef double* Jv = z.Jv
+    cdef double* rr = z.rr
+    cdef double* lam = z.lam
+    cdef double* e = z.e
+    cdef double* de = z.de
+    cdef double* Kx = z.Kx
+    cdef double* f = z.f
+    cdef double* u = z.u
+    cdef double* dV = z.dV
+    cdef double* Sp = z.Sp
+    cdef const double* Js
+    if h == NULL and nr > 0:
+        return ST_CHOLMOD
+    st = maximal_assemble(m, c, q, dq, tau, fext, w, cw, &z)
+    if st != 0:
+        return st
+    scale = 0.0
+    for k in range(x.nnzK):
+        if fabs(Kx[k]) > scale:
+            scale = fabs(Kx[k])
+    for k in range(x.nnzK, x.nnzK + x.nout):
+        if fabs(Kx[k]) > 1e-300 * (scale if scale > 1.0 else 1.0):
+            return ST_PATTERN
+    for r in range(nr):
+        v = z.cr[r]
+        a = x.rbody[2 * r]
+        b = x.rbody[2 * r + 1]
+        if a >= 0:
+            v -= dot6(Jv + 12 * r, u + 6 * a)
+        if b >= 0:
+            v -= dot6(Jv + 12 * r + 6, u + 6 * b)
+        rr[r] = v
+    # (K + beta I) lam = rr, refined against K
+    nfac = 0
+    if nr > 0:
+        dmax = 0.0
+        for r in range(nr):
+            if Kx[x.Kp[r]] > dmax:
+                dmax = Kx[x.Kp[r]]
+        rel = x.rel
+        while True:
+            nfac += 1
+            st = gear_chol_factor(h, Kx, rel * dmax)
+            if st == 0:
+                break
+            if st < 0:
+                return ST_CHOLMOD
+            if rel >= 1e-6:
+                return ST_NOT_PSD
+            rel = min(max(rel, 1e-15) * 1e3, 1e-6)
+        st = refined(x, h, Kx, rr, lam, e, de)
+        if st != 0:
+            return st
+        # no exact solution: take out the part of rr outside range(K)
+        sym_mul(x, Kx, lam, e)
+        emax = 0.0
+        rmax = 1.0
+        for r in range(nr):
+            e[r] = rr[r] - e[r]
+            if fabs(e[r]) > emax:
+                emax = fabs(e[r])
+            if fabs(rr[r]) > rmax:
+                rmax = fabs(rr[r])
+        if emax > 1e-9 * rmax:
+            for r in range(nr):
+                rr[r] -= e[r]
+            st = refined(x, h, Kx, rr, lam, e, de)
+            if st != 0:
+                return st
+    # dV = Mb^-1 (f + J^T lam), then ddq_i = S_i^+ (dV_i - Ad_{T^-1} dV_p - eta_i)
+    for i in range(nb):
+        for s in range(x.sptr[i], x.sptr[i + 1]):
+            Js = Jv + 12 * x.srow[s] + 6 * x.sslot[s]
+            v = lam[x.srow[s]]
+            for k in range(6):
+                f[6 * i + k] += Js[k] * v
+        mat6_vec_rm(x.Minv + 36 * i, f + 6 * i, dV + 6 * i)
+    for i in range(nb):
+        n = m.nvi[i]
+        if n == 0:
+            continue
+        p = m.parent[i]
+        if p >= 0:
+            Ad_inv(w.T + 12 * i, dV + 6 * p, t6)
+        else:
+            for k in range(6):
+                t6[k] = 0.0
+        for k in range(6):
+            a6[k] = dV[6 * i + k] - t6[k] - w.eta[6 * i + k]
+        for j in range(n):
+            ddq[m.iv[i] + j] = dot6(Sp + 36 * i + 6 * j, a6)
+    for l in range(x.nL):
+        lam_out[l] = lam[nJ + l]
+    # |A ddq + dA dq|, from the reduced rows
+    motion_pass(m, w, ddq, cw.ja)
+    acc2 = 0.0
+    for l in range(x.nL):
+        v = row_rate(c, cw, l, cw.ja, ddq) + cw.bias[l]
+        acc2 += v * v
+    info[0] = nfac
+    info[1] = sqrt(acc2)
+    return 0
