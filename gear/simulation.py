@@ -538,8 +538,10 @@ def _native_plan(S, integrator, native):
     natively, else None (the loop then runs in Python over the batched
     kernels).  Native: euler/rk4 (and rkmk4 on vector-space joints, where
     it is rk4), torques None, an array, or a gear.controllers PD /
-    GravityCompensation / ComputedTorque with a SampledReference (trees), no f_ext; closed chains with the kkt, projection or soft solver on
-    LoopClosure/coupler rows and projection or no stabilisation."""
+    GravityCompensation / ComputedTorque with a SampledReference (trees),
+    no f_ext; closed chains with the kkt, projection, soft or (built with
+    CHOLMOD) maximal solver on LoopClosure/coupler rows and projection or
+    no stabilisation."""
     from . import controllers
     from .joints import FREE, SPHERICAL
 
@@ -571,13 +573,14 @@ def _native_plan(S, integrator, native):
         plan["tau"] = tau
     if S.sys is not None and S.sys.nc:
         from .solvers.kkt import KKTSolver
+        from .solvers.maximal import MaximalSolver
         from .solvers.projection import ProjectionSolver
         from .solvers.soft import SoftSolver
 
         solver = S.sys.solver
-        # exactly the built-in kkt, projection and soft solvers (a subclass
-        # may change the answer), whose kernels run in the loop
-        if (type(solver) not in (KKTSolver, ProjectionSolver, SoftSolver)
+        # exactly the built-in kkt, projection, soft and maximal solvers (a
+        # subclass may change the answer), whose kernels run in the loop
+        if (type(solver) not in (KKTSolver, ProjectionSolver, SoftSolver, MaximalSolver)
                 or S.stabilization not in ("projection", None)):
             return None
         nd = solver._native_data()
@@ -609,6 +612,13 @@ def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first
     bad = np.flatnonzero(status)
     if bad.size:
         st, k = int(status[bad[0]]), int(bad[0])
+        if st == -12:
+            # the maximal kernel met a non-zero entry its K pattern left out:
+            # re-plan with every entry and run the segment again
+            plan["cd"] = S.sys.solver._replan()
+            return _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first, k0)
+        if st in (-11, -13):
+            S.sys.solver._native_status(st, k, None, None)
         if st == -5:
             raise FloatingPointError(f"the state of batch row {k} became non-finite; reduce dt or use "
                                      "integrator='implicit' for stiff systems")

@@ -26,6 +26,7 @@ from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._aba cimport hybrid
 from gear.algorithms._rnea cimport rnea
 from gear.joints._integrate cimport integrate_config
+from gear.constraints._maximal cimport maximal_forward
 from gear.constraints._closed cimport (ClosC, CWork, closed_dynamics, closed_forward_dense,
                                        closed_forward_projection,
                                        constraint_rows, psd_solve)
@@ -38,7 +39,7 @@ cdef struct RollC:
     double last_dt          # length of the last step
     int record_every
     int nrec                # recorded frames
-    int route               # closed chains: 0 ABA route, 1 dense route, 2 projection
+    int route               # closed chains: 0 ABA route, 1 dense route, 2 projection, 3 maximal
     int project             # closed chains: project after each step
     int project_start       # ... and the initial state (not on continued segments)
     double tol              # projection tolerance on |g|
@@ -120,6 +121,8 @@ cdef inline int _accel(const ModelC* m, const ClosC* c, const RollC* r, double t
         return closed_forward_dense(m, c, q, v, a, tau, NULL, lam, info, w, cw)
     if r.route == 2:
         return closed_forward_projection(m, c, q, v, a, tau, NULL, lam, info, w, cw)
+    if r.route == 3:
+        return maximal_forward(m, c, q, v, a, tau, NULL, lam, info, w, cw)
     return closed_dynamics(m, c, q, v, a, tau, NULL, NULL, lam, info, w, cw)
 
 

@@ -50,9 +50,9 @@ cdef extern from "_cholmod_shim.h" nogil:
 
 
 cdef enum:
-    ST_NOT_PSD = -5      # K + beta I not positive definite even with beta = 1e-6 max diag
-    ST_PATTERN = -6      # a left-out entry of K became non-zero: re-plan
-    ST_CHOLMOD = -7      # CHOLMOD failed (out of memory)
+    ST_NOT_PSD = -11     # K + beta I not positive definite even with beta = 1e-6 max diag
+    ST_PATTERN = -12     # a left-out entry of K became non-zero: re-plan
+    ST_CHOLMOD = -13     # CHOLMOD failed (out of memory)
 
 
 cdef struct MaxC:
@@ -148,33 +148,49 @@ cdef inline void mat6_vec_rm(const double* M, const double* x, double* out) noex
 
 
 cdef inline void sym_mul(const MaxC* x, const double* Kx, const double* v, double* out) noexcept nogil:
-    # out = K v from the lower triangle
-    cdef int i, j, p
+    # out = K v from the lower triangle (the diagonal first in each column)
+    cdef int i, j, p, d
+    cdef double s, vj
     for i in range(x.nrows):
         out[i] = 0.0
     for j in range(x.nrows):
-        for p in range(x.Kp[j], x.Kp[j + 1]):
+        d = x.Kp[j]
+        vj = v[j]
+        s = Kx[d] * vj
+        for p in range(d + 1, x.Kp[j + 1]):
             i = x.Ki[p]
-            out[i] += Kx[p] * v[j]
-            if i != j:
-                out[j] += Kx[p] * v[i]
+            out[i] += Kx[p] * vj
+            s += Kx[p] * v[i]
+        out[j] += s
 
 
 cdef inline int refined(const MaxC* x, gear_chol* h, const double* Kx, const double* r, double* lam,
                         double* e, double* de) noexcept nogil:
-    # lam = K^{-1} r with ``refinement`` steps of iterative refinement
+    # lam = K^{-1} r with up to ``refinement`` steps of iterative refinement
+    # (fewer once the residual is at rounding level); ``e`` is left holding
+    # the residual r - K lam of the lam returned
     cdef int it, i, n = x.nrows
+    cdef double emax, rmax = 0.0
+    for i in range(n):
+        if fabs(r[i]) > rmax:
+            rmax = fabs(r[i])
     if gear_chol_solve(h, r, lam) != 0:
         return ST_CHOLMOD
-    for it in range(x.refinement):
+    it = 0
+    while True:
         sym_mul(x, Kx, lam, e)
+        emax = 0.0
         for i in range(n):
             e[i] = r[i] - e[i]
+            if fabs(e[i]) > emax:
+                emax = fabs(e[i])
+        if it == x.refinement or emax <= 4e-16 * rmax:
+            return 0
         if gear_chol_solve(h, e, de) != 0:
             return ST_CHOLMOD
         for i in range(n):
             lam[i] += de[i]
-    return 0
+        it += 1
 
 
 cdef struct MaxW:
@@ -373,12 +389,10 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
         st = refined(x, h, Kx, rr, lam, e, de)
         if st != 0:
             return st
-        # no exact solution: take out the part of rr outside range(K)
-        sym_mul(x, Kx, lam, e)
+        # no exact solution: take out the part e of rr outside range(K)
         emax = 0.0
         rmax = 1.0
         for r in range(nr):
-            e[r] = rr[r] - e[r]
             if fabs(e[r]) > emax:
                 emax = fabs(e[r])
             if fabs(rr[r]) > rmax:

@@ -214,23 +214,27 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
         return plan(kept, True)
 
     def _native_status(self, st, k, q, dq):
-        if st == -5:
+        if st == -11:
             raise np.linalg.LinAlgError(
                 "maximal solver: the Schur complement J Mb^-1 J^T is not positive semi-definite "
                 f"(state {k}: the factorisation failed with regularization 1e-06)")
-        if st == -6:
+        if st == -12:
             raise _Replan()
-        if st == -7:
+        if st == -13:
             raise MemoryError(f"maximal solver: CHOLMOD failed (state {k}; out of memory?)")
+
+    def _replan(self):
+        """An entry left out of K's pattern became non-zero: keep them all."""
+        self._nd = self._build_native(prune=False)
+        self.system._native_cache.pop("ff", None)
+        return self._nd
 
     def _native_maximal(self, q, dq, tau, f_ext):
         """``(ddq, lam, info)`` of a batch from the native kernel, or None."""
         try:
             out = self._native_call(q, dq, None, tau, None, f_ext)
         except _Replan:
-            # an entry left out of K's pattern became non-zero: keep them all
-            self._nd = self._build_native(prune=False)
-            self.system._native_cache.pop("ff", None)
+            self._replan()
             out = self._native_call(q, dq, None, tau, None, f_ext)
         if out is None:
             return None
