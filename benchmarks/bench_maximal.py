@@ -6,7 +6,10 @@ For N = 1, 10, 100, 1000 (``gear.mechanisms.n_four_bar``) this prints µs
 per constrained forward-dynamics call from Python. The columns are:
 
 - **maximal**: CHOLMOD on the Schur complement of the sparse maximal KKT
-  system, linear in N.
+  system, linear in N: the native kernel (CHOLMOD's C API, one call from
+  Python) when gear is built with CHOLMOD; **batch** is its time per state
+  in a batch of states on every thread; **sksparse** the same solver's
+  scikit-sparse path (``native=False``), the NumPy assembly it replaces.
 - **kkt**: the native reduced solver, whose ``m^3`` dense solve makes it
   cubic in N. It is timed once at N = 1000; ``--quick`` skips it there.
 - **projection**: a dense SVD null space, up to N = 100.
@@ -162,7 +165,7 @@ def main(argv=None):
     print(f"# gear {gear.__version__} | numpy {np.__version__} | {os.cpu_count()} cores")
     print("\nus per call (one state); |ddq - kkt| in brackets\n")
     print(f"{'N':>5} {'nv':>5} {'nc':>5} {'rows':>6} {'nnz J':>7} {'nnz L':>7} {'maximal':>10} "
-          f"{'kkt':>12} {'projection':>12} {'pinocchio':>16} {'mujoco (soft)':>18} {'kkt/maximal':>12} "
+          f"{'batch':>8} {'sksparse':>9} {'kkt':>12} {'projection':>12} {'pinocchio':>16} {'mujoco (soft)':>18} {'kkt/maximal':>12} "
           f"{'maximal/mujoco':>15} {'exudyn µs/step':>22}")
     rng = np.random.default_rng(0)
     for N in (1, 10, 100, 1000):
@@ -173,6 +176,15 @@ def main(argv=None):
         mx = s.with_solver("maximal")
         rm = mx.forward_dynamics(q, dq, tau)
         tm = best_time(lambda: mx.forward_dynamics(q, dq, tau), repeat=3, target=0.2)
+        B = max(8, 4000 // N)
+        Q, DQ, TAU = np.tile(q, (B, 1)), np.tile(dq, (B, 1)), np.tile(tau, (B, 1))
+        tb = best_time(lambda: mx.forward_dynamics(Q, DQ, TAU), repeat=3, target=0.2) / B
+        try:
+            ms = s.with_solver("maximal", native=False)
+            ts = best_time(lambda: ms.forward_dynamics(q, dq, tau), repeat=3, target=0.1)
+            cell_s = f"{ts * 1e6:9,.0f}"
+        except ImportError:
+            cell_s = "-"
         if N < 1000:
             tk = best_time(lambda: s.forward_dynamics(q, dq, tau), repeat=3, target=0.1)
             rk = s.forward_dynamics(q, dq, tau)
@@ -193,11 +205,11 @@ def main(argv=None):
         ratio = "-" if tk is None else f"{tk / tm:12.1f}"
         tmj, emj = mujoco_time(s, q, dq, tau, rm.ddq)
         cell_mj = "-" if tmj is None else f"{tmj * 1e6:8,.0f} [{emj:.0e}]"
-        ratio_mj = "-" if tmj is None else f"{tm / tmj:15.1f}"
+        ratio_mj = "-" if tmj is None else f"{tm / tmj:15.2f}"
         tex, eex = (None, None) if a.no_exudyn else exudyn_time(s, N, q)
         cell_ex = "-" if tex is None else f"{tex * 1e6:10,.0f}" + ("" if eex is None else f" [{eex:.0e}]")
         print(f"{N:>5} {nv:>5} {s.nc:>5} {rm.stats['rows']:>6} {rm.stats['nnz_J']:>7} "
-              f"{rm.stats['nnz_factor']:>7} {tm * 1e6:10,.0f}{dm} {cell_k} {cell_p} {cell_pin:>16} "
+              f"{rm.stats['nnz_factor']:>7} {tm * 1e6:10,.1f}{dm} {tb * 1e6:8,.1f} {cell_s} {cell_k} {cell_p} {cell_pin:>16} "
               f"{cell_mj:>18} {ratio} {ratio_mj} {cell_ex:>22}")
     print("\n(mujoco: relative error of its soft constraints in brackets; exudyn: µs per implicit "
           "generalized-alpha step at h = 1e-3, and its crank angle after 0.2 s against gear's rk4, "

@@ -77,6 +77,11 @@ def test_maximal_on_random_trees_of_every_joint_kind(seed):
     r = sysm.with_solver("maximal").forward_dynamics(q, dq, tau)
     A = sysm.constraint_jacobian(q)
     assert rel(r.ddq, ref.ddq) < 1e-8 and rel(A.T @ r.lam, A.T @ ref.lam) < 1e-8
+    # the native kernel's Householder bases of the joint rows (S_i depending
+    # on q) give the scikit-sparse path's SVD answer
+    r2 = sysm.with_solver("maximal", native=False).forward_dynamics(q, dq, tau)
+    assert r.stats.get("native") == gear._core.cholmod_available() and "native" not in r2.stats
+    assert rel(r.ddq, r2.ddq) < 1e-9 and rel(A.T @ r.lam, A.T @ r2.lam) < 1e-9
     # an open tree: the maximal system reproduces ABA
     tree = gear.ConstrainedModel(model, [])
     dq = rng.standard_normal(model.nv)
@@ -116,12 +121,21 @@ def test_sparse_matrices():
     assert np.abs(J[mats["nJ"]:] @ Jb.reshape(-1, model.nv) - sysm.constraint_jacobian(q)).max() < 1e-13
 
 
-def test_symbolic_factorisation_is_reused_and_options_are_checked():
+@pytest.mark.parametrize("native", [False, True])
+def test_symbolic_factorisation_is_reused_and_options_are_checked(native):
+    if native and not gear._core.cholmod_available():
+        pytest.skip("gear was built without CHOLMOD (no native maximal kernel)")
     sysm, q = mech.four_bar()
-    mx = sysm.with_solver("maximal", ordering="amd", refinement=2)
-    for _ in range(3):
+    mx = sysm.with_solver("maximal", ordering="amd", refinement=2, native=native)
+    mx.forward_dynamics(q, np.zeros(3), np.ones(3))
+    plan = mx.solver._nd
+    for _ in range(2):
         mx.forward_dynamics(q, np.zeros(3), np.ones(3))
-    assert len(mx.solver._symbolic) == 1 and mx.solver.counters["factorizations"] == 3
+    if native:
+        assert mx.solver._nd is plan and not mx.solver._symbolic        # analysed once
+    else:
+        assert plan is None and len(mx.solver._symbolic) == 1
+    assert mx.solver.counters["factorizations"] == 3
     with pytest.raises(ValueError, match="regularization"):
         sysm.with_solver("maximal", regularization=-1)
     with pytest.raises(ValueError, match="refinement"):
@@ -311,13 +325,24 @@ def test_bad_input_is_named():
 
 
 def test_missing_scikit_sparse_is_a_clear_import_error(monkeypatch):
+    """Without scikit-sparse the scikit-sparse path says what to install;
+    the native kernel (when built with CHOLMOD) does not need it for
+    forward dynamics, and hybrid dynamics names the missing extra."""
     import sys as _sys
 
     monkeypatch.setitem(_sys.modules, "sksparse", None)
     monkeypatch.setitem(_sys.modules, "sksparse.cholmod", None)
-    sysm, _ = mech.four_bar()
+    sysm, q = mech.four_bar()
     with pytest.raises(ImportError, match=r"gear\[sparse\]"):
-        sysm.with_solver("maximal")
+        sysm.with_solver("maximal", native=False)
+    if gear._core.cholmod_available():
+        mx = sysm.with_solver("maximal")
+        assert mx.forward_dynamics(q, np.zeros(3), np.ones(3)).stats["native"]
+        with pytest.raises(ImportError, match=r"gear\[sparse\]"):
+            mx.hybrid_dynamics(q, np.zeros(3), np.zeros(3), np.ones(3), [True, False, False])
+    else:
+        with pytest.raises(ImportError, match=r"gear\[sparse\]"):
+            sysm.with_solver("maximal")
 
 
 @pytest.mark.parametrize("dq", [[1.0, 0.0, 0.0], [1.0, -2.0, 1.0], [0.3, 0.1, -0.4]])
@@ -348,7 +373,7 @@ def test_schur_pattern_grows_when_an_entry_outside_it_becomes_nonzero():
     nv = s.model.nv
     dq = s.project_velocity(q, rng.standard_normal(nv))
     tau = rng.standard_normal(nv)
-    mx = s.with_solver("maximal")
+    mx = s.with_solver("maximal", native=False)
     ref = s.forward_dynamics(q, dq, tau)
     r0 = mx.forward_dynamics(q, dq, tau)
     plan = mx.solver._plans[None]
@@ -363,3 +388,107 @@ def test_schur_pattern_grows_when_an_entry_outside_it_becomes_nonzero():
     assert plan["keep"][k] and plan["K"].nnz == nnz and None in mx.solver._symbolic
     np.testing.assert_allclose(r1.ddq, ref.ddq, rtol=0, atol=1e-8 * max(1.0, np.abs(ref.ddq).max()))
     np.testing.assert_allclose(r0.ddq, r1.ddq, rtol=0, atol=1e-10 * max(1.0, np.abs(ref.ddq).max()))
+
+
+# ---------------------------------------------------------------------------
+# the native kernel (gear/constraints/_maximal.pxd, CHOLMOD's C API)
+# ---------------------------------------------------------------------------
+native = pytest.mark.skipif(not gear._core.cholmod_available(),
+                            reason="gear was built without CHOLMOD (no native maximal kernel)")
+
+
+@native
+@pytest.mark.parametrize("name", sorted(k for k in MECHS if k != "rolling_ball"))
+def test_native_kernel_equals_the_scikit_sparse_path(name):
+    """Same ddq and A^T lam as the scikit-sparse path (another orthonormal
+    basis of the joint rows, the same answer), the same factor size, and
+    the residual |A ddq + dA dq|; a batch on two threads equals the single
+    calls bit for bit."""
+    sysm, q = MECHS[name]()
+    model = sysm.model
+    rng = np.random.default_rng(len(name) + 11)
+    dq = np.zeros(model.nv) if name == "four_bar_collinear" else _consistent(sysm, q, rng)
+    tau = rng.standard_normal(model.nv)
+    f_ext = rng.standard_normal((model.nbodies, 6))
+    A = sysm.constraint_jacobian(q)
+    nat, spa = sysm.with_solver("maximal"), sysm.with_solver("maximal", native=False)
+    for fe in (None, f_ext):
+        a, b = nat.forward_dynamics(q, dq, tau, fe), spa.forward_dynamics(q, dq, tau, fe)
+        assert a.stats["native"] and "native" not in b.stats
+        assert rel(a.ddq, b.ddq) < 1e-10, name
+        assert rel(A.T @ a.lam, A.T @ b.lam) < 1e-10, name
+        assert abs(a.residual - b.residual) < 1e-9 * max(1.0, np.abs(a.ddq).max())
+        for k in ("rows", "bodies", "nnz_J", "refinement"):
+            assert a.stats[k] == b.stats[k], k
+        assert a.stats["nnz_factor"] > 0 and a.stats["factorizations"] >= 1
+    N = 9
+    qs = np.tile(q, (N, 1))
+    dqs = dq + 0.1 * rng.standard_normal((N, model.nv)) * (name != "four_bar_collinear")
+    taus = rng.standard_normal((N, model.nv))
+    from gear.algorithms.dynamics import get_num_threads, set_num_threads
+
+    old = get_num_threads()
+    set_num_threads(2)
+    try:
+        rb = nat.forward_dynamics(qs, dqs, taus)
+    finally:
+        set_num_threads(old)
+    for k in range(N):
+        r1 = nat.forward_dynamics(qs[k], dqs[k], taus[k])
+        assert np.array_equal(rb.ddq[k], r1.ddq) and np.array_equal(rb.lam[k], r1.lam)
+
+
+@native
+def test_native_kernel_replans_when_a_left_out_entry_becomes_nonzero():
+    """K's native pattern leaves out the entries found zero at sampled
+    configurations; one that is non-zero after all is caught on the call
+    (never a wrong answer): the plan is rebuilt with every entry, in a
+    single call and inside a native rollout."""
+    s, q = gear.mechanisms.stewart()
+    rng = np.random.default_rng(8)
+    nv = s.model.nv
+    dq = s.project_velocity(q, rng.standard_normal(nv))
+    tau = rng.standard_normal(nv)
+    ref = s.forward_dynamics(q, dq, tau)
+    mx = s.with_solver("maximal")
+    r0 = mx.forward_dynamics(q, dq, tau)
+    nnz = mx.solver._static_stats()["nnz_K"]
+    full = mx.solver._build_native(prune=False)
+    Kp, Ki = (np.asarray(a)[:-1] for a in full.maximal.arrays[8:10])
+    Kx = np.empty(len(Ki))
+    assert gear._core.maximal_probe(s.model.data, full, q, Kx) == 0
+    col = np.repeat(np.arange(len(Kp) - 1), np.diff(Kp))
+    k = int(np.flatnonzero((Kx != 0.0) & (Ki != col))[0])       # an entry not zero at q
+    mx.solver._nd = mx.solver._build_native(prune=True, leave_out=[k])
+    assert mx.solver._static_stats()["nnz_K"] == nnz - 2
+    mx._native_cache.pop("ff", None)         # the single-call fast path holds the plan it was built with
+    r1 = mx.forward_dynamics(q, dq, tau)
+    assert mx.solver._static_stats()["nnz_K"] >= nnz
+    np.testing.assert_allclose(r1.ddq, ref.ddq, rtol=0, atol=1e-8 * max(1.0, np.abs(ref.ddq).max()))
+    np.testing.assert_allclose(r1.ddq, r0.ddq, rtol=0, atol=1e-10 * max(1.0, np.abs(ref.ddq).max()))
+    mx.solver._nd = mx.solver._build_native(prune=True, leave_out=[k])
+    assert mx.solver._static_stats()["nnz_K"] == nnz - 2
+    tr = gear.simulate(mx, q, dq, 0.01, 1e-3)
+    assert mx.solver._static_stats()["nnz_K"] >= nnz                 # re-planned in the rollout
+    tr2 = gear.simulate(mx, q, dq, 0.01, 1e-3)
+    assert tr.stats["native"] and np.array_equal(tr.q, tr2.q)
+
+
+@native
+def test_native_rollout_equals_the_python_loop():
+    """gear.simulate runs the maximal solver in the native loop (in
+    parallel over states); it equals the Python loop over the same
+    solver, and the batch equals its rollouts one by one."""
+    sysm, q = mech.four_bar()
+    mx = sysm.with_solver("maximal")
+    rng = np.random.default_rng(3)
+    N = 4
+    qs = np.tile(q, (N, 1))
+    dqs = np.stack([_consistent(sysm, q, rng) for _ in range(N)])
+    a = gear.simulate(mx, qs, dqs, 0.05, 1e-3, integrator="rk4")
+    b = gear.simulate(mx, qs, dqs, 0.05, 1e-3, integrator="rk4", native=False)
+    assert a.stats["native"] and not b.stats["native"]
+    assert np.abs(a.q - b.q).max() < 1e-10 and np.abs(a.dq - b.dq).max() < 1e-9
+    assert a.stats["max_residual"] < 1e-10
+    one = gear.simulate(mx, qs[2], dqs[2], 0.05, 1e-3, integrator="rk4")
+    assert np.array_equal(one.q, a.q[2])

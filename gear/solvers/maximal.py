@@ -143,14 +143,16 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
             self._nd = self._build_native(prune=True)
         return self._nd
 
-    def _build_native(self, prune):
+    def _build_native(self, prune, leave_out=()):
         """The fixed plan of the native kernel (``MaxC`` of
         ``gear/constraints/_maximal.pxd``): every row's two bodies, each
         body's segments and segment pairs, and K's lower-triangle pattern
         with CHOLMOD's symbolic analysis.  With ``prune``, entries of the
         block pattern that are exactly zero at two random configurations
         (structural zeros: a planar mechanism's out-of-plane couplings) are
-        left out of the factor; the kernel checks them on every call."""
+        left out of the factor; the kernel checks them on every call.
+        ``leave_out``: indices of the block pattern's entries to leave out
+        as well (tests use it to exercise the re-planning)."""
         ms = self.maximal
         sys = self.system
         nb, nJ, nL = ms.nb, ms.nJ, ms.nL
@@ -210,7 +212,9 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
                     nz[:] = True                  # e.g. coincident distance points: keep all
                     break
                 nz |= Kx != 0.0
-            kept = nz | (keys // nrows == keys % nrows)
+            kept = nz
+        kept[np.asarray(leave_out, dtype=np.int64)] = False
+        kept |= keys // nrows == keys % nrows            # the diagonal always (read for beta)
         return plan(kept, True)
 
     def _native_status(self, st, k, q, dq):
