@@ -681,21 +681,24 @@ cdef class MaximalData:
     cdef gear_chol* h
     cdef readonly int nws
 
-    def __init__(self, int nb, int nJ, int nL, double rel, int refinement, Minv, row0, rbody,
-                 sptr, srow, sslot, pptr, pk, Kp, Ki, int nnzK, int nout, int ordering,
+    def __init__(self, int nb, int nJ, int nL, double rel, int refinement, Minv, Lt, row0, rbody,
+                 sptr, srow, soff, pa, pb, pk, int npk, Kp, Ki, int nnzK, int nout, int ordering,
                  bint analyse):
         cdef double[::1] a_minv = _padded(Minv, np.float64)
+        cdef double[::1] a_lt = _padded(Lt, np.float64)
         cdef int[::1] a_row0 = _padded(row0, np.int32)
         cdef int[::1] a_rbody = _padded(rbody, np.int32)
         cdef int[::1] a_sptr = _padded(sptr, np.int32)
         cdef int[::1] a_srow = _padded(srow, np.int32)
-        cdef int[::1] a_sslot = _padded(sslot, np.int32)
-        cdef int[::1] a_pptr = _padded(pptr, np.int32)
+        cdef int[::1] a_soff = _padded(soff, np.int32)
+        cdef int[::1] a_pa = _padded(pa, np.int32)
+        cdef int[::1] a_pb = _padded(pb, np.int32)
         cdef int[::1] a_pk = _padded(pk, np.int32)
         cdef int[::1] a_kp = _padded(Kp, np.int32)
         cdef int[::1] a_ki = _padded(Ki, np.int32)
         cdef int st = 0
-        self.arrays = (a_minv, a_row0, a_rbody, a_sptr, a_srow, a_sslot, a_pptr, a_pk, a_kp, a_ki)
+        self.arrays = dict(Minv=a_minv, Lt=a_lt, row0=a_row0, rbody=a_rbody, sptr=a_sptr, srow=a_srow,
+                           soff=a_soff, pa=a_pa, pb=a_pb, pk=a_pk, Kp=a_kp, Ki=a_ki)
         self.c.nb = nb
         self.c.nJ = nJ
         self.c.nL = nL
@@ -703,20 +706,26 @@ cdef class MaximalData:
         self.c.nnzK = nnzK
         self.c.nout = nout
         self.c.nseg = a_srow.shape[0] - 1
+        self.c.npairs = a_pk.shape[0] - 1
+        self.c.npk = npk
         self.c.rel = rel
         self.c.refinement = refinement
         self.c.Minv = &a_minv[0]
+        self.c.Lt = &a_lt[0]
         self.c.row0 = &a_row0[0]
         self.c.rbody = &a_rbody[0]
         self.c.sptr = &a_sptr[0]
         self.c.srow = &a_srow[0]
-        self.c.sslot = &a_sslot[0]
-        self.c.pptr = &a_pptr[0]
+        self.c.soff = &a_soff[0]
+        self.c.pa = &a_pa[0]
+        self.c.pb = &a_pb[0]
         self.c.pk = &a_pk[0]
         self.c.Kp = &a_kp[0]
         self.c.Ki = &a_ki[0]
-        if a_kp.shape[0] - 1 != self.c.nrows + 1 or a_kp[self.c.nrows] != nnzK:
-            raise ValueError("MaximalData: K's pattern does not match the row count")
+        if (a_kp.shape[0] - 1 != self.c.nrows + 1 or a_kp[self.c.nrows] != nnzK
+                or a_pa.shape[0] != a_pk.shape[0] or a_pb.shape[0] != a_pk.shape[0]
+                or not 0 <= npk <= self.c.npairs):
+            raise ValueError("MaximalData: inconsistent plan arrays")
         self.nws = maximal_scratch(nb, self.c.nrows, nnzK, nout, self.c.nseg)
         self.h = NULL
         if analyse and self.c.nrows > 0:

@@ -227,24 +227,30 @@ def test_hybrid_per_velocity_coordinate(seed):
         assert stats["rows"] == mx.solver.maximal.nrows + int(u.sum())
 
 
+@pytest.mark.parametrize("native", [False, True])
 @pytest.mark.parametrize("make", [lambda: mech.n_four_bar(10),
                                   lambda: mech.four_bar(crank=0.3, coupler=0.6, rocker=0.3, ground=0.6, angle=0.0)])
-def test_unregularised_redundant_rows_are_caught_and_regularised(make):
+def test_unregularised_redundant_rows_are_caught_and_regularised(make, native):
     """With regularization=0 the planar chains closed by 3-D balls give a
     singular Schur complement: CHOLMOD's LDL^T meets a zero or negative
     pivot, which the solver detects and refactorises with beta raised;
-    the answer stays the kkt solver's."""
+    the answer stays the kkt solver's.  (The native kernel forms K from
+    H_a . H_b, whose rounding may leave the singular pivot a tiny positive
+    number on the small four-bar: one factorisation, the same answer.)"""
+    if native and not gear._core.cholmod_available():
+        pytest.skip("gear was built without CHOLMOD (no native maximal kernel)")
     sysm, q = make()
     nv = sysm.model.nv
     tau = np.linspace(-1.0, 1.0, nv)
     ref = sysm.forward_dynamics(q, np.zeros(nv), tau)
-    r = sysm.with_solver("maximal", regularization=0.0).forward_dynamics(q, np.zeros(nv), tau)
-    assert r.stats["factorizations"] == 2
+    r = sysm.with_solver("maximal", regularization=0.0, native=native).forward_dynamics(q, np.zeros(nv), tau)
+    assert r.stats["factorizations"] == 2 if (not native or nv > 3) else r.stats["factorizations"] in (1, 2)
     assert rel(r.ddq, ref.ddq) < 1e-8
     A = sysm.constraint_jacobian(q)
     assert rel(A.T @ r.lam, A.T @ ref.lam) < 1e-8
     # the default regularisation needs one factorisation
-    assert sysm.with_solver("maximal").forward_dynamics(q, np.zeros(nv), tau).stats["factorizations"] == 1
+    assert sysm.with_solver("maximal", native=native).forward_dynamics(
+        q, np.zeros(nv), tau).stats["factorizations"] == 1
 
 
 @pytest.mark.parametrize("name", sorted(k for k in MECHS if k != "rolling_ball"))
@@ -454,7 +460,7 @@ def test_native_kernel_replans_when_a_left_out_entry_becomes_nonzero():
     r0 = mx.forward_dynamics(q, dq, tau)
     nnz = mx.solver._static_stats()["nnz_K"]
     full = mx.solver._build_native(prune=False)
-    Kp, Ki = (np.asarray(a)[:-1] for a in full.maximal.arrays[8:10])
+    Kp, Ki = (np.asarray(full.maximal.arrays[k])[:-1] for k in ("Kp", "Ki"))
     Kx = np.empty(len(Ki))
     assert gear._core.maximal_probe(s.model.data, full, q, Kx) == 0
     col = np.repeat(np.arange(len(Kp) - 1), np.diff(Kp))

@@ -24,9 +24,10 @@ C_i eta_i`` (rows of ``C_i``: an orthonormal basis of the annihilator of
 R^{-1} Q_1^T``); loop row r gives ``F_rA . dV_a + F_rB . dV_b = -dA dq_r +
 F_rA . acc_a + F_rB . acc_b`` (``gear/constraints/_closed.pxd``).  Every
 row meets at most two bodies, in two 6-blocks ("segments").  ``K``'s lower
-triangle has a fixed pattern (``MaxC.Kp/Ki``); each body adds
-``(Mb_b^{-1} J_s) . J_s'`` for each pair of its segments into the entry
-``pk`` of the pair.  Entries of the block pattern that were exactly zero
+triangle has a fixed pattern (``MaxC.Kp/Ki``); with ``Mb_b^{-1} = L_b
+L_b^T`` (Cholesky, once per model) and ``H_s = L_b^T J_s``, each body adds
+``H_s . H_s'`` for each pair of its segments into the entry ``pk`` of the
+pair.  Entries of the block pattern that were exactly zero
 at the sampled configurations (a planar mechanism's out-of-plane
 couplings) are left out of the factor and accumulated apart: if one ever
 becomes non-zero the call returns ST_PATTERN and the caller re-plans.
@@ -65,21 +66,25 @@ cdef struct MaxC:
     int nseg             # segments (row, body) of J
     double rel           # regularisation relative to max diag K
     int refinement
+    int npairs           # segment pairs on a common body
+    int npk              # the first npk of them go to kept entries, the others are left out
     const double* Minv   # (nb, 36) Mb_b^{-1}, row-major
+    const double* Lt     # (nb, 36) L_b^T, row-major upper triangle, Mb_b^{-1} = L_b L_b^T
     const int* row0      # (nb,) first joint row of each body
     const int* rbody     # (nrows, 2) the bodies of each row's two segments (-1: none)
     const int* sptr      # (nb + 1,) each body's segments ...
     const int* srow      # (nseg,) ... their rows ...
-    const int* sslot     # (nseg,) ... and slots (0 or 1)
-    const int* pptr      # (nb + 1,) each body's segment pairs (a <= b in its list order)
-    const int* pk        # (npairs,) their entry of Kx (>= nnzK: left out)
+    const int* soff      # (nseg,) ... and their offset in Jv (12 row + 6 slot)
+    const int* pa        # (npairs,) the two segments of each pair (a row meeting
+    const int* pb        #   one body twice has its cross pair listed twice)
+    const int* pk        # (npairs,) the pair's entry of Kx (>= nnzK: left out)
     const int* Kp        # (nrows + 1,) lower triangle, CSC, diagonal first
     const int* Ki
 
 
 cdef inline int maximal_scratch(int nb, int nrows, int nnzK, int nout, int nseg) noexcept nogil:
-    # Jv, c, r, lam, e, de, Kx (+ left out), W, f, u, dV, C, S+
-    return 12 * nrows + 5 * nrows + nnzK + nout + 6 * nseg + 18 * nb + 72 * nb + 8
+    # Jv, c, r, lam, e, de, Kx (+ left out), H, masks, f, u, dV, C, S+
+    return 12 * nrows + 5 * nrows + nnzK + nout + 7 * nseg + 18 * nb + 72 * nb + 8
 
 
 cdef inline void joint_frames(int n, const double* S, double* C, double* Sp) noexcept nogil:
@@ -139,6 +144,25 @@ cdef inline void joint_frames(int n, const double* S, double* C, double* Sp) noe
 
 cdef inline double dot6(const double* a, const double* b) noexcept nogil:
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5]
+
+
+cdef inline void upper_vec(const double* U, const double* x, double* out) noexcept nogil:
+    # out = U x, U upper triangular 6 x 6 row-major
+    out[0] = (U[0] * x[0] + U[1] * x[1] + U[2] * x[2] + U[3] * x[3] + U[4] * x[4]
+              + U[5] * x[5])
+    out[1] = U[7] * x[1] + U[8] * x[2] + U[9] * x[3] + U[10] * x[4] + U[11] * x[5]
+    out[2] = U[14] * x[2] + U[15] * x[3] + U[16] * x[4] + U[17] * x[5]
+    out[3] = U[21] * x[3] + U[22] * x[4] + U[23] * x[5]
+    out[4] = U[28] * x[4] + U[29] * x[5]
+    out[5] = U[35] * x[5]
+
+
+cdef inline int nonzero_mask(const double* v) noexcept nogil:
+    cdef int k, mk = 0
+    for k in range(6):
+        if v[k] != 0.0:
+            mk |= 1 << k
+    return mk
 
 
 cdef inline void mat6_vec_rm(const double* M, const double* x, double* out) noexcept nogil:
@@ -201,7 +225,8 @@ cdef struct MaxW:
     double* e
     double* de
     double* Kx      # (nnzK + nout,)
-    double* W       # (nseg, 6) Mb^-1 J_s
+    double* H       # (nseg, 6) L_b^T J_s: K's pair products are H_a . H_b
+    int* hm         # (nseg,) bit k set when H_s[k] != 0 (stored in nseg doubles)
     double* f       # (nb, 6) body wrenches, then f + J^T lam
     double* u       # (nb, 6) Mb^-1 f
     double* dV      # (nb, 6)
@@ -220,8 +245,9 @@ cdef inline MaxW maxwork(const MaxC* x, double* base) noexcept nogil:
     z.e = z.lam + nr
     z.de = z.e + nr
     z.Kx = z.de + nr
-    z.W = z.Kx + x.nnzK + x.nout
-    z.f = z.W + 6 * x.nseg
+    z.H = z.Kx + x.nnzK + x.nout
+    z.hm = <int*> (z.H + 6 * x.nseg)
+    z.f = z.H + 7 * x.nseg
     z.u = z.f + 6 * nb
     z.dV = z.u + 6 * nb
     z.Cb = z.dV + 6 * nb
@@ -302,22 +328,23 @@ cdef inline int maximal_assemble(const ModelC* m, const ClosC* c, const double* 
         if b >= 0:
             v += dot6(cw.F + 12 * l + 6, cw.acc + 6 * b)
         z.cr[r] = v
-    # u = Mb^-1 f, W_s = Mb^-1 J_s, K = sum over bodies of the segment pairs
+    # u = Mb^-1 f; H_s = L_b^T J_s, so that J_a Mb^-1 J_b^T = H_a . H_b
     for i in range(nb):
         mat6_vec_rm(x.Minv + 36 * i, f + 6 * i, z.u + 6 * i)
         for s in range(x.sptr[i], x.sptr[i + 1]):
-            mat6_vec_rm(x.Minv + 36 * i, Jv + 12 * x.srow[s] + 6 * x.sslot[s], z.W + 6 * s)
+            upper_vec(x.Lt + 36 * i, Jv + x.soff[s], z.H + 6 * s)
+            z.hm[s] = nonzero_mask(z.H + 6 * s)
     for k in range(x.nnzK + x.nout):
         z.Kx[k] = 0.0
-    for i in range(nb):
-        p = x.pptr[i]
-        for a in range(x.sptr[i], x.sptr[i + 1]):
-            for b in range(a, x.sptr[i + 1]):
-                v = dot6(z.W + 6 * a, Jv + 12 * x.srow[b] + 6 * x.sslot[b])
-                if a != b and x.srow[a] == x.srow[b]:
-                    v *= 2.0                 # a row meeting one body twice
-                z.Kx[x.pk[p]] += v
-                p += 1
+    for p in range(x.npk):
+        z.Kx[x.pk[p]] += dot6(z.H + 6 * x.pa[p], z.H + 6 * x.pb[p])
+    # the left-out entries, for the caller's check: a pair whose non-zero
+    # components do not meet is exactly zero
+    for p in range(x.npk, x.npairs):
+        a = x.pa[p]
+        b = x.pb[p]
+        if z.hm[a] & z.hm[b]:
+            z.Kx[x.pk[p]] += dot6(z.H + 6 * a, z.H + 6 * b)
     return 0
 
 
@@ -406,7 +433,7 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
     # dV = Mb^-1 (f + J^T lam), then ddq_i = S_i^+ (dV_i - Ad_{T^-1} dV_p - eta_i)
     for i in range(nb):
         for s in range(x.sptr[i], x.sptr[i + 1]):
-            Js = Jv + 12 * x.srow[s] + 6 * x.sslot[s]
+            Js = Jv + x.soff[s]
             v = lam[x.srow[s]]
             for k in range(6):
                 f[6 * i + k] += Js[k] * v

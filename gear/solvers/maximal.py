@@ -169,33 +169,43 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
                     segs[rbody[r, slot]].append((r, slot))
         sptr = np.concatenate([[0], np.cumsum([len(x) for x in segs])])
         srow = np.array([r for x in segs for r, _ in x], dtype=np.int64)
-        sslot = np.array([t for x in segs for _, t in x], dtype=np.int64)
-        prow, pcol, pptr = [], [], [0]
-        for x in segs:
+        soff = np.array([12 * r + 6 * t for x in segs for r, t in x], dtype=np.int64)
+        pa, pb, prow, pcol = [], [], [], []
+        for x, s0 in zip(segs, sptr[:-1]):
             rows = [r for r, _ in x]
             for a in range(len(rows)):
                 for b in range(a, len(rows)):
-                    prow.append(max(rows[a], rows[b]))
-                    pcol.append(min(rows[a], rows[b]))
-            pptr.append(len(prow))
+                    # a row meeting one body twice: its cross pair counts twice
+                    for _ in range(2 if a != b and rows[a] == rows[b] else 1):
+                        pa.append(s0 + a)
+                        pb.append(s0 + b)
+                        prow.append(max(rows[a], rows[b]))
+                        pcol.append(min(rows[a], rows[b]))
+        pa, pb = np.array(pa, dtype=np.int64), np.array(pb, dtype=np.int64)
         pkey = np.array(pcol, dtype=np.int64) * nrows + np.array(prow, dtype=np.int64)
         diag = np.arange(nrows, dtype=np.int64) * (nrows + 1)
         keys, inv = np.unique(np.concatenate([pkey, diag]), return_inverse=True)
         inv = inv[:len(pkey)]
         Minv = np.ascontiguousarray(ms.Minv.reshape(nb, 36))
-        args = (nb, nJ, nL, float(self.options["regularization"]), int(self.options["refinement"]),
-                Minv, ms.joint_row0, rbody.ravel(), sptr, srow, sslot, np.array(pptr))
+        Lt = np.ascontiguousarray(np.transpose(np.linalg.cholesky(0.5 * (ms.Minv + np.transpose(ms.Minv, (0, 2, 1)))),
+                                               (0, 2, 1)).reshape(nb, 36))
 
         def plan(kept, analyse):
-            # K's CSC lower triangle of the kept keys, the others after them
+            # K's CSC lower triangle of the kept keys, the others after them;
+            # the pairs of kept entries first
             kk, out = keys[kept], keys[~kept]
             col, row = kk // nrows, kk % nrows
             Kp = np.concatenate([[0], np.cumsum(np.bincount(col, minlength=nrows))])
             where = np.empty(len(keys), dtype=np.int64)
             where[kept] = np.arange(len(kk))
             where[~kept] = len(kk) + np.arange(len(out))
-            mx = _core.MaximalData(*args, where[inv], Kp, row, len(kk), len(out),
-                                   _ORDERINGS[self.options["ordering"]], analyse)
+            pk = where[inv]
+            order = np.argsort(pk >= len(kk), kind="stable")
+            npk = int((pk < len(kk)).sum())
+            mx = _core.MaximalData(nb, nJ, nL, float(self.options["regularization"]),
+                                   int(self.options["refinement"]), Minv, Lt, ms.joint_row0,
+                                   rbody.ravel(), sptr, srow, soff, pa[order], pb[order], pk[order], npk,
+                                   Kp, row, len(kk), len(out), _ORDERINGS[self.options["ordering"]], analyse)
             nd = sys._native(1e-10, fresh=True)
             nd.attach_maximal(sys.model.data, mx)
             return nd
@@ -249,8 +259,8 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
         mx = self._nd.maximal
         ms = self.maximal
         nrows = ms.nrows
-        nseg = len(mx.arrays[4]) - 1
-        nnz_low = int(np.asarray(mx.arrays[8])[nrows])
+        nseg = len(mx.arrays["srow"]) - 1
+        nnz_low = int(np.asarray(mx.arrays["Kp"])[nrows])
         return {"rows": int(nrows), "bodies": int(ms.nb), "nnz_J": 6 * nseg,
                 "nnz_K": 2 * nnz_low - nrows, "nnz_factor": int(mx.factor_nnz),
                 "refinement": self.options["refinement"]}
