@@ -7,10 +7,13 @@
  * scikit-sparse path.
  *
  * A handle owns one cholmod_common and one factor.  The symmetric matrix is
- * given as the lower triangle in CSC form (int indices, sorted rows, the
- * diagonal first in every column); its pattern arrays belong to the caller
- * and must outlive the handle, its values are passed to every
- * factorisation.  Threads each use their own handle (gear_chol_clone): one
+ * given as one triangle in CSC form (int indices, sorted rows; stype -1 the
+ * lower, +1 the upper triangle); its pattern arrays belong to the caller and
+ * must outlive the handle, its values are passed to every factorisation.
+ * The kernel analyses K once with a fill-reducing ordering, reads the
+ * permutation (gear_chol_perm), and factorises the permuted upper triangle
+ * with the natural ordering: CHOLMOD then neither transposes nor permutes
+ * per call.  Threads each use their own handle (gear_chol_clone): one
  * cholmod_common per thread is CHOLMOD's rule for thread safety.
  */
 #ifndef GEAR_CHOLMOD_SHIM_H
@@ -33,6 +36,7 @@ struct gear_chol {
     cholmod_dense *X, *Y, *E;
     int n;
     int ordering;
+    int stype;
 };
 
 static int gear_chol_available(void) { return 1; }
@@ -47,7 +51,7 @@ static void gear_chol_settings(gear_chol *h)
     if (h->ordering >= 0) {                 /* one given method (as scikit-sparse does) */
         h->c.nmethods = 1;
         h->c.method[0].ordering = h->ordering;
-        h->c.postorder = 1;
+        h->c.postorder = h->ordering != CHOLMOD_NATURAL;   /* natural: keep the given order */
     } else if (h->ordering == -2) {         /* "best": try them all */
         h->c.nmethods = CHOLMOD_MAXMETHODS;
     }                                       /* -1: CHOLMOD's default strategy */
@@ -55,13 +59,14 @@ static void gear_chol_settings(gear_chol *h)
 
 /* Symbolic analysis (fill-reducing ordering) of the n x n pattern (Ap, Ai).
  * status: 0, or CHOLMOD's status on failure (NULL returned). */
-static gear_chol *gear_chol_new(int n, int *Ap, int *Ai, int ordering, int *status)
+static gear_chol *gear_chol_new(int n, int *Ap, int *Ai, int stype, int ordering, int *status)
 {
     gear_chol *h = (gear_chol *) calloc(1, sizeof(gear_chol));
     *status = 0;
     if (h == NULL) { *status = -2; return NULL; }
     h->n = n;
     h->ordering = ordering;
+    h->stype = stype;
     gear_chol_settings(h);
     h->A.nrow = h->A.ncol = (size_t) n;
     h->A.nzmax = (size_t) Ap[n];
@@ -70,7 +75,7 @@ static gear_chol *gear_chol_new(int n, int *Ap, int *Ai, int ordering, int *stat
     h->A.nz = NULL;
     h->A.x = NULL;
     h->A.z = NULL;
-    h->A.stype = -1;
+    h->A.stype = stype;
     h->A.itype = CHOLMOD_INT;
     h->A.xtype = CHOLMOD_PATTERN;
     h->A.dtype = CHOLMOD_DOUBLE;
@@ -105,6 +110,7 @@ static gear_chol *gear_chol_clone(const gear_chol *src)
     if (h == NULL) return NULL;
     h->n = src->n;
     h->ordering = src->ordering;
+    h->stype = src->stype;
     gear_chol_settings(h);
     h->A = src->A;
     h->B = src->B;
@@ -163,6 +169,15 @@ static int gear_chol_solve(gear_chol *h, const double *b, double *x)
     return 0;
 }
 
+/* The fill-reducing permutation of the analysis: row perm[k] of the matrix
+ * is row k of the factorised one. */
+static void gear_chol_perm(const gear_chol *h, int *perm)
+{
+    int k;
+    for (k = 0; k < h->n; k++)
+        perm[k] = h->L->Perm ? ((const int *) h->L->Perm)[k] : k;
+}
+
 /* Non-zeros of the factor (unit diagonal of L counted, as L() reports). */
 static long gear_chol_lnz(const gear_chol *h)
 {
@@ -180,8 +195,9 @@ static long gear_chol_lnz(const gear_chol *h)
 #else  /* no CHOLMOD at build time */
 
 static int gear_chol_available(void) { return 0; }
-static gear_chol *gear_chol_new(int n, int *Ap, int *Ai, int ordering, int *status)
-{ (void) n; (void) Ap; (void) Ai; (void) ordering; *status = -99; return NULL; }
+static gear_chol *gear_chol_new(int n, int *Ap, int *Ai, int stype, int ordering, int *status)
+{ (void) n; (void) Ap; (void) Ai; (void) stype; (void) ordering; *status = -99; return NULL; }
+static void gear_chol_perm(const gear_chol *h, int *perm) { (void) h; (void) perm; }
 static gear_chol *gear_chol_clone(const gear_chol *src) { (void) src; return NULL; }
 static void gear_chol_free(gear_chol *h) { (void) h; }
 static int gear_chol_factor(gear_chol *h, double *Ax, double beta)

@@ -29,7 +29,8 @@ from gear.constraints._closed cimport (ClosC, CWork, cwork_from, cwork_size, cwo
                                        closed_forward_projection as _cproj)
 from gear.constraints._maximal cimport (MaxC, MaxW, maxwork, maximal_scratch, maximal_assemble,
                                         maximal_forward as _cmax, gear_chol, gear_chol_available,
-                                        gear_chol_new, gear_chol_clone, gear_chol_free, gear_chol_lnz)
+                                        gear_chol_new, gear_chol_clone, gear_chol_free, gear_chol_lnz,
+                                        gear_chol_perm)
 
 
 def omp_max_threads():
@@ -682,7 +683,7 @@ cdef class MaximalData:
     cdef readonly int nws
 
     def __init__(self, int nb, int nJ, int nL, double rel, int refinement, Minv, Lt, row0, rbody,
-                 sptr, srow, soff, pa, pb, pk, int npk, Kp, Ki, int nnzK, int nout, int ordering,
+                 sptr, srow, soff, pa, pb, pk, int npk, perm, Kp, Ki, int nnzK, int nout,
                  bint analyse):
         cdef double[::1] a_minv = _padded(Minv, np.float64)
         cdef double[::1] a_lt = _padded(Lt, np.float64)
@@ -694,11 +695,12 @@ cdef class MaximalData:
         cdef int[::1] a_pa = _padded(pa, np.int32)
         cdef int[::1] a_pb = _padded(pb, np.int32)
         cdef int[::1] a_pk = _padded(pk, np.int32)
+        cdef int[::1] a_perm = _padded(perm, np.int32)
         cdef int[::1] a_kp = _padded(Kp, np.int32)
         cdef int[::1] a_ki = _padded(Ki, np.int32)
         cdef int st = 0
         self.arrays = dict(Minv=a_minv, Lt=a_lt, row0=a_row0, rbody=a_rbody, sptr=a_sptr, srow=a_srow,
-                           soff=a_soff, pa=a_pa, pb=a_pb, pk=a_pk, Kp=a_kp, Ki=a_ki)
+                           soff=a_soff, pa=a_pa, pb=a_pb, pk=a_pk, perm=a_perm, Kp=a_kp, Ki=a_ki)
         self.c.nb = nb
         self.c.nJ = nJ
         self.c.nL = nL
@@ -720,9 +722,10 @@ cdef class MaximalData:
         self.c.pa = &a_pa[0]
         self.c.pb = &a_pb[0]
         self.c.pk = &a_pk[0]
+        self.c.perm = &a_perm[0]
         self.c.Kp = &a_kp[0]
         self.c.Ki = &a_ki[0]
-        if (a_kp.shape[0] - 1 != self.c.nrows + 1 or a_kp[self.c.nrows] != nnzK
+        if (a_perm.shape[0] - 1 != self.c.nrows or a_kp.shape[0] - 1 != self.c.nrows + 1 or a_kp[self.c.nrows] != nnzK
                 or a_pa.shape[0] != a_pk.shape[0] or a_pb.shape[0] != a_pk.shape[0]
                 or not 0 <= npk <= self.c.npairs):
             raise ValueError("MaximalData: inconsistent plan arrays")
@@ -731,7 +734,9 @@ cdef class MaximalData:
         if analyse and self.c.nrows > 0:
             if not gear_chol_available():
                 raise RuntimeError("gear was built without CHOLMOD")
-            self.h = gear_chol_new(self.c.nrows, &a_kp[0], &a_ki[0], ordering, &st)
+            # the permuted upper triangle, natural order: no transpose or
+            # permutation per factorisation
+            self.h = gear_chol_new(self.c.nrows, &a_kp[0], &a_ki[0], 1, 0, &st)
             if self.h == NULL:
                 raise MemoryError(f"CHOLMOD's symbolic analysis failed (status {st})")
 
@@ -742,6 +747,28 @@ cdef class MaximalData:
     def factor_nnz(self):
         """Non-zeros of the factor (0 before analysis)."""
         return gear_chol_lnz(self.h)
+
+
+def cholmod_ordering(int n, Kp, Ki, int ordering):
+    """CHOLMOD's fill-reducing permutation (its analysis with ``ordering``:
+    -1 default, -2 best, else a CHOLMOD_* method) of the symmetric pattern
+    given by its lower triangle (CSC); row ``perm[k]`` becomes row k."""
+    cdef int[::1] a_kp = np.ascontiguousarray(Kp, dtype=np.int32)
+    cdef int[::1] a_ki = _padded(Ki, np.int32)
+    cdef int st = 0
+    cdef gear_chol* h
+    out = np.arange(n, dtype=np.int32)
+    cdef int[::1] o = out
+    if n == 0:
+        return out
+    if not gear_chol_available():
+        raise RuntimeError("gear was built without CHOLMOD")
+    h = gear_chol_new(n, &a_kp[0], &a_ki[0], -1, ordering, &st)
+    if h == NULL:
+        raise MemoryError(f"CHOLMOD's symbolic analysis failed (status {st})")
+    gear_chol_perm(h, &o[0])
+    gear_chol_free(h)
+    return out
 
 
 def cholmod_available():

@@ -459,20 +459,21 @@ def test_native_kernel_replans_when_a_left_out_entry_becomes_nonzero():
     mx = s.with_solver("maximal")
     r0 = mx.forward_dynamics(q, dq, tau)
     nnz = mx.solver._static_stats()["nnz_K"]
-    full = mx.solver._build_native(prune=False)
-    Kp, Ki = (np.asarray(full.maximal.arrays[k])[:-1] for k in ("Kp", "Ki"))
-    Kx = np.empty(len(Ki))
-    assert gear._core.maximal_probe(s.model.data, full, q, Kx) == 0
-    col = np.repeat(np.arange(len(Kp) - 1), np.diff(Kp))
-    k = int(np.flatnonzero((Kx != 0.0) & (Ki != col))[0])       # an entry not zero at q
-    mx.solver._nd = mx.solver._build_native(prune=True, leave_out=[k])
+    # an entry between two loop rows (the same in every basis of the joint
+    # rows) that is not zero at q
+    ms = mx.solver.maximal
+    mats = ms.matrices(q, dq)
+    K = (mats["J"] @ ms._Minv @ mats["J"].T).toarray()
+    L = np.abs(np.tril(K[ms.nJ:, ms.nJ:], -1)) > 1e-6
+    i, j = (int(x[0]) + ms.nJ for x in np.nonzero(L))
+    mx.solver._nd = mx.solver._build_native(prune=True, leave_out=[(i, j)])
     assert mx.solver._static_stats()["nnz_K"] == nnz - 2
     mx._native_cache.pop("ff", None)         # the single-call fast path holds the plan it was built with
     r1 = mx.forward_dynamics(q, dq, tau)
     assert mx.solver._static_stats()["nnz_K"] >= nnz
     np.testing.assert_allclose(r1.ddq, ref.ddq, rtol=0, atol=1e-8 * max(1.0, np.abs(ref.ddq).max()))
     np.testing.assert_allclose(r1.ddq, r0.ddq, rtol=0, atol=1e-10 * max(1.0, np.abs(ref.ddq).max()))
-    mx.solver._nd = mx.solver._build_native(prune=True, leave_out=[k])
+    mx.solver._nd = mx.solver._build_native(prune=True, leave_out=[(i, j)])
     assert mx.solver._static_stats()["nnz_K"] == nnz - 2
     tr = gear.simulate(mx, q, dq, 0.01, 1e-3)
     assert mx.solver._static_stats()["nnz_K"] >= nnz                 # re-planned in the rollout

@@ -42,7 +42,8 @@ cdef extern from "_cholmod_shim.h" nogil:
     ctypedef struct gear_chol:
         pass
     int gear_chol_available()
-    gear_chol* gear_chol_new(int n, int* Ap, int* Ai, int ordering, int* status)
+    gear_chol* gear_chol_new(int n, int* Ap, int* Ai, int stype, int ordering, int* status)
+    void gear_chol_perm(const gear_chol* h, int* perm)
     gear_chol* gear_chol_clone(const gear_chol* src)
     void gear_chol_free(gear_chol* h)
     int gear_chol_factor(gear_chol* h, double* Ax, double beta)
@@ -78,13 +79,14 @@ cdef struct MaxC:
     const int* pa        # (npairs,) the two segments of each pair (a row meeting
     const int* pb        #   one body twice has its cross pair listed twice)
     const int* pk        # (npairs,) the pair's entry of Kx (>= nnzK: left out)
-    const int* Kp        # (nrows + 1,) lower triangle, CSC, diagonal first
+    const int* perm      # (nrows,) fill-reducing order: row perm[k] of K is row k of Kx's matrix
+    const int* Kp        # (nrows + 1,) that permuted K's upper triangle, CSC, diagonal last
     const int* Ki
 
 
 cdef inline int maximal_scratch(int nb, int nrows, int nnzK, int nout, int nseg) noexcept nogil:
-    # Jv, c, r, lam, e, de, Kx (+ left out), H, masks, f, u, dV, C, S+
-    return 12 * nrows + 5 * nrows + nnzK + nout + 7 * nseg + 18 * nb + 72 * nb + 8
+    # Jv, c, r, lam, e, de, rp, lp, Kx (+ left out), H, masks, f, u, dV, C, S+
+    return 12 * nrows + 7 * nrows + nnzK + nout + 7 * nseg + 18 * nb + 72 * nb + 8
 
 
 cdef inline void joint_frames(int n, const double* S, double* C, double* Sp) noexcept nogil:
@@ -172,20 +174,18 @@ cdef inline void mat6_vec_rm(const double* M, const double* x, double* out) noex
 
 
 cdef inline void sym_mul(const MaxC* x, const double* Kx, const double* v, double* out) noexcept nogil:
-    # out = K v from the lower triangle (the diagonal first in each column)
+    # out = K v from the upper triangle (the diagonal last in each column)
     cdef int i, j, p, d
     cdef double s, vj
-    for i in range(x.nrows):
-        out[i] = 0.0
     for j in range(x.nrows):
-        d = x.Kp[j]
+        d = x.Kp[j + 1] - 1
         vj = v[j]
         s = Kx[d] * vj
-        for p in range(d + 1, x.Kp[j + 1]):
+        for p in range(x.Kp[j], d):
             i = x.Ki[p]
             out[i] += Kx[p] * vj
             s += Kx[p] * v[i]
-        out[j] += s
+        out[j] = s                    # rows i < j were added to before
 
 
 cdef inline int refined(const MaxC* x, gear_chol* h, const double* Kx, const double* r, double* lam,
@@ -224,6 +224,8 @@ cdef struct MaxW:
     double* lam
     double* e
     double* de
+    double* rp      # (nr,) rr in the factor's order
+    double* lp      # (nr,) lam in the factor's order
     double* Kx      # (nnzK + nout,)
     double* H       # (nseg, 6) L_b^T J_s: K's pair products are H_a . H_b
     int* hm         # (nseg,) bit k set when H_s[k] != 0 (stored in nseg doubles)
@@ -244,7 +246,9 @@ cdef inline MaxW maxwork(const MaxC* x, double* base) noexcept nogil:
     z.lam = z.rr + nr
     z.e = z.lam + nr
     z.de = z.e + nr
-    z.Kx = z.de + nr
+    z.rp = z.de + nr
+    z.lp = z.rp + nr
+    z.Kx = z.lp + nr
     z.H = z.Kx + x.nnzK + x.nout
     z.hm = <int*> (z.H + 6 * x.nseg)
     z.f = z.H + 7 * x.nseg
@@ -395,13 +399,13 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
         if b >= 0:
             v -= dot6(Jv + 12 * r + 6, u + 6 * b)
         rr[r] = v
-    # (K + beta I) lam = rr, refined against K
+    # (K + beta I) lam = rr, refined against K, in the factor's order
     nfac = 0
     if nr > 0:
         dmax = 0.0
         for r in range(nr):
-            if Kx[x.Kp[r]] > dmax:
-                dmax = Kx[x.Kp[r]]
+            if Kx[x.Kp[r + 1] - 1] > dmax:
+                dmax = Kx[x.Kp[r + 1] - 1]
         rel = x.rel
         while True:
             nfac += 1
@@ -413,7 +417,9 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
             if rel >= 1e-6:
                 return ST_NOT_PSD
             rel = min(max(rel, 1e-15) * 1e3, 1e-6)
-        st = refined(x, h, Kx, rr, lam, e, de)
+        for r in range(nr):
+            z.rp[r] = rr[x.perm[r]]
+        st = refined(x, h, Kx, z.rp, z.lp, e, de)
         if st != 0:
             return st
         # no exact solution: take out the part e of rr outside range(K)
@@ -422,14 +428,16 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
         for r in range(nr):
             if fabs(e[r]) > emax:
                 emax = fabs(e[r])
-            if fabs(rr[r]) > rmax:
-                rmax = fabs(rr[r])
+            if fabs(z.rp[r]) > rmax:
+                rmax = fabs(z.rp[r])
         if emax > 1e-9 * rmax:
             for r in range(nr):
-                rr[r] -= e[r]
-            st = refined(x, h, Kx, rr, lam, e, de)
+                z.rp[r] -= e[r]
+            st = refined(x, h, Kx, z.rp, z.lp, e, de)
             if st != 0:
                 return st
+        for r in range(nr):
+            lam[x.perm[r]] = z.lp[r]
     # dV = Mb^-1 (f + J^T lam), then ddq_i = S_i^+ (dV_i - Ad_{T^-1} dV_p - eta_i)
     for i in range(nb):
         for s in range(x.sptr[i], x.sptr[i + 1]):

@@ -151,8 +151,9 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
         block pattern that are exactly zero at two random configurations
         (structural zeros: a planar mechanism's out-of-plane couplings) are
         left out of the factor; the kernel checks them on every call.
-        ``leave_out``: indices of the block pattern's entries to leave out
-        as well (tests use it to exercise the re-planning)."""
+        ``leave_out``: entries ``(i, j)`` of K (row numbers of
+        :class:`gear.maximal.MaximalSystem`) to leave out as well (tests use
+        it to exercise the re-planning)."""
         ms = self.maximal
         sys = self.system
         nb, nJ, nL = ms.nb, ms.nJ, ms.nL
@@ -191,28 +192,40 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
                                                (0, 2, 1)).reshape(nb, 36))
 
         def plan(kept, analyse):
-            # K's CSC lower triangle of the kept keys, the others after them;
-            # the pairs of kept entries first
+            # K's kept entries: CHOLMOD's fill-reducing order (analysed on
+            # the lower triangle), then the upper triangle of the permuted
+            # matrix in CSC order; the left-out entries after them; the
+            # pairs of kept entries first
             kk, out = keys[kept], keys[~kept]
             col, row = kk // nrows, kk % nrows
-            Kp = np.concatenate([[0], np.cumsum(np.bincount(col, minlength=nrows))])
+            perm = np.arange(nrows)
+            if analyse:
+                Kp = np.concatenate([[0], np.cumsum(np.bincount(col, minlength=nrows))])
+                perm = _core.cholmod_ordering(nrows, Kp, row, _ORDERINGS[self.options["ordering"]])
+            pinv = np.empty(nrows, dtype=np.int64)
+            pinv[perm] = np.arange(nrows)
+            ucol, urow = np.maximum(pinv[row], pinv[col]), np.minimum(pinv[row], pinv[col])
+            order = np.argsort(ucol * nrows + urow)
+            pos = np.empty(len(kk), dtype=np.int64)
+            pos[order] = np.arange(len(kk))
+            Kp = np.concatenate([[0], np.cumsum(np.bincount(ucol, minlength=nrows))])
             where = np.empty(len(keys), dtype=np.int64)
-            where[kept] = np.arange(len(kk))
+            where[kept] = pos
             where[~kept] = len(kk) + np.arange(len(out))
             pk = where[inv]
-            order = np.argsort(pk >= len(kk), kind="stable")
+            first = np.argsort(pk >= len(kk), kind="stable")
             npk = int((pk < len(kk)).sum())
             mx = _core.MaximalData(nb, nJ, nL, float(self.options["regularization"]),
                                    int(self.options["refinement"]), Minv, Lt, ms.joint_row0,
-                                   rbody.ravel(), sptr, srow, soff, pa[order], pb[order], pk[order], npk,
-                                   Kp, row, len(kk), len(out), _ORDERINGS[self.options["ordering"]], analyse)
+                                   rbody.ravel(), sptr, srow, soff, pa[first], pb[first], pk[first], npk,
+                                   perm, Kp, urow[order], len(kk), len(out), analyse)
             nd = sys._native(1e-10, fresh=True)
             nd.attach_maximal(sys.model.data, mx)
-            return nd
+            return nd, where
 
         kept = np.ones(len(keys), dtype=bool)
         if prune and len(keys):
-            probe = plan(kept, False)
+            probe, where = plan(kept, False)
             nz = np.zeros(len(keys), dtype=bool)
             rng = np.random.default_rng(12345)
             for _ in range(2):
@@ -221,11 +234,14 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
                 if _core.maximal_probe(sys.model.data, probe, q, Kx) != 0:
                     nz[:] = True                  # e.g. coincident distance points: keep all
                     break
-                nz |= Kx != 0.0
+                nz |= Kx[where] != 0.0
             kept = nz
-        kept[np.asarray(leave_out, dtype=np.int64)] = False
+        for i, j in leave_out:
+            k = int(np.searchsorted(keys, min(i, j) * nrows + max(i, j)))
+            if k < len(keys) and keys[k] == min(i, j) * nrows + max(i, j):
+                kept[k] = False
         kept |= keys // nrows == keys % nrows            # the diagonal always (read for beta)
-        return plan(kept, True)
+        return plan(kept, True)[0]
 
     def _native_status(self, st, k, q, dq):
         if st == -11:
