@@ -191,7 +191,7 @@ cdef inline void sym_mul(const MaxC* x, const double* Kx, const double* v, doubl
 cdef inline int refined(const MaxC* x, gear_chol* h, const double* Kx, const double* r, double* lam,
                         double* e, double* de) noexcept nogil:
     # lam = K^{-1} r with up to ``refinement`` steps of iterative refinement
-    # (fewer once the residual is at rounding level); ``e`` is left holding
+    # (fewer once |r - K lam| <= 1e-14 |r|: rounding level); ``e`` is left holding
     # the residual r - K lam of the lam returned
     cdef int it, i, n = x.nrows
     cdef double emax, rmax = 0.0
@@ -208,7 +208,7 @@ cdef inline int refined(const MaxC* x, gear_chol* h, const double* Kx, const dou
             e[i] = r[i] - e[i]
             if fabs(e[i]) > emax:
                 emax = fabs(e[i])
-        if it == x.refinement or emax <= 4e-16 * rmax:
+        if it == x.refinement or emax <= 1e-14 * rmax:
             return 0
         if gear_chol_solve(h, e, de) != 0:
             return ST_CHOLMOD
