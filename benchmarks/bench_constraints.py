@@ -144,11 +144,12 @@ def main(argv=None):
 
     names = [n for n in ("kkt", "projection", "soft") if n in available()]
     try:
-        import sksparse  # noqa: F401
-
-        names.append("maximal")          # maximal coordinates, CHOLMOD (the 'sparse' extra)
+        if not gear._core.cholmod_available():
+            import sksparse  # noqa: F401
+        names.append("maximal")          # maximal coordinates, CHOLMOD (native kernel or scikit-sparse)
     except ImportError:
-        print("(scikit-sparse is not installed: the maximal solver is left out)")
+        print("(gear was built without CHOLMOD and scikit-sparse is not installed: the maximal "
+              "solver is left out)")
     print(f"{'mechanism':<14} " + " ".join(f"{n:>12} {'diff':>8}" for n in names))
     for label, s, q, dq, tau, ddq in rows:
         cells = []

@@ -52,8 +52,9 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
     largest diagonal entry (raised 1000-fold, up to 1e-6, if rounding
     still makes the factorisation fail; then ``numpy.linalg.LinAlgError``).
     Redundant rows occur, for example, for a planar loop
-    closed by a 3-D ball, or at a singular configuration.  ``refinement``
-    steps of iterative refinement then solve the unregularised system:
+    closed by a 3-D ball, or at a singular configuration.  Up to
+    ``refinement`` steps of iterative refinement (the native kernel stops
+    once ``|r - K lam| <= 1e-14 |r|``) then solve the unregularised system:
     ``lam`` stays in the range of the matrix, which gives the
     minimum-norm multipliers, and each step cuts the error by
     ``beta / (sigma + beta)``.  ``ddq`` and ``A^T lam`` equal the
