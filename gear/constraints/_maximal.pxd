@@ -145,7 +145,8 @@ cdef inline void joint_frames(int n, const double* S, double* C, double* Sp) noe
 
 
 cdef inline double dot6(const double* a, const double* b) noexcept nogil:
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5]
+    # three independent partial sums: a short dependency chain
+    return (a[0] * b[0] + a[3] * b[3]) + (a[1] * b[1] + a[4] * b[4]) + (a[2] * b[2] + a[5] * b[5])
 
 
 cdef inline void upper_vec(const double* U, const double* x, double* out) noexcept nogil:
@@ -160,11 +161,8 @@ cdef inline void upper_vec(const double* U, const double* x, double* out) noexce
 
 
 cdef inline int nonzero_mask(const double* v) noexcept nogil:
-    cdef int k, mk = 0
-    for k in range(6):
-        if v[k] != 0.0:
-            mk |= 1 << k
-    return mk
+    return ((<int> (v[0] != 0.0)) | ((<int> (v[1] != 0.0)) << 1) | ((<int> (v[2] != 0.0)) << 2)
+            | ((<int> (v[3] != 0.0)) << 3) | ((<int> (v[4] != 0.0)) << 4) | ((<int> (v[5] != 0.0)) << 5))
 
 
 cdef inline void mat6_vec_rm(const double* M, const double* x, double* out) noexcept nogil:
