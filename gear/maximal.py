@@ -275,7 +275,7 @@ class MaximalSystem:
         self.sys = sys
         model = self.model = sys.model
         nb = self.nb = model.nbodies
-        self.nd = sys._native()
+        sys._native()            # the rows must encode natively (LoopClosure only)
         I6 = _body_inertia_matrices(model)
         for i in range(nb):
             if np.linalg.eigvalsh(0.5 * (I6[i] + I6[i].T)).min() <= 1e-12 * max(1.0, np.abs(I6[i]).max()):

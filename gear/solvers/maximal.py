@@ -132,6 +132,13 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
             return int(self._nd.maximal.factor_nnz)
         return self._factor_nnz.get(None)
 
+    def __getstate__(self):
+        # the native plan and CHOLMOD factors are rebuilt on first use
+        # (pickle, Dask workers)
+        state = self.__dict__.copy()
+        state.update(_nd=None, _symbolic={}, _factor_nnz={}, _plans={})
+        return state
+
     # -- the native kernel -----------------------------------------------------
     def _native_enabled(self):
         return (bool(self.options["native"]) and _core.cholmod_available()
