@@ -127,8 +127,10 @@ cdef inline int ltl_factor(double* H, int n, const int* ptr, const int* seg) noe
     fill-in), so the cost is the sum of the squared dof depths instead of
     n^3 / 6.  The ancestors of dof k are the runs ``seg[2s] .. seg[2s+1]``,
     s = ``ptr[k] .. ptr[k+1]-1`` (``ModelC.aseg``).  L is left in the
-    entries ``H[k, i]``, i = k and its ancestors.  Returns 0, or 1 + k if
-    the pivot of dof k is not positive."""
+    entries ``H[k, i]``, i the ancestors of k, with the diagonal stored
+    inverted (``H[k, k] = 1 / L_kk``: the solves multiply instead of
+    dividing).  Returns 0, or 1 + k if the pivot of dof k is not
+    positive."""
     cdef int k, i, j, s, s2
     cdef double a, hki
     cdef double* Hk
@@ -138,9 +140,8 @@ cdef inline int ltl_factor(double* H, int n, const int* ptr, const int* seg) noe
         a = Hk[k]
         if not (a > 0.0):
             return 1 + k
-        a = sqrt(a)
+        a = 1.0 / sqrt(a)
         Hk[k] = a
-        a = 1.0 / a
         for s in range(ptr[k], ptr[k + 1]):
             for j in range(seg[2 * s], seg[2 * s + 1] + 1):
                 Hk[j] *= a
@@ -169,7 +170,7 @@ cdef inline void ltl_solve_Lt(const double* L, int n, const int* ptr, const int*
         if x[i] == 0.0:
             continue
         Li = L + i * n
-        xi = x[i] / Li[i]
+        xi = x[i] * Li[i]
         x[i] = xi
         for s in range(ptr[i], ptr[i + 1]):
             for j in range(seg[2 * s], seg[2 * s + 1] + 1):
@@ -187,4 +188,4 @@ cdef inline void ltl_solve_L(const double* L, int n, const int* ptr, const int* 
         t = x[i]
         for s in range(ptr[i], ptr[i + 1]):
             t -= dot(Li + seg[2 * s], x + seg[2 * s], seg[2 * s + 1] - seg[2 * s] + 1)
-        x[i] = t / Li[i]
+        x[i] = t * Li[i]
