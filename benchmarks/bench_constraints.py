@@ -25,7 +25,10 @@ import argparse
 import os
 import sys
 
-import numpy as np
+# numpy's BLAS threads spin after each call and take cores from gear's
+# parallel batches (whose kernels use no BLAS): keep BLAS on one thread
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gear  # noqa: E402
@@ -105,7 +108,7 @@ def main(argv=None):
         tau = rng.standard_normal(model.nv)
         t1 = best_time(lambda: s.forward_dynamics(q, dq, tau), repeat=3, target=0.1)
         Q, DQ, TAU = np.tile(q, (N, 1)), np.tile(dq, (N, 1)), np.tile(tau, (N, 1))
-        tb = best_time(lambda: s.forward_dynamics(Q, DQ, TAU), number=1, repeat=3) / N
+        tb = best_time(lambda: s.forward_dynamics(Q, DQ, TAU), number=1, repeat=7) / N
         ddq = s.forward_dynamics(q, dq, tau).ddq
         tp, diff = None, None
         call, a = pinocchio_constraint_dynamics(s, q, dq, tau)

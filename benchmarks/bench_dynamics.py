@@ -16,7 +16,10 @@ import argparse
 import os
 import sys
 
-import numpy as np
+# numpy's BLAS threads spin after each call and take cores from gear's
+# parallel batches (whose kernels use no BLAS): keep BLAS on one thread
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gear  # noqa: E402

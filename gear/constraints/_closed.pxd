@@ -632,7 +632,8 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
     the basic solution (``x_D = 0``), ``Z = [-W^T; I]`` (rows I, D) and
     ``W = L_DI L_II^{-1}`` (nn x r), and the minimum-norm one has
     ``(I + W W^T) s = W x_bI``.  Rows of K that are exactly zero have
-    ``x = 0`` in it and are left out of ``W``.  Returns r.  Uses ``cw.piv`` (1 on
+    ``x = 0`` in it and are left out of ``W``.  The factor keeps its
+    pivots inverted (``1 / L_jj`` on the diagonal).  Returns r.  Uses ``cw.piv`` (1 on
     dependent rows), ``cw.tmp``, ``cw.W``, ``cw.Z``."""
     cdef int i, j, k, r, nn, a, b
     cdef double dmax = 0.0, s, t
@@ -661,11 +662,11 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
             continue
         dep[j] = 0.0
         r += 1
-        s = sqrt(s)
-        Kj[j] = s
+        s = 1.0 / sqrt(s)
+        Kj[j] = s                          # the pivot is kept inverted
         for i in range(j + 1, n):
             Ki = K + i * n
-            Ki[j] = (Ki[j] - dot(Ki, Kj, j)) / s
+            Ki[j] = (Ki[j] - dot(Ki, Kj, j)) * s
     # basic solution: L_II L_II^T y_I = rhs_I, y_D = 0 (dependent columns of
     # L are zero, so the sums may run over every index)
     for i in range(n):
@@ -675,11 +676,11 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
         t = rhs[i]
         for k in range(i):
             t -= K[i * n + k] * y[k]
-        y[i] = t / K[i * n + i]
+        y[i] = t * K[i * n + i]
     for i in range(n - 1, -1, -1):               # row-oriented: y_k -= L_ik y_i
         if dep[i] != 0.0:
             continue
-        y[i] /= K[i * n + i]
+        y[i] *= K[i * n + i]
         t = y[i]
         Ki = K + i * n
         for k in range(i):
@@ -701,7 +702,7 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
                 if dep[i] != 0.0:
                     Ki[i] = 0.0
                     continue
-                Ki[i] /= K[i * n + i]
+                Ki[i] *= K[i * n + i]
                 t = Ki[i]
                 Kj = K + i * n
                 for k in range(i):
@@ -871,13 +872,12 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
         na = active_rows(A, nr, nv, cw)
     for a in range(na):
         Ai = A + (<int> cw.act[a]) * nv
-        hi = -1
-        t = cw.bias[<int> cw.act[a]]
         for k in range(nv):
             Y[a * nv + k] = Ai[k]
-            if Ai[k] != 0.0:
-                hi = k
-            t += Ai[k] * ddq[k]
+        t = cw.bias[<int> cw.act[a]] + dot(Ai, ddq, nv)
+        hi = nv - 1
+        while hi >= 0 and Ai[hi] == 0.0:
+            hi -= 1
         if c.damping != 0.0 and dq != NULL:
             for k in range(nv):
                 t += c.damping * Ai[k] * dq[k]
