@@ -21,15 +21,22 @@ def rel(a, b):
 
 
 
-@pytest.mark.parametrize("name", sorted(k for k in MECHS if k != "rolling_ball"))
-def test_maximal_agrees_with_the_reduced_solvers(name):
+def _mechanism_state(name, seed):
+    """A mechanism of MECHS at a consistent random state (at rest at the
+    collinear four-bar's branch point), with random torques and loads."""
     sysm, q = MECHS[name]()
     model = sysm.model
-    rng = np.random.default_rng(len(name) + 3)
+    rng = np.random.default_rng(len(name) + seed)
     dq = np.zeros(model.nv) if name == "four_bar_collinear" else _consistent(sysm, q, rng)
     tau = rng.standard_normal(model.nv)
     f_ext = rng.standard_normal((model.nbodies, 6))
-    A = sysm.constraint_jacobian(q)
+    return sysm, q, dq, tau, f_ext, sysm.constraint_jacobian(q), rng
+
+
+@pytest.mark.parametrize("name", sorted(k for k in MECHS if k != "rolling_ball"))
+def test_maximal_agrees_with_the_reduced_solvers(name):
+    sysm, q, dq, tau, f_ext, A, rng = _mechanism_state(name, 3)
+    model = sysm.model
     mx = sysm.with_solver("maximal")
     for fe in (None, f_ext):
         ref = sysm.forward_dynamics(q, dq, tau, fe)
@@ -410,13 +417,8 @@ def test_native_kernel_equals_the_scikit_sparse_path(name):
     basis of the joint rows, the same answer), the same factor size, and
     the residual |A ddq + dA dq|; a batch on two threads equals the single
     calls bit for bit."""
-    sysm, q = MECHS[name]()
+    sysm, q, dq, tau, f_ext, A, rng = _mechanism_state(name, 11)
     model = sysm.model
-    rng = np.random.default_rng(len(name) + 11)
-    dq = np.zeros(model.nv) if name == "four_bar_collinear" else _consistent(sysm, q, rng)
-    tau = rng.standard_normal(model.nv)
-    f_ext = rng.standard_normal((model.nbodies, 6))
-    A = sysm.constraint_jacobian(q)
     nat, spa = sysm.with_solver("maximal"), sysm.with_solver("maximal", native=False)
     for fe in (None, f_ext):
         a, b = nat.forward_dynamics(q, dq, tau, fe), spa.forward_dynamics(q, dq, tau, fe)
