@@ -684,7 +684,7 @@ cdef class MaximalData:
 
     def __init__(self, int nb, int nJ, int nL, double rel, int refinement, Minv, Lt, row0, rbody,
                  sptr, srow, soff, pa, pb, pk, int npk, perm, Kp, Ki, int nnzK, int nout,
-                 bint analyse):
+                 bint analyse, pdof=None, pbody=None, pres=None):
         cdef double[::1] a_minv = _padded(Minv, np.float64)
         cdef double[::1] a_lt = _padded(Lt, np.float64)
         cdef int[::1] a_row0 = _padded(row0, np.int32)
@@ -696,15 +696,23 @@ cdef class MaximalData:
         cdef int[::1] a_pb = _padded(pb, np.int32)
         cdef int[::1] a_pk = _padded(pk, np.int32)
         cdef int[::1] a_perm = _padded(perm, np.int32)
+        cdef int[::1] a_pdof = _padded(np.zeros(0) if pdof is None else pdof, np.int32)
+        cdef int[::1] a_pbody = _padded(np.zeros(0) if pbody is None else pbody, np.int32)
+        cdef unsigned char[::1] a_pres = _padded(np.zeros(nb) if pres is None else pres, np.uint8)
         cdef int[::1] a_kp = _padded(Kp, np.int32)
         cdef int[::1] a_ki = _padded(Ki, np.int32)
         cdef int st = 0
         self.arrays = dict(Minv=a_minv, Lt=a_lt, row0=a_row0, rbody=a_rbody, sptr=a_sptr, srow=a_srow,
-                           soff=a_soff, pa=a_pa, pb=a_pb, pk=a_pk, perm=a_perm, Kp=a_kp, Ki=a_ki)
+                           soff=a_soff, pa=a_pa, pb=a_pb, pk=a_pk, perm=a_perm, Kp=a_kp, Ki=a_ki,
+                           pdof=a_pdof, pbody=a_pbody, pres=a_pres)
         self.c.nb = nb
         self.c.nJ = nJ
         self.c.nL = nL
-        self.c.nrows = nJ + nL
+        self.c.nP = a_pdof.shape[0] - 1
+        self.c.nrows = nJ + nL + self.c.nP
+        self.c.pdof = &a_pdof[0]
+        self.c.pbody = &a_pbody[0]
+        self.c.pres = NULL if pres is None else &a_pres[0]
         self.c.nnzK = nnzK
         self.c.nout = nout
         self.c.nseg = a_srow.shape[0] - 1
@@ -725,9 +733,10 @@ cdef class MaximalData:
         self.c.perm = &a_perm[0]
         self.c.Kp = &a_kp[0]
         self.c.Ki = &a_ki[0]
-        if (a_perm.shape[0] - 1 != self.c.nrows or a_kp.shape[0] - 1 != self.c.nrows + 1 or a_kp[self.c.nrows] != nnzK
-                or a_pa.shape[0] != a_pk.shape[0] or a_pb.shape[0] != a_pk.shape[0]
-                or not 0 <= npk <= self.c.npairs):
+        if (a_perm.shape[0] - 1 != self.c.nrows or a_kp.shape[0] - 1 != self.c.nrows + 1
+                or a_kp[self.c.nrows] != nnzK or a_pa.shape[0] != a_pk.shape[0]
+                or a_pb.shape[0] != a_pk.shape[0] or not 0 <= npk <= self.c.npairs
+                or a_pbody.shape[0] != a_pdof.shape[0]):
             raise ValueError("MaximalData: inconsistent plan arrays")
         self.nws = maximal_scratch(nb, self.c.nrows, nnzK, nout, self.c.nseg)
         self.h = NULL
@@ -792,7 +801,7 @@ def maximal_probe(ModelData md, ClosureData cd, const double[::1] q, double[::1]
     cw = cwork_from_c(&cd.c, &cd.cws[0], md.nb, md.nv, cd.m, False)
     z = maxwork(x, cw.mws)
     with nogil:
-        st = maximal_assemble(&md.c, &cd.c, &q[0], NULL, NULL, NULL, &w, &cw, &z)
+        st = maximal_assemble(&md.c, &cd.c, &q[0], NULL, NULL, NULL, NULL, &w, &cw, &z)
         if st == 0:
             for k in range(x.nnzK + x.nout):
                 Kx[k] = z.Kx[k]
@@ -805,8 +814,10 @@ cdef inline int _cdyn(const ModelC* m, const ClosC* c, int route, const double* 
                       CWork* cw) noexcept nogil:
     # route 0: articulated-body passes (Kim eqs. 67-77); 1: build M (forward
     # only); 2: reduced-coordinate projection (forward only, the projection
-    # solver); 3: maximal coordinates (forward only, needs the plan)
-    if route == 3 and pres == NULL and c.mx != NULL:
+    # solver); 3: maximal coordinates (needs the plan, whose prescription
+    # rows fix which joints are prescribed)
+    if route == 3 and c.mx != NULL:
+        # the plan's prescription rows stand for ``pres`` (matched by the caller)
         return _cmax(m, c, q, dq, ddq, tau, fext, lam, info, w, cw)
     if route == 1 and pres == NULL:
         return _cdense(m, c, q, dq, ddq, tau, fext, lam, info, w, cw)
@@ -856,12 +867,12 @@ def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const 
     cdef Work w
     cdef CWork cw
     cdef double* buf
-    cdef bint full = not (route == 3 and prescribed is None)   # compact: the maximal kernel only
+    cdef bint full = route != 3           # compact: the maximal kernel only
     cdef int cwsize2 = cwork_size_c(&cd.c, nb, nv, m, full)
     if prescribed is not None:
         pp = &prescribed[0]
     if cd.c.mx != NULL and full:
-        raise ValueError("closed_dynamics: rows with a maximal plan take route 3, forward only")
+        raise ValueError("closed_dynamics: rows with a maximal plan take route 3")
     if N == 1 or nthreads <= 1:
         w = work_from(&md.ws[0], nb)
         cw = cwork_from_c(&cd.c, &cd.cws[0], nb, nv, m, full)

@@ -201,8 +201,10 @@ def test_hybrid_with_each_joint_prescribed(name):
         u = np.zeros(model.nv, dtype=bool)
         u[model._iv[j]:model._iv[j] + model.joints[j].nv] = True
         _hybrid_check(sysm, q, dq, ddq_p, tau, u, (h1.tau, h1.ddq, h1.lam), (h2.tau, h2.ddq, h2.lam))
-    # the factor of each prescribed set is analysed once and kept
-    assert len(mx.solver._symbolic) == sum(j.nv > 0 for j in model.joints)
+    # the factor of each prescribed set is analysed once and kept (the
+    # native kernel's plans, or the scikit-sparse path's factors)
+    kept = mx.solver._nd_h if mx.solver._native_enabled() else mx.solver._symbolic
+    assert len(kept) == sum(j.nv > 0 for j in model.joints)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -339,8 +341,7 @@ def test_bad_input_is_named():
 
 def test_missing_scikit_sparse_is_a_clear_import_error(monkeypatch):
     """Without scikit-sparse the scikit-sparse path says what to install;
-    the native kernel (when built with CHOLMOD) does not need it for
-    forward dynamics, and hybrid dynamics names the missing extra."""
+    the native kernel (when built with CHOLMOD) does not need it."""
     import sys as _sys
 
     monkeypatch.setitem(_sys.modules, "sksparse", None)
@@ -351,8 +352,7 @@ def test_missing_scikit_sparse_is_a_clear_import_error(monkeypatch):
     if gear._core.cholmod_available():
         mx = sysm.with_solver("maximal")
         assert mx.forward_dynamics(q, np.zeros(3), np.ones(3)).stats["native"]
-        with pytest.raises(ImportError, match=r"gear\[sparse\]"):
-            mx.hybrid_dynamics(q, np.zeros(3), np.zeros(3), np.ones(3), [True, False, False])
+        assert mx.hybrid_dynamics(q, np.zeros(3), np.zeros(3), np.ones(3), [True, False, False]).stats["native"]
     else:
         with pytest.raises(ImportError, match=r"gear\[sparse\]"):
             sysm.with_solver("maximal")
@@ -444,6 +444,22 @@ def test_native_kernel_equals_the_scikit_sparse_path(name):
     for k in range(N):
         r1 = nat.forward_dynamics(qs[k], dqs[k], taus[k])
         assert np.array_equal(rb.ddq[k], r1.ddq) and np.array_equal(rb.lam[k], r1.lam)
+    # hybrid dynamics with whole joints prescribed: the kernel's prescription
+    # rows; a batch equals its single calls
+    pres = np.zeros(model.nbodies, dtype=bool)
+    pres[[0, model.nbodies // 2]] = True
+    ddq_p = a.ddq + 0.3 * _consistent(sysm, q, rng)         # accelerations the loops can follow
+    ha, hb = (x.hybrid_dynamics(q, dq, ddq_p, tau, pres) for x in (nat, spa))
+    assert ha.stats["native"] and ha.stats["rows"] == hb.stats["rows"], name
+    assert rel(ha.ddq, hb.ddq) < 1e-10, name
+    u = np.zeros(model.nv, dtype=bool)
+    for j in np.flatnonzero(pres):
+        u[model._iv[j]:model._iv[j] + model.joints[j].nv] = True
+    _hybrid_check(sysm, q, dq, ddq_p, tau, u, (hb.tau, hb.ddq, hb.lam), (ha.tau, ha.ddq, ha.lam))
+    hbat = nat.hybrid_dynamics(qs[:3], dqs[:3], np.tile(ddq_p, (3, 1)), taus[:3], pres)
+    for k in range(3):
+        h1 = nat.hybrid_dynamics(qs[k], dqs[k], ddq_p, taus[k], pres)
+        assert np.array_equal(hbat.tau[k], h1.tau) and np.array_equal(hbat.ddq[k], h1.ddq)
 
 
 @native
@@ -517,3 +533,25 @@ def test_a_maximal_system_pickles_and_rebuilds_its_factors(native):
     mx2 = pickle.loads(pickle.dumps(mx))
     r2 = mx2.forward_dynamics(q, np.zeros(3), np.ones(3))
     assert np.array_equal(r.ddq, r2.ddq) and r2.stats.get("native", False) == native
+
+
+@native
+def test_native_hybrid_takes_whole_joints_and_leaves_partial_ones_to_scikit_sparse():
+    """The kernel's prescription rows cover whole joints; a joint
+    prescribed in some of its coordinates only takes the scikit-sparse
+    path.  Both give the kkt solver's ddq."""
+    rng = np.random.default_rng(9)
+    model = random_tree(rng, nbodies=5, kinds=["universal", "planar"])
+    q = model.random_configuration(rng)
+    sysm = gear.ConstrainedModel(model, [])
+    mx = sysm.with_solver("maximal")
+    dq, tau, ddq_p = rng.standard_normal((3, model.nv))
+    n0 = model.joints[0].nv
+    assert n0 > 1
+    for u, native in (([True] * n0 + [False] * (model.nv - n0), True),
+                      ([True] + [False] * (model.nv - 1), False)):
+        u = np.array(u)
+        t_ref, d_ref, _, _ = sysm.solver._hybrid_numpy(q, dq, ddq_p, tau, u, None)
+        t, d, lam, res, stats = mx.solver.hybrid(q, dq, ddq_p, tau, u, None)
+        assert stats.get("native", False) == native
+        assert rel(d, d_ref) < 1e-9 and rel(t, t_ref) < 1e-9

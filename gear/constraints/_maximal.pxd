@@ -31,6 +31,12 @@ pair.  Entries of the block pattern that were exactly zero
 at the sampled configurations (a planar mechanism's out-of-plane
 couplings) are left out of the factor and accumulated apart: if one ever
 becomes non-zero the call returns ST_PATTERN and the caller re-plans.
+
+Hybrid dynamics: a plan with prescribed joints (``MaxC.pres``) adds, after
+the loop rows, one row per prescribed velocity coordinate k of joint i,
+``s_k . (dV_i - Ad_{T^{-1}} dV_p) = ddq_k + s_k . eta_i`` (``s_k`` row k of
+``S_i^+``), whose multiplier is that coordinate's torque; the prescribed
+joints' own torques are left out of ``f``.
 """
 from libc.math cimport sqrt, fabs
 from gear.algorithms._types cimport ModelC, Work
@@ -61,7 +67,11 @@ cdef struct MaxC:
     int nb
     int nJ               # joint rows
     int nL               # loop rows (= ClosC.m)
-    int nrows
+    int nrows            # nJ + nL + nP
+    int nP               # prescription rows (hybrid dynamics), after the loop rows
+    const int* pdof      # (nP,) the velocity coordinate of each prescription row
+    const int* pbody     # (nP,) ... its body
+    const unsigned char* pres   # (nb,) 1 on prescribed joints (their torque is unknown), or NULL
     int nnzK             # entries of K's lower triangle in the factor's pattern
     int nout             # entries left out (accumulated after the nnzK ones)
     int nseg             # segments (row, body) of J
@@ -258,11 +268,12 @@ cdef inline MaxW maxwork(const MaxC* x, double* base) noexcept nogil:
 
 
 cdef inline int maximal_assemble(const ModelC* m, const ClosC* c, const double* q, const double* dq,
-                                 const double* tau, const double* fext, Work* w, CWork* cw,
-                                 MaxW* z) noexcept nogil:
+                                 const double* ddq, const double* tau, const double* fext, Work* w,
+                                 CWork* cw, MaxW* z) noexcept nogil:
     """The rows J and c, the body wrenches f, Mb^-1 f, and K's values
     (``z.Kx``, the left-out entries after the first nnzK).  Returns 0 or
-    ST_DIST_COINCIDE.  ``tau`` may be NULL (zero)."""
+    ST_DIST_COINCIDE.  ``tau`` may be NULL (zero); ``ddq`` (the prescribed
+    accelerations) is read by the prescription rows only."""
     cdef const MaxC* x = <const MaxC*> c.mx
     cdef int nb = m.nb, nJ = x.nJ
     cdef int i, j, k, n, p, r, s, a, b, st, l
@@ -274,6 +285,7 @@ cdef inline int maximal_assemble(const ModelC* m, const ClosC* c, const double* 
     cdef double* Cb = z.Cb
     cdef double* Sp = z.Sp
     cdef const double* T
+    cdef const double* Js
     st = constraint_rows(m, c, q, dq, NULL, NULL, NULL, w, cw)   # T, S, V, eta, Tw, acc, F, bias
     if st != 0:
         return st
@@ -296,7 +308,7 @@ cdef inline int maximal_assemble(const ModelC* m, const ClosC* c, const double* 
         if fext != NULL:
             for k in range(6):
                 f[6 * i + k] += fext[6 * i + k]
-        if n > 0 and tau != NULL:
+        if n > 0 and tau != NULL and (x.pres == NULL or not x.pres[i]):
             # w_i = S_i^{+T} tau_i on body i, -Ad*_{T^{-1}} w_i on its parent
             for k in range(6):
                 v = 0.0
@@ -330,6 +342,19 @@ cdef inline int maximal_assemble(const ModelC* m, const ClosC* c, const double* 
         if b >= 0:
             v += dot6(cw.F + 12 * l + 6, cw.acc + 6 * b)
         z.cr[r] = v
+    # the prescription rows (hybrid dynamics): s_k . (dV_i - Ad_{T^-1} dV_p)
+    # = ddq_k + s_k . eta_i, s_k row k of S_i^+; the multiplier is the torque
+    for l in range(x.nP):
+        r = nJ + x.nL + l
+        i = x.pbody[l]
+        Js = Sp + 36 * i + 6 * (x.pdof[l] - m.iv[i])
+        for k in range(6):
+            Jv[12 * r + k] = Js[k]
+        if m.parent[i] >= 0:
+            dAd_inv(w.T + 12 * i, Js, t6)
+            for k in range(6):
+                Jv[12 * r + 6 + k] = -t6[k]
+        z.cr[r] = (ddq[x.pdof[l]] if ddq != NULL else 0.0) + dot6(Js, w.eta + 6 * i)
     # u = Mb^-1 f; H_s = L_b^T J_s, so that J_a Mb^-1 J_b^T = H_a . H_b
     for i in range(nb):
         mat6_vec_rm(x.Minv + 36 * i, f + 6 * i, z.u + 6 * i)
@@ -351,12 +376,15 @@ cdef inline int maximal_assemble(const ModelC* m, const ClosC* c, const double* 
 
 
 cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q, const double* dq,
-                                double* ddq, const double* tau, const double* fext, double* lam_out,
+                                double* ddq, double* tau, const double* fext, double* lam_out,
                                 double* info, Work* w, CWork* cw) noexcept nogil:
     """Constrained forward dynamics in maximal coordinates (see the module
-    docstring).  ``lam_out`` (m,): the loop rows' multipliers (the reduced
-    solvers' ``lam``); ``info`` = (factorisations, |A ddq + dA dq|).
-    Returns 0, ST_DIST_COINCIDE, ST_NOT_PSD, ST_PATTERN or ST_CHOLMOD."""
+    docstring), or hybrid dynamics when the plan has prescription rows
+    (``MaxC.pres``): then, as ``closed_dynamics``, ``ddq`` is read on the
+    prescribed joints and written elsewhere and ``tau`` the other way round.
+    ``lam_out`` (m,): the loop rows' multipliers (the reduced solvers'
+    ``lam``); ``info`` = (factorisations, |A ddq + dA dq|).  Returns 0,
+    ST_DIST_COINCIDE, ST_NOT_PSD, ST_PATTERN or ST_CHOLMOD."""
     cdef const MaxC* x = <const MaxC*> c.mx
     cdef gear_chol* h = <gear_chol*> cw.chol
     cdef int nb = m.nb, nr = x.nrows, nJ = x.nJ
@@ -378,7 +406,7 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
     cdef const double* Js
     if h == NULL and nr > 0:
         return ST_CHOLMOD
-    st = maximal_assemble(m, c, q, dq, tau, fext, w, cw, &z)
+    st = maximal_assemble(m, c, q, dq, ddq, tau, fext, w, cw, &z)
     if st != 0:
         return st
     scale = 0.0
@@ -446,7 +474,7 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
         mat6_vec_rm(x.Minv + 36 * i, f + 6 * i, dV + 6 * i)
     for i in range(nb):
         n = m.nvi[i]
-        if n == 0:
+        if n == 0 or (x.pres != NULL and x.pres[i]):
             continue
         p = m.parent[i]
         if p >= 0:
@@ -460,6 +488,8 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
             ddq[m.iv[i] + j] = dot6(Sp + 36 * i + 6 * j, a6)
     for l in range(x.nL):
         lam_out[l] = lam[nJ + l]
+    for l in range(x.nP):
+        tau[x.pdof[l]] = lam[nJ + x.nL + l]     # the prescribed coordinates' torques
     # |A ddq + dA dq|, from the reduced rows
     motion_pass(m, w, ddq, cw.ja)
     acc2 = 0.0

@@ -41,13 +41,14 @@ class _NativeClosed:
         return self.system._native(self.options["rcond"])
 
     # -- native path -----------------------------------------------------------
-    def _native_call(self, q, dq, ddq, tau, u, f_ext):
+    def _native_call(self, q, dq, ddq, tau, u, f_ext, nd=None):
         """Run the native kernel on a batch (2-D arrays); None if the
-        constraints need the NumPy path."""
+        constraints need the NumPy path.  ``nd``: the encoded rows to use
+        (default ``self._native_data()``)."""
         from ..algorithms.dynamics import _check_status, get_num_threads
 
         sys = self.system
-        nd = self._native_data()
+        nd = self._native_data() if nd is None else nd
         if nd is None:
             return None
         model = sys.model
@@ -59,9 +60,13 @@ class _NativeClosed:
         status = np.zeros(N, dtype=np.int32)
         mask = None
         if u is not None:
-            mask = np.zeros(model.nbodies, dtype=np.uint8)
-            for i, j in enumerate(model.joints):
-                mask[i] = bool(u[model._iv[i]:model._iv[i] + j.nv].any()) if j.nv else False
+            masks = self.__dict__.setdefault("_body_masks", {})     # u (bytes) -> per-body mask
+            mask = masks.get(u.tobytes())
+            if mask is None:
+                mask = np.zeros(model.nbodies, dtype=np.uint8)
+                for i, j in enumerate(model.joints):
+                    mask[i] = bool(u[model._iv[i]:model._iv[i] + j.nv].any()) if j.nv else False
+                masks[u.tobytes()] = mask
         fe = None if f_ext is None else np.ascontiguousarray(f_ext, dtype=float).reshape(N, model.nbodies, 6)
         _core.closed_dynamics(model.data, nd, np.ascontiguousarray(q, dtype=float),
                               np.ascontiguousarray(dq, dtype=float), ddq, tau, mask, fe, lam, info,

@@ -82,10 +82,12 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
     fixed pattern, CHOLMOD's numeric factorisation and solves, and the
     joint accelerations, with the arithmetic above (``C_i`` from a
     Householder QR of ``S_i`` instead of an SVD: another orthonormal
-    basis, the same ``ddq`` and ``lam``).  Batches run in parallel without
-    the GIL (a CHOLMOD workspace and factor per thread), and
-    :func:`gear.simulate` runs its rollouts natively.  Hybrid dynamics and
-    ``native=False`` take the scikit-sparse path.
+    basis, the same ``ddq`` and ``lam``).  Hybrid dynamics with whole
+    joints prescribed runs there too, with the prescription rows below (a
+    plan per prescribed set).  Batches run in parallel without the GIL (a
+    CHOLMOD workspace and factor per thread), and :func:`gear.simulate`
+    runs its rollouts natively.  Joints prescribed in only some of their
+    coordinates, and ``native=False``, take the scikit-sparse path.
 
     Only :class:`gear.LoopClosure` constraints are taken, and every body
     needs positive mass and inertia.  The scikit-sparse path needs
@@ -114,6 +116,8 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
         from ..maximal import MaximalSystem
 
         self._nd = None              # the rows with the native plan attached (built on first use)
+        self._nd_h = {}              # prescribed joints (mask bytes) -> the plan of hybrid dynamics
+        self._masks = {}             # u (bytes) -> its per-joint mask (None: a joint partly prescribed)
         if not self._native_enabled():
             _cholmod()
         self.maximal = MaximalSystem(self.system)
@@ -136,7 +140,7 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
         # the native plan and CHOLMOD factors are rebuilt on first use
         # (pickle, Dask workers)
         state = self.__dict__.copy()
-        state.update(_nd=None, _symbolic={}, _factor_nnz={}, _plans={})
+        state.update(_nd=None, _nd_h={}, _symbolic={}, _factor_nnz={}, _plans={})
         return state
 
     # -- the native kernel -----------------------------------------------------
@@ -151,7 +155,7 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
             self._nd = self._build_native(prune=True)
         return self._nd
 
-    def _build_native(self, prune, leave_out=()):
+    def _build_native(self, prune, leave_out=(), pres=None):
         """The fixed plan of the native kernel (``MaxC`` of
         ``gear/constraints/_maximal.pxd``): every row's two bodies, each
         body's segments and segment pairs, and K's lower-triangle pattern
@@ -161,16 +165,23 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
         left out of the factor; the kernel checks them on every call.
         ``leave_out``: entries ``(i, j)`` of K (row numbers of
         :class:`gear.maximal.MaximalSystem`) to leave out as well (tests use
-        it to exercise the re-planning)."""
+        it to exercise the re-planning).  ``pres`` (bool per body): the
+        plan of hybrid dynamics with those joints prescribed, one
+        prescription row per velocity coordinate after the loop rows."""
         ms = self.maximal
         sys = self.system
         nb, nJ, nL = ms.nb, ms.nJ, ms.nL
-        nrows = nJ + nL
+        pbody = [] if pres is None else [i for i in range(nb) if pres[i] for _ in range(int(ms.nvi[i]))]
+        pdof = [] if pres is None else [int(ms.iv[i]) + k for i in range(nb) if pres[i]
+                                        for k in range(int(ms.nvi[i]))]
+        nrows = nJ + nL + len(pdof)
         rbody = np.full((nrows, 2), -1, dtype=np.int64)
         for i in range(nb):
             for j in range(6 - int(ms.nvi[i])):
                 rbody[ms.joint_row0[i] + j] = (i, ms.parents[i])
-        rbody[nJ:, 0], rbody[nJ:, 1] = ms._la, ms._lb
+        rbody[nJ:nJ + nL, 0], rbody[nJ:nJ + nL, 1] = ms._la, ms._lb
+        for r, i in enumerate(pbody):
+            rbody[nJ + nL + r] = (i, ms.parents[i])
         segs = [[] for _ in range(nb)]
         for r in range(nrows):
             for slot in (0, 1):
@@ -226,7 +237,9 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
             mx = _core.MaximalData(nb, nJ, nL, float(self.options["regularization"]),
                                    int(self.options["refinement"]), Minv, Lt, ms.joint_row0,
                                    rbody.ravel(), sptr, srow, soff, pa[first], pb[first], pk[first], npk,
-                                   perm, Kp, urow[order], len(kk), len(out), analyse)
+                                   perm, Kp, urow[order], len(kk), len(out), analyse,
+                                   pdof=np.array(pdof, dtype=np.int64), pbody=np.array(pbody, dtype=np.int64),
+                                   pres=None if pres is None else np.asarray(pres, dtype=np.uint8))
             nd = sys._native(1e-10, fresh=True)
             nd.attach_maximal(sys.model.data, mx)
             return nd, where
@@ -279,10 +292,57 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
         ddq, _, lam, info = out
         return ddq, lam, info
 
-    def _static_stats(self):
-        mx = self._nd.maximal
+    def _joint_mask(self, u):
+        """The prescribed joints of ``u`` (bool per velocity coordinate) as
+        a per-body mask, or None when a joint is only partly prescribed
+        (the scikit-sparse path takes that)."""
+        key = u.tobytes()
+        if key in self._masks:
+            return self._masks[key]
         ms = self.maximal
-        nrows = ms.nrows
+        pres = np.zeros(ms.nb, dtype=bool)
+        for i in range(ms.nb):
+            n, k = int(ms.nvi[i]), int(ms.iv[i])
+            if n:
+                part = u[k:k + n]
+                if part.any() and not part.all():
+                    pres = None
+                    break
+                pres[i] = part[0]
+        self._masks[key] = pres
+        return pres
+
+    def _native_hybrid(self, q, dq, ddq, tau, u, f_ext):
+        """``(tau, ddq, lam, info, plan)`` of a batch of hybrid dynamics from
+        the native kernel, or None (not built with CHOLMOD, a partly
+        prescribed joint)."""
+        if not self._native_enabled():
+            return None
+        pres = self._joint_mask(np.asarray(u, dtype=bool))
+        if pres is None:
+            return None
+        if not pres.any():
+            nd = self._native_data()
+        else:
+            key = pres.tobytes()
+            if key not in self._nd_h:
+                self._nd_h[key] = self._build_native(prune=True, pres=pres)
+            nd = self._nd_h[key]
+        try:
+            out = self._native_call(q, dq, ddq, tau, u, f_ext, nd=nd)
+        except _Replan:
+            if pres.any():
+                nd = self._nd_h[key] = self._build_native(prune=False, pres=pres)
+            else:
+                nd = self._replan()
+            out = self._native_call(q, dq, ddq, tau, u, f_ext, nd=nd)
+        ddq_o, tau_o, lam, info = out
+        return tau_o, ddq_o, lam, info, nd
+
+    def _static_stats(self, nd=None):
+        mx = (self._nd if nd is None else nd).maximal
+        ms = self.maximal
+        nrows = len(mx.arrays["Kp"]) - 2
         nseg = len(mx.arrays["srow"]) - 1
         nnz_low = int(np.asarray(mx.arrays["Kp"])[nrows])
         return {"rows": int(nrows), "bodies": int(ms.nb), "nnz_J": 6 * nseg,
@@ -535,6 +595,29 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
         return ddq, lam[ms.nJ:ms.nJ + ms.nL], stats
 
     def _hybrid(self, q, dq, ddq, tau, u, f_ext):
+        out = self._native_hybrid(q[None], dq[None], ddq[None], tau[None], u,
+                                  None if f_ext is None else f_ext[None])
+        if out is not None:
+            tau_o, ddq_o, lam, info, nd = out
+            stats = self._static_stats(nd)
+            stats.update(factorizations=int(info[0, 0]), residual=float(info[0, 1]), native=True)
+            return tau_o[0], ddq_o[0], lam[0], stats
+        return self._hybrid_sparse(q, dq, ddq, tau, u, f_ext)
+
+    def hybrid_batch(self, q, dq, ddq, tau, u, f_ext):
+        out = self._native_hybrid(q, dq, ddq, tau, u, f_ext)
+        if out is None:
+            return None
+        tau_o, ddq_o, lam, info, nd = out
+        N = q.shape[0]
+        nfac = int(info[:, 0].sum())
+        self.counters["calls"] += N
+        self.counters["factorizations"] += nfac
+        stats = self._static_stats(nd)
+        stats.update(factorizations=nfac, native=True)
+        return tau_o, ddq_o, lam, info[:, 1], stats
+
+    def _hybrid_sparse(self, q, dq, ddq, tau, u, f_ext):
         ms = self.maximal
         u = np.asarray(u, dtype=bool)
         ddq_o, lam, stats = self._solve(q, dq, tau, f_ext, u, ddq)
