@@ -1208,3 +1208,81 @@ cdef class FastForward:
         out._nfac = nf
         out._extra = self.extra
         return out
+
+
+cdef class FastHybrid:
+    """One-state constrained hybrid dynamics with the least Python in
+    between, like :class:`FastForward`: ``prescribed`` must be a bool
+    array with one entry per joint (anything else, or an argument that
+    does not pass the checks of ``rnea1``, returns None for the general
+    path).  ``plan(mask_bytes)`` (a Python callable, called once per
+    prescribed set) gives ``(ClosureData, route, extra_stats)`` or None."""
+    cdef ModelData md
+    cdef object solver_name
+    cdef dict counters
+    cdef object plan
+    cdef dict plans
+
+    def __init__(self, ModelData md, plan, solver_name, dict counters):
+        self.md, self.plan = md, plan
+        self.solver_name, self.counters = solver_name, counters
+        self.plans = {}
+
+    def __call__(self, q, dq, ddq, tau, prescribed):
+        cdef State1 st
+        cdef const double* pd
+        cdef Work w
+        cdef CWork cw
+        cdef double info[2]
+        cdef int s, route, k
+        cdef ClosureData cd
+        cdef cnp.ndarray pm
+        cdef Py_ssize_t nv = self.md.nv
+        if not _state1(self.md, q, dq, tau, &st):
+            return None
+        pd = _vec(ddq, nv)
+        if pd == NULL or not cnp.PyArray_CheckExact(prescribed):
+            return None
+        pm = <cnp.ndarray> prescribed
+        if (cnp.PyArray_TYPE(pm) != cnp.NPY_BOOL or cnp.PyArray_NDIM(pm) != 1
+                or cnp.PyArray_DIM(pm, 0) != self.md.nb or not cnp.PyArray_IS_C_CONTIGUOUS(pm)):
+            return None
+        key = pm.tobytes()
+        p = self.plans.get(key, _UNSET)
+        if p is _UNSET:
+            p = self.plans[key] = self.plan(key)
+        if p is None:
+            return None
+        cd, route, extra = p
+        ddq_o = _empty(nv)
+        tau_o = _empty(nv)
+        lam = _empty(cd.m)
+        cdef double* po = <double*> cnp.PyArray_DATA(ddq_o)
+        cdef double* pt = <double*> cnp.PyArray_DATA(tau_o)
+        for k in range(nv):
+            po[k] = pd[k]
+            pt[k] = st.b[k]
+        w = work_from(&self.md.ws[0], self.md.nb)
+        cw = cwork_from_c(&cd.c, &cd.cws[0], self.md.nb, self.md.nv, cd.m, route != 3)
+        cw.chol = cd.h0
+        s = _cdyn(&self.md.c, &cd.c, route, st.q, st.a, po, pt,
+                  <const unsigned char*> cnp.PyArray_DATA(pm), NULL,
+                  <double*> cnp.PyArray_DATA(lam), info, &w, &cw)
+        if s != 0:
+            return None
+        cdef int nf = <int> info[0] if route == 3 else 1
+        self.counters["calls"] += 1
+        self.counters["factorizations"] += nf
+        cdef ConstraintResult out = ConstraintResult.__new__(ConstraintResult)
+        out._ddq = ddq_o
+        out._lam = lam
+        out._residual = info[1]
+        out._success = True
+        out._message = "ok"
+        out._solver = self.solver_name
+        out._stats = _LAZY
+        out._rank = <int> info[0]
+        out._nfac = nf
+        out._extra = extra
+        out.tau = tau_o
+        return out

@@ -109,6 +109,41 @@ def test_native_batch_equals_single_calls_bit_for_bit():
     assert batch.residual.shape == (N,) and np.all(batch.residual < 1e-9)
 
 
+@pytest.mark.parametrize("solver", ["kkt", "maximal"])
+def test_single_hybrid_fast_path_equals_the_general_path(solver):
+    """hybrid_dynamics with a bool array per joint takes the allocation-light
+    path (gear._core.FastHybrid); joint names take the general path.  Both
+    run the same kernel: the same bits, the same stats and counters; an
+    argument the fast path does not take (NaN, a list, f_ext) goes the
+    general way and gets its error."""
+    if solver == "maximal" and not gear._core.cholmod_available():
+        pytest.skip("gear was built without CHOLMOD (no native maximal kernel)")
+    sysm, q = mech.stewart()
+    sysm = sysm.with_solver(solver)
+    model = sysm.model
+    rng = np.random.default_rng(4)
+    dq = _consistent(sysm, q, rng)
+    tau = rng.standard_normal(model.nv)
+    ddq = sysm.forward_dynamics(q, dq, tau).ddq + 0.2 * _consistent(sysm, q, rng)
+    for j in range(model.nbodies):
+        if model.joints[j].nv == 0:
+            continue
+        pres = np.zeros(model.nbodies, dtype=bool)
+        pres[j] = True
+        fast = sysm.hybrid_dynamics(q, dq, ddq, tau, pres)
+        c0 = dict(sysm.solver.counters)
+        slow = sysm.hybrid_dynamics(q, dq, ddq, tau, [model.joint_names[j]])
+        assert sysm.solver.counters["calls"] == c0["calls"] + 1
+        assert np.array_equal(fast.tau, slow.tau) and np.array_equal(fast.ddq, slow.ddq)
+        assert np.array_equal(fast.lam, slow.lam) and fast.residual == pytest.approx(slow.residual, abs=1e-15)
+        assert fast.stats == slow.stats and fast.success and fast.solver == solver
+    assert sysm._native_cache["hf"] is not None
+    bad = ddq.copy()
+    bad[0] = np.nan
+    with pytest.raises(ValueError, match="ddq"):
+        sysm.hybrid_dynamics(q, dq, bad, tau, pres)
+
+
 def test_couplers_run_natively_and_python_constraints_do_not():
     sysm, q = mech.rolling_ball()
     assert sysm._native() is None

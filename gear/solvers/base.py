@@ -106,6 +106,12 @@ class ConstraintSolver:
         callable returns None for anything it does not fully check."""
         return None
 
+    def fast_hybrid(self):
+        """Like :meth:`fast_forward` for hybrid dynamics: a callable
+        ``(q, dq, ddq, tau, prescribed) -> ConstraintResult or None``
+        (``prescribed`` a bool array per joint), or None (the default)."""
+        return None
+
     def forward_batch(self, q, dq, tau, f_ext):
         """A whole batch at once, or None to let the constrained model loop
         over states (the default).  Solvers with a native batched kernel

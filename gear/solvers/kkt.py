@@ -179,6 +179,13 @@ class KKTSolver(_NativeClosed, ConstraintSolver):
         ddq_o, tau_o, lam, info = out
         return tau_o, ddq_o, lam, info[:, 1], self._batch_stats(q.shape[0], info)
 
+    def fast_hybrid(self):
+        nd = self._native_data()
+        if nd is None:
+            return None
+        # hybrid calls take the articulated-body route (0) whatever self._route
+        return _core.FastHybrid(self.system._md, lambda key: (nd, 0, None), self.name, self.counters)
+
     def _check_options(self):
         r = float(self.options["rcond"])
         if not (0.0 < r < 1.0):

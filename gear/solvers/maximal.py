@@ -278,6 +278,7 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
         """An entry left out of K's pattern became non-zero: keep them all."""
         self._nd = self._build_native(prune=False)
         self.system._native_cache.pop("ff", None)
+        self.system._native_cache.pop("hf", None)
         return self._nd
 
     def _native_maximal(self, q, dq, tau, f_ext):
@@ -333,6 +334,7 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
         except _Replan:
             if pres.any():
                 nd = self._nd_h[key] = self._build_native(prune=False, pres=pres)
+                self.system._native_cache.pop("hf", None)
             else:
                 nd = self._replan()
             out = self._native_call(q, dq, ddq, tau, u, f_ext, nd=nd)
@@ -376,6 +378,22 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
             return None
         return _core.FastForward(self.system._md, nd, 3, self.name, self.counters, 1,
                                  self._static_stats())
+
+    def fast_hybrid(self):
+        if not self._native_enabled():
+            return None
+
+        def plan(key):
+            pres = np.frombuffer(key, dtype=bool)
+            if not pres.any():
+                nd = self._native_data()
+            else:
+                nd = self._nd_h.get(key)
+                if nd is None:
+                    nd = self._nd_h[key] = self._build_native(prune=True, pres=pres.copy())
+            return nd, 3, self._static_stats(nd)
+
+        return _core.FastHybrid(self.system._md, plan, self.name, self.counters)
 
     def _prescription_rows(self, key, u, parts, t, ddq):
         """Rows ``s_k . (dV_i - Ad_{T^{-1}} dV_p) = ddq_k + s_k . eta_i`` for
