@@ -57,7 +57,7 @@ def test_docstring_examples_run():
     total = 0
     for name in ["gear.spatial", "gear.model", "gear.algorithms.dynamics",
                  "gear.algorithms.derivatives", "gear.sensitivity", "gear.comparison",
-                 "gear.analysis"]:
+                 "gear.analysis", "gear.maximal", "gear.solvers.maximal"]:
         mod = importlib.import_module(name)
         res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
         assert res.failed == 0, name

@@ -76,7 +76,7 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
 
     **Native kernel.** When gear is built with CHOLMOD (meson finds
     ``libcholmod`` and ``suitesparse/cholmod.h``: Debian's
-    ``libsuitesparse-dev``; ``gear._core.cholmod_available()`` tells),
+    ``libsuitesparse-dev``; :meth:`MaximalSolver.native_available` tells),
     forward dynamics runs in one native call
     (``gear/constraints/_maximal.pxd``): the rows, ``K``'s values in a
     fixed pattern, CHOLMOD's numeric factorisation and solves, and the
@@ -144,6 +144,17 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
         return state
 
     # -- the native kernel -----------------------------------------------------
+    @staticmethod
+    def native_available():
+        """Whether this build of gear links CHOLMOD, i.e. has the native
+        maximal-coordinate kernel (else the scikit-sparse path runs).
+
+        >>> import gear
+        >>> isinstance(gear.solvers.MaximalSolver.native_available(), bool)
+        True
+        """
+        return bool(_core.cholmod_available())
+
     def _native_enabled(self):
         return (bool(self.options["native"]) and _core.cholmod_available()
                 and self.options["ordering"] in _ORDERINGS)
