@@ -36,7 +36,7 @@ if not (np.all(np.isfinite(tau)) and err < 1e-10):
 print(f"smoke: gear {gear.__version__} from {where}: arm7 nq={model.nq}, "
       f"|tau|={np.linalg.norm(tau):.4f}, ABA(RNEA) error {err:.1e}")
 
-if gear._core.cholmod_available():
+if gear.solvers.MaximalSolver.native_available():
     sysm, q4 = gear.mechanisms.four_bar()
     tau4 = np.array([0.3, -0.2, 0.1])
     a = sysm.with_solver("maximal").forward_dynamics(q4, np.zeros(3), tau4)
