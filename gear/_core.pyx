@@ -1147,6 +1147,26 @@ cdef class ConstraintResult:
         return f"ConstraintResult({', '.join(self._fields())})"
 
 
+cdef ConstraintResult _native_result(ddq, lam, const double* info, int nfac, solver_name,
+                                    dict counters, extra):
+    # the result of a native single call (info = rank or factorisations,
+    # residual); the stats dict is built when read; counts the call
+    counters["calls"] += 1
+    counters["factorizations"] += nfac
+    cdef ConstraintResult out = ConstraintResult.__new__(ConstraintResult)
+    out._ddq = ddq
+    out._lam = lam
+    out._residual = info[1]
+    out._success = True
+    out._message = "ok"
+    out._solver = solver_name
+    out._stats = _LAZY             # {"factorizations", "rank", "native"} (+ extra) when read
+    out._rank = <int> info[0]
+    out._nfac = nfac
+    out._extra = extra
+    return out
+
+
 cdef class FastForward:
     """One-state constrained forward dynamics with the least Python in
     between: validates like ``rnea1`` (else returns None for the general
@@ -1193,21 +1213,8 @@ cdef class FastForward:
                       pl, info, &w, &cw)
         if s != 0:
             return None
-        cdef int nf = <int> info[0] if self.route == 3 else self.nfac
-        self.counters["calls"] += 1
-        self.counters["factorizations"] += nf
-        cdef ConstraintResult out = ConstraintResult.__new__(ConstraintResult)
-        out._ddq = ddq
-        out._lam = lam
-        out._residual = info[1]
-        out._success = True
-        out._message = "ok"
-        out._solver = self.solver_name
-        out._stats = _LAZY             # {"factorizations", "rank", "native"} built when read
-        out._rank = <int> info[0]
-        out._nfac = nf
-        out._extra = self.extra
-        return out
+        return _native_result(ddq, lam, info, <int> info[0] if self.route == 3 else self.nfac,
+                              self.solver_name, self.counters, self.extra)
 
 
 cdef class FastHybrid:
@@ -1270,19 +1277,7 @@ cdef class FastHybrid:
                   <double*> cnp.PyArray_DATA(lam), info, &w, &cw)
         if s != 0:
             return None
-        cdef int nf = <int> info[0] if route == 3 else 1
-        self.counters["calls"] += 1
-        self.counters["factorizations"] += nf
-        cdef ConstraintResult out = ConstraintResult.__new__(ConstraintResult)
-        out._ddq = ddq_o
-        out._lam = lam
-        out._residual = info[1]
-        out._success = True
-        out._message = "ok"
-        out._solver = self.solver_name
-        out._stats = _LAZY
-        out._rank = <int> info[0]
-        out._nfac = nf
-        out._extra = extra
+        out = _native_result(ddq_o, lam, info, <int> info[0] if route == 3 else 1,
+                             self.solver_name, self.counters, extra)
         out.tau = tau_o
         return out
