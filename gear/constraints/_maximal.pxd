@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""Maximal-coordinate forward dynamics in one native call (seed 004, eq. 12).
+"""Maximal-coordinate forward and hybrid dynamics in one native call (seed
+004, eq. 12).
 
 Every body is a free rigid body with body twist ``V_i``; joints and loops
 are rows ``J`` on the stacked twists, ``Mb`` is block-diagonal, and the KKT
@@ -10,24 +11,26 @@ Schur complement
     dV = Mb^{-1} (f + J^T lam),
     ddq_i = S_i^+ (dV_i - Ad_{T^{-1}} dV_p - eta_i)        (Kim eq. 41)
 
-with CHOLMOD (``_cholmod_shim.h``): the symbolic analysis is done once per
-plan in Python, each call factorises numerically.  The same arithmetic as
+with CHOLMOD (``_cholmod_shim.h``): the symbolic analysis (a fill-reducing
+order) is done once per plan in Python, and each call factorises the
+permuted matrix numerically in natural order.  The same arithmetic as
 ``gear/solvers/maximal.py`` (the scikit-sparse path): regularisation
 ``beta = rel * max diag K``, raised 1000-fold up to 1e-6 when a pivot is not
-positive; ``refinement`` steps of iterative refinement against ``K``; and,
-when the system has no exact solution, the part of the right-hand side
-outside ``range(K)`` removed and the system solved again.
+positive; up to ``refinement`` steps of iterative refinement against ``K``
+(stopping once ``|r - K lam| <= 1e-14 |r|``); and, when the system has no
+exact solution, the part of the right-hand side outside ``range(K)``
+removed and the system solved again.
 
 Rows.  Joint i gives ``6 - nv_i`` rows ``C_i dV_i - C_i Ad_{T^{-1}} dV_p =
 C_i eta_i`` (rows of ``C_i``: an orthonormal basis of the annihilator of
 ``S_i``, from a Householder QR of ``S_i``, which also gives ``S_i^+ =
 R^{-1} Q_1^T``); loop row r gives ``F_rA . dV_a + F_rB . dV_b = -dA dq_r +
 F_rA . acc_a + F_rB . acc_b`` (``gear/constraints/_closed.pxd``).  Every
-row meets at most two bodies, in two 6-blocks ("segments").  ``K``'s lower
-triangle has a fixed pattern (``MaxC.Kp/Ki``); with ``Mb_b^{-1} = L_b
-L_b^T`` (Cholesky, once per model) and ``H_s = L_b^T J_s``, each body adds
-``H_s . H_s'`` for each pair of its segments into the entry ``pk`` of the
-pair.  Entries of the block pattern that were exactly zero
+row meets at most two bodies, in two 6-blocks ("segments").  ``K`` has a
+fixed pattern, stored as the upper triangle of the permuted matrix
+(``MaxC.perm``, ``Kp/Ki``); with ``Mb_b^{-1} = L_b L_b^T`` (Cholesky, once
+per model) and ``H_s = L_b^T J_s``, each body adds ``H_s . H_s'`` for each
+pair of its segments into the entry ``pk`` of the pair.  Entries of the block pattern that were exactly zero
 at the sampled configurations (a planar mechanism's out-of-plane
 couplings) are left out of the factor and accumulated apart: if one ever
 becomes non-zero the call returns ST_PATTERN and the caller re-plans.
