@@ -27,7 +27,7 @@ from gear.constraints._closed cimport (ClosC, CWork, cwork_from, cwork_size, cwo
                                        closed_dynamics as _cdyn_aba,
                                        closed_forward_dense as _cdense,
                                        closed_forward_projection as _cproj)
-from gear.constraints._maximal cimport (MaxC, MaxW, maxwork, maximal_scratch, maximal_assemble,
+from gear.constraints._maximal cimport (MaxC, MaxW, maxwork, maximal_scratch, maximal_assemble, joint_frames,
                                         maximal_forward as _cmax, gear_chol, gear_chol_available,
                                         gear_chol_new, gear_chol_clone, gear_chol_free, gear_chol_lnz,
                                         gear_chol_perm)
@@ -684,7 +684,7 @@ cdef class MaximalData:
 
     def __init__(self, int nb, int nJ, int nL, double rel, int refinement, Minv, Lt, row0, rbody,
                  sptr, srow, soff, pa, pb, pk, int npk, perm, Kp, Ki, int nnzK, int nout,
-                 bint analyse, pdof=None, pbody=None, pres=None):
+                 bint analyse, pdof=None, pbody=None, pres=None, cfr=None, Cc=None, Spc=None):
         cdef double[::1] a_minv = _padded(Minv, np.float64)
         cdef double[::1] a_lt = _padded(Lt, np.float64)
         cdef int[::1] a_row0 = _padded(row0, np.int32)
@@ -699,12 +699,15 @@ cdef class MaximalData:
         cdef int[::1] a_pdof = _padded(np.zeros(0) if pdof is None else pdof, np.int32)
         cdef int[::1] a_pbody = _padded(np.zeros(0) if pbody is None else pbody, np.int32)
         cdef unsigned char[::1] a_pres = _padded(np.zeros(nb) if pres is None else pres, np.uint8)
+        cdef unsigned char[::1] a_cfr = _padded(np.zeros(nb) if cfr is None else cfr, np.uint8)
+        cdef double[::1] a_cc = _padded(np.zeros(36 * nb) if Cc is None else Cc, np.float64)
+        cdef double[::1] a_spc = _padded(np.zeros(36 * nb) if Spc is None else Spc, np.float64)
         cdef int[::1] a_kp = _padded(Kp, np.int32)
         cdef int[::1] a_ki = _padded(Ki, np.int32)
         cdef int st = 0
         self.arrays = dict(Minv=a_minv, Lt=a_lt, row0=a_row0, rbody=a_rbody, sptr=a_sptr, srow=a_srow,
                            soff=a_soff, pa=a_pa, pb=a_pb, pk=a_pk, perm=a_perm, Kp=a_kp, Ki=a_ki,
-                           pdof=a_pdof, pbody=a_pbody, pres=a_pres)
+                           pdof=a_pdof, pbody=a_pbody, pres=a_pres, cfr=a_cfr, Cc=a_cc, Spc=a_spc)
         self.c.nb = nb
         self.c.nJ = nJ
         self.c.nL = nL
@@ -713,6 +716,11 @@ cdef class MaximalData:
         self.c.pdof = &a_pdof[0]
         self.c.pbody = &a_pbody[0]
         self.c.pres = NULL if pres is None else &a_pres[0]
+        self.c.cfr = NULL if cfr is None else &a_cfr[0]
+        self.c.Cc = &a_cc[0]
+        self.c.Spc = &a_spc[0]
+        if a_cc.shape[0] - 1 != 36 * nb or a_spc.shape[0] - 1 != 36 * nb:
+            raise ValueError("MaximalData: Cc and Spc need 36 entries per body")
         self.c.nnzK = nnzK
         self.c.nout = nout
         self.c.nseg = a_srow.shape[0] - 1
@@ -778,6 +786,24 @@ def cholmod_ordering(int n, Kp, Ki, int ordering):
     gear_chol_perm(h, &o[0])
     gear_chol_free(h)
     return out
+
+
+def maximal_frames(ModelData md, ClosureData cd, const double[::1] q, double[:, ::1] C,
+                   double[:, ::1] Sp):
+    """``C_i`` and ``S_i^+`` (nb, 36 each, as the maximal kernel computes
+    them) at ``q``; returns the row kernel's status."""
+    cdef Work w = work_from(&md.ws[0], md.nb)
+    cdef CWork cw
+    cdef int st, i
+    if cd.c.mx == NULL:
+        raise ValueError("maximal_frames: no maximal plan attached")
+    cw = cwork_from_c(&cd.c, &cd.cws[0], md.nb, md.nv, cd.m, False)
+    with nogil:
+        st = _crows(&md.c, &cd.c, &q[0], NULL, NULL, NULL, NULL, &w, &cw)
+        if st == 0:
+            for i in range(md.nb):
+                joint_frames(md.c.nvi[i], w.S + 36 * i, &C[i, 0], &Sp[i, 0])
+    return st
 
 
 def cholmod_available():

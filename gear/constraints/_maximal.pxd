@@ -24,7 +24,8 @@ removed and the system solved again.
 Rows.  Joint i gives ``6 - nv_i`` rows ``C_i dV_i - C_i Ad_{T^{-1}} dV_p =
 C_i eta_i`` (rows of ``C_i``: an orthonormal basis of the annihilator of
 ``S_i``, from a Householder QR of ``S_i``, which also gives ``S_i^+ =
-R^{-1} Q_1^T``); loop row r gives ``F_rA . dV_a + F_rB . dV_b = -dA dq_r +
+R^{-1} Q_1^T``; computed once per plan for the joints whose ``S_i`` is
+constant in the body frame, ``MaxC.cfr``); loop row r gives ``F_rA . dV_a + F_rB . dV_b = -dA dq_r +
 F_rA . acc_a + F_rB . acc_b`` (``gear/constraints/_closed.pxd``).  Every
 row meets at most two bodies, in two 6-blocks ("segments").  ``K`` has a
 fixed pattern, stored as the upper triangle of the permuted matrix
@@ -82,6 +83,9 @@ cdef struct MaxC:
     int refinement
     int npairs           # segment pairs on a common body
     int npk              # the first npk of them go to kept entries, the others are left out
+    const unsigned char* cfr    # (nb,) 1 where S_i is constant: C_i, S_i^+ below, or NULL
+    const double* Cc     # (nb, 36) those C_i ...
+    const double* Spc    # (nb, 36) ... and S_i^+
     const double* Minv   # (nb, 36) Mb_b^{-1}, row-major
     const double* Lt     # (nb, 36) L_b^T, row-major upper triangle, Mb_b^{-1} = L_b L_b^T
     const int* row0      # (nb,) first joint row of each body
@@ -298,7 +302,13 @@ cdef inline int maximal_assemble(const ModelC* m, const ClosC* c, const double* 
         n = m.nvi[i]
         p = m.parent[i]
         T = w.T + 12 * i
-        joint_frames(n, w.S + 36 * i, Cb + 36 * i, Sp + 36 * i)
+        if x.cfr != NULL and x.cfr[i]:
+            # S_i does not depend on q: C_i and S_i^+ computed once per plan
+            for k in range(36):
+                Cb[36 * i + k] = x.Cc[36 * i + k]
+                Sp[36 * i + k] = x.Spc[36 * i + k]
+        else:
+            joint_frames(n, w.S + 36 * i, Cb + 36 * i, Sp + 36 * i)
         inertia_mul(m.inertia + 10 * i, w.V + 6 * i, t6)
         dad(w.V + 6 * i, t6, f + 6 * i)
         a6[0] = 0.0

@@ -221,7 +221,7 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
         Lt = np.ascontiguousarray(np.transpose(np.linalg.cholesky(0.5 * (ms.Minv + np.transpose(ms.Minv, (0, 2, 1)))),
                                                (0, 2, 1)).reshape(nb, 36))
 
-        def plan(kept, analyse):
+        def plan(kept, analyse, frames=(None, None, None)):
             # K's kept entries: CHOLMOD's fill-reducing order (analysed on
             # the lower triangle), then the upper triangle of the permuted
             # matrix in CSC order; the left-out entries after them; the
@@ -250,19 +250,32 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
                                    rbody.ravel(), sptr, srow, soff, pa[first], pb[first], pk[first], npk,
                                    perm, Kp, urow[order], len(kk), len(out), analyse,
                                    pdof=np.array(pdof, dtype=np.int64), pbody=np.array(pbody, dtype=np.int64),
-                                   pres=None if pres is None else np.asarray(pres, dtype=np.uint8))
+                                   pres=None if pres is None else np.asarray(pres, dtype=np.uint8),
+                                   cfr=frames[0], Cc=frames[1], Spc=frames[2])
             nd = sys._native(1e-10, fresh=True)
             nd.attach_maximal(sys.model.data, mx)
             return nd, where
 
         kept = np.ones(len(keys), dtype=bool)
+        probe, where = plan(kept, False)
+        rng = np.random.default_rng(12345)
+        qs = [sys.model.random_configuration(rng) for _ in range(2)]
+        # joints whose C_i and S_i^+ are equal at both configurations (S_i
+        # constant in the body frame: revolute, prismatic, ...) get them once
+        fr = []
+        for q in qs:
+            C, Sp = np.zeros((nb, 36)), np.zeros((nb, 36))
+            if _core.maximal_frames(sys.model.data, probe, q, C, Sp) != 0:
+                break
+            fr.append((C, Sp))
+        frames = (None, None, None)
+        if len(fr) == 2:
+            cfr = np.all(fr[0][0] == fr[1][0], axis=1) & np.all(fr[0][1] == fr[1][1], axis=1)
+            frames = (cfr.astype(np.uint8), fr[0][0].ravel(), fr[0][1].ravel())
         if prune and len(keys):
-            probe, where = plan(kept, False)
             nz = np.zeros(len(keys), dtype=bool)
-            rng = np.random.default_rng(12345)
-            for _ in range(2):
+            for q in qs:
                 Kx = np.empty(len(keys))
-                q = sys.model.random_configuration(rng)
                 if _core.maximal_probe(sys.model.data, probe, q, Kx) != 0:
                     nz[:] = True                  # e.g. coincident distance points: keep all
                     break
@@ -273,7 +286,7 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
             if k < len(keys) and keys[k] == min(i, j) * nrows + max(i, j):
                 kept[k] = False
         kept |= keys // nrows == keys % nrows            # the diagonal always (read for beta)
-        return plan(kept, True)[0]
+        return plan(kept, True, frames)[0]
 
     def _native_status(self, st, k, q, dq):
         if st == -11:
