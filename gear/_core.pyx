@@ -893,8 +893,7 @@ def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const 
     cdef Work w
     cdef CWork cw
     cdef double* buf
-    cdef bint full = route != 3           # compact: the maximal kernel only
-    cdef int cwsize2 = cwork_size_c(&cd.c, nb, nv, m, full)
+    cdef bint full = route != 3           # compact (cd.cwsize): the maximal kernel only
     if prescribed is not None:
         pp = &prescribed[0]
     if cd.c.mx != NULL and full:
@@ -910,10 +909,10 @@ def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const 
                                   ip + 2 * k, &w, &cw)
         return
     with nogil, parallel(num_threads=nthreads):
-        buf = <double*> malloc((wsize + cwsize2 + 1) * sizeof(double))
+        buf = <double*> malloc((wsize + cwsize + 1) * sizeof(double))
         w = work_from(buf, nb)
         cw = cwork_from_c(&cd.c, buf + wsize, nb, nv, m, full)
-        cw.chol = gear_chol_clone(cd.h0) if cd.c.mx != NULL else NULL
+        cw.chol = gear_chol_clone(cd.h0)      # NULL without a maximal plan
         for k in prange(N, schedule='guided'):
             st = _cdyn(&md.c, &cd.c, route, qp + k * nq, _row(dqp, k, nv), _orow(ddqp, k, nv),
                        _orow(taup, k, nv), pp, _row(fp, k, 6 * nb), _orow(lp, k, m),

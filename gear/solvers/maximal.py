@@ -298,24 +298,39 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
         if st == -13:
             raise MemoryError(f"maximal solver: CHOLMOD failed (state {k}; out of memory?)")
 
-    def _replan(self):
-        """An entry left out of K's pattern became non-zero: keep them all."""
-        self._nd = self._build_native(prune=False)
+    def _plan_for(self, pres=None):
+        """The plan of forward dynamics (``pres`` None or no joint
+        prescribed), or of hybrid dynamics with the joints ``pres``
+        (bool per body) prescribed, built on first use."""
+        if pres is None or not pres.any():
+            return self._native_data()
+        key = pres.tobytes()
+        if key not in self._nd_h:
+            self._nd_h[key] = self._build_native(prune=True, pres=pres.copy())
+        return self._nd_h[key]
+
+    def _replan(self, pres=None):
+        """An entry left out of K's pattern became non-zero: rebuild the plan
+        of ``pres`` (as :meth:`_plan_for`) with every entry."""
+        if pres is None or not pres.any():
+            nd = self._nd = self._build_native(prune=False)
+        else:
+            nd = self._nd_h[pres.tobytes()] = self._build_native(prune=False, pres=pres.copy())
         self.system._native_cache.pop("ff", None)
         self.system._native_cache.pop("hf", None)
-        return self._nd
+        return nd
 
-    def _native_maximal(self, q, dq, tau, f_ext):
-        """``(ddq, lam, info)`` of a batch from the native kernel, or None."""
+    def _native_run(self, q, dq, ddq, tau, u, f_ext, pres=None):
+        """``(ddq, tau, lam, info, plan)`` of a batch from the native kernel
+        (forward dynamics, or hybrid with the joints ``pres`` prescribed),
+        re-planning once if a left-out entry of K became non-zero."""
+        nd = self._plan_for(pres)
         try:
-            out = self._native_call(q, dq, None, tau, None, f_ext)
+            out = self._native_call(q, dq, ddq, tau, u, f_ext, nd=nd)
         except _Replan:
-            self._replan()
-            out = self._native_call(q, dq, None, tau, None, f_ext)
-        if out is None:
-            return None
-        ddq, _, lam, info = out
-        return ddq, lam, info
+            nd = self._replan(pres)
+            out = self._native_call(q, dq, ddq, tau, u, f_ext, nd=nd)
+        return out + (nd,)
 
     def _joint_mask(self, u):
         """The prescribed joints of ``u`` (bool per velocity coordinate) as
@@ -338,7 +353,7 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
         return pres
 
     def _native_hybrid(self, q, dq, ddq, tau, u, f_ext):
-        """``(tau, ddq, lam, info, plan)`` of a batch of hybrid dynamics from
+        """``(ddq, tau, lam, info, plan)`` of a batch of hybrid dynamics from
         the native kernel, or None (not built with CHOLMOD, a partly
         prescribed joint)."""
         if not self._native_enabled():
@@ -346,24 +361,22 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
         pres = self._joint_mask(np.asarray(u, dtype=bool))
         if pres is None:
             return None
-        if not pres.any():
-            nd = self._native_data()
-        else:
-            key = pres.tobytes()
-            if key not in self._nd_h:
-                self._nd_h[key] = self._build_native(prune=True, pres=pres)
-            nd = self._nd_h[key]
-        try:
-            out = self._native_call(q, dq, ddq, tau, u, f_ext, nd=nd)
-        except _Replan:
-            if pres.any():
-                nd = self._nd_h[key] = self._build_native(prune=False, pres=pres)
-                self.system._native_cache.pop("hf", None)
-            else:
-                nd = self._replan()
-            out = self._native_call(q, dq, ddq, tau, u, f_ext, nd=nd)
-        ddq_o, tau_o, lam, info = out
-        return tau_o, ddq_o, lam, info, nd
+        return self._native_run(q, dq, ddq, tau, u, f_ext, pres)
+
+    def _batch_stats(self, N, info, nd=None):
+        """Counts a native batch and returns its stats."""
+        nfac = int(info[:, 0].sum())
+        self.counters["calls"] += N
+        self.counters["factorizations"] += nfac
+        stats = self._static_stats(nd)
+        stats.update(factorizations=nfac, native=True)
+        return stats
+
+    def _call_stats(self, nd, info):
+        """The stats of one native call (counted by the base class)."""
+        stats = self._static_stats(nd)
+        stats.update(factorizations=int(info[0, 0]), residual=float(info[0, 1]), native=True)
+        return stats
 
     def _static_stats(self, nd=None):
         mx = (self._nd if nd is None else nd).maximal
@@ -378,23 +391,15 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
     def _forward(self, q, dq, tau, f_ext):
         if self._native_data() is None:
             return self._forward_sparse(q, dq, tau, f_ext)
-        ddq, lam, info = self._native_maximal(q[None], dq[None], tau[None],
-                                              None if f_ext is None else f_ext[None])
-        stats = self._static_stats()
-        stats.update(factorizations=int(info[0, 0]), residual=float(info[0, 1]), native=True)
-        return ddq[0], lam[0], stats
+        ddq, _, lam, info, nd = self._native_run(q[None], dq[None], None, tau[None], None,
+                                                 None if f_ext is None else f_ext[None])
+        return ddq[0], lam[0], self._call_stats(nd, info)
 
     def forward_batch(self, q, dq, tau, f_ext):
         if self._native_data() is None:
             return None
-        ddq, lam, info = self._native_maximal(q, dq, tau, f_ext)
-        N = q.shape[0]
-        nfac = int(info[:, 0].sum())
-        self.counters["calls"] += N
-        self.counters["factorizations"] += nfac
-        stats = self._static_stats()
-        stats.update(factorizations=nfac, native=True)
-        return ddq, lam, info[:, 1], stats
+        ddq, _, lam, info, nd = self._native_run(q, dq, None, tau, None, f_ext)
+        return ddq, lam, info[:, 1], self._batch_stats(q.shape[0], info, nd)
 
     def fast_forward(self):
         nd = self._native_data()
@@ -408,13 +413,7 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
             return None
 
         def plan(key):
-            pres = np.frombuffer(key, dtype=bool)
-            if not pres.any():
-                nd = self._native_data()
-            else:
-                nd = self._nd_h.get(key)
-                if nd is None:
-                    nd = self._nd_h[key] = self._build_native(prune=True, pres=pres.copy())
+            nd = self._plan_for(np.frombuffer(key, dtype=bool))
             return nd, 3, self._static_stats(nd)
 
         return _core.FastHybrid(self.system._md, plan, self.name, self.counters)
@@ -640,24 +639,16 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
         out = self._native_hybrid(q[None], dq[None], ddq[None], tau[None], u,
                                   None if f_ext is None else f_ext[None])
         if out is not None:
-            tau_o, ddq_o, lam, info, nd = out
-            stats = self._static_stats(nd)
-            stats.update(factorizations=int(info[0, 0]), residual=float(info[0, 1]), native=True)
-            return tau_o[0], ddq_o[0], lam[0], stats
+            ddq_o, tau_o, lam, info, nd = out
+            return tau_o[0], ddq_o[0], lam[0], self._call_stats(nd, info)
         return self._hybrid_sparse(q, dq, ddq, tau, u, f_ext)
 
     def hybrid_batch(self, q, dq, ddq, tau, u, f_ext):
         out = self._native_hybrid(q, dq, ddq, tau, u, f_ext)
         if out is None:
             return None
-        tau_o, ddq_o, lam, info, nd = out
-        N = q.shape[0]
-        nfac = int(info[:, 0].sum())
-        self.counters["calls"] += N
-        self.counters["factorizations"] += nfac
-        stats = self._static_stats(nd)
-        stats.update(factorizations=nfac, native=True)
-        return tau_o, ddq_o, lam, info[:, 1], stats
+        ddq_o, tau_o, lam, info, nd = out
+        return tau_o, ddq_o, lam, info[:, 1], self._batch_stats(q.shape[0], info, nd)
 
     def _hybrid_sparse(self, q, dq, ddq, tau, u, f_ext):
         ms = self.maximal
