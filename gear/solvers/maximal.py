@@ -169,8 +169,9 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
     def _build_native(self, prune, leave_out=(), pres=None):
         """The fixed plan of the native kernel (``MaxC`` of
         ``gear/constraints/_maximal.pxd``): every row's two bodies, each
-        body's segments and segment pairs, and K's lower-triangle pattern
-        with CHOLMOD's symbolic analysis.  With ``prune``, entries of the
+        body's segments and segment pairs, and K's pattern: CHOLMOD's
+        fill-reducing order, then the upper triangle of the permuted matrix
+        with its symbolic analysis.  With ``prune``, entries of the
         block pattern that are exactly zero at two random configurations
         (structural zeros: a planar mechanism's out-of-plane couplings) are
         left out of the factor; the kernel checks them on every call.
