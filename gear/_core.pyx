@@ -88,23 +88,27 @@ cdef class ModelData:
                         j = a_parent[j]
                     vpar[a_iv[i]] = -1 if j < 0 else a_iv[j] + a_nvi[j] - 1
         cdef int[::1] a_vpar = vpar
-        # each dof's ancestors as runs of consecutive indices (a chain is one
-        # run): the tree-sparse factorisation's loops then run over
-        # contiguous memory instead of chasing parent links
-        ptr, runs = [0], []
-        for k in range(nv):
-            j = vpar[k]
-            while j >= 0:
-                hi = j
-                while vpar[j] == j - 1 and j - 1 >= 0:
-                    j -= 1
-                runs += [j, hi]
-                j = vpar[j]
-            ptr.append(len(runs) // 2)
-        cdef int[::1] a_sptr = np.array(ptr, dtype=np.int32)
-        cdef int[::1] a_seg = np.array(runs + [0, 0], dtype=np.int32)
+        # each dof's ancestors as one packed list, root first (depth order):
+        # the list of dof k is its parent's list and then the parent, so the
+        # ancestors of k's ancestor at depth p are the first p entries of
+        # k's list, which the packed factorisation relies on
+        cdef int[::1] a_vdep = np.zeros(max(nv, 1), dtype=np.int32)
+        cdef int[::1] a_voff = np.zeros(nv + 1, dtype=np.int32)
+        cdef int kk, pp, dd, tt
+        for kk in range(nv):
+            pp = a_vpar[kk]
+            a_vdep[kk] = 0 if pp < 0 else a_vdep[pp] + 1
+            a_voff[kk + 1] = a_voff[kk] + a_vdep[kk]
+        cdef int[::1] a_vanc = np.zeros(a_voff[nv] + 1, dtype=np.int32)
+        for kk in range(nv):
+            pp = a_vpar[kk]
+            if pp >= 0:
+                dd = a_vdep[pp]
+                for tt in range(dd):
+                    a_vanc[a_voff[kk] + tt] = a_vanc[a_voff[pp] + tt]
+                a_vanc[a_voff[kk] + dd] = pp
         self.arrays = (a_parent, a_jtype, a_iq, a_iv, a_nvi, a_jparam, a_X, a_I, a_desc, a_vpar,
-                       a_sptr, a_seg)
+                       a_vdep, a_voff, a_vanc)
         self.nb = nb
         self.nq = nq
         self.nv = nv
@@ -120,8 +124,10 @@ cdef class ModelData:
         self.c.Xtree = &a_X[0, 0]
         self.c.inertia = &a_I[0, 0]
         self.c.desc = &a_desc[0, 0]
-        self.c.aseg_ptr = &a_sptr[0]
-        self.c.aseg = &a_seg[0]
+        self.c.vpar = &a_vpar[0]
+        self.c.vdep = &a_vdep[0]
+        self.c.voff = &a_voff[0]
+        self.c.vanc = &a_vanc[0]
         self.c.g[0] = gravity[0]
         self.c.g[1] = gravity[1]
         self.c.g[2] = gravity[2]

@@ -322,6 +322,55 @@ def test_tree_sparse_dense_route_on_random_trees_of_every_joint_kind(seed):
     assert rel(d.ddq, ddq) < 1e-9 and rel(d.lam, lam) < 1e-8
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2, 4])        # (3 and 6 draw a rank-deficient A)
+def test_dense_route_row_pieces_on_every_tree_shape(seed):
+    """The dense route keeps each row of A on its closure's two root paths
+    (the first side's path, then the second's below their common
+    ancestors) and solves a closure's rows together there.  Every shape
+    of those pieces, on a tree with fixed joints: a closure between a body
+    and its ancestor (one path inside the other), between two branches
+    with common ancestors, from a body whose path is all fixed joints (no
+    dofs on that side), to the world, and a joint coupler -- against the
+    articulated-body route and the NumPy path."""
+    from gear.testing import random_joint
+
+    rng = np.random.default_rng(40 + seed)
+    parents = [-1, 0, 1, 2, 1, -1, 5, 3, 4, 0]
+    movable = [k for k in ALL_KINDS if k != "fixed"]
+    kinds = [str(k) for k in rng.choice(movable, size=10)]
+    kinds[2] = kinds[5] = "fixed"
+    kinds[7] = kinds[8] = "revolute"
+    kinds[0], kinds[1] = "free", "spherical"      # enough dofs for 14 independent rows
+    model = gear.Model()
+    for i, p in enumerate(parents):
+        model.add_body(f"b{i}", "world" if p < 0 else p, random_joint(kinds[i], rng),
+                       placement=random_se3(rng), inertia=gear.testing.random_inertia(rng),
+                       joint_name=f"j{i}")
+    cs = [gear.LoopClosure(3, random_se3(rng), 1, random_se3(rng), "ball"),
+          gear.LoopClosure(7, random_se3(rng), 8, random_se3(rng), "revolute"),
+          gear.LoopClosure(5, random_se3(rng), 9, random_se3(rng), "universal"),
+          gear.LoopClosure(6, random_se3(rng), "world", random_se3(rng), "distance"),
+          gear.JointCoupler("j7", "j8", -1.5, 0.2)]
+    sysm = gear.ConstrainedModel(model, cs)
+    q = model.random_configuration(rng)
+    dq, tau = rng.standard_normal(model.nv), rng.standard_normal(model.nv)
+    f_ext = rng.standard_normal((model.nbodies, 6))
+    d = sysm.with_solver("kkt", route="dense")
+    a = sysm.with_solver("kkt", route="aba")
+    ref = sysm.solver._forward_numpy(q, dq, tau, f_ext)
+    rd, ra = d.forward_dynamics(q, dq, tau, f_ext), a.forward_dynamics(q, dq, tau, f_ext)
+    assert rd.stats["native"] and d.solver._route == 1
+    assert rel(rd.ddq, ra.ddq) < 1e-9 and rd.stats["rank"] == ra.stats["rank"] == sysm.nc
+    assert rel(rd.ddq, ref[0]) < 1e-9 and rel(rd.lam, ref[1]) < 1e-8
+    # the residual the kernel reports is |A ddq + dA dq|
+    A, b = sysm._rows(q, dq)
+    assert abs(rd.residual - np.linalg.norm(A @ rd.ddq + b)) < 1e-9 * max(1.0, rd.residual)
+    # soft constraints run the same route with every row kept
+    s = sysm.with_solver("soft", stiffness=1e8)
+    rs = s.forward_dynamics(q, dq, tau, f_ext)
+    assert rs.stats["native"] and rel(rs.ddq, s.solver._forward_numpy(q, dq, tau, f_ext)[0]) < 1e-8
+
+
 def test_projection_leaves_large_models_to_lapack():
     """Beyond 1000 velocity coordinates the projection solver takes the
     NumPy (LAPACK SVD) path, in single calls and in simulate."""

@@ -23,20 +23,12 @@ cdef inline int crba(const ModelC* m, const double* q, double* M, Work* w) noexc
     return crba_after_fk(m, M, w)
 
 
-cdef inline int crba_after_fk(const ModelC* m, double* M, Work* w) noexcept nogil:
-    """``crba`` when a forward pass at this q has already filled ``w.T`` and
-    ``w.S``; writes only ``M``, ``w.Ih`` and ``w.U``."""
-    cdef int i, j, p, n, nj, r, c, k
-    cdef int nv = m.nv
-    cdef double Fc[6]
-    cdef double t[6]
+cdef inline void crba_world(const ModelC* m, Work* w) noexcept nogil:
+    """World poses (``w.Ih[36 i : 36 i + 12]``), world composite inertias
+    (``w.Ih[36 i + 12 : 36 i + 22]``) and world joint Jacobians (``w.U``)
+    after a forward pass has filled ``w.T`` and ``w.S``."""
+    cdef int i, p, r, c
     cdef double* T0
-    cdef double* Ic
-    cdef double* S0
-    for k in range(nv * nv):
-        M[k] = 0.0
-    # world poses (w.Ih[36 i : 36 i + 12]), world composite inertias
-    # (w.Ih[36 i + 12 : 36 i + 22]) and world joint Jacobians (w.U)
     for i in range(m.nb):
         p = m.parent[i]
         T0 = w.Ih + 36 * i
@@ -53,18 +45,59 @@ cdef inline int crba_after_fk(const ModelC* m, double* M, Work* w) noexcept nogi
         if p >= 0:
             for r in range(10):
                 w.Ih[36 * p + 12 + r] += w.Ih[36 * i + 12 + r]
+
+
+cdef inline int crba_after_fk(const ModelC* m, double* M, Work* w) noexcept nogil:
+    """``crba`` when a forward pass at this q has already filled ``w.T`` and
+    ``w.S``; writes only ``M``, ``w.Ih`` and ``w.U``."""
+    cdef int i, j, n, nj, r, c, k
+    cdef int nv = m.nv
+    cdef double Fc[6]
+    cdef double t[6]
+    for k in range(nv * nv):
+        M[k] = 0.0
+    crba_world(m, w)
     for i in range(m.nb):
         n = m.nvi[i]
-        Ic = w.Ih + 36 * i + 12
         for c in range(n):
-            inertia_mul(Ic, w.U + 36 * i + 6 * c, Fc)
+            inertia_mul(w.Ih + 36 * i + 12, w.U + 36 * i + 6 * c, Fc)
             j = i
             while j >= 0:
                 nj = m.nvi[j]
-                S0 = w.U + 36 * j
-                St_mul(S0, nj, Fc, t)
+                St_mul(w.U + 36 * j, nj, Fc, t)
                 for r in range(nj):
                     M[(m.iv[j] + r) * nv + m.iv[i] + c] = t[r]
                     M[(m.iv[i] + c) * nv + m.iv[j] + r] = t[r]
                 j = m.parent[j]
     return 0
+
+
+cdef inline void crba_packed(const ModelC* m, double* P, double* D, Work* w) noexcept nogil:
+    """``crba_after_fk`` into the packed lower triangle of ``_dense.pxd``:
+    ``D`` the diagonal, ``P[voff[k] + p]`` the entry of dof k and its
+    ancestor at depth p.  Each entry is written once and nothing is
+    cleared."""
+    cdef int i, j, n, nj, r, c, k, d
+    cdef double Fc[6]
+    cdef double t[6]
+    crba_world(m, w)
+    for i in range(m.nb):
+        n = m.nvi[i]
+        for c in range(n):
+            k = m.iv[i] + c
+            inertia_mul(w.Ih + 36 * i + 12, w.U + 36 * i + 6 * c, Fc)
+            # the joint's own dofs: dof r < c is an ancestor of dof c
+            St_mul(w.U + 36 * i, c + 1, Fc, t)
+            d = m.vdep[m.iv[i]]
+            for r in range(c):
+                P[m.voff[k] + d + r] = t[r]
+            D[k] = t[c]
+            j = m.parent[i]
+            while j >= 0:
+                nj = m.nvi[j]
+                if nj > 0:
+                    St_mul(w.U + 36 * j, nj, Fc, t)
+                    d = m.voff[k] + m.vdep[m.iv[j]]
+                    for r in range(nj):
+                        P[d + r] = t[r]
+                j = m.parent[j]

@@ -118,74 +118,109 @@ cdef inline void chol_inverse(const double* L, int n, double* Ainv, double* Y) n
 
 
 # ---------------------------------------------------------------------------
-# Tree-sparse factorisation of the mass matrix (Featherstone, RBDA Sec. 6.5)
+# Tree-sparse factorisation of the mass matrix (Featherstone, RBDA Sec. 6.5),
+# packed by ancestors
 # ---------------------------------------------------------------------------
-cdef inline int ltl_factor(double* H, int n, const int* ptr, const int* seg) noexcept nogil:
-    """In place ``H = L^T L`` (RBDA Table 6.3) for the mass matrix ``H``
-    (n x n row-major) of a tree: ``H[k, i]`` is non-zero only when i is k
-    or an ancestor of k in the dof tree, and L keeps that pattern (no
-    fill-in), so the cost is the sum of the squared dof depths instead of
-    n^3 / 6.  The ancestors of dof k are the runs ``seg[2s] .. seg[2s+1]``,
-    s = ``ptr[k] .. ptr[k+1]-1`` (``ModelC.aseg``).  L is left in the
-    entries ``H[k, i]``, i the ancestors of k, with the diagonal stored
-    inverted (``H[k, k] = 1 / L_kk``: the solves multiply instead of
-    dividing).  Returns 0, or 1 + k if the pivot of dof k is not
-    positive."""
-    cdef int k, i, j, s, s2
-    cdef double a, hki
-    cdef double* Hk
-    cdef double* Hi
+# Row k of the packed lower triangle P holds M[k, j] for the ancestors j of
+# dof k in the dof tree, root first: P[voff[k] + p] is the entry of the
+# ancestor at depth p, vanc[voff[k] + p]; the diagonal is kept apart in D.
+# The ancestors of the ancestor at depth p are the first p entries of the
+# same list, so every update of the factorisation and of a solve along a
+# root path is a contiguous run.
+
+cdef inline int tree_factor(double* P, double* D, int n, const int* vdep, const int* voff,
+                            const int* vanc) noexcept nogil:
+    """In place ``M = L^T L`` (RBDA Table 6.3) of the packed mass matrix
+    (P, D): L has M's pattern (no fill-in), the cost is the sum of the
+    squared dof depths.  L is left in P and the inverted diagonal
+    ``1 / L_kk`` in D (the solves multiply instead of dividing).  Returns
+    0, or 1 + k if the pivot of dof k is not positive."""
+    cdef int k, p, q, d
+    cdef double a, h
+    cdef double* Pk
+    cdef double* Pi
     for k in range(n - 1, -1, -1):
-        Hk = H + k * n
-        a = Hk[k]
+        a = D[k]
         if not (a > 0.0):
             return 1 + k
         a = 1.0 / sqrt(a)
-        Hk[k] = a
-        for s in range(ptr[k], ptr[k + 1]):
-            for j in range(seg[2 * s], seg[2 * s + 1] + 1):
-                Hk[j] *= a
-        # H_ij -= H_ki H_kj for every ancestor i of k and j = i or an ancestor of i
-        for s in range(ptr[k], ptr[k + 1]):
-            for i in range(seg[2 * s], seg[2 * s + 1] + 1):
-                hki = Hk[i]
-                if hki == 0.0:
-                    continue
-                Hi = H + i * n
-                Hi[i] -= hki * hki
-                for s2 in range(ptr[i], ptr[i + 1]):
-                    for j in range(seg[2 * s2], seg[2 * s2 + 1] + 1):
-                        Hi[j] -= hki * Hk[j]
+        D[k] = a
+        Pk = P + voff[k]
+        d = vdep[k]
+        for p in range(d):
+            Pk[p] *= a
+        # M_ij -= L_ki L_kj for each ancestor i of k (depth p) and j = i or
+        # an ancestor of i (depth q < p, the same dof in both rows)
+        for p in range(d):
+            h = Pk[p]
+            Pi = P + voff[vanc[voff[k] + p]]
+            D[vanc[voff[k] + p]] -= h * h
+            for q in range(p):
+                Pi[q] -= h * Pk[q]
     return 0
 
 
-cdef inline void ltl_solve_Lt(const double* L, int n, const int* ptr, const int* seg, double* x,
-                              int top) noexcept nogil:
-    """x <- L^{-T} x (RBDA Table 6.4) for L from ``ltl_factor``; the entries
-    of x above ``top`` must be zero (they stay zero)."""
-    cdef int i, j, s
+cdef inline void tree_solve_Lt(const double* P, const double* D, int n, const int* vdep,
+                               const int* voff, const int* vanc, double* x) noexcept nogil:
+    """x <- L^{-T} x (RBDA Table 6.4) for L from ``tree_factor``."""
+    cdef int i, p
     cdef double xi
-    cdef const double* Li
-    for i in range(top, -1, -1):
-        if x[i] == 0.0:
-            continue
-        Li = L + i * n
-        xi = x[i] * Li[i]
+    cdef const double* Pi
+    cdef const int* ai
+    for i in range(n - 1, -1, -1):
+        xi = x[i] * D[i]
         x[i] = xi
-        for s in range(ptr[i], ptr[i + 1]):
-            for j in range(seg[2 * s], seg[2 * s + 1] + 1):
-                x[j] -= Li[j] * xi
+        if xi == 0.0:
+            continue
+        Pi = P + voff[i]
+        ai = vanc + voff[i]
+        for p in range(vdep[i]):
+            x[ai[p]] -= Pi[p] * xi
 
 
-cdef inline void ltl_solve_L(const double* L, int n, const int* ptr, const int* seg,
-                             double* x) noexcept nogil:
-    """x <- L^{-1} x for L from ``ltl_factor``."""
-    cdef int i, j, s
+cdef inline void tree_solve_L(const double* P, const double* D, int n, const int* vdep,
+                              const int* voff, const int* vanc, double* x) noexcept nogil:
+    """x <- L^{-1} x for L from ``tree_factor``."""
+    cdef int i, p
     cdef double t
-    cdef const double* Li
+    cdef const double* Pi
+    cdef const int* ai
     for i in range(n):
-        Li = L + i * n
+        Pi = P + voff[i]
+        ai = vanc + voff[i]
         t = x[i]
-        for s in range(ptr[i], ptr[i + 1]):
-            t -= dot(Li + seg[2 * s], x + seg[2 * s], seg[2 * s + 1] - seg[2 * s] + 1)
-        x[i] = t * Li[i]
+        for p in range(vdep[i]):
+            t -= Pi[p] * x[ai[p]]
+        x[i] = t * D[i]
+
+
+cdef inline void tree_path_solve_Lt(const double* P, const double* D, const int* vdep,
+                                    const int* voff, const int* vanc, int kd, double* Y,
+                                    int g, int lo, double* Yh, int nh) noexcept nogil:
+    """Y <- L^{-T} Y for g columns that are non-zero only on the root path
+    of dof ``kd``, stored by depth: column c's entries at the depths
+    p >= ``lo`` in ``Y[c n + p - lo]`` (n = depth(kd) + 1 - lo, ``kd``
+    itself last), those at p < ``lo`` in ``Yh[c nh + p]``.  L^{-T} keeps
+    the path's support, and every update is a contiguous run.  With ``lo``
+    > 0 only the depths from ``lo`` on are solved (their updates reach
+    ``Yh``): the tail of a second path whose first ``lo`` dofs another
+    call solves."""
+    cdef int p, q, c, i, n = vdep[kd] + 1 - lo
+    cdef double y
+    cdef const double* Pi
+    cdef double* Yc
+    cdef double* Yhc
+    for p in range(vdep[kd], lo - 1, -1):
+        i = kd if p == vdep[kd] else vanc[voff[kd] + p]
+        Pi = P + voff[i]
+        for c in range(g):
+            Yc = Y + c * n - lo
+            y = Yc[p] * D[i]
+            Yc[p] = y
+            if y == 0.0:
+                continue
+            Yhc = Yh + c * nh
+            for q in range(lo if lo < p else p):
+                Yhc[q] -= Pi[q] * y
+            for q in range(lo, p):
+                Yc[q] -= Pi[q] * y

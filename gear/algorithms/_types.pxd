@@ -15,9 +15,11 @@ cdef struct ModelC:
     const double* inertia # (nb, 10) body inertias (m, h, Ibar), _spatial.pxd
     double g[3]           # gravity in the world frame
     const unsigned char* desc  # (nb, nb): desc[j * nb + i] = 1 if body i is in the subtree of j
-    const int* aseg_ptr   # (nv + 1,) the ancestors of dof k in the dof tree (ModelData.dof_parents),
-                          # as runs of consecutive dofs:
-    const int* aseg       # runs aseg_ptr[k] .. aseg_ptr[k+1]-1, run s = dofs aseg[2s] .. aseg[2s+1]
+    # the dof tree (ModelData.dof_parents), for the packed tree-sparse factor of _dense.pxd:
+    const int* vpar       # (nv,) parent dof, -1 at a root (parent < child)
+    const int* vdep       # (nv,) depth: the number of ancestors of dof k
+    const int* voff       # (nv + 1,) packed row k (its ancestors' entries) starts at voff[k]
+    const int* vanc       # (voff[nv],) the ancestors of dof k, root first: vanc[voff[k] + p] has depth p
 
 
 cdef struct Work:

@@ -38,8 +38,9 @@ from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._common cimport S_mul_add, St_mul, forward_pass
 from gear.algorithms._aba cimport hybrid
 from gear.algorithms._rnea cimport rnea
-from gear.algorithms._crba cimport crba_after_fk
-from gear.algorithms._dense cimport chol_factor, chol_solve, ltl_factor, ltl_solve_Lt, ltl_solve_L, dot
+from gear.algorithms._crba cimport crba_after_fk, crba_packed
+from gear.algorithms._dense cimport (chol_factor, chol_solve, tree_factor, tree_solve_Lt, tree_solve_L,
+                                     tree_path_solve_Lt, dot)
 from gear.spatial._spatial cimport (se3_mul, Ad_inv, dAd_inv, cross3, matvec3, matTvec3,
                                     matmul3, mat6_vec)
 
@@ -82,7 +83,7 @@ cdef struct ClosC:
 
 cdef inline int cwork_size(int nb, int nv, int m) noexcept nogil:
     # see CWork
-    return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48 + nv * nv + 2 * m * nv + 3 * nv * nv + 5 * nv + 4 * m
+    return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48 + nv * nv + 4 * m * nv + 3 * nv * nv + 5 * nv + 12 * m
 
 
 cdef inline int cwork_size_c(const ClosC* c, int nb, int nv, int m, bint full) noexcept nogil:
@@ -115,14 +116,15 @@ cdef struct CWork:
     double* W      # (m, m) null-space coefficients
     double* Z      # (m, m)
     double* fr     # (48,)  the two frames of a closure
-    double* Md     # (nv, nv) mass matrix / its Cholesky factor (dense route)
-    double* Ad     # (m, nv)  A (dense route)
-    double* Bd     # (nv, m)  Y = L^{-T} A^T (dense route); A^T and its QR (projection)
+    double* Md     # (nv, nv) mass matrix / its Cholesky factor; packed by ancestors (dense route)
+    double* Ad     # (2 m nv,) A (projection); the rows' values on their root paths (dense route)
+    double* Bd     # (2 m nv,) A^T and its QR (projection); Y = L^{-T} A^T on the paths (dense route)
     double* Pq     # (nv, nv) Q of the QR of A^T (projection route)
     double* Pr     # (2 nv^2,) L^T G and G^T M G (projection route)
     double* Pv     # (5 nv + 2 m,)  vectors of the projection and dense routes
     double* act    # (m,)  indices of the rows that are not exactly zero (as doubles)
     double* lc     # (m,)  their multipliers
+    double* gd     # (8 m,) the dense route's row groups (as doubles)
     double* mws    # the maximal-coordinate kernel's scratch (ClosC.mxws), or NULL
     void* chol     # its CHOLMOD handle (gear_chol, one per thread), or NULL
 
@@ -150,12 +152,13 @@ cdef inline CWork cwork_from(double* base, int nb, int nv, int m) noexcept nogil
     c.fr = c.Z + m * m
     c.Md = c.fr + 48
     c.Ad = c.Md + nv * nv
-    c.Bd = c.Ad + m * nv
-    c.Pq = c.Bd + nv * m
+    c.Bd = c.Ad + 2 * m * nv
+    c.Pq = c.Bd + 2 * nv * m
     c.Pr = c.Pq + nv * nv
     c.Pv = c.Pr + 2 * nv * nv
     c.act = c.Pv + 5 * nv + 2 * m
     c.lc = c.act + m
+    c.gd = c.lc + m
     c.mws = NULL
     c.chol = NULL
     return c
@@ -182,7 +185,7 @@ cdef inline CWork cwork_from_c(const ClosC* cc, double* base, int nb, int nv, in
     c.mws = c.fr + 48
     c.us = c.xs = c.tx = c.ts = c.beta = c.Bs = NULL
     c.rhs = c.piv = c.tmp = c.K = c.W = c.Z = c.Md = c.Ad = c.Bd = c.Pq = c.Pr = c.Pv = NULL
-    c.act = c.lc = NULL
+    c.act = c.lc = c.gd = NULL
     c.chol = NULL
     return c
 
@@ -582,22 +585,6 @@ cdef inline void unit_pass(const ModelC* m, const ClosC* c, const Work* w,
             S_mul_add(w.S + 36 * i, n, cw.xs + iv, cw.ja + 6 * i)
 
 
-cdef inline int active_rows(const double* A, int nr, int nv, CWork* cw) noexcept nogil:
-    """Indices (in ``cw.act``) of the rows of the dense ``A`` (nr x nv) that
-    are not exactly zero; returns their count.  A zero row -- the
-    out-of-plane row of a ball closing a planar loop, say -- carries no
-    force, and the minimum-norm multiplier is zero on it, so the dense
-    route leaves it out of ``M^{-1} A^T`` and ``K``."""
-    cdef int r, k, na = 0
-    for r in range(nr):
-        for k in range(nv):
-            if A[r * nv + k] != 0.0:
-                cw.act[na] = r
-                na += 1
-                break
-    return na
-
-
 cdef inline void scatter_lam(int nr, int na, CWork* cw, double* lam) noexcept nogil:
     # lam = the multipliers cw.lc of the active rows, zero on the others
     cdef int r
@@ -815,6 +802,96 @@ cdef inline int closed_dynamics(const ModelC* m, const ClosC* c, const double* q
     return 0
 
 
+cdef inline int body_dof(const ModelC* m, int b) noexcept nogil:
+    """The deepest dof on the root path of body b (-1: none, or the world)."""
+    while b >= 0 and m.nvi[b] == 0:
+        b = m.parent[b]
+    return -1 if b < 0 else m.iv[b] + m.nvi[b] - 1
+
+
+cdef inline int path_common(const ModelC* m, int k1, int k2) noexcept nogil:
+    """How many dofs the root paths of dofs k1 and k2 share (their common
+    ancestors, k1 or k2 included): a prefix of both paths."""
+    if k1 < 0 or k2 < 0:
+        return 0
+    while k1 != k2:
+        # an ancestor has the smaller index: move the other one up
+        if k1 > k2:
+            k1 = m.vpar[k1]
+            if k1 < 0:
+                return 0
+        else:
+            k2 = m.vpar[k2]
+            if k2 < 0:
+                return 0
+    return m.vdep[k1] + 1
+
+
+cdef inline int path_dof(const ModelC* m, int kd, int p) noexcept nogil:
+    # the dof at depth p on the root path of dof kd
+    return kd if p == m.vdep[kd] else m.vanc[m.voff[kd] + p]
+
+
+cdef inline void side_values(const ModelC* m, const ClosC* c, const Work* w, const CWork* cw,
+                             int r0, int g, int side, int kd, double* V) noexcept nogil:
+    """Rows r0 .. r0 + g - 1 of A restricted to the root path of dof ``kd``,
+    from side ``side`` of their closure (a coupler row: its dof ``ri`` on
+    side 0, ``-rcoef`` at ``rj`` on side 1), by depth: row r0 + j at depth
+    p in ``V[j n + p]``, n = depth(kd) + 1.  As in ``dense_rows``:
+    ``A_r[v] = S0_v^T F0`` with the world-frame Jacobians ``S0`` that
+    ``crba_packed`` leaves in ``w.U``."""
+    cdef int r, col, i, b, p, n = m.vdep[kd] + 1
+    cdef double F0[36]
+    cdef const double* S
+    cdef const double* F
+    if c.rtype[r0] == ROW_COUPLER:
+        for i in range(n):
+            V[i] = 0.0
+        V[n - 1] = 1.0 if side == 0 else -c.rcoef[r0]
+        return
+    b = c.body_a[c.rk[r0]] if side == 0 else c.body_b[c.rk[r0]]
+    for col in range(g):
+        dAd_inv(cw.Tw + 12 * b, cw.F + 12 * (r0 + col) + 6 * side, F0 + 6 * col)
+    i = b
+    while i >= 0:
+        for r in range(m.nvi[i]):
+            S = w.U + 36 * i + 6 * r
+            p = m.vdep[m.iv[i]] + r
+            for col in range(g):
+                F = F0 + 6 * col
+                V[col * n + p] = (S[0] * F[0] + S[1] * F[1] + S[2] * F[2]
+                                  + S[3] * F[3] + S[4] * F[4] + S[5] * F[5])
+        i = m.parent[i]
+
+
+cdef inline double path_dot(const ModelC* m, int kd, int lo, const double* V,
+                            const double* x) noexcept nogil:
+    # sum over the depths p >= lo of the root path of dof kd: V[p - lo] x[dof at p]
+    cdef int p, n
+    cdef double s = 0.0
+    cdef const int* anc
+    if kd < 0:
+        return 0.0
+    n = m.vdep[kd]
+    anc = m.vanc + m.voff[kd]
+    for p in range(lo, n):
+        s += V[p - lo] * x[anc[p]]
+    return s + V[n - lo] * x[kd]
+
+
+cdef inline void path_axpy(const ModelC* m, int kd, int lo, const double* V, int g,
+                           const double* y, double* x) noexcept nogil:
+    # x[dof at p] += sum_j V[j n + p - lo] y[j] over the depths p >= lo of
+    # the root path of dof kd (n = depth(kd) + 1 - lo)
+    cdef int p, j, n = m.vdep[kd] + 1 - lo
+    cdef double t
+    for p in range(lo, m.vdep[kd] + 1):
+        t = 0.0
+        for j in range(g):
+            t += V[j * n + p - lo] * y[j]
+        x[path_dof(m, kd, p)] += t
+
+
 cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const double* q,
                                      const double* dq, double* ddq, const double* tau,
                                      const double* fext, double* lam, double* info, Work* w,
@@ -822,81 +899,218 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
     """Constrained forward dynamics by building ``M`` (the route Kim's
     eqs. 67-69 avoid; kept to show where each wins): CRBA, RNEA for the
     bias, then Featherstone's tree-sparse factorisation ``M = L^T L``
-    (RBDA Sec. 6.5: no fill-in, cost sum of squared dof depths) and
+    (RBDA Sec. 6.5: no fill-in, cost sum of squared dof depths), packed by
+    ancestors (``_dense.pxd``), and
 
-        Y = L^{-T} A^T,   K = A M^{-1} A^T = Y^T Y,
-        ddq_r = M^{-1} (tau - b),   K lam = -(A ddq_r + dA dq),
-        ddq = ddq_r + L^{-1} (Y lam),
+        x = L^{-T} (tau - b),   Y = L^{-T} A^T,   K = A M^{-1} A^T = Y^T Y,
+        K lam = -(Y^T x + dA dq)        (Y^T x = A M^{-1} (tau - b)),
+        ddq = L^{-1} (x + Y lam).
 
-    where column r of Y is non-zero only on the dofs row r of A acts on
-    (its bodies' paths to the root, closed under ancestors), so each
-    column costs O(its support x depth) and K's entries are dot products
-    over overlapping supports.  Rows of A that are exactly zero are left
-    out (zero multiplier).  With ``c.cfm > 0`` (the soft solver) every row
-    is kept and ``(K + cfm I) lam = rhs - damping A dq`` is solved by
-    Cholesky.  Same outputs and status codes as :func:`closed_dynamics`,
-    plus ST_MASS_NOT_PD."""
-    cdef int i, j, k, a, b, st, na, lo, hi, nr = c.m, nv = m.nv
+    A row of A is the sum of its closure's two sides, each non-zero only
+    on the root path of its body (a coupler row: of its two dofs), so the
+    row lives on the first side's path (the "main" piece, by depth) plus
+    the part of the second side's path below the common ancestors (the
+    "tail"), and so does its column of Y, since L^{-T} keeps a root path's
+    support.  The rows of one closure share these pieces and are solved
+    together on them (a group); K's block of two groups is a sum over the
+    depths where their pieces meet.  Rows of A that are exactly zero are
+    left out (zero multiplier).  With ``c.cfm > 0`` (the soft solver)
+    every row is kept and ``(K + cfm I) lam = rhs - damping A dq`` is
+    solved by Cholesky.  Same outputs and status codes as
+    :func:`closed_dynamics`, plus ST_MASS_NOT_PD.
+
+    Groups (``cw.gd``, 8 doubles each): first active index, rows g, the
+    main piece's dof and the tail's (-1: none), the first depth of the
+    tail, and the offset of the group's values in ``cw.Ad`` (A) and
+    ``cw.Bd`` (Y): the main piece's g columns (depth + 1 each), then the
+    tail's."""
+    cdef int i, j, a, b, st, na, ng, g, ga, r0, off, n0, n1, nt, lo, hi, k1, k2, p, nc, s1, s2
+    cdef int nr = c.m, nv = m.nv
+    cdef int pk[2]
+    cdef int plo[2]
+    cdef int phi[2]
+    cdef int qk[2]
+    cdef int qlo[2]
+    cdef int qhi[2]
+    cdef double* pY[2]
+    cdef double* qY[2]
     cdef double t, acc2
-    cdef double* M = cw.Md
-    cdef double* A = cw.Ad
-    cdef double* Y = cw.Bd          # (na, nv): row a is column a of Y
-    cdef double* z = cw.Pv          # (nv,)
-    cdef double* lohi = cw.Pv + nv  # (2 na,) support range of each column of Y (as doubles)
-    cdef double* Ai
+    cdef double* P = cw.Md
+    cdef double* D = cw.Md + nv * nv - nv
+    cdef double* gd = cw.gd
+    cdef double* V0
+    cdef double* V1
+    cdef double* Kr
+    cdef bint nz
     rnea(m, q, dq, NULL, fext, True, ddq, w)            # ddq := b(q, dq)
-    crba_after_fk(m, M, w)                              # reuses rnea's T and S
+    crba_packed(m, P, D, w)                             # reuses rnea's T and S
     for i in range(nv):
         ddq[i] = tau[i] - ddq[i]
-    if ltl_factor(M, nv, m.aseg_ptr, m.aseg) != 0:
+    if tree_factor(P, D, nv, m.vdep, m.voff, m.vanc) != 0:
         return ST_MASS_NOT_PD
-    ltl_solve_Lt(M, nv, m.aseg_ptr, m.aseg, ddq, nv - 1)         # ddq_r = L^{-1} L^{-T} (tau - b)
-    ltl_solve_L(M, nv, m.aseg_ptr, m.aseg, ddq)
+    tree_solve_Lt(P, D, nv, m.vdep, m.voff, m.vanc, ddq)        # x = L^{-T} (tau - b)
     info[0] = 0.0
     info[1] = 0.0
     if nr == 0:
+        tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, ddq)
         return 0
     # rnea's forward pass left T, S, V, eta for these (q, dq)
     world_kinematics(m, w, cw)
     st = closure_rows(m, c, q, w, cw)
     if st != 0:
         return st
-    dense_rows(m, c, w, cw, A, True)
-    if c.cfm > 0.0:
-        # soft constraints keep every row (a zero row's multiplier is
-        # -bias / cfm, not zero)
-        na = nr
-        for a in range(nr):
-            cw.act[a] = a
-    else:
-        na = active_rows(A, nr, nv, cw)
-    for a in range(na):
-        Ai = A + (<int> cw.act[a]) * nv
-        for k in range(nv):
-            Y[a * nv + k] = Ai[k]
-        t = cw.bias[<int> cw.act[a]] + dot(Ai, ddq, nv)
-        hi = nv - 1
-        while hi >= 0 and Ai[hi] == 0.0:
-            hi -= 1
-        if c.damping != 0.0 and dq != NULL:
-            for k in range(nv):
-                t += c.damping * Ai[k] * dq[k]
-        cw.rhs[a] = -t
-        ltl_solve_Lt(M, nv, m.aseg_ptr, m.aseg, Y + a * nv, hi)   # Y_a = L^{-T} A_a^T
-        lo = hi
-        for k in range(hi + 1):
-            if Y[a * nv + k] != 0.0:
-                lo = k
-                break
-        lohi[2 * a] = lo if hi >= 0 else 0
-        lohi[2 * a + 1] = hi
-    for a in range(na):
-        for b in range(a + 1):
-            lo = <int> (lohi[2 * a] if lohi[2 * a] > lohi[2 * b] else lohi[2 * b])
-            hi = <int> (lohi[2 * a + 1] if lohi[2 * a + 1] < lohi[2 * b + 1] else lohi[2 * b + 1])
-            t = dot(Y + a * nv + lo, Y + b * nv + lo, hi - lo + 1) if hi >= lo else 0.0
-            cw.K[a * na + b] = t
-            cw.K[b * na + a] = t
+    # the groups: A's values on their pieces, zero rows left out
+    na = 0
+    ng = 0
+    off = 0
+    r0 = 0
+    while r0 < nr:
+        g = 1
+        if c.rtype[r0] == ROW_COUPLER:
+            k1 = c.ri[r0]
+            k2 = c.rj[r0]
+        else:
+            while (g < 6 and r0 + g < nr and c.rtype[r0 + g] != ROW_COUPLER
+                   and c.rk[r0 + g] == c.rk[r0]):
+                g += 1
+            k1 = body_dof(m, c.body_a[c.rk[r0]])
+            k2 = body_dof(m, c.body_b[c.rk[r0]])
+        V0 = cw.Ad + off
+        n0 = 0
+        nc = 0
+        nt = 0
+        if k1 >= 0:
+            n0 = m.vdep[k1] + 1
+            side_values(m, c, w, cw, r0, g, 0, k1, V0)
+        V1 = V0 + n0 * g
+        if k2 >= 0:
+            n1 = m.vdep[k2] + 1
+            side_values(m, c, w, cw, r0, g, 1, k2, V1)
+            if k1 < 0:
+                # side 1 alone: it is the main piece
+                k1 = k2
+                k2 = -1
+                n0 = n1
+            else:
+                # side 1 on the common ancestors goes into the main piece
+                # (summed as dense A would be), the rest is the tail
+                nc = path_common(m, k1, k2)
+                nt = n1 - nc
+                for j in range(g):
+                    for p in range(nc):
+                        V0[j * n0 + p] += V1[j * n1 + p]
+                    for p in range(nt):
+                        V1[j * nt + p] = V1[j * n1 + nc + p]
+        # keep the rows that are not exactly zero (soft: all), compacted in place
+        ga = 0
+        for j in range(g):
+            nz = c.cfm > 0.0
+            p = 0
+            while not nz and p < n0:
+                nz = V0[j * n0 + p] != 0.0
+                p += 1
+            p = 0
+            while not nz and p < nt:
+                nz = V1[j * nt + p] != 0.0
+                p += 1
+            if nz:
+                cw.act[na + ga] = r0 + j
+                ga += 1
+        if ga > 0:
+            if ga != g:
+                for j in range(ga):
+                    i = <int> cw.act[na + j] - r0
+                    for p in range(n0):
+                        V0[j * n0 + p] = V0[i * n0 + p]
+                for j in range(ga):
+                    i = <int> cw.act[na + j] - r0
+                    for p in range(nt):
+                        V0[n0 * ga + j * nt + p] = V1[i * nt + p]
+            gd[8 * ng] = na
+            gd[8 * ng + 1] = ga
+            gd[8 * ng + 2] = k1
+            gd[8 * ng + 3] = k2 if nt > 0 else -1
+            gd[8 * ng + 4] = nc
+            gd[8 * ng + 5] = off
+            ng += 1
+            na += ga
+            off += (n0 + nt) * ga
+        r0 += g
+    # Y = L^{-T} A^T on the pieces (the tail first: it updates the main
+    # piece); rhs = -(A M^{-1} (tau - b) + dA dq)                          (eq. 67)
+    for i in range(off):
+        cw.Bd[i] = cw.Ad[i]
+    for a in range(ng):
+        g = <int> gd[8 * a + 1]
+        k1 = <int> gd[8 * a + 2]
+        k2 = <int> gd[8 * a + 3]
+        nc = <int> gd[8 * a + 4]
+        off = <int> gd[8 * a + 5]
+        n0 = m.vdep[k1] + 1 if k1 >= 0 else 0
+        nt = m.vdep[k2] + 1 - nc if k2 >= 0 else 0
+        if k2 >= 0:
+            tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, k2, cw.Bd + off + n0 * g, g, nc,
+                               cw.Bd + off, n0)
+        if k1 >= 0:
+            tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, k1, cw.Bd + off, g, 0, NULL, 0)
+        for j in range(g):
+            i = <int> gd[8 * a] + j
+            t = (cw.bias[<int> cw.act[i]] + path_dot(m, k1, 0, cw.Bd + off + j * n0, ddq)
+                 + path_dot(m, k2, nc, cw.Bd + off + n0 * g + j * nt, ddq))
+            if c.damping != 0.0 and dq != NULL:
+                t += c.damping * (path_dot(m, k1, 0, cw.Ad + off + j * n0, dq)
+                                  + path_dot(m, k2, nc, cw.Ad + off + n0 * g + j * nt, dq))
+            cw.rhs[i] = -t
+    # K = Y^T Y by blocks: two pieces meet on the depths both cover, up to
+    # their paths' common ancestors
+    for i in range(na * na):
+        cw.K[i] = 0.0
+    for a in range(ng):
+        g = <int> gd[8 * a + 1]
+        pk[0] = <int> gd[8 * a + 2]
+        pk[1] = <int> gd[8 * a + 3]
+        plo[0] = 0
+        plo[1] = <int> gd[8 * a + 4]
+        phi[0] = m.vdep[pk[0]] + 1 if pk[0] >= 0 else 0
+        phi[1] = m.vdep[pk[1]] + 1 if pk[1] >= 0 else 0
+        pY[0] = cw.Bd + <int> gd[8 * a + 5]
+        pY[1] = pY[0] + phi[0] * g
+        for b in range(a, ng):
+            ga = <int> gd[8 * b + 1]
+            qk[0] = <int> gd[8 * b + 2]
+            qk[1] = <int> gd[8 * b + 3]
+            qlo[0] = 0
+            qlo[1] = <int> gd[8 * b + 4]
+            qhi[0] = m.vdep[qk[0]] + 1 if qk[0] >= 0 else 0
+            qhi[1] = m.vdep[qk[1]] + 1 if qk[1] >= 0 else 0
+            qY[0] = cw.Bd + <int> gd[8 * b + 5]
+            qY[1] = qY[0] + qhi[0] * ga
+            Kr = cw.K + (<int> gd[8 * a]) * na + <int> gd[8 * b]
+            for s1 in range(2):
+                if pk[s1] < 0:
+                    continue
+                for s2 in range(2):
+                    if qk[s2] < 0:
+                        continue
+                    lo = plo[s1] if plo[s1] > qlo[s2] else qlo[s2]
+                    hi = phi[s1] if phi[s1] < qhi[s2] else qhi[s2]
+                    if hi <= lo:
+                        continue
+                    nc = path_common(m, pk[s1], qk[s2])
+                    if nc < hi:
+                        hi = nc
+                    if hi <= lo:
+                        continue
+                    for i in range(g):
+                        for j in range(ga):
+                            Kr[i * na + j] += dot(pY[s1] + i * (phi[s1] - plo[s1]) + lo - plo[s1],
+                                                  qY[s2] + j * (qhi[s2] - qlo[s2]) + lo - qlo[s2],
+                                                  hi - lo)
+    # the blocks on and above the diagonal are complete: mirror them
+    for i in range(na):
+        Kr = cw.K + i * na
+        for j in range(i):
+            Kr[j] = cw.K[j * na + i]
     if c.cfm > 0.0:
         # soft: (K + cfm I) lam = rhs, positive definite
         for a in range(na):
@@ -909,21 +1123,37 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
     else:
         info[0] = psd_solve(cw.K, na, cw.rhs, cw.lc, cw, c.rcond)
     scatter_lam(nr, na, cw, lam)
-    for k in range(nv):
-        z[k] = 0.0
-    for a in range(na):
-        t = cw.lc[a]
-        for k in range(<int> lohi[2 * a], <int> lohi[2 * a + 1] + 1):
-            z[k] += Y[a * nv + k] * t
-    ltl_solve_L(M, nv, m.aseg_ptr, m.aseg, z)                    # M^{-1} A^T lam = L^{-1} (Y lam)
-    for k in range(nv):
-        ddq[k] += z[k]
+    # ddq = L^{-1} (x + Y lam)                                           (eq. 69)
+    for a in range(ng):
+        g = <int> gd[8 * a + 1]
+        k1 = <int> gd[8 * a + 2]
+        k2 = <int> gd[8 * a + 3]
+        off = <int> gd[8 * a + 5]
+        n0 = m.vdep[k1] + 1 if k1 >= 0 else 0
+        if k1 >= 0:
+            path_axpy(m, k1, 0, cw.Bd + off, g, cw.lc + <int> gd[8 * a], ddq)
+        if k2 >= 0:
+            path_axpy(m, k2, <int> gd[8 * a + 4], cw.Bd + off + n0 * g, g,
+                      cw.lc + <int> gd[8 * a], ddq)
+    tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, ddq)
+    # |A ddq + dA dq| over every row (a zero row contributes its dA dq)
+    for i in range(nr):
+        cw.g[i] = cw.bias[i]
+    for a in range(ng):
+        g = <int> gd[8 * a + 1]
+        k1 = <int> gd[8 * a + 2]
+        k2 = <int> gd[8 * a + 3]
+        nc = <int> gd[8 * a + 4]
+        off = <int> gd[8 * a + 5]
+        n0 = m.vdep[k1] + 1 if k1 >= 0 else 0
+        nt = m.vdep[k2] + 1 - nc if k2 >= 0 else 0
+        for j in range(g):
+            cw.g[<int> cw.act[<int> gd[8 * a] + j]] += (
+                path_dot(m, k1, 0, cw.Ad + off + j * n0, ddq)
+                + path_dot(m, k2, nc, cw.Ad + off + n0 * g + j * nt, ddq))
     acc2 = 0.0
     for i in range(nr):
-        t = cw.bias[i]
-        for k in range(nv):
-            t += A[i * nv + k] * ddq[k]
-        acc2 += t * t
+        acc2 += cw.g[i] * cw.g[i]
     info[1] = sqrt(acc2)
     return 0
 
