@@ -128,6 +128,23 @@ cdef inline void chol_inverse(const double* L, int n, double* Ainv, double* Y) n
 # same list, so every update of the factorisation and of a solve along a
 # root path is a contiguous run.
 
+cdef inline double gather_dot(const double* a, const int* idx, const double* x,
+                              int n) noexcept nogil:
+    """sum_k a[k] x[idx[k]], with four running sums like :func:`dot`."""
+    cdef double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0
+    cdef int k = 0
+    while k + 4 <= n:
+        s0 += a[k] * x[idx[k]]
+        s1 += a[k + 1] * x[idx[k + 1]]
+        s2 += a[k + 2] * x[idx[k + 2]]
+        s3 += a[k + 3] * x[idx[k + 3]]
+        k += 4
+    while k < n:
+        s0 += a[k] * x[idx[k]]
+        k += 1
+    return (s0 + s1) + (s2 + s3)
+
+
 cdef inline int tree_factor(double* P, double* D, int n, const int* vdep, const int* voff,
                             const int* vanc) noexcept nogil:
     """In place ``M = L^T L`` (RBDA Table 6.3) of the packed mass matrix
@@ -181,17 +198,9 @@ cdef inline void tree_solve_Lt(const double* P, const double* D, int n, const in
 cdef inline void tree_solve_L(const double* P, const double* D, int n, const int* vdep,
                               const int* voff, const int* vanc, double* x) noexcept nogil:
     """x <- L^{-1} x for L from ``tree_factor``."""
-    cdef int i, p
-    cdef double t
-    cdef const double* Pi
-    cdef const int* ai
+    cdef int i
     for i in range(n):
-        Pi = P + voff[i]
-        ai = vanc + voff[i]
-        t = x[i]
-        for p in range(vdep[i]):
-            t -= Pi[p] * x[ai[p]]
-        x[i] = t * D[i]
+        x[i] = (x[i] - gather_dot(P + voff[i], vanc + voff[i], x, vdep[i])) * D[i]
 
 
 cdef inline void tree_path_solve_Lt(const double* P, const double* D, const int* vdep,

@@ -40,7 +40,7 @@ from gear.algorithms._aba cimport hybrid
 from gear.algorithms._rnea cimport rnea
 from gear.algorithms._crba cimport crba_after_fk, crba_packed
 from gear.algorithms._dense cimport (chol_factor, chol_solve, tree_factor, tree_solve_Lt, tree_solve_L,
-                                     tree_path_solve_Lt, dot)
+                                     tree_path_solve_Lt, dot, gather_dot)
 from gear.spatial._spatial cimport (se3_mul, Ad_inv, dAd_inv, cross3, matvec3, matTvec3,
                                     matmul3, mat6_vec)
 
@@ -83,7 +83,7 @@ cdef struct ClosC:
 
 cdef inline int cwork_size(int nb, int nv, int m) noexcept nogil:
     # see CWork
-    return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48 + nv * nv + 4 * m * nv + 3 * nv * nv + 5 * nv + 12 * m
+    return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48 + nv * nv + 3 * m * nv + 3 * nv * nv + 5 * nv + 12 * m
 
 
 cdef inline int cwork_size_c(const ClosC* c, int nb, int nv, int m, bint full) noexcept nogil:
@@ -117,8 +117,8 @@ cdef struct CWork:
     double* Z      # (m, m)
     double* fr     # (48,)  the two frames of a closure
     double* Md     # (nv, nv) mass matrix / its Cholesky factor; packed by ancestors (dense route)
-    double* Ad     # (2 m nv,) A (projection); the rows' values on their root paths (dense route)
-    double* Bd     # (2 m nv,) A^T and its QR (projection); Y = L^{-T} A^T on the paths (dense route)
+    double* Ad     # (2 m nv,) A (projection); Y = L^{-T} A^T on the rows' root paths (dense route)
+    double* Bd     # (nv, m) A^T and its QR (projection)
     double* Pq     # (nv, nv) Q of the QR of A^T (projection route)
     double* Pr     # (2 nv^2,) L^T G and G^T M G (projection route)
     double* Pv     # (5 nv + 2 m,)  vectors of the projection and dense routes
@@ -153,7 +153,7 @@ cdef inline CWork cwork_from(double* base, int nb, int nv, int m) noexcept nogil
     c.Md = c.fr + 48
     c.Ad = c.Md + nv * nv
     c.Bd = c.Ad + 2 * m * nv
-    c.Pq = c.Bd + 2 * nv * m
+    c.Pq = c.Bd + nv * m
     c.Pr = c.Pq + nv * nv
     c.Pv = c.Pr + 2 * nv * nv
     c.act = c.Pv + 5 * nv + 2 * m
@@ -266,14 +266,32 @@ cdef inline void body_wrench(const CWork* cw, int b, const double* P, const doub
         F[r] += t[r]
 
 
+cdef inline void world_wrench(int b, const double* x, const double* mw, const double* fw,
+                              double* F) noexcept nogil:
+    """``body_wrench`` in the world frame: ``(mw + x × fw, fw)`` for the
+    frame origin x (zero on the world, b = -1)."""
+    cdef int r
+    if b < 0:
+        for r in range(6):
+            F[r] = 0.0
+        return
+    cross3(x, fw, F)
+    for r in range(3):
+        F[r] += mw[r]
+        F[3 + r] = fw[r]
+
+
 cdef inline double dot3(const double* a, const double* b) noexcept nogil:
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
 
 
 cdef inline int closure_rows(const ModelC* m, const ClosC* c, const double* q, const Work* w,
-                             CWork* cw) noexcept nogil:
+                             CWork* cw, bint world=False) noexcept nogil:
     """Residual ``g``, row wrenches ``F`` and bias ``dA dq`` of every row
-    (``world_kinematics`` first).  Returns 0 or ST_DIST_COINCIDE."""
+    (``world_kinematics`` first).  ``F`` in each body's coordinates, or
+    with ``world`` in the world frame (moment about the world origin:
+    ``Ad*_{T_0b^{-1}}`` of the body wrench, ``(m + x × f, f)`` with x the
+    closure frame's origin).  Returns 0 or ST_DIST_COINCIDE."""
     cdef int r, k, i, j, a, b, last = -2
     cdef double d[3]
     cdef double dd[3]
@@ -362,8 +380,12 @@ cdef inline int closure_rows(const ModelC* m, const ClosC* c, const double* q, c
             cw.g[r] = L - c.length[k]
             e = dot3(fB, dd)
             cw.bias[r] = (dot3(dd, dd) - e * e) / L + dot3(fB, ddd)
-        body_wrench(cw, c.body_a[k], c.place_a + 12 * k, mA, fA, cw.F + 12 * r)
-        body_wrench(cw, c.body_b[k], c.place_b + 12 * k, mB, fB, cw.F + 12 * r + 6)
+        if world:
+            world_wrench(c.body_a[k], frA + 9, mA, fA, cw.F + 12 * r)
+            world_wrench(c.body_b[k], frB + 9, mB, fB, cw.F + 12 * r + 6)
+        else:
+            body_wrench(cw, c.body_a[k], c.place_a + 12 * k, mA, fA, cw.F + 12 * r)
+            body_wrench(cw, c.body_b[k], c.place_b + 12 * k, mB, fB, cw.F + 12 * r + 6)
     return 0
 
 
@@ -372,11 +394,11 @@ cdef inline void dense_rows(const ModelC* m, const ClosC* c, const Work* w, cons
     """``A`` (m, nv) from the row wrenches, ``A_r[v_i] += S_i^T F`` on every
     ancestor i of the wrench's body.  ``world`` False: each wrench is
     carried from its body to the root, ``F <- Ad*_{T^{-1}} F``.  ``world``
-    True (after ``crba_after_fk``, which leaves the world-frame joint
-    Jacobians ``S0_i = Ad_{T_0i} S_i`` in ``w.U``): the wrench is taken to
-    the world frame once, ``F0 = Ad*_{T_0b^{-1}} F``, and paired with S0_i,
-    with no transform along the path (the pairing of a twist and a wrench
-    does not depend on the frame)."""
+    True (after ``closure_rows`` with ``world``, which leaves the wrenches
+    in the world frame, and ``crba_after_fk``, which leaves the world-frame
+    joint Jacobians ``S0_i = Ad_{T_0i} S_i`` in ``w.U``): each wrench is
+    paired with S0_i, with no transform along the path (the pairing of a
+    twist and a wrench does not depend on the frame)."""
     cdef int r, k, side, i, col, b
     cdef double F[6]
     cdef double G[6]
@@ -395,11 +417,8 @@ cdef inline void dense_rows(const ModelC* m, const ClosC* c, const Work* w, cons
             b = c.body_a[k] if side == 0 else c.body_b[k]
             if b < 0:
                 continue
-            if world:
-                dAd_inv(cw.Tw + 12 * b, cw.F + 12 * r + 6 * side, F)
-            else:
-                for col in range(6):
-                    F[col] = cw.F[12 * r + 6 * side + col]
+            for col in range(6):
+                F[col] = cw.F[12 * r + 6 * side + col]
             i = b
             while i >= 0:
                 for col in range(m.nvi[i]):
@@ -809,27 +828,66 @@ cdef inline int body_dof(const ModelC* m, int b) noexcept nogil:
     return -1 if b < 0 else m.iv[b] + m.nvi[b] - 1
 
 
-cdef inline int path_common(const ModelC* m, int k1, int k2) noexcept nogil:
-    """How many dofs the root paths of dofs k1 and k2 share (their common
-    ancestors, k1 or k2 included): a prefix of both paths."""
-    if k1 < 0 or k2 < 0:
-        return 0
-    while k1 != k2:
-        # an ancestor has the smaller index: move the other one up
-        if k1 > k2:
-            k1 = m.vpar[k1]
-            if k1 < 0:
-                return 0
-        else:
-            k2 = m.vpar[k2]
-            if k2 < 0:
-                return 0
-    return m.vdep[k1] + 1
-
-
 cdef inline int path_dof(const ModelC* m, int kd, int p) noexcept nogil:
     # the dof at depth p on the root path of dof kd
     return kd if p == m.vdep[kd] else m.vanc[m.voff[kd] + p]
+
+
+cdef inline int path_common(const ModelC* m, int k1, int k2, int lo, int hi) noexcept nogil:
+    """``min(hi, c)`` for the number c of dofs the root paths of dofs k1 and
+    k2 share (their common ancestors, k1 or k2 included), or ``lo`` if it
+    is not above ``lo``.  The paths agree on a prefix of depths and differ
+    after it, so a check at hi - 1 and at lo and then a bisection between
+    them find it."""
+    cdef int mid
+    if k1 == k2 or hi <= lo:
+        return hi
+    if path_dof(m, k1, hi - 1) == path_dof(m, k2, hi - 1):
+        return hi
+    if path_dof(m, k1, lo) != path_dof(m, k2, lo):
+        return lo
+    hi -= 1
+    # invariant: the paths agree at depth lo and differ at depth hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if path_dof(m, k1, mid) == path_dof(m, k2, mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo + 1
+
+
+cdef inline void world_rows_times(const ModelC* m, const ClosC* c, const Work* w, CWork* cw,
+                                  const double* x, double* out) noexcept nogil:
+    """``out = A x`` for every row: the world-frame body motions
+    ``J0_i x = sum of S0_j x_j`` over the root path (``crba_packed``'s
+    world Jacobians in ``w.U``: no transforms, only sums) paired with the
+    world-frame wrenches of ``closure_rows`` (``world``)."""
+    cdef int i, p, r, k, a, b
+    cdef double s
+    cdef const double* F
+    for i in range(m.nb):
+        p = m.parent[i]
+        for r in range(6):
+            cw.ja[6 * i + r] = cw.ja[6 * p + r] if p >= 0 else 0.0
+        S_mul_add(w.U + 36 * i, m.nvi[i], x + m.iv[i], cw.ja + 6 * i)
+    for r in range(c.m):
+        if c.rtype[r] == ROW_COUPLER:
+            out[r] = x[c.ri[r]] - c.rcoef[r] * x[c.rj[r]]
+            continue
+        k = c.rk[r]
+        a = c.body_a[k]
+        b = c.body_b[k]
+        F = cw.F + 12 * r
+        s = 0.0
+        if a >= 0:
+            s += (F[0] * cw.ja[6 * a] + F[1] * cw.ja[6 * a + 1] + F[2] * cw.ja[6 * a + 2]
+                  + F[3] * cw.ja[6 * a + 3] + F[4] * cw.ja[6 * a + 4] + F[5] * cw.ja[6 * a + 5])
+        if b >= 0:
+            F = F + 6
+            s += (F[0] * cw.ja[6 * b] + F[1] * cw.ja[6 * b + 1] + F[2] * cw.ja[6 * b + 2]
+                  + F[3] * cw.ja[6 * b + 3] + F[4] * cw.ja[6 * b + 4] + F[5] * cw.ja[6 * b + 5])
+        out[r] = s
 
 
 cdef inline void side_values(const ModelC* m, const ClosC* c, const Work* w, const CWork* cw,
@@ -839,9 +897,9 @@ cdef inline void side_values(const ModelC* m, const ClosC* c, const Work* w, con
     side 0, ``-rcoef`` at ``rj`` on side 1), by depth: row r0 + j at depth
     p in ``V[j n + p]``, n = depth(kd) + 1.  As in ``dense_rows``:
     ``A_r[v] = S0_v^T F0`` with the world-frame Jacobians ``S0`` that
-    ``crba_packed`` leaves in ``w.U``."""
+    ``crba_packed`` leaves in ``w.U`` and the world-frame wrenches of
+    ``closure_rows`` (``world``)."""
     cdef int r, col, i, b, p, n = m.vdep[kd] + 1
-    cdef double F0[36]
     cdef const double* S
     cdef const double* F
     if c.rtype[r0] == ROW_COUPLER:
@@ -850,15 +908,13 @@ cdef inline void side_values(const ModelC* m, const ClosC* c, const Work* w, con
         V[n - 1] = 1.0 if side == 0 else -c.rcoef[r0]
         return
     b = c.body_a[c.rk[r0]] if side == 0 else c.body_b[c.rk[r0]]
-    for col in range(g):
-        dAd_inv(cw.Tw + 12 * b, cw.F + 12 * (r0 + col) + 6 * side, F0 + 6 * col)
     i = b
     while i >= 0:
         for r in range(m.nvi[i]):
             S = w.U + 36 * i + 6 * r
             p = m.vdep[m.iv[i]] + r
             for col in range(g):
-                F = F0 + 6 * col
+                F = cw.F + 12 * (r0 + col) + 6 * side
                 V[col * n + p] = (S[0] * F[0] + S[1] * F[1] + S[2] * F[2]
                                   + S[3] * F[3] + S[4] * F[4] + S[5] * F[5])
         i = m.parent[i]
@@ -867,16 +923,11 @@ cdef inline void side_values(const ModelC* m, const ClosC* c, const Work* w, con
 cdef inline double path_dot(const ModelC* m, int kd, int lo, const double* V,
                             const double* x) noexcept nogil:
     # sum over the depths p >= lo of the root path of dof kd: V[p - lo] x[dof at p]
-    cdef int p, n
-    cdef double s = 0.0
-    cdef const int* anc
+    cdef int n
     if kd < 0:
         return 0.0
     n = m.vdep[kd]
-    anc = m.vanc + m.voff[kd]
-    for p in range(lo, n):
-        s += V[p - lo] * x[anc[p]]
-    return s + V[n - lo] * x[kd]
+    return gather_dot(V, m.vanc + m.voff[kd] + lo, x, n - lo) + V[n - lo] * x[kd]
 
 
 cdef inline void path_axpy(const ModelC* m, int kd, int lo, const double* V, int g,
@@ -890,6 +941,40 @@ cdef inline void path_axpy(const ModelC* m, int kd, int lo, const double* V, int
         for j in range(g):
             t += V[j * n + p - lo] * y[j]
         x[path_dof(m, kd, p)] += t
+
+
+cdef inline void block_add(const double* Y1, int ld1, int g1, const double* Y2, int ld2,
+                           int g2, int n, double* K, int ld) noexcept nogil:
+    """K[:g1, :g2] (leading dimension ld) += Y1^T Y2 over n rows, for the
+    columns Y1[i ld1 : i ld1 + n] and Y2[j ld2 : j ld2 + n]: two entries of
+    a row of K at a time, each with two running sums (independent chains
+    of additions)."""
+    cdef int i, j, p
+    cdef double s0, s1, t0, t1
+    cdef const double* a
+    cdef const double* b0
+    cdef const double* b1
+    for i in range(g1):
+        a = Y1 + i * ld1
+        j = 0
+        while j < g2:
+            b0 = Y2 + j * ld2
+            b1 = b0 + ld2 if j + 1 < g2 else b0
+            s0 = s1 = t0 = t1 = 0.0
+            p = 0
+            while p + 2 <= n:
+                s0 += a[p] * b0[p]
+                s1 += a[p] * b1[p]
+                t0 += a[p + 1] * b0[p + 1]
+                t1 += a[p + 1] * b1[p + 1]
+                p += 2
+            if p < n:
+                s0 += a[p] * b0[p]
+                s1 += a[p] * b1[p]
+            K[i * ld + j] += s0 + t0
+            if j + 1 < g2:
+                K[i * ld + j + 1] += s1 + t1
+            j += 2
 
 
 cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const double* q,
@@ -921,8 +1006,8 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
 
     Groups (``cw.gd``, 8 doubles each): first active index, rows g, the
     main piece's dof and the tail's (-1: none), the first depth of the
-    tail, and the offset of the group's values in ``cw.Ad`` (A) and
-    ``cw.Bd`` (Y): the main piece's g columns (depth + 1 each), then the
+    tail, and the offset of the group's values in ``cw.Ad`` (A, then Y in
+    place): the main piece's g columns (depth + 1 each), then the
     tail's."""
     cdef int i, j, a, b, st, na, ng, g, ga, r0, off, n0, n1, nt, lo, hi, k1, k2, p, nc, s1, s2
     cdef int nr = c.m, nv = m.nv
@@ -956,7 +1041,7 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
         return 0
     # rnea's forward pass left T, S, V, eta for these (q, dq)
     world_kinematics(m, w, cw)
-    st = closure_rows(m, c, q, w, cw)
+    st = closure_rows(m, c, q, w, cw, True)
     if st != 0:
         return st
     # the groups: A's values on their pieces, zero rows left out
@@ -994,7 +1079,7 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
             else:
                 # side 1 on the common ancestors goes into the main piece
                 # (summed as dense A would be), the rest is the tail
-                nc = path_common(m, k1, k2)
+                nc = path_common(m, k1, k2, 0, n0 if n0 < n1 else n1)
                 nt = n1 - nc
                 for j in range(g):
                     for p in range(nc):
@@ -1036,10 +1121,10 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
             na += ga
             off += (n0 + nt) * ga
         r0 += g
-    # Y = L^{-T} A^T on the pieces (the tail first: it updates the main
-    # piece); rhs = -(A M^{-1} (tau - b) + dA dq)                          (eq. 67)
-    for i in range(off):
-        cw.Bd[i] = cw.Ad[i]
+    if c.damping != 0.0 and dq != NULL:
+        world_rows_times(m, c, w, cw, dq, cw.g)           # A dq
+    # Y = L^{-T} A^T on the pieces, in place (the tail first: it updates
+    # the main piece); rhs = -(A M^{-1} (tau - b) + dA dq)                 (eq. 67)
     for a in range(ng):
         g = <int> gd[8 * a + 1]
         k1 = <int> gd[8 * a + 2]
@@ -1049,17 +1134,16 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
         n0 = m.vdep[k1] + 1 if k1 >= 0 else 0
         nt = m.vdep[k2] + 1 - nc if k2 >= 0 else 0
         if k2 >= 0:
-            tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, k2, cw.Bd + off + n0 * g, g, nc,
-                               cw.Bd + off, n0)
+            tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, k2, cw.Ad + off + n0 * g, g, nc,
+                               cw.Ad + off, n0)
         if k1 >= 0:
-            tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, k1, cw.Bd + off, g, 0, NULL, 0)
+            tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, k1, cw.Ad + off, g, 0, NULL, 0)
         for j in range(g):
             i = <int> gd[8 * a] + j
-            t = (cw.bias[<int> cw.act[i]] + path_dot(m, k1, 0, cw.Bd + off + j * n0, ddq)
-                 + path_dot(m, k2, nc, cw.Bd + off + n0 * g + j * nt, ddq))
+            t = (cw.bias[<int> cw.act[i]] + path_dot(m, k1, 0, cw.Ad + off + j * n0, ddq)
+                 + path_dot(m, k2, nc, cw.Ad + off + n0 * g + j * nt, ddq))
             if c.damping != 0.0 and dq != NULL:
-                t += c.damping * (path_dot(m, k1, 0, cw.Ad + off + j * n0, dq)
-                                  + path_dot(m, k2, nc, cw.Ad + off + n0 * g + j * nt, dq))
+                t += c.damping * cw.g[<int> cw.act[i]]
             cw.rhs[i] = -t
     # K = Y^T Y by blocks: two pieces meet on the depths both cover, up to
     # their paths' common ancestors
@@ -1073,7 +1157,7 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
         plo[1] = <int> gd[8 * a + 4]
         phi[0] = m.vdep[pk[0]] + 1 if pk[0] >= 0 else 0
         phi[1] = m.vdep[pk[1]] + 1 if pk[1] >= 0 else 0
-        pY[0] = cw.Bd + <int> gd[8 * a + 5]
+        pY[0] = cw.Ad + <int> gd[8 * a + 5]
         pY[1] = pY[0] + phi[0] * g
         for b in range(a, ng):
             ga = <int> gd[8 * b + 1]
@@ -1083,7 +1167,7 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
             qlo[1] = <int> gd[8 * b + 4]
             qhi[0] = m.vdep[qk[0]] + 1 if qk[0] >= 0 else 0
             qhi[1] = m.vdep[qk[1]] + 1 if qk[1] >= 0 else 0
-            qY[0] = cw.Bd + <int> gd[8 * b + 5]
+            qY[0] = cw.Ad + <int> gd[8 * b + 5]
             qY[1] = qY[0] + qhi[0] * ga
             Kr = cw.K + (<int> gd[8 * a]) * na + <int> gd[8 * b]
             for s1 in range(2):
@@ -1094,18 +1178,11 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
                         continue
                     lo = plo[s1] if plo[s1] > qlo[s2] else qlo[s2]
                     hi = phi[s1] if phi[s1] < qhi[s2] else qhi[s2]
+                    hi = path_common(m, pk[s1], qk[s2], lo, hi)
                     if hi <= lo:
                         continue
-                    nc = path_common(m, pk[s1], qk[s2])
-                    if nc < hi:
-                        hi = nc
-                    if hi <= lo:
-                        continue
-                    for i in range(g):
-                        for j in range(ga):
-                            Kr[i * na + j] += dot(pY[s1] + i * (phi[s1] - plo[s1]) + lo - plo[s1],
-                                                  qY[s2] + j * (qhi[s2] - qlo[s2]) + lo - qlo[s2],
-                                                  hi - lo)
+                    block_add(pY[s1] + lo - plo[s1], phi[s1] - plo[s1], g,
+                              qY[s2] + lo - qlo[s2], qhi[s2] - qlo[s2], ga, hi - lo, Kr, na)
     # the blocks on and above the diagonal are complete: mirror them
     for i in range(na):
         Kr = cw.K + i * na
@@ -1131,26 +1208,15 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
         off = <int> gd[8 * a + 5]
         n0 = m.vdep[k1] + 1 if k1 >= 0 else 0
         if k1 >= 0:
-            path_axpy(m, k1, 0, cw.Bd + off, g, cw.lc + <int> gd[8 * a], ddq)
+            path_axpy(m, k1, 0, cw.Ad + off, g, cw.lc + <int> gd[8 * a], ddq)
         if k2 >= 0:
-            path_axpy(m, k2, <int> gd[8 * a + 4], cw.Bd + off + n0 * g, g,
+            path_axpy(m, k2, <int> gd[8 * a + 4], cw.Ad + off + n0 * g, g,
                       cw.lc + <int> gd[8 * a], ddq)
     tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, ddq)
-    # |A ddq + dA dq| over every row (a zero row contributes its dA dq)
+    # |A ddq + dA dq| over every row, A ddq from the body motions
+    world_rows_times(m, c, w, cw, ddq, cw.g)
     for i in range(nr):
-        cw.g[i] = cw.bias[i]
-    for a in range(ng):
-        g = <int> gd[8 * a + 1]
-        k1 = <int> gd[8 * a + 2]
-        k2 = <int> gd[8 * a + 3]
-        nc = <int> gd[8 * a + 4]
-        off = <int> gd[8 * a + 5]
-        n0 = m.vdep[k1] + 1 if k1 >= 0 else 0
-        nt = m.vdep[k2] + 1 - nc if k2 >= 0 else 0
-        for j in range(g):
-            cw.g[<int> cw.act[<int> gd[8 * a] + j]] += (
-                path_dot(m, k1, 0, cw.Ad + off + j * n0, ddq)
-                + path_dot(m, k2, nc, cw.Ad + off + n0 * g + j * nt, ddq))
+        cw.g[i] += cw.bias[i]
     acc2 = 0.0
     for i in range(nr):
         acc2 += cw.g[i] * cw.g[i]
@@ -1229,7 +1295,7 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
         chol_solve(M, nv, ddq, 1)
         return 0
     world_kinematics(m, w, cw)
-    st = closure_rows(m, c, q, w, cw)
+    st = closure_rows(m, c, q, w, cw, True)
     if st != 0:
         return st
     dense_rows(m, c, w, cw, A, True)
