@@ -77,9 +77,8 @@ cdef inline void crba_packed(const ModelC* m, double* P, double* D, Work* w) noe
     ``D`` the diagonal, ``P[voff[k] + p]`` the entry of dof k and its
     ancestor at depth p.  Each entry is written once and nothing is
     cleared."""
-    cdef int i, j, n, nj, r, c, k, d
+    cdef int i, j, n, nj, c, k
     cdef double Fc[6]
-    cdef double t[6]
     crba_world(m, w)
     for i in range(m.nb):
         n = m.nvi[i]
@@ -87,17 +86,13 @@ cdef inline void crba_packed(const ModelC* m, double* P, double* D, Work* w) noe
             k = m.iv[i] + c
             inertia_mul(w.Ih + 36 * i + 12, w.U + 36 * i + 6 * c, Fc)
             # the joint's own dofs: dof r < c is an ancestor of dof c
-            St_mul(w.U + 36 * i, c + 1, Fc, t)
-            d = m.vdep[m.iv[i]]
-            for r in range(c):
-                P[m.voff[k] + d + r] = t[r]
-            D[k] = t[c]
+            # (St_mul writes straight into P: a copy loop of a few entries
+            # would become a call to memcpy)
+            St_mul(w.U + 36 * i, c, Fc, P + m.voff[k] + m.vdep[m.iv[i]])
+            St_mul(w.U + 36 * i + 6 * c, 1, Fc, D + k)
             j = m.parent[i]
             while j >= 0:
                 nj = m.nvi[j]
                 if nj > 0:
-                    St_mul(w.U + 36 * j, nj, Fc, t)
-                    d = m.voff[k] + m.vdep[m.iv[j]]
-                    for r in range(nj):
-                        P[d + r] = t[r]
+                    St_mul(w.U + 36 * j, nj, Fc, P + m.voff[k] + m.vdep[m.iv[j]])
                 j = m.parent[j]

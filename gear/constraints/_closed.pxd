@@ -193,14 +193,21 @@ cdef inline CWork cwork_from_c(const ClosC* cc, double* base, int nb, int nv, in
 # ---------------------------------------------------------------------------
 # kinematics of the closure frames
 # ---------------------------------------------------------------------------
-cdef inline void world_kinematics(const ModelC* m, const Work* w, CWork* cw) noexcept nogil:
+cdef inline void world_kinematics(const ModelC* m, const Work* w, CWork* cw,
+                                  bint crba_poses=False) noexcept nogil:
     """World poses ``T_0i = T_0p T_pi`` and bias accelerations
-    ``acc_i = Ad_{T_pi^{-1}} acc_p + eta_i`` (Kim eq. 41 with ddq = 0)."""
+    ``acc_i = Ad_{T_pi^{-1}} acc_p + eta_i`` (Kim eq. 41 with ddq = 0).
+    ``crba_poses``: the poses are copied from ``crba_world``'s
+    (``w.Ih[36 i : 36 i + 12]``) instead of recomputed."""
     cdef int i, p, r
     for i in range(m.nb):
         p = m.parent[i]
         if p >= 0:
-            se3_mul(cw.Tw + 12 * p, w.T + 12 * i, cw.Tw + 12 * i)
+            if crba_poses:
+                for r in range(12):
+                    cw.Tw[12 * i + r] = w.Ih[36 * i + r]
+            else:
+                se3_mul(cw.Tw + 12 * p, w.T + 12 * i, cw.Tw + 12 * i)
             Ad_inv(w.T + 12 * i, cw.acc + 6 * p, cw.acc + 6 * i)
             for r in range(6):
                 cw.acc[6 * i + r] += w.eta[6 * i + r]
@@ -1040,7 +1047,7 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
         tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, ddq)
         return 0
     # rnea's forward pass left T, S, V, eta for these (q, dq)
-    world_kinematics(m, w, cw)
+    world_kinematics(m, w, cw, True)
     st = closure_rows(m, c, q, w, cw, True)
     if st != 0:
         return st
@@ -1294,7 +1301,7 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
             ddq[i] = f[i]
         chol_solve(M, nv, ddq, 1)
         return 0
-    world_kinematics(m, w, cw)
+    world_kinematics(m, w, cw, True)
     st = closure_rows(m, c, q, w, cw, True)
     if st != 0:
         return st
