@@ -195,7 +195,7 @@ class KKTSolver(_NativeClosed, ConstraintSolver):
         if route not in ("auto", "aba", "dense"):
             raise ValueError(f"route must be 'auto', 'aba' or 'dense', got {route!r}")
         if route == "auto":
-            route = "dense" if self._dense_cost() < 60.0 else "aba"
+            route = "dense" if self._dense_cost() < 165.0 else "aba"
         self._route = 1 if route == "dense" else 0
 
     def _dense_cost(self):
@@ -210,9 +210,10 @@ class KKTSolver(_NativeClosed, ConstraintSolver):
                     (L^T L, the columns of Y, K = Y^T Y, the pivoted solve)
             aba   ~ nbodies (nc + 2)    (articulated-body and unit passes)
 
-        ``dense / aba < 60`` picks the dense route: fitted on this project's
-        machine class to the benchmark mechanisms and to serial chains
-        closed to the world (the routes cross at about 20 bodies)."""
+        ``dense / aba < 165`` picks the dense route: fitted on this
+        project's machine class to the benchmark mechanisms and to serial
+        chains of revolute joints held at the tip by a ball (the routes
+        cross at about 45 bodies, cost 167)."""
         sys = self.system
         model = sys.model
         vp = model.data.dof_parents()
