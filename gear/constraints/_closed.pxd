@@ -194,20 +194,31 @@ cdef inline CWork cwork_from_c(const ClosC* cc, double* base, int nb, int nv, in
 # kinematics of the closure frames
 # ---------------------------------------------------------------------------
 cdef inline void world_kinematics(const ModelC* m, const Work* w, CWork* cw,
-                                  bint crba_poses=False) noexcept nogil:
+                                  bint after_crba=False) noexcept nogil:
     """World poses ``T_0i = T_0p T_pi`` and bias accelerations
     ``acc_i = Ad_{T_pi^{-1}} acc_p + eta_i`` (Kim eq. 41 with ddq = 0).
-    ``crba_poses``: the poses are copied from ``crba_world``'s
-    (``w.Ih[36 i : 36 i + 12]``) instead of recomputed."""
+
+    ``after_crba``: after ``rnea`` with gravity and no ``ddq`` and then
+    ``crba_world``.  The poses are copied from CRBA's
+    (``w.Ih[36 i : 36 i + 12]``), and since RNEA's ``dV_i`` is the same
+    recursion started from ``dV_0 = (0, -g)``, and a pure linear
+    acceleration reaches body i as ``(0, R_0i^T a)``,
+    ``acc_i = dV_i + (0, R_0i^T g)``."""
     cdef int i, p, r
+    cdef double t[3]
+    if after_crba:
+        for i in range(m.nb):
+            for r in range(12):
+                cw.Tw[12 * i + r] = w.Ih[36 * i + r]
+            matTvec3(cw.Tw + 12 * i, m.g, t)
+            for r in range(3):
+                cw.acc[6 * i + r] = w.dV[6 * i + r]
+                cw.acc[6 * i + 3 + r] = w.dV[6 * i + 3 + r] + t[r]
+        return
     for i in range(m.nb):
         p = m.parent[i]
         if p >= 0:
-            if crba_poses:
-                for r in range(12):
-                    cw.Tw[12 * i + r] = w.Ih[36 * i + r]
-            else:
-                se3_mul(cw.Tw + 12 * p, w.T + 12 * i, cw.Tw + 12 * i)
+            se3_mul(cw.Tw + 12 * p, w.T + 12 * i, cw.Tw + 12 * i)
             Ad_inv(w.T + 12 * i, cw.acc + 6 * p, cw.acc + 6 * i)
             for r in range(6):
                 cw.acc[6 * i + r] += w.eta[6 * i + r]
