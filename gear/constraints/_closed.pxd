@@ -124,7 +124,7 @@ cdef struct CWork:
     double* Pv     # (5 nv + 2 m,)  vectors of the projection and dense routes
     double* act    # (m,)  indices of the rows that are not exactly zero (as doubles)
     double* lc     # (m,)  their multipliers
-    double* gd     # (8 m,) the dense route's row groups (as doubles)
+    double* gd     # (8 m,) the dense route's RowGroup array (cast)
     double* mws    # the maximal-coordinate kernel's scratch (ClosC.mxws), or NULL
     void* chol     # its CHOLMOD handle (gear_chol, one per thread), or NULL
 
@@ -995,99 +995,52 @@ cdef inline void block_add(const double* Y1, int ld1, int g1, const double* Y2, 
             j += 2
 
 
-cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const double* q,
-                                     const double* dq, double* ddq, const double* tau,
-                                     const double* fext, double* lam, double* info, Work* w,
-                                     CWork* cw) noexcept nogil:
-    """Constrained forward dynamics by building ``M`` (the route Kim's
-    eqs. 67-69 avoid; kept to show where each wins): CRBA, RNEA for the
-    bias, then Featherstone's tree-sparse factorisation ``M = L^T L``
-    (RBDA Sec. 6.5: no fill-in, cost sum of squared dof depths), packed by
-    ancestors (``_dense.pxd``), and
+cdef struct RowGroup:
+    # the rows of one closure (or one coupler row) on the dense route, with
+    # their values on two pieces of root paths (see closed_forward_dense)
+    int a0      # first active index (into cw.act, cw.lc and K)
+    int g       # rows (active ones only)
+    int k1      # deepest dof of the main piece's path (-1: none)
+    int k2      # deepest dof of the tail's path (-1: no tail)
+    int lo      # first depth of the tail (below the two paths' common ancestors)
+    int off     # offset of the values in cw.Ad: the main piece's g columns, then the tail's
 
-        x = L^{-T} (tau - b),   Y = L^{-T} A^T,   K = A M^{-1} A^T = Y^T Y,
-        K lam = -(Y^T x + dA dq)        (Y^T x = A M^{-1} (tau - b)),
-        ddq = L^{-1} (x + Y lam).
 
-    A row of A is the sum of its closure's two sides, each non-zero only
-    on the root path of its body (a coupler row: of its two dofs), so the
-    row lives on the first side's path (the "main" piece, by depth) plus
-    the part of the second side's path below the common ancestors (the
-    "tail"), and so does its column of Y, since L^{-T} keeps a root path's
-    support.  The rows of one closure share these pieces and are solved
-    together on them (a group); K's block of two groups is a sum over the
-    depths where their pieces meet.  Rows of A that are exactly zero are
-    left out (zero multiplier).  With ``c.cfm > 0`` (the soft solver)
-    every row is kept and ``(K + cfm I) lam = rhs - damping A dq`` is
-    solved by Cholesky.  Same outputs and status codes as
-    :func:`closed_dynamics`, plus ST_MASS_NOT_PD.
+cdef inline int path_len(const ModelC* m, int k) noexcept nogil:
+    # dofs on the root path of dof k (0 for k = -1)
+    return m.vdep[k] + 1 if k >= 0 else 0
 
-    Groups (``cw.gd``, 8 doubles each): first active index, rows g, the
-    main piece's dof and the tail's (-1: none), the first depth of the
-    tail, and the offset of the group's values in ``cw.Ad`` (A, then Y in
-    place): the main piece's g columns (depth + 1 each), then the
-    tail's."""
-    cdef int i, j, a, b, st, na, ng, g, ga, r0, off, n0, n1, nt, lo, hi, k1, k2, p, nc, s1, s2
-    cdef int nr = c.m, nv = m.nv
-    cdef int pk[2]
-    cdef int plo[2]
-    cdef int phi[2]
-    cdef int qk[2]
-    cdef int qlo[2]
-    cdef int qhi[2]
-    cdef double* pY[2]
-    cdef double* qY[2]
-    cdef double t, acc2
-    cdef double* P = cw.Md
-    cdef double* D = cw.Md + nv * nv - nv
-    cdef double* gd = cw.gd
+
+cdef inline int dense_groups(const ModelC* m, const ClosC* c, const Work* w, CWork* cw,
+                             RowGroup* G, int* na_out) noexcept nogil:
+    """The row groups of the dense route and A's values on their pieces
+    (in ``cw.Ad``), rows of A that are exactly zero left out (the soft
+    solver keeps every row).  Writes the active rows into ``cw.act``, their
+    count into ``na_out``; returns the number of groups."""
+    cdef int j, i, p, g, ga, k1, k2, n0, n1, nt, nc, r0 = 0, na = 0, ng = 0, off = 0
     cdef double* V0
     cdef double* V1
-    cdef double* Kr
     cdef bint nz
-    rnea(m, q, dq, NULL, fext, True, ddq, w)            # ddq := b(q, dq)
-    crba_packed(m, P, D, w)                             # reuses rnea's T and S
-    for i in range(nv):
-        ddq[i] = tau[i] - ddq[i]
-    if tree_factor(P, D, nv, m.vdep, m.voff, m.vanc) != 0:
-        return ST_MASS_NOT_PD
-    tree_solve_Lt(P, D, nv, m.vdep, m.voff, m.vanc, ddq)        # x = L^{-T} (tau - b)
-    info[0] = 0.0
-    info[1] = 0.0
-    if nr == 0:
-        tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, ddq)
-        return 0
-    # rnea's forward pass left T, S, V, eta for these (q, dq)
-    world_kinematics(m, w, cw, True)
-    st = closure_rows(m, c, q, w, cw, True)
-    if st != 0:
-        return st
-    # the groups: A's values on their pieces, zero rows left out
-    na = 0
-    ng = 0
-    off = 0
-    r0 = 0
-    while r0 < nr:
+    while r0 < c.m:
         g = 1
         if c.rtype[r0] == ROW_COUPLER:
             k1 = c.ri[r0]
             k2 = c.rj[r0]
         else:
-            while (g < 6 and r0 + g < nr and c.rtype[r0 + g] != ROW_COUPLER
+            while (g < 6 and r0 + g < c.m and c.rtype[r0 + g] != ROW_COUPLER
                    and c.rk[r0 + g] == c.rk[r0]):
                 g += 1
             k1 = body_dof(m, c.body_a[c.rk[r0]])
             k2 = body_dof(m, c.body_b[c.rk[r0]])
-        V0 = cw.Ad + off
-        n0 = 0
+        n0 = path_len(m, k1)
+        n1 = path_len(m, k2)
         nc = 0
         nt = 0
-        if k1 >= 0:
-            n0 = m.vdep[k1] + 1
-            side_values(m, c, w, cw, r0, g, 0, k1, V0)
+        V0 = cw.Ad + off
         V1 = V0 + n0 * g
+        if k1 >= 0:
+            side_values(m, c, w, cw, r0, g, 0, k1, V0)
         if k2 >= 0:
-            n1 = m.vdep[k2] + 1
             side_values(m, c, w, cw, r0, g, 1, k2, V1)
             if k1 < 0:
                 # side 1 alone: it is the main piece
@@ -1104,7 +1057,7 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
                         V0[j * n0 + p] += V1[j * n1 + p]
                     for p in range(nt):
                         V1[j * nt + p] = V1[j * n1 + nc + p]
-        # keep the rows that are not exactly zero (soft: all), compacted in place
+        # keep the rows that are not exactly zero, compacted in place
         ga = 0
         for j in range(g):
             nz = c.cfm > 0.0
@@ -1129,65 +1082,56 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
                     i = <int> cw.act[na + j] - r0
                     for p in range(nt):
                         V0[n0 * ga + j * nt + p] = V1[i * nt + p]
-            gd[8 * ng] = na
-            gd[8 * ng + 1] = ga
-            gd[8 * ng + 2] = k1
-            gd[8 * ng + 3] = k2 if nt > 0 else -1
-            gd[8 * ng + 4] = nc
-            gd[8 * ng + 5] = off
+            G[ng].a0 = na
+            G[ng].g = ga
+            G[ng].k1 = k1
+            G[ng].k2 = k2 if nt > 0 else -1
+            G[ng].lo = nc
+            G[ng].off = off
             ng += 1
             na += ga
             off += (n0 + nt) * ga
         r0 += g
-    if c.damping != 0.0 and dq != NULL:
-        world_rows_times(m, c, w, cw, dq, cw.g)           # A dq
-    # Y = L^{-T} A^T on the pieces, in place (the tail first: it updates
-    # the main piece); rhs = -(A M^{-1} (tau - b) + dA dq)                 (eq. 67)
-    for a in range(ng):
-        g = <int> gd[8 * a + 1]
-        k1 = <int> gd[8 * a + 2]
-        k2 = <int> gd[8 * a + 3]
-        nc = <int> gd[8 * a + 4]
-        off = <int> gd[8 * a + 5]
-        n0 = m.vdep[k1] + 1 if k1 >= 0 else 0
-        nt = m.vdep[k2] + 1 - nc if k2 >= 0 else 0
-        if k2 >= 0:
-            tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, k2, cw.Ad + off + n0 * g, g, nc,
-                               cw.Ad + off, n0)
-        if k1 >= 0:
-            tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, k1, cw.Ad + off, g, 0, NULL, 0)
-        for j in range(g):
-            i = <int> gd[8 * a] + j
-            t = (cw.bias[<int> cw.act[i]] + path_dot(m, k1, 0, cw.Ad + off + j * n0, ddq)
-                 + path_dot(m, k2, nc, cw.Ad + off + n0 * g + j * nt, ddq))
-            if c.damping != 0.0 and dq != NULL:
-                t += c.damping * cw.g[<int> cw.act[i]]
-            cw.rhs[i] = -t
-    # K = Y^T Y by blocks: two pieces meet on the depths both cover, up to
-    # their paths' common ancestors
+    na_out[0] = na
+    return ng
+
+
+cdef inline void dense_gram(const ModelC* m, CWork* cw, const RowGroup* G, int ng,
+                            int na) noexcept nogil:
+    """``cw.K = Y^T Y`` (na x na) from the groups' columns of Y, block by
+    block: two pieces meet on the depths both cover, up to their paths'
+    common ancestors."""
+    cdef int a, b, i, j, s1, s2, lo, hi
+    cdef int pk[2]
+    cdef int plo[2]
+    cdef int phi[2]
+    cdef int qk[2]
+    cdef int qlo[2]
+    cdef int qhi[2]
+    cdef double* pY[2]
+    cdef double* qY[2]
+    cdef double* Kr
     for i in range(na * na):
         cw.K[i] = 0.0
     for a in range(ng):
-        g = <int> gd[8 * a + 1]
-        pk[0] = <int> gd[8 * a + 2]
-        pk[1] = <int> gd[8 * a + 3]
+        pk[0] = G[a].k1
+        pk[1] = G[a].k2
         plo[0] = 0
-        plo[1] = <int> gd[8 * a + 4]
-        phi[0] = m.vdep[pk[0]] + 1 if pk[0] >= 0 else 0
-        phi[1] = m.vdep[pk[1]] + 1 if pk[1] >= 0 else 0
-        pY[0] = cw.Ad + <int> gd[8 * a + 5]
-        pY[1] = pY[0] + phi[0] * g
+        plo[1] = G[a].lo
+        phi[0] = path_len(m, pk[0])
+        phi[1] = path_len(m, pk[1])
+        pY[0] = cw.Ad + G[a].off
+        pY[1] = pY[0] + phi[0] * G[a].g
         for b in range(a, ng):
-            ga = <int> gd[8 * b + 1]
-            qk[0] = <int> gd[8 * b + 2]
-            qk[1] = <int> gd[8 * b + 3]
+            qk[0] = G[b].k1
+            qk[1] = G[b].k2
             qlo[0] = 0
-            qlo[1] = <int> gd[8 * b + 4]
-            qhi[0] = m.vdep[qk[0]] + 1 if qk[0] >= 0 else 0
-            qhi[1] = m.vdep[qk[1]] + 1 if qk[1] >= 0 else 0
-            qY[0] = cw.Ad + <int> gd[8 * b + 5]
-            qY[1] = qY[0] + qhi[0] * ga
-            Kr = cw.K + (<int> gd[8 * a]) * na + <int> gd[8 * b]
+            qlo[1] = G[b].lo
+            qhi[0] = path_len(m, qk[0])
+            qhi[1] = path_len(m, qk[1])
+            qY[0] = cw.Ad + G[b].off
+            qY[1] = qY[0] + qhi[0] * G[b].g
+            Kr = cw.K + G[a].a0 * na + G[b].a0
             for s1 in range(2):
                 if pk[s1] < 0:
                     continue
@@ -1197,15 +1141,88 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
                     lo = plo[s1] if plo[s1] > qlo[s2] else qlo[s2]
                     hi = phi[s1] if phi[s1] < qhi[s2] else qhi[s2]
                     hi = path_common(m, pk[s1], qk[s2], lo, hi)
-                    if hi <= lo:
-                        continue
-                    block_add(pY[s1] + lo - plo[s1], phi[s1] - plo[s1], g,
-                              qY[s2] + lo - qlo[s2], qhi[s2] - qlo[s2], ga, hi - lo, Kr, na)
+                    if hi > lo:
+                        block_add(pY[s1] + lo - plo[s1], phi[s1] - plo[s1], G[a].g,
+                                  qY[s2] + lo - qlo[s2], qhi[s2] - qlo[s2], G[b].g, hi - lo,
+                                  Kr, na)
     # the blocks on and above the diagonal are complete: mirror them
     for i in range(na):
         Kr = cw.K + i * na
         for j in range(i):
             Kr[j] = cw.K[j * na + i]
+
+
+cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const double* q,
+                                     const double* dq, double* ddq, const double* tau,
+                                     const double* fext, double* lam, double* info, Work* w,
+                                     CWork* cw) noexcept nogil:
+    """Constrained forward dynamics by building ``M`` (the route Kim's
+    eqs. 67-69 avoid; kept to show where each wins): CRBA, RNEA for the
+    bias, then Featherstone's tree-sparse factorisation ``M = L^T L``
+    (RBDA Sec. 6.5: no fill-in, cost sum of squared dof depths), packed by
+    ancestors (``_dense.pxd``), and
+
+        x = L^{-T} (tau - b),   Y = L^{-T} A^T,   K = A M^{-1} A^T = Y^T Y,
+        K lam = -(Y^T x + dA dq)        (Y^T x = A M^{-1} (tau - b)),
+        ddq = L^{-1} (x + Y lam).
+
+    A row of A is the sum of its closure's two sides, each non-zero only
+    on the root path of its body (a coupler row: of its two dofs), so the
+    row lives on the first side's path (the "main" piece, by depth) plus
+    the part of the second side's path below the common ancestors (the
+    "tail"), and so does its column of Y, since L^{-T} keeps a root path's
+    support.  The rows of one closure share these pieces and are solved
+    together on them (a ``RowGroup``); K's block of two groups is a sum
+    over the depths where their pieces meet.  Rows of A that are exactly
+    zero are left out (zero multiplier).  With ``c.cfm > 0`` (the soft
+    solver) every row is kept and ``(K + cfm I) lam = rhs - damping A dq``
+    is solved by Cholesky.  Same outputs and status codes as
+    :func:`closed_dynamics`, plus ST_MASS_NOT_PD."""
+    cdef int i, j, a, ng, na, n0, st, nr = c.m, nv = m.nv
+    cdef double t, acc2
+    cdef double* P = cw.Md
+    cdef double* D = cw.Md + nv * nv - nv
+    cdef RowGroup* G = <RowGroup*> cw.gd
+    cdef double* Y
+    rnea(m, q, dq, NULL, fext, True, ddq, w)            # ddq := b(q, dq)
+    crba_packed(m, P, D, w)                             # reuses rnea's T and S
+    for i in range(nv):
+        ddq[i] = tau[i] - ddq[i]
+    if tree_factor(P, D, nv, m.vdep, m.voff, m.vanc) != 0:
+        return ST_MASS_NOT_PD
+    tree_solve_Lt(P, D, nv, m.vdep, m.voff, m.vanc, ddq)        # x = L^{-T} (tau - b)
+    info[0] = 0.0
+    info[1] = 0.0
+    if nr == 0:
+        tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, ddq)
+        return 0
+    # rnea's forward pass left T, S, V, eta for these (q, dq)
+    world_kinematics(m, w, cw, True)
+    st = closure_rows(m, c, q, w, cw, True)
+    if st != 0:
+        return st
+    ng = dense_groups(m, c, w, cw, G, &na)
+    if c.damping != 0.0 and dq != NULL:
+        world_rows_times(m, c, w, cw, dq, cw.g)           # A dq
+    # Y = L^{-T} A^T on the pieces, in place (the tail first: it updates
+    # the main piece); rhs = -(A M^{-1} (tau - b) + dA dq)                 (eq. 67)
+    for a in range(ng):
+        Y = cw.Ad + G[a].off
+        n0 = path_len(m, G[a].k1)
+        if G[a].k2 >= 0:
+            tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, G[a].k2, Y + n0 * G[a].g, G[a].g,
+                               G[a].lo, Y, n0)
+        if G[a].k1 >= 0:        # (-1: a soft row with no dofs on either side)
+            tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, G[a].k1, Y, G[a].g, 0, NULL, 0)
+        for j in range(G[a].g):
+            i = G[a].a0 + j
+            t = (cw.bias[<int> cw.act[i]] + path_dot(m, G[a].k1, 0, Y + j * n0, ddq)
+                 + path_dot(m, G[a].k2, G[a].lo,
+                            Y + n0 * G[a].g + j * (path_len(m, G[a].k2) - G[a].lo), ddq))
+            if c.damping != 0.0 and dq != NULL:
+                t += c.damping * cw.g[<int> cw.act[i]]
+            cw.rhs[i] = -t
+    dense_gram(m, cw, G, ng, na)
     if c.cfm > 0.0:
         # soft: (K + cfm I) lam = rhs, positive definite
         for a in range(na):
@@ -1220,24 +1237,19 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
     scatter_lam(nr, na, cw, lam)
     # ddq = L^{-1} (x + Y lam)                                           (eq. 69)
     for a in range(ng):
-        g = <int> gd[8 * a + 1]
-        k1 = <int> gd[8 * a + 2]
-        k2 = <int> gd[8 * a + 3]
-        off = <int> gd[8 * a + 5]
-        n0 = m.vdep[k1] + 1 if k1 >= 0 else 0
-        if k1 >= 0:
-            path_axpy(m, k1, 0, cw.Ad + off, g, cw.lc + <int> gd[8 * a], ddq)
-        if k2 >= 0:
-            path_axpy(m, k2, <int> gd[8 * a + 4], cw.Ad + off + n0 * g, g,
-                      cw.lc + <int> gd[8 * a], ddq)
+        Y = cw.Ad + G[a].off
+        if G[a].k1 >= 0:
+            path_axpy(m, G[a].k1, 0, Y, G[a].g, cw.lc + G[a].a0, ddq)
+        if G[a].k2 >= 0:
+            path_axpy(m, G[a].k2, G[a].lo, Y + path_len(m, G[a].k1) * G[a].g, G[a].g,
+                      cw.lc + G[a].a0, ddq)
     tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, ddq)
     # |A ddq + dA dq| over every row, A ddq from the body motions
     world_rows_times(m, c, w, cw, ddq, cw.g)
-    for i in range(nr):
-        cw.g[i] += cw.bias[i]
     acc2 = 0.0
     for i in range(nr):
-        acc2 += cw.g[i] * cw.g[i]
+        t = cw.g[i] + cw.bias[i]
+        acc2 += t * t
     info[1] = sqrt(acc2)
     return 0
 
