@@ -92,3 +92,88 @@ def test_zoo_robot_loads_and_agrees_with_pinocchio(path, floating):
             gear.forward_dynamics(model, q, np.zeros(model.nv), np.zeros(model.nv))
     else:
         assert err["aba"] < 1e-10, err
+
+
+def _two_leaves(model):
+    """Two bodies deep in different branches (the last body of the
+    deepest chain, then the deepest body that is not on its root path)."""
+    parents = model.parents
+    depth = []
+    for i, p in enumerate(parents):
+        depth.append(1 + (depth[p] if p >= 0 else 0))
+    a = int(np.argmax(depth))
+    path = set()
+    i = a
+    while i >= 0:
+        path.add(i)
+        i = parents[i]
+    others = [i for i in range(model.nbodies) if i not in path]
+    if not others:
+        return a, None
+    return a, max(others, key=lambda i: depth[i])
+
+
+@pytest.mark.parametrize("path", FILES, ids=IDS)
+def test_zoo_robot_with_closed_loops_on_both_kkt_routes(path):
+    """Every zoo robot (floating base where the file allows it), with its
+    deepest body welded to the world and the deepest body of another
+    branch held by a ball, plus the file's mimic couplers: the packed
+    dense route, the articulated-body route and the NumPy path give the
+    same ddq (1e-9 relative), and the constraints hold."""
+    floating = not _root_is_world(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            model = gear.load_urdf(path, floating_base=floating)
+        except gear.ModelFileError:
+            pytest.skip("the file does not load (test_zoo_robot_loads_and_agrees_with_pinocchio "
+                        "checks that Pinocchio rejects it too)")
+    if model.nbodies == 0 or model.nv == 0:
+        pytest.skip("nothing moves in this file")
+    rng = np.random.default_rng(3)
+    q = model.random_configuration(rng)
+    poses = gear.forward_kinematics(model, q)
+    a, b = _two_leaves(model)
+    cs = list(model.loop_closures)
+    for body, kind in ((a, "weld"), (b, "ball")):
+        if body is not None:
+            W = np.asarray(poses[body])
+            cs.append(gear.LoopClosure(body, gear.SE3(np.eye(3), np.zeros(3)), "world",
+                                       gear.SE3(W[:3, :3], W[:3, 3]), kind))
+    sysm = gear.ConstrainedModel(model, cs)
+    dense = sysm.with_solver("kkt", route="dense")
+    aba = sysm.with_solver("kkt", route="aba")
+    dq = sysm.project_velocity(q, rng.standard_normal(model.nv))
+    tau = rng.standard_normal(model.nv)
+    try:
+        ra = aba.forward_dynamics(q, dq, tau)
+    except gear.SingularInertiaError:
+        # a joint moves only massless links: M is singular, on both routes
+        with pytest.raises(gear.SingularInertiaError):
+            dense.forward_dynamics(q, dq, tau)
+        return
+    rd = dense.forward_dynamics(q, dq, tau)
+    assert rd.stats["native"] and dense.solver._route == 1
+    scale = max(1.0, np.abs(ra.ddq).max())
+    # the two routes run the same pivoted solve of K: the same answer
+    assert np.abs(rd.ddq - ra.ddq).max() < 1e-9 * scale
+    assert rd.stats["rank"] == ra.stats["rank"]
+    # the equations of motion hold with the NumPy rows, mass matrix and bias
+    A, bias = sysm._rows_numpy(q, dq)
+    M = gear.mass_matrix(model, q)
+    b = gear.inverse_dynamics(model, q, dq, np.zeros(model.nv))
+    force = max(1.0, np.abs(tau).max(), np.abs(A.T @ rd.lam).max(), np.abs(M @ rd.ddq).max())
+    assert np.abs(M @ rd.ddq + b - tau - A.T @ rd.lam).max() < 1e-9 * force
+    # where K's eigenvalues are either structural zeros or well above the
+    # solver's rcond (1e-10), every min-norm method gives the same unique
+    # ddq: equal to the NumPy path's (eigendecomposition), constraints held.
+    # Near-dependent rows (a weld on a fingertip of a few grams puts an
+    # eigenvalue near 1e-11 of the largest) are solved by each method's own
+    # regularisation and are only held to the checks above.
+    ev = np.linalg.eigvalsh(A @ np.linalg.solve(M, A.T))
+    ev = ev / ev.max()
+    if np.all((ev < 1e-13) | (ev > 1e-8)):
+        ddq, lam, stats = sysm.solver._forward_numpy(q, dq, tau, None)
+        assert stats["rank"] == rd.stats["rank"] == int((ev > 1e-8).sum())
+        assert np.abs(rd.ddq - ddq).max() < 1e-8 * scale
+        assert np.abs(A @ rd.ddq + bias).max() < 1e-8 * scale
