@@ -112,10 +112,11 @@ def test_native_batch_equals_single_calls_bit_for_bit():
 @pytest.mark.parametrize("solver", ["kkt", "maximal"])
 def test_single_hybrid_fast_path_equals_the_general_path(solver):
     """hybrid_dynamics with a bool array per joint takes the allocation-light
-    path (gear._core.FastHybrid); joint names take the general path.  Both
-    run the same kernel: the same bits, the same stats and counters; an
-    argument the fast path does not take (NaN, a list, f_ext) goes the
-    general way and gets its error."""
+    path (gear._core.FastHybrid), and so do joint names (converted once to
+    that array, cached); with f_ext it takes the general path.  All run the
+    same kernel: the same bits, the same stats and counters; an argument
+    the fast path does not take (NaN) goes the general way and gets its
+    error."""
     if solver == "maximal" and not gear._core.cholmod_available():
         pytest.skip("gear was built without CHOLMOD (no native maximal kernel)")
     sysm, q = mech.stewart()
@@ -132,11 +133,16 @@ def test_single_hybrid_fast_path_equals_the_general_path(solver):
         pres[j] = True
         fast = sysm.hybrid_dynamics(q, dq, ddq, tau, pres)
         c0 = dict(sysm.solver.counters)
-        slow = sysm.hybrid_dynamics(q, dq, ddq, tau, [model.joint_names[j]])
-        assert sysm.solver.counters["calls"] == c0["calls"] + 1
-        assert np.array_equal(fast.tau, slow.tau) and np.array_equal(fast.ddq, slow.ddq)
-        assert np.array_equal(fast.lam, slow.lam) and fast.residual == pytest.approx(slow.residual, abs=1e-15)
-        assert fast.stats == slow.stats and fast.success and fast.solver == solver
+        named = sysm.hybrid_dynamics(q, dq, ddq, tau, [model.joint_names[j]])
+        assert (model.joint_names[j],) in sysm._native_cache["masks"]
+        slow = sysm.hybrid_dynamics(q, dq, ddq, tau, [model.joint_names[j]],
+                                    f_ext=np.zeros((model.nbodies, 6)))
+        assert sysm.solver.counters["calls"] == c0["calls"] + 2
+        for other in (named, slow):
+            assert np.array_equal(fast.tau, other.tau) and np.array_equal(fast.ddq, other.ddq)
+            assert np.array_equal(fast.lam, other.lam)
+            assert fast.residual == pytest.approx(other.residual, abs=1e-15)
+            assert fast.stats == other.stats and fast.success and fast.solver == solver
     assert sysm._native_cache["hf"] is not None
     bad = ddq.copy()
     bad[0] = np.nan

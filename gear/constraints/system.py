@@ -566,16 +566,37 @@ class ConstrainedModel:
                                 solver=self.solver.name,
                                 stats={"factorizations": sum(o[3]["factorizations"] for o in outs)})
 
-    def _joint_dofs(self, joints, name):
-        from ..algorithms.dynamics import _prescribed_dofs, _prescribed_mask
+    def _joint_mask(self, joints, name):
+        from ..algorithms.dynamics import _prescribed_mask
 
         try:
-            mask = _prescribed_mask(self.model, joints)
+            return _prescribed_mask(self.model, joints)
         except KeyError as exc:
             raise KeyError(f"{name}: {exc.args[0]}") from None
         except (TypeError, ValueError) as exc:
             raise type(exc)(str(exc).replace("prescribed", name)) from None
-        return _prescribed_dofs(self.model, mask)
+
+    def _joint_dofs(self, joints, name):
+        from ..algorithms.dynamics import _prescribed_dofs
+
+        return _prescribed_dofs(self.model, self._joint_mask(joints, name))
+
+    def _fast_mask(self, prescribed):
+        """``prescribed`` as the bool array per joint the native hybrid path
+        takes: a list or tuple of joint names is converted once and cached
+        (validated like any other); anything else is passed on as is."""
+        if not isinstance(prescribed, (list, tuple)):
+            return prescribed
+        try:
+            key = tuple(prescribed)
+            cache = self._native_cache.setdefault("masks", {})
+            mask = cache.get(key)
+        except TypeError:                 # unhashable entries: the general path says why
+            return prescribed
+        if mask is None:
+            mask = np.ascontiguousarray(self._joint_mask(prescribed, "prescribed"), dtype=bool)
+            cache[key] = mask
+        return mask
 
     def inverse_dynamics(self, q, dq, ddq, actuated, tau_passive=None,
                          objective="min_constraint_force", f_ext=None):
@@ -644,9 +665,10 @@ class ConstrainedModel:
         tau : array_like, shape (nv,)
             Read on the other joints.
         prescribed : list of str or array_like of bool (nbodies,)
-            One state with ``prescribed`` a NumPy bool array (and no
-            ``f_ext``) takes an allocation-light native path, with the
-            kkt and maximal solvers (a few µs per call instead of tens).
+            One state with ``prescribed`` a list of joint names or a NumPy
+            bool array (and no ``f_ext``) takes an allocation-light native
+            path with the kkt and maximal solvers: a few µs per call
+            instead of tens (a list is converted once per distinct list).
         f_ext : array_like, shape (nbodies, 6), optional
 
         Returns
@@ -662,7 +684,7 @@ class ConstrainedModel:
             if hf is _MISSING:
                 hf = self._native_cache["hf"] = self.solver.fast_hybrid()
             if hf is not None:
-                out = hf(q, dq, ddq, tau, prescribed)
+                out = hf(q, dq, ddq, tau, self._fast_mask(prescribed))
                 if out is not None:
                     return out
         q = self._q(q)
