@@ -643,15 +643,19 @@ class ConstrainedModel:
                     "under-actuated: the passive joints cannot follow ddq; tau is the closed-system "
                     "hybrid dynamics with the actuated joints prescribed (see .ddq)"),
                 solver=self.solver.name, stats=stats)
-        outs = [self.solver.inverse(q[k], dq[k], ddq[k], a, tau_p[k], objective,
-                                    None if f_ext is None else f_ext[k]) for k in range(N)]
-        exact = np.array([o[2] for o in outs])
-        tau = np.stack([o[0] for o in outs])
+        fast = self.solver.inverse_batch(q, dq, ddq, a, tau_p, objective, f_ext)
+        if fast is not None:
+            tau, lam, exact, ddq_o, stats = fast
+        else:
+            outs = [self.solver.inverse(q[k], dq[k], ddq[k], a, tau_p[k], objective,
+                                        None if f_ext is None else f_ext[k]) for k in range(N)]
+            exact = np.array([o[2] for o in outs])
+            tau, lam, ddq_o = (np.stack([o[i] for o in outs]) for i in (0, 1, 3))
+            stats = {"factorizations": sum(o[4]["factorizations"] for o in outs)}
         return ConstraintResult(
-            tau=tau, lam=np.stack([o[1] for o in outs]), exact=exact,
-            ddq=np.stack([o[3] for o in outs]), success=np.isfinite(tau).all(axis=1),
+            tau=tau, lam=lam, exact=exact, ddq=ddq_o, success=np.isfinite(tau).all(axis=1),
             message="ok" if exact.all() else "under-actuated in some states (see .exact)",
-            solver=self.solver.name, stats={"factorizations": sum(o[4]["factorizations"] for o in outs)})
+            solver=self.solver.name, stats=stats)
 
     def hybrid_dynamics(self, q, dq, ddq, tau, prescribed, f_ext=None):
         """Hybrid dynamics of the closed system (Kim Sec. 3.3, eqs. 70-77).

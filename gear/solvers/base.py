@@ -166,6 +166,50 @@ class ConstraintSolver:
         self._count(stats)
         return tau, lam, True, ddq, stats
 
+    def inverse_batch(self, q, dq, ddq, a, tau_p, objective, f_ext):
+        """:meth:`inverse` on a batch (2-D arrays), vectorised over the
+        states for the default objective: one native RNEA and one native
+        row evaluation for the batch, and NumPy's stacked SVD of the
+        ``A_p^T``.  Under-actuated states take :meth:`hybrid` one by one.
+        Returns ``(tau, lam, exact, ddq, stats)`` with a leading batch axis,
+        or None (the caller then loops over :meth:`inverse`): for
+        ``objective="min_torque"``, whose null space differs in size from
+        state to state, and for a solver that overrides :meth:`inverse`."""
+        from .. import algorithms as alg
+
+        if objective != "min_constraint_force" or type(self).inverse is not ConstraintSolver.inverse:
+            return None
+        sys = self.system
+        p = ~a
+        N = q.shape[0]
+        if not p.any() or sys.nc == 0:
+            return None
+        self._cache = None
+        rcond = float(self.options.get("rcond", 1e-10))
+        tau_r = alg.inverse_dynamics(sys.model, q, dq, ddq, f_ext)          # M ddq + b
+        A = sys._rows_batch(q, dq)[1]                                       # (N, m, nv)
+        B = np.swapaxes(A[:, :, p], 1, 2)                                   # A_p^T (N, n_p, m)
+        rhs = tau_r[:, p] - tau_p[:, p]                                     # eq. (57)
+        U, sv, Vt = np.linalg.svd(B, full_matrices=False)
+        keep = sv > rcond * sv[:, :1]
+        keep &= sv[:, :1] > 0
+        inv = np.where(keep, 1.0 / np.where(keep, sv, 1.0), 0.0)
+        lam = np.einsum("nkm,nk->nm", Vt, inv * np.einsum("npk,np->nk", U, rhs))   # eq. (59)
+        scale = np.maximum(1.0, np.abs(tau_r).max(axis=1))
+        exact = np.linalg.norm(np.einsum("npm,nm->np", B, lam) - rhs, axis=1) <= 1e-9 * scale
+        tau = tau_p.copy()
+        tau[:, a] = tau_r[:, a] - np.einsum("nma,nm->na", A[:, :, a], lam)   # eqs. (58)/(60)
+        ddq_o = ddq.copy()
+        nfac = int(exact.sum())
+        self.counters["calls"] += nfac
+        self.counters["factorizations"] += nfac
+        for k in np.flatnonzero(~exact):
+            t, d, lk, _, st = self.hybrid(q[k], dq[k], ddq[k], tau_p[k], a,
+                                          None if f_ext is None else f_ext[k])
+            tau[k], ddq_o[k], lam[k] = t, d, lk
+            nfac += int(st.get("factorizations", 0))
+        return tau, lam, exact, ddq_o, {"factorizations": nfac}
+
     def __repr__(self):
         return f"{type(self).__name__}(name={self.name!r}, options={self.options})"
 
