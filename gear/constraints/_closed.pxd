@@ -83,7 +83,7 @@ cdef struct ClosC:
 
 cdef inline int cwork_size(int nb, int nv, int m) noexcept nogil:
     # see CWork
-    return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48 + nv * nv + 3 * m * nv + 3 * nv * nv + 5 * nv + 12 * m
+    return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48 + nv * nv + (2 * m + 6) * nv + 3 * nv * nv + 5 * nv + 12 * m
 
 
 cdef inline int cwork_size_c(const ClosC* c, int nb, int nv, int m, bint full) noexcept nogil:
@@ -117,7 +117,9 @@ cdef struct CWork:
     double* Z      # (m, m)
     double* fr     # (48,)  the two frames of a closure
     double* Md     # (nv, nv) mass matrix / its Cholesky factor; packed by ancestors (dense route)
-    double* Ad     # (2 m nv,) A (projection); Y = L^{-T} A^T on the rows' root paths (dense route)
+    double* Ad     # ((m + 6) nv,) A (projection); Y = L^{-T} A^T on the rows' root paths (dense
+                   # route: a group's two pieces are disjoint dofs, at most nv per row, and
+                   # the last group's second path is written whole before it is cut)
     double* Bd     # (nv, m) A^T and its QR (projection)
     double* Pq     # (nv, nv) Q of the QR of A^T (projection route)
     double* Pr     # (2 nv^2,) L^T G and G^T M G (projection route)
@@ -152,7 +154,7 @@ cdef inline CWork cwork_from(double* base, int nb, int nv, int m) noexcept nogil
     c.fr = c.Z + m * m
     c.Md = c.fr + 48
     c.Ad = c.Md + nv * nv
-    c.Bd = c.Ad + 2 * m * nv
+    c.Bd = c.Ad + (m + 6) * nv
     c.Pq = c.Bd + nv * m
     c.Pr = c.Pq + nv * nv
     c.Pv = c.Pr + 2 * nv * nv
