@@ -243,6 +243,22 @@ def test_bad_input_is_named():
         sysm.forward_dynamics(fb.neutral(), np.zeros(2), np.zeros(3))
     with pytest.raises(KeyError, match="locked.*no joint named 'nope'"):
         sysm.assemble(fb.neutral(), locked=["nope"])
+    # bodies that only fixed joints connect: the rows are zero (rounding
+    # noise) at every state, and a solve of them is noise, so it is refused
+    from gear.testing import random_inertia, random_joint
+
+    rng = np.random.default_rng(0)
+    m = gear.Model()
+    m.add_body("arm", "world", random_joint("revolute", rng), placement=random_se3(rng),
+               inertia=random_inertia(rng))
+    m.add_body("tool", "arm", random_joint("fixed", rng), placement=random_se3(rng),
+               inertia=random_inertia(rng))
+    m.add_body("post", "world", random_joint("fixed", rng), placement=random_se3(rng),
+               inertia=random_inertia(rng))
+    for a, b, names in (("tool", "arm", "'tool' and 'arm'"), ("post", "world", "'post' and the world")):
+        with pytest.raises(ValueError, match=f"only fixed joints connect \\({names}\\).*constrains nothing"):
+            gear.ConstrainedModel(m, [gear.LoopClosure(a, None, b, None, "ball")])
+    assert gear.ConstrainedModel(m, [gear.LoopClosure("tool", None, "world", None, "ball")]).nc == 3
 
 
 def test_docstring_examples_run():

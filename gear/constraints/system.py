@@ -124,6 +124,12 @@ class ConstrainedModel:
                     raise KeyError(f"constraints[{k}] ({c!r}): {exc.args[0]}") from None
                 if ia == ib:
                     raise ValueError(f"constraints[{k}] ({c!r}) ties body {ia} to itself")
+                if self._rigidly_connected(ia, ib):
+                    raise ValueError(
+                        f"constraints[{k}] ({c!r}) ties two bodies that only fixed joints connect "
+                        f"({self._body_label(ia)} and {self._body_label(ib)}): its rows are zero "
+                        "whatever the state, so it constrains nothing; remove it, or give a joint "
+                        "between them a degree of freedom")
                 self._bodies.append((ia, ib))
                 nrows.append(c.nrows)
             else:
@@ -565,6 +571,21 @@ class ConstrainedModel:
                                 message="ok" if ok.all() else "non-finite result in some states",
                                 solver=self.solver.name,
                                 stats={"factorizations": sum(o[3]["factorizations"] for o in outs)})
+
+    def _rigidly_connected(self, ia, ib):
+        """True when no joint with a degree of freedom lies between bodies
+        ia and ib (-1: the world) in the tree."""
+        def path(i):
+            out = set()
+            while i >= 0:
+                out.add(i)
+                i = self.model.parents[i]
+            return out
+
+        return all(self.model.joints[i].nv == 0 for i in path(ia) ^ path(ib))
+
+    def _body_label(self, i):
+        return "the world" if i < 0 else repr(self.model.body_names[i])
 
     def _joint_mask(self, joints, name):
         from ..algorithms.dynamics import _prescribed_mask
