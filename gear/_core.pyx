@@ -25,7 +25,7 @@ from gear.algorithms._rollout cimport RollC, rollout as _rollout, rollout_scratc
 from gear.constraints._closed cimport (ClosC, CWork, cwork_from, cwork_size, cwork_from_c,
                                        cwork_size_c, constraint_rows as _crows,
                                        closed_dynamics as _cdyn_aba,
-                                       closed_forward_dense as _cdense,
+                                       closed_dense as _cdense,
                                        closed_forward_projection as _cproj)
 from gear.constraints._maximal cimport (MaxC, MaxW, maxwork, maximal_scratch, maximal_assemble, joint_frames,
                                         maximal_forward as _cmax, gear_chol, gear_chol_available,
@@ -845,14 +845,14 @@ cdef inline int _cdyn(const ModelC* m, const ClosC* c, int route, const double* 
                       const double* fext, double* lam, double* info, Work* w,
                       CWork* cw) noexcept nogil:
     # route 0: articulated-body passes (Kim eqs. 67-77); 1: build M (forward
-    # only); 2: reduced-coordinate projection (forward only, the projection
+    # and hybrid); 2: reduced-coordinate projection (forward only, the projection
     # solver); 3: maximal coordinates (needs the plan, whose prescription
     # rows fix which joints are prescribed)
     if route == 3 and c.mx != NULL:
         # the plan's prescription rows stand for ``pres`` (matched by the caller)
         return _cmax(m, c, q, dq, ddq, tau, fext, lam, info, w, cw)
-    if route == 1 and pres == NULL:
-        return _cdense(m, c, q, dq, ddq, tau, fext, lam, info, w, cw)
+    if route == 1:
+        return _cdense(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw)
     if route == 2 and pres == NULL:
         return _cproj(m, c, q, dq, ddq, tau, fext, lam, info, w, cw)
     return _cdyn_aba(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw)

@@ -207,6 +207,36 @@ def test_dense_and_aba_routes_agree(name):
         ra, rd = a.forward_dynamics(q, dq, tau, fe), d.forward_dynamics(q, dq, tau, fe)
         assert rel(rd.ddq, ra.ddq) < 1e-10 and rel(rd.lam, ra.lam) < 1e-8
         assert rd.residual < 1e-9 * max(1.0, np.abs(rd.ddq).max())
+    # hybrid dynamics: the dense route factorises M_vv (the prescribed dofs'
+    # rows and columns replaced by the identity); every joint prescribed
+    # alone and with another, one state (the allocation-light path) and a
+    # batch, with and without f_ext, against the ABA route and NumPy, at
+    # accelerations the constraints allow (otherwise the prescribed ddq_u
+    # leaves no exact solution and each method returns its own compromise)
+    ddq = a.forward_dynamics(q, dq, rng.standard_normal(model.nv)).ddq
+    movable = [j for j in range(model.nbodies) if model.joints[j].nv]
+    for j in movable:
+        for extra in (None, movable[(movable.index(j) + 2) % len(movable)]):
+            pres = np.zeros(model.nbodies, dtype=bool)
+            pres[j] = True
+            if extra is not None:
+                pres[extra] = True
+            for fe in (None, f_ext):
+                ha = a.hybrid_dynamics(q, dq, ddq, tau, pres, fe)
+                hd = d.hybrid_dynamics(q, dq, ddq, tau, pres, fe)
+                scale = max(1.0, np.abs(ha.ddq).max(), np.abs(ha.tau).max())
+                assert np.abs(hd.ddq - ha.ddq).max() < 1e-10 * scale, (name, j, extra)
+                assert np.abs(hd.tau - ha.tau).max() < 1e-10 * scale, (name, j, extra)
+                assert rel(hd.lam, ha.lam) < 1e-8 and hd.stats["rank"] == ha.stats["rank"]
+                assert abs(hd.residual - ha.residual) < 1e-9 * scale
+                u = np.repeat(pres, [model.joints[i].nv for i in range(model.nbodies)])
+                ref = d.solver._hybrid_numpy(q, dq, ddq, tau, u, fe)
+                assert np.abs(hd.tau - ref[0]).max() < 1e-9 * scale
+                assert np.abs(hd.ddq - ref[1]).max() < 1e-9 * scale
+            hb = d.hybrid_dynamics(np.tile(q, (2, 1)), np.tile(dq, (2, 1)), np.tile(ddq, (2, 1)),
+                                   np.tile(tau, (2, 1)), pres)
+            one = d.hybrid_dynamics(q, dq, ddq, tau, pres)
+            assert np.array_equal(hb.ddq[1], one.ddq) and np.array_equal(hb.tau[1], one.tau)
     with pytest.raises(ValueError, match="route"):
         sysm.with_solver("kkt", route="sparse")
 
@@ -371,6 +401,15 @@ def test_dense_route_row_pieces_on_every_tree_shape(seed):
     # the residual the kernel reports is |A ddq + dA dq|
     A, b = sysm._rows(q, dq)
     assert abs(rd.residual - np.linalg.norm(A @ rd.ddq + b)) < 1e-9 * max(1.0, rd.residual)
+    # hybrid dynamics on both routes, at a consistent acceleration: a joint
+    # on the ancestor closure's path, one below a fixed joint, and a coupled one
+    ddq = ra.ddq
+    for names in (["j1"], ["j6"], ["j7", "j3"]):
+        hd = d.hybrid_dynamics(q, dq, ddq, tau, names, f_ext)
+        ha = a.hybrid_dynamics(q, dq, ddq, tau, names, f_ext)
+        scale = max(1.0, np.abs(ha.ddq).max(), np.abs(ha.tau).max())
+        assert np.abs(hd.ddq - ha.ddq).max() < 1e-9 * scale, names
+        assert np.abs(hd.tau - ha.tau).max() < 1e-9 * scale, names
     # soft constraints run the same route with every row kept
     s = sysm.with_solver("soft", stiffness=1e8)
     rs = s.forward_dynamics(q, dq, tau, f_ext)

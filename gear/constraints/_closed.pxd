@@ -1014,11 +1014,13 @@ cdef inline int path_len(const ModelC* m, int k) noexcept nogil:
 
 
 cdef inline int dense_groups(const ModelC* m, const ClosC* c, const Work* w, CWork* cw,
-                             RowGroup* G, int* na_out) noexcept nogil:
+                             RowGroup* G, int* na_out, const double* fixed) noexcept nogil:
     """The row groups of the dense route and A's values on their pieces
     (in ``cw.Ad``), rows of A that are exactly zero left out (the soft
-    solver keeps every row).  Writes the active rows into ``cw.act``, their
-    count into ``na_out``; returns the number of groups."""
+    solver keeps every row).  ``fixed`` (nv,) or NULL: dofs whose columns
+    are left out (set to zero: the prescribed dofs of hybrid dynamics).
+    Writes the active rows into ``cw.act``, their count into ``na_out``;
+    returns the number of groups."""
     cdef int j, i, p, g, ga, k1, k2, n0, n1, nt, nc, r0 = 0, na = 0, ng = 0, off = 0
     cdef double* V0
     cdef double* V1
@@ -1059,6 +1061,15 @@ cdef inline int dense_groups(const ModelC* m, const ClosC* c, const Work* w, CWo
                         V0[j * n0 + p] += V1[j * n1 + p]
                     for p in range(nt):
                         V1[j * nt + p] = V1[j * n1 + nc + p]
+        if fixed != NULL:
+            for p in range(n0):
+                if fixed[path_dof(m, k1, p)] != 0.0:
+                    for j in range(g):
+                        V0[j * n0 + p] = 0.0
+            for p in range(nt):
+                if fixed[path_dof(m, k2, nc + p)] != 0.0:
+                    for j in range(g):
+                        V1[j * nt + p] = 0.0
         # keep the rows that are not exactly zero, compacted in place
         ga = 0
         for j in range(g):
@@ -1158,6 +1169,49 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
                                      const double* dq, double* ddq, const double* tau,
                                      const double* fext, double* lam, double* info, Work* w,
                                      CWork* cw) noexcept nogil:
+    """Forward dynamics by :func:`closed_dense` (``tau`` read only)."""
+    return closed_dense(m, c, q, dq, ddq, <double*> tau, NULL, fext, lam, info, w, cw)
+
+
+cdef inline void applied_forces(const ModelC* m, const ClosC* c, const Work* w, CWork* cw,
+                                const double* lam, double* out) noexcept nogil:
+    """``out = A^T lam`` (nv,): each row's world-frame wrenches scaled by
+    its multiplier, summed over subtrees (world frame: no transforms) and
+    paired with the world-frame Jacobians ``S0`` of ``w.U``; coupler rows
+    add to their two dofs."""
+    cdef int i, p, r, k, a, b
+    cdef double t[6]
+    for i in range(6 * m.nb):
+        cw.ja[i] = 0.0
+    for i in range(m.nv):
+        out[i] = 0.0
+    for r in range(c.m):
+        if c.rtype[r] == ROW_COUPLER:
+            out[c.ri[r]] += lam[r]
+            out[c.rj[r]] -= c.rcoef[r] * lam[r]
+            continue
+        k = c.rk[r]
+        a = c.body_a[k]
+        b = c.body_b[k]
+        for i in range(6):
+            if a >= 0:
+                cw.ja[6 * a + i] += lam[r] * cw.F[12 * r + i]
+            if b >= 0:
+                cw.ja[6 * b + i] += lam[r] * cw.F[12 * r + 6 + i]
+    for i in range(m.nb - 1, -1, -1):
+        p = m.parent[i]
+        St_mul(w.U + 36 * i, m.nvi[i], cw.ja + 6 * i, t)
+        for r in range(m.nvi[i]):
+            out[m.iv[i] + r] += t[r]
+        if p >= 0:
+            for r in range(6):
+                cw.ja[6 * p + r] += cw.ja[6 * i + r]
+
+
+cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
+                             const double* dq, double* ddq, double* tau,
+                             const unsigned char* pres, const double* fext, double* lam,
+                             double* info, Work* w, CWork* cw) noexcept nogil:
     """Constrained forward dynamics by building ``M`` (the route Kim's
     eqs. 67-69 avoid; kept to show where each wins): CRBA, RNEA for the
     bias, then Featherstone's tree-sparse factorisation ``M = L^T L``
@@ -1179,31 +1233,68 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
     zero are left out (zero multiplier).  With ``c.cfm > 0`` (the soft
     solver) every row is kept and ``(K + cfm I) lam = rhs - damping A dq``
     is solved by Cholesky.  Same outputs and status codes as
-    :func:`closed_dynamics`, plus ST_MASS_NOT_PD."""
-    cdef int i, j, a, ng, na, n0, st, nr = c.m, nv = m.nv
+    :func:`closed_dynamics`, plus ST_MASS_NOT_PD.
+
+    Hybrid dynamics (``pres``, per body: ``ddq`` read on the prescribed
+    dofs u and written on the others v, ``tau`` the other way round, as in
+    :func:`closed_dynamics`; eqs. 70-77): RNEA at ``ddq_u`` (``ddq_v = 0``)
+    gives ``h = b + M_.u ddq_u``; the u rows and columns of the packed M
+    are replaced by the identity, so the same factorisation is that of
+    ``M_vv``; A's u columns are left out of the pieces and their term
+    ``A_u ddq_u`` joins ``dA dq``.  Then ``tau_u`` is RNEA at the whole
+    ``ddq`` minus ``(A^T lam)_u``."""
+    cdef int i, j, a, k, p, ng, na, n0, st, nr = c.m, nv = m.nv
     cdef double t, acc2
     cdef double* P = cw.Md
     cdef double* D = cw.Md + nv * nv - nv
     cdef RowGroup* G = <RowGroup*> cw.gd
     cdef double* Y
-    rnea(m, q, dq, NULL, fext, True, ddq, w)            # ddq := b(q, dq)
+    cdef double* x = ddq                # x = L^{-T} (tau - b), then L^{-1} (x + Y lam)
+    cdef double* fixed = NULL           # (nv,) 1 on prescribed dofs (hybrid)
+    cdef double* Aud = cw.Pv            # (m,) A_u ddq_u (hybrid)
+    if pres != NULL:
+        fixed = cw.Pv + nr
+        x = cw.ts
+        for i in range(m.nb):
+            for k in range(m.nvi[i]):
+                fixed[m.iv[i] + k] = 1.0 if pres[i] else 0.0
+        for k in range(nv):
+            cw.us[k] = ddq[k] if fixed[k] != 0.0 else 0.0
+        rnea(m, q, dq, cw.us, fext, True, x, w)         # x := b + M_.u ddq_u
+    else:
+        rnea(m, q, dq, NULL, fext, True, x, w)          # x := b(q, dq)
     crba_packed(m, P, D, w)                             # reuses rnea's T and S
     for i in range(nv):
-        ddq[i] = tau[i] - ddq[i]
+        x[i] = tau[i] - x[i]
+    if pres != NULL:
+        # M_vv: the prescribed dofs' rows and columns become the identity
+        for k in range(nv):
+            if fixed[k] != 0.0:
+                x[k] = 0.0
+                D[k] = 1.0
+                for p in range(m.vdep[k]):
+                    P[m.voff[k] + p] = 0.0
+            else:
+                for p in range(m.vdep[k]):
+                    if fixed[m.vanc[m.voff[k] + p]] != 0.0:
+                        P[m.voff[k] + p] = 0.0
     if tree_factor(P, D, nv, m.vdep, m.voff, m.vanc) != 0:
         return ST_MASS_NOT_PD
-    tree_solve_Lt(P, D, nv, m.vdep, m.voff, m.vanc, ddq)        # x = L^{-T} (tau - b)
+    tree_solve_Lt(P, D, nv, m.vdep, m.voff, m.vanc, x)
     info[0] = 0.0
     info[1] = 0.0
     if nr == 0:
-        tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, ddq)
-        return 0
-    # rnea's forward pass left T, S, V, eta for these (q, dq)
-    world_kinematics(m, w, cw, True)
+        tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, x)
+        return dense_finish(m, c, q, dq, ddq, tau, pres, fext, lam, x, fixed, w, cw)
+    # rnea's forward pass left T, S, V, eta for these (q, dq); with ddq_u
+    # in RNEA its dV are not the bias accelerations: recompute them
+    world_kinematics(m, w, cw, pres == NULL)
     st = closure_rows(m, c, q, w, cw, True)
     if st != 0:
         return st
-    ng = dense_groups(m, c, w, cw, G, &na)
+    ng = dense_groups(m, c, w, cw, G, &na, fixed)
+    if pres != NULL:
+        world_rows_times(m, c, w, cw, cw.us, Aud)         # A_u ddq_u
     if c.damping != 0.0 and dq != NULL:
         world_rows_times(m, c, w, cw, dq, cw.g)           # A dq
     # Y = L^{-T} A^T on the pieces, in place (the tail first: it updates
@@ -1218,11 +1309,13 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
             tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, G[a].k1, Y, G[a].g, 0, NULL, 0)
         for j in range(G[a].g):
             i = G[a].a0 + j
-            t = (cw.bias[<int> cw.act[i]] + path_dot(m, G[a].k1, 0, Y + j * n0, ddq)
+            t = (cw.bias[<int> cw.act[i]] + path_dot(m, G[a].k1, 0, Y + j * n0, x)
                  + path_dot(m, G[a].k2, G[a].lo,
-                            Y + n0 * G[a].g + j * (path_len(m, G[a].k2) - G[a].lo), ddq))
+                            Y + n0 * G[a].g + j * (path_len(m, G[a].k2) - G[a].lo), x))
             if c.damping != 0.0 and dq != NULL:
                 t += c.damping * cw.g[<int> cw.act[i]]
+            if pres != NULL:
+                t += Aud[<int> cw.act[i]]
             cw.rhs[i] = -t
     dense_gram(m, cw, G, ng, na)
     if c.cfm > 0.0:
@@ -1241,11 +1334,12 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
     for a in range(ng):
         Y = cw.Ad + G[a].off
         if G[a].k1 >= 0:
-            path_axpy(m, G[a].k1, 0, Y, G[a].g, cw.lc + G[a].a0, ddq)
+            path_axpy(m, G[a].k1, 0, Y, G[a].g, cw.lc + G[a].a0, x)
         if G[a].k2 >= 0:
             path_axpy(m, G[a].k2, G[a].lo, Y + path_len(m, G[a].k1) * G[a].g, G[a].g,
-                      cw.lc + G[a].a0, ddq)
-    tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, ddq)
+                      cw.lc + G[a].a0, x)
+    tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, x)
+    st = dense_finish(m, c, q, dq, ddq, tau, pres, fext, lam, x, fixed, w, cw)
     # |A ddq + dA dq| over every row, A ddq from the body motions
     world_rows_times(m, c, w, cw, ddq, cw.g)
     acc2 = 0.0
@@ -1253,6 +1347,29 @@ cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const doub
         t = cw.g[i] + cw.bias[i]
         acc2 += t * t
     info[1] = sqrt(acc2)
+    return st
+
+
+cdef inline int dense_finish(const ModelC* m, const ClosC* c, const double* q, const double* dq,
+                             double* ddq, double* tau, const unsigned char* pres,
+                             const double* fext, const double* lam, const double* x,
+                             const double* fixed, Work* w, CWork* cw) noexcept nogil:
+    """Hybrid dynamics' last step on the dense route: ``ddq_v = x_v`` and
+    ``tau_u = RNEA(q, dq, ddq)_u - (A^T lam)_u`` (``cw.us`` and
+    ``cw.xs`` scratch).  Forward dynamics (``pres`` NULL): nothing to do
+    (x is ddq)."""
+    cdef int k
+    if pres == NULL:
+        return 0
+    for k in range(m.nv):
+        if fixed[k] == 0.0:
+            ddq[k] = x[k]
+    rnea(m, q, dq, ddq, fext, True, cw.us, w)
+    if c.m > 0:
+        applied_forces(m, c, w, cw, lam, cw.xs)
+    for k in range(m.nv):
+        if fixed[k] != 0.0:
+            tau[k] = cw.us[k] - (cw.xs[k] if c.m > 0 else 0.0)
     return 0
 
 

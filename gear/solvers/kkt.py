@@ -22,8 +22,8 @@ def lstsq_psd(K, rhs, rcond):
 class _NativeClosed:
     """The native closed-loop kernels (``gear/constraints/_closed.pxd``)
     behind a solver: ``self._route`` picks the kernel (0 articulated-body
-    passes, 1 dense KKT, 2 projection; routes 1 and 2 are forward dynamics
-    only, hybrid calls take route 0), ``self.options["rcond"]`` the rank
+    passes, 1 dense KKT, 2 projection; route 2 is forward dynamics only,
+    hybrid calls with it take route 0), ``self.options["rcond"]`` the rank
     cut-off.  ``_native_factorizations`` is the count reported per call."""
 
     _native_factorizations = 1
@@ -154,10 +154,12 @@ class KKTSolver(_NativeClosed, ConstraintSolver):
     (Python callables) takes the NumPy path: ``M^{-1} A^T`` from a Cholesky
     factorisation of ``M`` and a symmetric eigendecomposition.
 
-    Options: ``rcond`` (default 1e-10); ``route`` (forward dynamics of the
-    native path): ``"aba"`` (the articulated-body passes above, O(n m +
-    m^3)), ``"dense"`` (build ``M`` by CRBA and factorise it with
-    Featherstone's tree-sparse ``M = L^T L``, no fill-in; ``K = Y^T Y``
+    Options: ``rcond`` (default 1e-10); ``route`` (forward and hybrid
+    dynamics of the native path): ``"aba"`` (the articulated-body passes
+    above, O(n m + m^3)), ``"dense"`` (build ``M`` by CRBA and factorise it
+    with Featherstone's tree-sparse ``M = L^T L``, no fill-in -- for hybrid
+    dynamics with the prescribed dofs' rows and columns replaced by the
+    identity, which factorises ``M_vv``; ``K = Y^T Y``
     with ``Y = L^{-T} A^T``, each column of Y only on the dofs its row acts
     on; rows of ``A`` that are exactly zero at the state -- the
     out-of-plane row of a ball closing a planar loop -- are left out, with
@@ -183,8 +185,8 @@ class KKTSolver(_NativeClosed, ConstraintSolver):
         nd = self._native_data()
         if nd is None:
             return None
-        # hybrid calls take the articulated-body route (0) whatever self._route
-        return _core.FastHybrid(self.system._md, lambda key: (nd, 0, None), self.name, self.counters)
+        return _core.FastHybrid(self.system._md, lambda key: (nd, self._route, None), self.name,
+                                self.counters)
 
     def _check_options(self):
         r = float(self.options["rcond"])
