@@ -1260,10 +1260,13 @@ cdef class FastHybrid:
     cdef dict counters
     cdef object plan
     cdef dict plans
+    cdef int nfac
 
-    def __init__(self, ModelData md, plan, solver_name, dict counters):
+    def __init__(self, ModelData md, plan, solver_name, dict counters, int factorizations=1):
+        # factorisations counted per call (route 3: the kernel's own count)
         self.md, self.plan = md, plan
         self.solver_name, self.counters = solver_name, counters
+        self.nfac = factorizations
         self.plans = {}
 
     def __call__(self, q, dq, ddq, tau, prescribed):
@@ -1308,7 +1311,7 @@ cdef class FastHybrid:
                   <double*> cnp.PyArray_DATA(lam), info, &w, &cw)
         if s != 0:
             return None
-        out = _native_result(ddq_o, lam, info, <int> info[0] if route == 3 else 1,
+        out = _native_result(ddq_o, lam, info, <int> info[0] if route == 3 else self.nfac,
                              self.solver_name, self.counters, extra)
         out.tau = tau_o
         return out

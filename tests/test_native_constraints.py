@@ -460,6 +460,27 @@ def test_native_soft_equals_its_numpy_path(name):
     for k in range(N):
         one = ss.forward_dynamics(q, DQ[k], TAU[k])
         assert np.array_equal(one.ddq, batch.ddq[k]) and np.array_equal(one.lam, batch.lam[k])
+    # hybrid dynamics runs natively too (the prescribed rows and columns of
+    # M replaced by the identity), equal to the NumPy path; the one-state
+    # fast path, the general one (f_ext) and a batch agree
+    ddq = rng.standard_normal(model.nv)
+    for j in (j for j in range(model.nbodies) if model.joints[j].nv):
+        pres = np.zeros(model.nbodies, dtype=bool)
+        pres[j] = True
+        u = np.repeat(pres, [model.joints[i].nv for i in range(model.nbodies)])
+        for fe in (None, f_ext):
+            h = ss.hybrid_dynamics(q, dq, ddq, tau, pres, fe)
+            assert h.stats["native"] and h.stats["factorizations"] == 2
+            t, d, lam, _ = ss.solver._hybrid_numpy(q, dq, ddq, tau, u, fe)
+            scale = max(1.0, np.abs(t).max(), np.abs(d).max())
+            assert np.abs(h.tau - t).max() < 1e-8 * scale and np.abs(h.ddq - d).max() < 1e-8 * scale
+        hb = ss.hybrid_dynamics(np.tile(q, (2, 1)), np.tile(dq, (2, 1)), np.tile(ddq, (2, 1)),
+                                np.tile(tau, (2, 1)), pres)
+        hg = ss.hybrid_dynamics(q, dq, ddq, tau, pres, np.zeros((model.nbodies, 6)))
+        hf = ss.hybrid_dynamics(q, dq, ddq, tau, pres)
+        for other in (hg, hf):
+            assert np.array_equal(hb.tau[0], other.tau) and np.array_equal(hb.ddq[1], other.ddq)
+        assert hf.stats == hg.stats
 
 
 def test_soft_rollouts_run_natively():
