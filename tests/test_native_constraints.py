@@ -481,6 +481,11 @@ def test_native_soft_equals_its_numpy_path(name):
         for other in (hg, hf):
             assert np.array_equal(hb.tau[0], other.tau) and np.array_equal(hb.ddq[1], other.ddq)
         assert hf.stats == hg.stats
+    # everything prescribed: the compliant forces follow from the violation
+    allp = np.ones(model.nbodies, dtype=bool)
+    h = ss.hybrid_dynamics(q, dq, ddq, tau, allp)
+    t, d, lam, _ = ss.solver._hybrid_numpy(q, dq, ddq, tau, np.ones(model.nv, dtype=bool), None)
+    assert np.array_equal(h.ddq, ddq) and rel(h.lam, lam) < 1e-9 and rel(h.tau, t) < 1e-9
 
 
 def test_soft_rollouts_run_natively():

@@ -113,14 +113,17 @@ class SoftSolver(_NativeClosed, ConstraintSolver):
         b = alg.bias_forces(model, q, dq, f_ext)
         A, bias = self.rows(q, dq)
         out = np.array(ddq, dtype=float)
-        lam = np.zeros(A.shape[0])
+        rhs = -(A[:, u] @ ddq[u] + bias + self.options["damping"] * (A @ dq))
         if v.any():
             c = cho_factor(M[np.ix_(v, v)])
             ddq_rv = cho_solve(c, tau[v] - b[v] - M[np.ix_(v, u)] @ ddq[u])
             MiAT = cho_solve(c, A[:, v].T)
-            rhs = -(A[:, u] @ ddq[u] + A[:, v] @ ddq_rv + bias + self.options["damping"] * (A @ dq))
-            lam = self._regularised(A[:, v] @ MiAT, rhs)
+            lam = self._regularised(A[:, v] @ MiAT, rhs - A[:, v] @ ddq_rv)
             out[v] = ddq_rv + MiAT @ lam
+        else:
+            # everything prescribed: the compliant forces still follow from
+            # the rows' violation, lam = stiffness * rhs
+            lam = self._regularised(np.zeros((A.shape[0], A.shape[0])), rhs)
         tau_out = M @ out + b - A.T @ lam
         tau_out[v] = tau[v]
         return tau_out, out, lam, {"factorizations": 2}
