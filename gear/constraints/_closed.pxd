@@ -1241,8 +1241,8 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
     gives ``h = b + M_.u ddq_u``; the u rows and columns of the packed M
     are replaced by the identity, so the same factorisation is that of
     ``M_vv``; A's u columns are left out of the pieces and their term
-    ``A_u ddq_u`` joins ``dA dq``.  Then ``tau_u`` is RNEA at the whole
-    ``ddq`` minus ``(A^T lam)_u``."""
+    ``A_u ddq_u`` joins ``dA dq``.  Then ``tau_u = h_u + M_uv ddq_v -
+    (A^T lam)_u`` (``dense_finish``)."""
     cdef int i, j, a, k, p, ng, na, n0, st, nr = c.m, nv = m.nv
     cdef double t, acc2
     cdef double* P = cw.Md
@@ -1252,6 +1252,8 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
     cdef double* x = ddq                # x = L^{-T} (tau - b), then L^{-1} (x + Y lam)
     cdef double* fixed = NULL           # (nv,) 1 on prescribed dofs (hybrid)
     cdef double* Aud = cw.Pv            # (m,) A_u ddq_u (hybrid)
+    cdef double* h = cw.Pv + nr + nv    # (nv,) b + M_.u ddq_u (hybrid)
+    cdef double* P0 = cw.Pq             # the packed M before the identity goes in (hybrid)
     if pres != NULL:
         fixed = cw.Pv + nr
         x = cw.ts
@@ -1264,6 +1266,11 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
     else:
         rnea(m, q, dq, NULL, fext, True, x, w)          # x := b(q, dq)
     crba_packed(m, P, D, w)                             # reuses rnea's T and S
+    if pres != NULL:
+        for i in range(nv):
+            h[i] = x[i]
+        for i in range(m.voff[nv]):
+            P0[i] = P[i]
     for i in range(nv):
         x[i] = tau[i] - x[i]
     if pres != NULL:
@@ -1285,7 +1292,7 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
     info[1] = 0.0
     if nr == 0:
         tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, x)
-        return dense_finish(m, c, q, dq, ddq, tau, pres, fext, lam, x, fixed, w, cw)
+        return dense_finish(m, c, ddq, tau, pres, lam, x, fixed, P0, h, w, cw)
     # rnea's forward pass left T, S, V, eta for these (q, dq); with ddq_u
     # in RNEA its dV are not the bias accelerations: recompute them
     world_kinematics(m, w, cw, pres == NULL)
@@ -1339,7 +1346,7 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
             path_axpy(m, G[a].k2, G[a].lo, Y + path_len(m, G[a].k1) * G[a].g, G[a].g,
                       cw.lc + G[a].a0, x)
     tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, x)
-    st = dense_finish(m, c, q, dq, ddq, tau, pres, fext, lam, x, fixed, w, cw)
+    st = dense_finish(m, c, ddq, tau, pres, lam, x, fixed, P0, h, w, cw)
     # |A ddq + dA dq| over every row, A ddq from the body motions
     world_rows_times(m, c, w, cw, ddq, cw.g)
     acc2 = 0.0
@@ -1350,26 +1357,38 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
     return st
 
 
-cdef inline int dense_finish(const ModelC* m, const ClosC* c, const double* q, const double* dq,
-                             double* ddq, double* tau, const unsigned char* pres,
-                             const double* fext, const double* lam, const double* x,
-                             const double* fixed, Work* w, CWork* cw) noexcept nogil:
+cdef inline int dense_finish(const ModelC* m, const ClosC* c, double* ddq, double* tau,
+                             const unsigned char* pres, const double* lam, const double* x,
+                             const double* fixed, const double* P0, const double* h, Work* w,
+                             CWork* cw) noexcept nogil:
     """Hybrid dynamics' last step on the dense route: ``ddq_v = x_v`` and
-    ``tau_u = RNEA(q, dq, ddq)_u - (A^T lam)_u`` (``cw.us`` and
-    ``cw.xs`` scratch).  Forward dynamics (``pres`` NULL): nothing to do
-    (x is ddq)."""
-    cdef int k
+
+        tau_u = (M ddq + b - A^T lam)_u = h_u + M_uv ddq_v - (A^T lam)_u
+
+    with ``h = b + M_.u ddq_u`` from the first RNEA and ``M_uv`` from the
+    packed M as CRBA left it (``P0``: the entries coupling a prescribed and
+    a free dof are read, each from the row of the deeper one).  ``cw.xs``
+    scratch.  Forward dynamics (``pres`` NULL): nothing to do (x is ddq)."""
+    cdef int k, p, j
     if pres == NULL:
         return 0
     for k in range(m.nv):
         if fixed[k] == 0.0:
             ddq[k] = x[k]
-    rnea(m, q, dq, ddq, fext, True, cw.us, w)
+        else:
+            tau[k] = h[k]
+    for k in range(m.nv):
+        for p in range(m.vdep[k]):
+            j = m.vanc[m.voff[k] + p]
+            if fixed[k] != 0.0 and fixed[j] == 0.0:
+                tau[k] += P0[m.voff[k] + p] * ddq[j]
+            elif fixed[k] == 0.0 and fixed[j] != 0.0:
+                tau[j] += P0[m.voff[k] + p] * ddq[k]
     if c.m > 0:
         applied_forces(m, c, w, cw, lam, cw.xs)
-    for k in range(m.nv):
-        if fixed[k] != 0.0:
-            tau[k] = cw.us[k] - (cw.xs[k] if c.m > 0 else 0.0)
+        for k in range(m.nv):
+            if fixed[k] != 0.0:
+                tau[k] -= cw.xs[k]
     return 0
 
 
