@@ -135,7 +135,38 @@ class _NativeClosed:
 
 
 
-class KKTSolver(_NativeClosed, ConstraintSolver):
+class _NativeHybrid(_NativeClosed):
+    """:class:`_NativeClosed` for solvers whose hybrid dynamics the native
+    kernel computes too (routes 0 and 1: kkt, and soft on the dense
+    route): one state, a batch and the allocation-light single call, with
+    ``self._hybrid_numpy`` where the kernel cannot run."""
+
+    def _hybrid(self, q, dq, ddq, tau, u, f_ext):
+        out = self._native_call(q[None], dq[None], ddq[None], tau[None], u,
+                                None if f_ext is None else f_ext[None])
+        if out is None:
+            return self._hybrid_numpy(q, dq, ddq, tau, u, f_ext)
+        ddq_o, tau_o, lam, info = out
+        return tau_o[0], ddq_o[0], lam[0], {"factorizations": self._native_factorizations,
+                                            "rank": int(info[0, 0]), "residual": float(info[0, 1]),
+                                            "native": True}
+
+    def hybrid_batch(self, q, dq, ddq, tau, u, f_ext):
+        out = self._native_call(q, dq, ddq, tau, u, f_ext)
+        if out is None:
+            return None
+        ddq_o, tau_o, lam, info = out
+        return tau_o, ddq_o, lam, info[:, 1], self._batch_stats(q.shape[0], info)
+
+    def fast_hybrid(self):
+        nd = self._native_data()
+        if nd is None:
+            return None
+        return _core.FastHybrid(self.system._md, lambda key: (nd, self._route, None), self.name,
+                                self.counters, self._native_factorizations)
+
+
+class KKTSolver(_NativeHybrid, ConstraintSolver):
     """Lagrange multipliers in reduced coordinates (Kim eqs. 67-69).
 
     ``ddq_r = M^{-1} (tau - b)`` by the articulated-body algorithm, then
@@ -173,20 +204,6 @@ class KKTSolver(_NativeClosed, ConstraintSolver):
 
     name = "kkt"
     default_options = {"rcond": 1e-10, "route": "auto"}
-
-    def hybrid_batch(self, q, dq, ddq, tau, u, f_ext):
-        out = self._native_call(q, dq, ddq, tau, u, f_ext)
-        if out is None:
-            return None
-        ddq_o, tau_o, lam, info = out
-        return tau_o, ddq_o, lam, info[:, 1], self._batch_stats(q.shape[0], info)
-
-    def fast_hybrid(self):
-        nd = self._native_data()
-        if nd is None:
-            return None
-        return _core.FastHybrid(self.system._md, lambda key: (nd, self._route, None), self.name,
-                                self.counters)
 
     def _check_options(self):
         r = float(self.options["rcond"])
@@ -248,15 +265,6 @@ class KKTSolver(_NativeClosed, ConstraintSolver):
         MiAT = cho_solve(c, A.T)                                  # M^{-1} A^T
         lam, rank = lstsq_psd(A @ MiAT, -(A @ ddq_r + bias), self.options["rcond"])   # eq. (67)
         return ddq_r + MiAT @ lam, lam, {"factorizations": 2, "rank": rank}          # eq. (69)
-
-    def _hybrid(self, q, dq, ddq, tau, u, f_ext):
-        out = self._native_call(q[None], dq[None], ddq[None], tau[None], u,
-                                None if f_ext is None else f_ext[None])
-        if out is not None:
-            ddq_o, tau_o, lam, info = out
-            return tau_o[0], ddq_o[0], lam[0], {"factorizations": 1, "rank": int(info[0, 0]),
-                                                "residual": float(info[0, 1]), "native": True}
-        return self._hybrid_numpy(q, dq, ddq, tau, u, f_ext)
 
     def _hybrid_numpy(self, q, dq, ddq, tau, u, f_ext):
         from scipy.linalg import cho_factor, cho_solve

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _core
 from .base import ConstraintSolver
-from .kkt import _NativeClosed
+from .kkt import _NativeHybrid
 
 __all__ = ["SoftSolver"]
 
 
-class SoftSolver(_NativeClosed, ConstraintSolver):
+class SoftSolver(_NativeHybrid, ConstraintSolver):
     """Compliant (soft) constraints: the constraint force responds to the
     constraint's acceleration error like a stiff spring,
 
@@ -76,31 +75,6 @@ class SoftSolver(_NativeClosed, ConstraintSolver):
         rhs = -(A @ ddq_r + bias + self.options["damping"] * (A @ dq))
         lam = self._regularised(A @ MiAT, rhs)
         return ddq_r + MiAT @ lam, lam, {"factorizations": 2}
-
-    def _hybrid(self, q, dq, ddq, tau, u, f_ext):
-        # one state through the native kernel, else the NumPy path
-        out = self._native_call(q[None], dq[None], ddq[None], tau[None], u,
-                                None if f_ext is None else f_ext[None])
-        if out is None:
-            return self._hybrid_numpy(q, dq, ddq, tau, u, f_ext)
-        ddq_o, tau_o, lam, info = out
-        return tau_o[0], ddq_o[0], lam[0], {"factorizations": self._native_factorizations,
-                                            "rank": int(info[0, 0]), "residual": float(info[0, 1]),
-                                            "native": True}
-
-    def hybrid_batch(self, q, dq, ddq, tau, u, f_ext):
-        out = self._native_call(q, dq, ddq, tau, u, f_ext)
-        if out is None:
-            return None
-        ddq_o, tau_o, lam, info = out
-        return tau_o, ddq_o, lam, info[:, 1], self._batch_stats(q.shape[0], info)
-
-    def fast_hybrid(self):
-        nd = self._native_data()
-        if nd is None:
-            return None
-        return _core.FastHybrid(self.system._md, lambda key: (nd, self._route, None), self.name,
-                                self.counters, self._native_factorizations)
 
     def _hybrid_numpy(self, q, dq, ddq, tau, u, f_ext):
         from scipy.linalg import cho_factor, cho_solve
