@@ -1109,6 +1109,20 @@ cdef inline int dense_groups(const ModelC* m, const ClosC* c, const Work* w, CWo
     return ng
 
 
+cdef inline void group_pieces(const ModelC* m, const CWork* cw, const RowGroup* G, int* k,
+                              int* lo, int* hi, double** Y) noexcept nogil:
+    # the group's two pieces: deepest dof, depth range [lo, hi) and columns
+    # of Y (the main piece from depth 0, then the tail from G.lo)
+    k[0] = G.k1
+    k[1] = G.k2
+    lo[0] = 0
+    lo[1] = G.lo
+    hi[0] = path_len(m, k[0])
+    hi[1] = path_len(m, k[1])
+    Y[0] = cw.Ad + G.off
+    Y[1] = Y[0] + hi[0] * G.g
+
+
 cdef inline void dense_gram(const ModelC* m, CWork* cw, const RowGroup* G, int ng,
                             int na) noexcept nogil:
     """``cw.K = Y^T Y`` (na x na) from the groups' columns of Y, block by
@@ -1127,23 +1141,9 @@ cdef inline void dense_gram(const ModelC* m, CWork* cw, const RowGroup* G, int n
     for i in range(na * na):
         cw.K[i] = 0.0
     for a in range(ng):
-        pk[0] = G[a].k1
-        pk[1] = G[a].k2
-        plo[0] = 0
-        plo[1] = G[a].lo
-        phi[0] = path_len(m, pk[0])
-        phi[1] = path_len(m, pk[1])
-        pY[0] = cw.Ad + G[a].off
-        pY[1] = pY[0] + phi[0] * G[a].g
+        group_pieces(m, cw, &G[a], pk, plo, phi, pY)
         for b in range(a, ng):
-            qk[0] = G[b].k1
-            qk[1] = G[b].k2
-            qlo[0] = 0
-            qlo[1] = G[b].lo
-            qhi[0] = path_len(m, qk[0])
-            qhi[1] = path_len(m, qk[1])
-            qY[0] = cw.Ad + G[b].off
-            qY[1] = qY[0] + qhi[0] * G[b].g
+            group_pieces(m, cw, &G[b], qk, qlo, qhi, qY)
             Kr = cw.K + G[a].a0 * na + G[b].a0
             for s1 in range(2):
                 if pk[s1] < 0:
@@ -1243,12 +1243,15 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
     ``M_vv``; A's u columns are left out of the pieces and their term
     ``A_u ddq_u`` joins ``dA dq``.  Then ``tau_u = h_u + M_uv ddq_v -
     (A^T lam)_u`` (``dense_finish``)."""
-    cdef int i, j, a, k, p, ng, na, n0, st, nr = c.m, nv = m.nv
+    cdef int i, j, a, k, p, s1, ng, na, st, nr = c.m, nv = m.nv
+    cdef int pk[2]
+    cdef int plo[2]
+    cdef int phi[2]
+    cdef double* pY[2]
     cdef double t, acc2
     cdef double* P = cw.Md
     cdef double* D = cw.Md + nv * nv - nv
     cdef RowGroup* G = <RowGroup*> cw.gd
-    cdef double* Y
     cdef double* x = ddq                # x = L^{-T} (tau - b), then L^{-1} (x + Y lam)
     cdef double* fixed = NULL           # (nv,) 1 on prescribed dofs (hybrid)
     cdef double* Aud = cw.Pv            # (m,) A_u ddq_u (hybrid)
@@ -1307,18 +1310,17 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
     # Y = L^{-T} A^T on the pieces, in place (the tail first: it updates
     # the main piece); rhs = -(A M^{-1} (tau - b) + dA dq)                 (eq. 67)
     for a in range(ng):
-        Y = cw.Ad + G[a].off
-        n0 = path_len(m, G[a].k1)
-        if G[a].k2 >= 0:
-            tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, G[a].k2, Y + n0 * G[a].g, G[a].g,
-                               G[a].lo, Y, n0)
-        if G[a].k1 >= 0:        # (-1: a soft row with no dofs on either side)
-            tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, G[a].k1, Y, G[a].g, 0, NULL, 0)
+        group_pieces(m, cw, &G[a], pk, plo, phi, pY)
+        for s1 in range(1, -1, -1):
+            # (main piece k = -1: a soft row with no dofs on either side)
+            if pk[s1] >= 0:
+                tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, pk[s1], pY[s1], G[a].g,
+                                   plo[s1], pY[0], phi[0])
         for j in range(G[a].g):
             i = G[a].a0 + j
-            t = (cw.bias[<int> cw.act[i]] + path_dot(m, G[a].k1, 0, Y + j * n0, x)
-                 + path_dot(m, G[a].k2, G[a].lo,
-                            Y + n0 * G[a].g + j * (path_len(m, G[a].k2) - G[a].lo), x))
+            t = cw.bias[<int> cw.act[i]]
+            for s1 in range(2):
+                t += path_dot(m, pk[s1], plo[s1], pY[s1] + j * (phi[s1] - plo[s1]), x)
             if c.damping != 0.0 and dq != NULL:
                 t += c.damping * cw.g[<int> cw.act[i]]
             if pres != NULL:
@@ -1339,12 +1341,10 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
     scatter_lam(nr, na, cw, lam)
     # ddq = L^{-1} (x + Y lam)                                           (eq. 69)
     for a in range(ng):
-        Y = cw.Ad + G[a].off
-        if G[a].k1 >= 0:
-            path_axpy(m, G[a].k1, 0, Y, G[a].g, cw.lc + G[a].a0, x)
-        if G[a].k2 >= 0:
-            path_axpy(m, G[a].k2, G[a].lo, Y + path_len(m, G[a].k1) * G[a].g, G[a].g,
-                      cw.lc + G[a].a0, x)
+        group_pieces(m, cw, &G[a], pk, plo, phi, pY)
+        for s1 in range(2):
+            if pk[s1] >= 0:
+                path_axpy(m, pk[s1], plo[s1], pY[s1], G[a].g, cw.lc + G[a].a0, x)
     tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, x)
     st = dense_finish(m, c, ddq, tau, pres, lam, x, fixed, P0, h, w, cw)
     # |A ddq + dA dq| over every row, A ddq from the body motions
