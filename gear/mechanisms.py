@@ -169,30 +169,76 @@ def five_bar(l1=0.25, l2=0.4, l3=0.4, l4=0.25, ground=0.3, angles=(2.0, 1.1)):
     return _finish(m, [c], q)
 
 
-def n_four_bar(n, length=1.0, angle=np.pi / 3):
+def n_four_bar(n, length=1.0, angle=np.pi / 3, tree="chain"):
     """The IFToMM N-four-bar benchmark: ``n + 1`` cranks of ``length``
     pivoted on the ground at ``x = k length``, their tips joined by ``n``
     couplers (a chain of ``n`` parallelogram four-bars, 1 degree of freedom).
 
-    The spanning tree is ``crank0 -> coupler1 -> crank1 -> coupler2 -> ...``
-    (crank ``k`` hangs from the end of coupler ``k``, pointing to the ground);
-    each crank ``k >= 1`` is pinned to its ground pivot by a ball closure.
+    Parameters
+    ----------
+    n : int
+        Number of four-bars (``>= 1``).
+    length : float
+        Length of every bar (m).
+    angle : float
+        Crank angle of the returned configuration.
+    tree : {"chain", "ground"}
+        The spanning tree, i.e. which joints are tree joints and which
+        are cut into ball closures.  The mechanism, its motion and its
+        forces are the same; the cost of reduced-coordinate solvers is not.
+
+        - ``"chain"`` (default): ``crank0 -> coupler1 -> crank1 ->
+          coupler2 -> ...`` (crank ``k`` hangs from the end of coupler
+          ``k``, pointing to the ground), each crank ``k >= 1`` pinned to
+          its ground pivot by a ball closure.  A ``2 n + 1``-deep chain: its
+          mass matrix is dense.
+        - ``"ground"``: every crank pivoted on the ground, coupler ``k``
+          hanging from the tip of crank ``k - 1`` and pinned to the tip of
+          crank ``k`` by a ball closure.  A tree two deep, the model a
+          MuJoCo or Pinocchio user would write; its mass matrix is sparse.
 
     Returns
     -------
     sys, q0
-        ``nv = 2 n + 1``, ``nc = 3 n``.
+        ``nv = 2 n + 1``, ``nc = 3 n``.  With ``tree="chain"`` ``q0`` is
+        ``(crank0, coupler1, crank1, ...)`` (relative angles); with
+        ``tree="ground"`` it is the ``n + 1`` crank angles, then the ``n``
+        couplers' angles relative to their cranks.
+
+    Examples
+    --------
+    >>> import gear
+    >>> a, qa = gear.mechanisms.n_four_bar(3)
+    >>> b, qb = gear.mechanisms.n_four_bar(3, tree="ground")
+    >>> a.model.nv == b.model.nv == 7, a.nc == b.nc == 9
+    (True, True)
+    >>> m = b.model
+    >>> [m.parents[m.body_index(k)] for k in ("crank3", "coupler3")] == [-1, m.body_index("crank2")]
+    True
     """
     n = int(n)
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
+    if tree not in ("chain", "ground"):
+        raise ValueError(f"tree must be 'chain' or 'ground', got {tree!r}")
     L = float(length)
     m = Model()
+    closures = []
+    if tree == "ground":
+        q = [angle] * (n + 1) + [-angle] * n       # cranks absolute, couplers horizontal
+        for k in range(n + 1):
+            m.add_body(f"crank{k}", "world", J.Revolute(_AXIS), placement=SE3(p=[k * L, 0, 0]),
+                       inertia=_bar(L))
+        for k in range(1, n + 1):
+            m.add_body(f"coupler{k}", f"crank{k - 1}", J.Revolute(_AXIS), placement=_pos(L),
+                       inertia=_bar(L))
+            closures.append(LoopClosure(f"coupler{k}", _pos(L), f"crank{k}", _pos(L), "ball",
+                                        name=f"pin{k}"))
+        return _finish(m, closures, np.array(q))
     m.add_body("crank0", "world", J.Revolute(_AXIS), inertia=_bar(L))
     # absolute angles: cranks theta (crank0) or theta + pi (pointing down to
     # their pivot from the coupler's end), couplers 0 (horizontal)
     q = [angle]
-    closures = []
     parent = "crank0"
     tip = _pos(L)
     for k in range(1, n + 1):

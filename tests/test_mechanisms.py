@@ -19,6 +19,7 @@ CASES = {
     "five_bar": (mech.five_bar, (2, 1)),
     "n_four_bar_1": (lambda: mech.n_four_bar(1), (1, 0)),
     "n_four_bar_10": (lambda: mech.n_four_bar(10), (1, -9)),
+    "n_four_bar_10_ground": (lambda: mech.n_four_bar(10, tree="ground"), (1, -9)),
     "stewart": (mech.stewart, (6, 6)),
     "rssr": (mech.rssr, (2, 2)),
     "bricard": (mech.bricard, (1, 0)),
@@ -113,6 +114,8 @@ def test_builders_reject_impossible_dimensions():
         mech.slider_crank(crank=0.3, rod=0.2)
     with pytest.raises(ValueError, match="n must be"):
         mech.n_four_bar(0)
+    with pytest.raises(ValueError, match="tree must be"):
+        mech.n_four_bar(2, tree="star")
     with pytest.raises(ValueError, match="closure"):
         mech.four_bar(closure="weld")
 
@@ -148,3 +151,26 @@ def test_stewart_static_leg_forces_closed_form():
     f_ref = np.linalg.solve(np.array(cols).T, -np.concatenate([mg, np.zeros(3)]))
     assert rel(f, f_ref) < 1e-10
     assert np.all(f > 0)                                # the legs hold the platform up
+
+
+@pytest.mark.parametrize("solver", ["kkt", "maximal"])
+def test_n_four_bar_spanning_trees_are_the_same_mechanism(solver):
+    """The chain and ground spanning trees of the N-four-bar: at the same
+    physical state (cranks at theta turning at w, couplers translating),
+    every crank has the same acceleration, as does every absolute angle."""
+    n, w, theta = 4, 1.3, 0.9
+    a, qa = mech.n_four_bar(n, angle=theta)
+    b, qb = mech.n_four_bar(n, angle=theta, tree="ground")
+    # chain: (crank0, coupler1, crank1, ...) relative; ground: cranks, then couplers relative
+    dqa = np.array([w] + [-w, w] * n)
+    dqb = np.array([w] * (n + 1) + [-w] * n)
+    for s, q, dq in ((a, qa, dqa), (b, qb, dqb)):
+        assert np.abs(s.constraint_residual(q)).max() < 1e-10
+        assert np.abs(s.constraint_jacobian(q) @ dq).max() < 1e-10
+    ra = a.with_solver(solver).forward_dynamics(qa, dqa, np.zeros(a.model.nv))
+    rb = b.with_solver(solver).forward_dynamics(qb, dqb, np.zeros(b.model.nv))
+    crank_a = np.cumsum(ra.ddq)[0::2]          # absolute: crank k = sum of the chain's relative angles
+    assert np.allclose(crank_a, ra.ddq[0], atol=1e-9)
+    assert np.abs(rb.ddq[:n + 1] - ra.ddq[0]).max() < 1e-9 * max(1.0, abs(ra.ddq[0]))
+    assert np.abs(rb.ddq[n + 1:] + ra.ddq[0]).max() < 1e-9 * max(1.0, abs(ra.ddq[0]))
+    assert abs(ra.ddq[0]) > 1.0                 # gravity and the spin do accelerate it
