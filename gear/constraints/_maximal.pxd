@@ -161,6 +161,11 @@ cdef inline void joint_frames(int n, const double* S, double* C, double* Sp) noe
             Sp[6 * k + i] = s / A[6 * k + k]
 
 
+cdef inline double fmax(double a, double b) noexcept nogil:
+    # the larger of two (not NaN-aware, unlike libm's fmax: one maxsd, no call)
+    return a if a > b else b
+
+
 cdef inline double dot6(const double* a, const double* b) noexcept nogil:
     # three independent partial sums: a short dependency chain
     return (a[0] * b[0] + a[3] * b[3]) + (a[1] * b[1] + a[4] * b[4]) + (a[2] * b[2] + a[5] * b[5])
@@ -211,8 +216,7 @@ cdef inline int refined(const MaxC* x, gear_chol* h, const double* Kx, const dou
     cdef int it, i, n = x.nrows
     cdef double emax, rmax = 0.0
     for i in range(n):
-        if fabs(r[i]) > rmax:
-            rmax = fabs(r[i])
+        rmax = fmax(rmax, fabs(r[i]))
     if gear_chol_solve(h, r, lam) != 0:
         return ST_CHOLMOD
     it = 0
@@ -221,8 +225,7 @@ cdef inline int refined(const MaxC* x, gear_chol* h, const double* Kx, const dou
         emax = 0.0
         for i in range(n):
             e[i] = r[i] - e[i]
-            if fabs(e[i]) > emax:
-                emax = fabs(e[i])
+            emax = fmax(emax, fabs(e[i]))
         if it == x.refinement or emax <= 1e-14 * rmax:
             return 0
         if gear_chol_solve(h, e, de) != 0:
@@ -249,6 +252,18 @@ cdef struct MaxW:
     double* dV      # (nb, 6)
     double* Cb      # (nb, 36) rows of C_i
     double* Sp      # (nb, 36) rows of S_i^+
+
+
+cdef inline void body_frames(const MaxC* x, const MaxW* z, int i, const double** C,
+                             const double** Sp) noexcept nogil:
+    # the rows of C_i and S_i^+: the plan's when S_i is constant (no copy),
+    # else those joint_frames wrote into the workspace
+    if x.cfr != NULL and x.cfr[i]:
+        C[0] = x.Cc + 36 * i
+        Sp[0] = x.Spc + 36 * i
+    else:
+        C[0] = z.Cb + 36 * i
+        Sp[0] = z.Sp + 36 * i
 
 
 cdef inline MaxW maxwork(const MaxC* x, double* base) noexcept nogil:
@@ -289,8 +304,8 @@ cdef inline int maximal_assemble(const ModelC* m, const ClosC* c, const double* 
     cdef double v
     cdef double* Jv = z.Jv
     cdef double* f = z.f
-    cdef double* Cb = z.Cb
-    cdef double* Sp = z.Sp
+    cdef const double* Ci
+    cdef const double* Spi
     cdef const double* T
     cdef const double* Js
     st = constraint_rows(m, c, q, dq, NULL, NULL, NULL, w, cw)   # T, S, V, eta, Tw, acc, F, bias
@@ -302,13 +317,10 @@ cdef inline int maximal_assemble(const ModelC* m, const ClosC* c, const double* 
         n = m.nvi[i]
         p = m.parent[i]
         T = w.T + 12 * i
-        if x.cfr != NULL and x.cfr[i]:
-            # S_i does not depend on q: C_i and S_i^+ computed once per plan
-            for k in range(36):
-                Cb[36 * i + k] = x.Cc[36 * i + k]
-                Sp[36 * i + k] = x.Spc[36 * i + k]
-        else:
-            joint_frames(n, w.S + 36 * i, Cb + 36 * i, Sp + 36 * i)
+        if x.cfr == NULL or not x.cfr[i]:
+            # (where S_i does not depend on q, C_i and S_i^+ come from the plan)
+            joint_frames(n, w.S + 36 * i, z.Cb + 36 * i, z.Sp + 36 * i)
+        body_frames(x, z, i, &Ci, &Spi)
         inertia_mul(m.inertia + 10 * i, w.V + 6 * i, t6)
         dad(w.V + 6 * i, t6, f + 6 * i)
         a6[0] = 0.0
@@ -326,7 +338,7 @@ cdef inline int maximal_assemble(const ModelC* m, const ClosC* c, const double* 
             for k in range(6):
                 v = 0.0
                 for j in range(n):
-                    v += Sp[36 * i + 6 * j + k] * tau[m.iv[i] + j]
+                    v += Spi[6 * j + k] * tau[m.iv[i] + j]
                 a6[k] = v
                 f[6 * i + k] += v
             if p >= 0:
@@ -336,12 +348,12 @@ cdef inline int maximal_assemble(const ModelC* m, const ClosC* c, const double* 
         for j in range(6 - n):
             r = x.row0[i] + j
             for k in range(6):
-                Jv[12 * r + k] = Cb[36 * i + 6 * j + k]
+                Jv[12 * r + k] = Ci[6 * j + k]
             if p >= 0:
-                dAd_inv(T, Cb + 36 * i + 6 * j, t6)        # (C_j Ad_{T^-1})^T
+                dAd_inv(T, Ci + 6 * j, t6)        # (C_j Ad_{T^-1})^T
                 for k in range(6):
                     Jv[12 * r + 6 + k] = -t6[k]
-            z.cr[r] = dot6(Cb + 36 * i + 6 * j, w.eta + 6 * i)
+            z.cr[r] = dot6(Ci + 6 * j, w.eta + 6 * i)
     # the loop rows
     for l in range(x.nL):
         r = nJ + l
@@ -360,7 +372,8 @@ cdef inline int maximal_assemble(const ModelC* m, const ClosC* c, const double* 
     for l in range(x.nP):
         r = nJ + x.nL + l
         i = x.pbody[l]
-        Js = Sp + 36 * i + 6 * (x.pdof[l] - m.iv[i])
+        body_frames(x, z, i, &Ci, &Spi)
+        Js = Spi + 6 * (x.pdof[l] - m.iv[i])
         for k in range(6):
             Jv[12 * r + k] = Js[k]
         if m.parent[i] >= 0:
@@ -415,19 +428,20 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
     cdef double* f = z.f
     cdef double* u = z.u
     cdef double* dV = z.dV
-    cdef double* Sp = z.Sp
-    cdef const double* Js
+    cdef const double* Ci
+    cdef const double* Spi
     if h == NULL and nr > 0:
         return ST_CHOLMOD
     st = maximal_assemble(m, c, q, dq, ddq, tau, fext, w, cw, &z)
     if st != 0:
         return st
-    scale = 0.0
-    for k in range(x.nnzK):
-        if fabs(Kx[k]) > scale:
-            scale = fabs(Kx[k])
+    # K = H^T H is positive semi-definite: no entry exceeds its largest diagonal
+    dmax = 0.0
+    for r in range(nr):
+        dmax = fmax(dmax, Kx[x.Kp[r + 1] - 1])
+    scale = dmax if dmax > 1.0 else 1.0
     for k in range(x.nnzK, x.nnzK + x.nout):
-        if fabs(Kx[k]) > 1e-300 * (scale if scale > 1.0 else 1.0):
+        if fabs(Kx[k]) > 1e-300 * scale:
             return ST_PATTERN
     for r in range(nr):
         v = z.cr[r]
@@ -441,10 +455,6 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
     # (K + beta I) lam = rr, refined against K, in the factor's order
     nfac = 0
     if nr > 0:
-        dmax = 0.0
-        for r in range(nr):
-            if Kx[x.Kp[r + 1] - 1] > dmax:
-                dmax = Kx[x.Kp[r + 1] - 1]
         rel = x.rel
         while True:
             nfac += 1
@@ -465,10 +475,8 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
         emax = 0.0
         rmax = 1.0
         for r in range(nr):
-            if fabs(e[r]) > emax:
-                emax = fabs(e[r])
-            if fabs(z.rp[r]) > rmax:
-                rmax = fabs(z.rp[r])
+            emax = fmax(emax, fabs(e[r]))
+            rmax = fmax(rmax, fabs(z.rp[r]))
         if emax > 1e-9 * rmax:
             for r in range(nr):
                 z.rp[r] -= e[r]
@@ -480,10 +488,10 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
     # dV = Mb^-1 (f + J^T lam), then ddq_i = S_i^+ (dV_i - Ad_{T^-1} dV_p - eta_i)
     for i in range(nb):
         for s in range(x.sptr[i], x.sptr[i + 1]):
-            Js = Jv + x.soff[s]
+            Ci = Jv + x.soff[s]
             v = lam[x.srow[s]]
             for k in range(6):
-                f[6 * i + k] += Js[k] * v
+                f[6 * i + k] += Ci[k] * v
         mat6_vec_rm(x.Minv + 36 * i, f + 6 * i, dV + 6 * i)
     for i in range(nb):
         n = m.nvi[i]
@@ -497,8 +505,9 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
                 t6[k] = 0.0
         for k in range(6):
             a6[k] = dV[6 * i + k] - t6[k] - w.eta[6 * i + k]
+        body_frames(x, &z, i, &Ci, &Spi)
         for j in range(n):
-            ddq[m.iv[i] + j] = dot6(Sp + 36 * i + 6 * j, a6)
+            ddq[m.iv[i] + j] = dot6(Spi + 6 * j, a6)
     for l in range(x.nL):
         lam_out[l] = lam[nJ + l]
     for l in range(x.nP):
