@@ -28,8 +28,9 @@ solvers feel this, the maximal one hardly does. The second table times
 MuJoCo's ``mj_forward`` on both trees (exported by
 ``gear.interop.to_mjcf`` with the ball closures as soft ``equality
 connect``, contacts off; its relative ``ddq`` error against gear in
-brackets) next to gear's maximal solver on the ground tree, and gives the
-ratio of gear to MuJoCo on the same ground tree, MuJoCo's best case.
+brackets) next to gear's maximal and kkt solvers on the ground tree, and
+gives the ratio of gear's maximal solver to MuJoCo on the same ground
+tree, MuJoCo's best case.
 
 **Exudyn** (optional, ``pip install exudyn``) runs the same chain in its
 redundant (maximal) coordinates. It uses ``NodeRigidBody2D`` bodies with
@@ -228,15 +229,16 @@ def main(argv=None):
         tg = best_time(lambda: mg.forward_dynamics(qg, dqg, taug), repeat=3, target=0.2)
         tbg = best_time(lambda: mg.forward_dynamics(np.tile(qg, (B, 1)), np.tile(dqg, (B, 1)),
                                                     np.tile(taug, (B, 1))), repeat=3, target=0.2) / B
+        tkg = best_time(lambda: g.forward_dynamics(qg, dqg, taug), repeat=3, target=0.1) if N <= 100 else None
         tmc, emc = mujoco_time(s, q, dq, tau, rm.ddq)
         tmg, emg = mujoco_time(g, qg, dqg, taug, rg.ddq)
-        mj.append((N, tg, tbg, tmc, emc, tmg, emg))
+        mj.append((N, tg, tbg, tkg, tmc, emc, tmg, emg))
     print("\n(exudyn: µs per implicit generalized-alpha step at h = 1e-3, and its crank angle after "
           "0.2 s against gear's rk4, relative to the angle travelled)")
     print("\nMuJoCo's mj_forward (soft constraints: relative ddq error in brackets) on both spanning "
           "trees, against gear's maximal solver on the ground tree (us per call, one state)\n")
     print(f"{'N':>5} {'mujoco, chain tree':>22} {'mujoco, ground tree':>22} {'maximal, ground tree':>21} "
-          f"{'batch':>8} {'maximal/mujoco':>15}")
+          f"{'batch':>8} {'kkt, ground tree':>17} {'maximal/mujoco':>15}")
 
     def cell(t, e):
         if t is None:
@@ -245,9 +247,10 @@ def main(argv=None):
             return "cannot load"
         return f"{t * 1e6:9,.1f} [{e:.0e}]"
 
-    for N, tg, tbg, tmc, emc, tmg, emg in mj:
+    for N, tg, tbg, tkg, tmc, emc, tmg, emg in mj:
         ratio = f"{tg / tmg:15.2f}" if isinstance(tmg, float) else "-"
-        print(f"{N:>5} {cell(tmc, emc):>22} {cell(tmg, emg):>22} {tg * 1e6:21,.1f} {tbg * 1e6:8,.1f} {ratio}")
+        ck = "-" if tkg is None else f"{tkg * 1e6:17,.1f}"
+        print(f"{N:>5} {cell(tmc, emc):>22} {cell(tmg, emg):>22} {tg * 1e6:21,.1f} {tbg * 1e6:8,.1f} {ck:>17} {ratio}")
 
 
 if __name__ == "__main__":
