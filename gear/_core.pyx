@@ -845,7 +845,7 @@ cdef inline int _cdyn(const ModelC* m, const ClosC* c, int route, const double* 
                       const double* fext, double* lam, double* info, Work* w,
                       CWork* cw) noexcept nogil:
     # route 0: articulated-body passes (Kim eqs. 67-77); 1: build M (forward
-    # and hybrid); 2: reduced-coordinate projection (forward only, the projection
+    # and hybrid); 2: reduced-coordinate projection (forward and hybrid, the projection
     # solver); 3: maximal coordinates (needs the plan, whose prescription
     # rows fix which joints are prescribed)
     if route == 3 and c.mx != NULL:
@@ -853,8 +853,8 @@ cdef inline int _cdyn(const ModelC* m, const ClosC* c, int route, const double* 
         return _cmax(m, c, q, dq, ddq, tau, fext, lam, info, w, cw)
     if route == 1:
         return _cdense(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw)
-    if route == 2 and pres == NULL:
-        return _cproj(m, c, q, dq, ddq, tau, fext, lam, info, w, cw)
+    if route == 2:
+        return _cproj(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw)
     return _cdyn_aba(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw)
 
 

@@ -120,7 +120,7 @@ cdef inline int _accel(const ModelC* m, const ClosC* c, const RollC* r, double t
     if r.route == 1:
         return closed_forward_dense(m, c, q, v, a, tau, NULL, lam, info, w, cw)
     if r.route == 2:
-        return closed_forward_projection(m, c, q, v, a, tau, NULL, lam, info, w, cw)
+        return closed_forward_projection(m, c, q, v, a, tau, NULL, NULL, lam, info, w, cw)
     if r.route == 3:
         return maximal_forward(m, c, q, v, a, tau, NULL, lam, info, w, cw)
     return closed_dynamics(m, c, q, v, a, tau, NULL, NULL, lam, info, w, cw)

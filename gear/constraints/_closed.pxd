@@ -1410,10 +1410,36 @@ cdef inline void chol_mul(const double* L, int n, const double* x, double* y,
         out[i] = t
 
 
+cdef inline int projection_finish(const ModelC* m, const ClosC* c, const double* q,
+                                  const double* dq, double* ddq, double* tau,
+                                  const unsigned char* pres, const double* fext, const double* lam,
+                                  const double* out, const double* vmap, int nv, Work* w,
+                                  CWork* cw) noexcept nogil:
+    """Hybrid dynamics' last step on the projection route: ``ddq_v = out``
+    and ``tau_u = (M ddq + b - A^T lam)_u`` from a second RNEA (``cw.tx``)
+    and ``A`` (``cw.Ad``, rows by the whole dofs).  Forward dynamics
+    (``pres`` NULL): nothing to do (``out`` is ``ddq``)."""
+    cdef int i, j, k, nvf = m.nv
+    cdef double t
+    if pres == NULL:
+        return 0
+    for j in range(nv):
+        ddq[<int> vmap[j]] = out[j]
+    rnea(m, q, dq, ddq, fext, True, cw.tx, w)
+    for i in range(m.nb):
+        if pres[i]:
+            for k in range(m.iv[i], m.iv[i] + m.nvi[i]):
+                t = cw.tx[k]
+                for j in range(c.m):
+                    t -= cw.Ad[j * nvf + k] * lam[j]
+                tau[k] = t
+    return 0
+
+
 cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const double* q,
-                                          const double* dq, double* ddq, const double* tau,
-                                          const double* fext, double* lam, double* info, Work* w,
-                                          CWork* cw) noexcept nogil:
+                                          const double* dq, double* ddq, double* tau,
+                                          const unsigned char* pres, const double* fext, double* lam,
+                                          double* info, Work* w, CWork* cw) noexcept nogil:
     """Constrained forward dynamics by reduced-coordinate projection (seed
     004 Sec. 4, Featherstone Sec. 3.7), the native twin of
     ``gear.solvers.ProjectionSolver``:
@@ -1427,9 +1453,22 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
                   P^T lam = R_1^T (R_1 R_1^T)^{-1} Q[:, :r]^T (M ddq + b - tau)
 
     with ``R_1`` the first r rows of R.  Same outputs and status codes as
-    :func:`closed_forward_dense` (``info[0]`` is the rank r)."""
-    cdef int i, j, k, p, r, st, rank, nn, nr = c.m, nv = m.nv
-    cdef int kmax = nv if nv < nr else nr
+    :func:`closed_forward_dense` (``info[0]`` is the rank r).
+
+    Hybrid dynamics (``pres`` (nb,) 1 on prescribed joints, or NULL;
+    ``ddq`` read on their dofs u and written on the free dofs v, ``tau``
+    the other way round, as ``gear.solvers.ProjectionSolver``'s NumPy
+    path): the same projection on the free dofs, with
+
+        h = b + M_.u ddq_u        (RNEA with ddq_u)
+        M -> M_vv,  A -> A_v,  f = tau_v - h_v,  dA dq -> dA dq + A_u ddq_u
+
+    so that ``lam`` is the minimum-norm solution of ``A_v^T lam = (M ddq
+    + b - tau)_v``, and then ``tau_u = (M ddq + b - A^T lam)_u`` from a
+    second RNEA with the whole ``ddq`` (KKT eqs. 70-77)."""
+    cdef int i, j, k, p, r, st, rank, nn, nr = c.m, nvf = m.nv
+    cdef int nv = nvf            # size of the projected problem: nvf, or the free dofs
+    cdef int kmax
     cdef double t, s, nrm, amax, alpha, u0, tk, acc2
     cdef double* M = cw.Md
     cdef double* A = cw.Ad       # (nr, nv)
@@ -1449,31 +1488,69 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
     cdef double* perm = cw.piv
     cdef double* z = cw.tmp
     cdef double* K = cw.K
-    rnea(m, q, dq, NULL, fext, True, f, w)              # f := b(q, dq)
+    cdef double* vmap = cw.xs    # (hybrid) the free dofs, as doubles
+    cdef double* out = ddq       # the projected problem's accelerations (hybrid: cw.ts)
+    cdef double* rb = cw.bias    # its rows' dA dq (hybrid: + A_u ddq_u in cw.rhs)
+    if pres == NULL:
+        rnea(m, q, dq, NULL, fext, True, f, w)          # f := b(q, dq)
+    else:
+        nv = 0
+        for i in range(m.nb):
+            for k in range(m.iv[i], m.iv[i] + m.nvi[i]):
+                if pres[i]:
+                    cw.us[k] = ddq[k]
+                else:
+                    cw.us[k] = 0.0
+                    vmap[nv] = k
+                    nv += 1
+        rnea(m, q, dq, cw.us, fext, True, f, w)         # f := h = b + M_.u ddq_u
+        out = cw.ts
+        rb = cw.rhs
     crba_after_fk(m, M, w)                              # reuses rnea's T and S
-    for i in range(nv):
-        f[i] = tau[i] - f[i]
+    if pres == NULL:
+        for i in range(nv):
+            f[i] = tau[i] - f[i]
+    else:
+        # f_v and M_vv, packed in place (every entry moves to a lower index)
+        for j in range(nv):
+            f[j] = tau[<int> vmap[j]] - f[<int> vmap[j]]
+        for j in range(nv):
+            for k in range(nv):
+                M[j * nv + k] = M[(<int> vmap[j]) * nvf + <int> vmap[k]]
+    kmax = nv if nv < nr else nr
     if chol_factor(M, nv) != 0:
         return ST_MASS_NOT_PD
     info[0] = 0.0
     info[1] = 0.0
     if nr == 0:
         for i in range(nv):
-            ddq[i] = f[i]
-        chol_solve(M, nv, ddq, 1)
-        return 0
-    world_kinematics(m, w, cw, True)
+            out[i] = f[i]
+        chol_solve(M, nv, out, 1)
+        return projection_finish(m, c, q, dq, ddq, tau, pres, fext, lam, out, vmap, nv, w, cw)
+    world_kinematics(m, w, cw, pres == NULL)   # (hybrid: RNEA's dV are not the bias accelerations)
     st = closure_rows(m, c, q, w, cw, True)
     if st != 0:
         return st
     dense_rows(m, c, w, cw, A, True)
+    if pres != NULL:
+        for j in range(nr):
+            t = cw.bias[j]
+            for k in range(nvf):
+                if cw.us[k] != 0.0:
+                    t += A[j * nvf + k] * cw.us[k]
+            rb[j] = t
     # -- A^T P = Q R by Householder reflections with column pivoting -----------
     # Column j of A^T (row j of A) is stored contiguously: X[j nv + i] =
     # (A^T)_ij, and so is every column of Q: Q[j nv + i] = Q_ij.  After the
     # loop, R_ij = X[j nv + i] (i <= j) and reflector k's vector lies below
     # it in column k.
-    for j in range(nr * nv):
-        X[j] = A[j]
+    if pres == NULL:
+        for j in range(nr * nv):
+            X[j] = A[j]
+    else:
+        for j in range(nr):
+            for k in range(nv):
+                X[j * nv + k] = A[j * nvf + <int> vmap[k]]
     for j in range(nr):
         perm[j] = j
     rank = 0
@@ -1543,7 +1620,7 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
     # -- minimum-norm particular solution: R_1^T z = -P^T dA dq, g = Q_1 z -----
     for j in range(rank):
         Xj = X + j * nv
-        t = -cw.bias[<int> perm[j]]
+        t = -rb[<int> perm[j]]
         for i in range(j):
             t -= Xj[i] * z[i]
         z[j] = t / Xj[j]
@@ -1559,7 +1636,7 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
         e[i] = f[i] - e[i]
     # -- ddq = g + G (G^T M G)^{-1} G^T e,  G = Q[:, rank:] ----------------------
     for i in range(nv):
-        ddq[i] = g[i]
+        out[i] = g[i]
     if nn > 0:
         # H = L^T G (column j of H contiguous), then G^T M G = H^T H
         for j in range(nn):
@@ -1587,9 +1664,9 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
         for j in range(nn):
             Qj = Q + (rank + j) * nv
             for i in range(nv):
-                ddq[i] += Qj[i] * y[j]
+                out[i] += Qj[i] * y[j]
     # -- minimum-norm lam with A^T lam = M ddq + b - tau = M ddq - f -----------
-    chol_mul(M, nv, ddq, y, e)
+    chol_mul(M, nv, out, y, e)
     for i in range(nv):
         e[i] -= f[i]
     for i in range(rank):                               # z = Q_1^T e
@@ -1621,12 +1698,13 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
             t += Xj[i] * z[i]
         lam[<int> perm[j]] = t
     info[0] = rank
+    st = projection_finish(m, c, q, dq, ddq, tau, pres, fext, lam, out, vmap, nv, w, cw)
     # |A ddq + dA dq|
     acc2 = 0.0
     for i in range(nr):
         t = cw.bias[i]
-        for k in range(nv):
-            t += A[i * nv + k] * ddq[k]
+        for k in range(nvf):
+            t += A[i * nvf + k] * ddq[k]
         acc2 += t * t
     info[1] = sqrt(acc2)
-    return 0
+    return st

@@ -22,9 +22,8 @@ def lstsq_psd(K, rhs, rcond):
 class _NativeClosed:
     """The native closed-loop kernels (``gear/constraints/_closed.pxd``)
     behind a solver: ``self._route`` picks the kernel (0 articulated-body
-    passes, 1 dense KKT, 2 projection; route 2 is forward dynamics only,
-    hybrid calls with it take route 0), ``self.options["rcond"]`` the rank
-    cut-off.  ``_native_factorizations`` is the count reported per call."""
+    passes, 1 dense KKT, 2 projection, 3 maximal coordinates),
+    ``self.options["rcond"]`` the rank cut-off.  ``_native_factorizations`` is the count reported per call."""
 
     _native_factorizations = 1
 
@@ -137,8 +136,8 @@ class _NativeClosed:
 
 class _NativeHybrid(_NativeClosed):
     """:class:`_NativeClosed` for solvers whose hybrid dynamics the native
-    kernel computes too (routes 0 and 1: kkt, and soft on the dense
-    route): one state, a batch and the allocation-light single call, with
+    kernel computes too (routes 0, 1 and 2: kkt, soft on the dense route,
+    projection): one state, a batch and the allocation-light single call, with
     ``self._hybrid_numpy`` where the kernel cannot run."""
 
     def _hybrid(self, q, dq, ddq, tau, u, f_ext):

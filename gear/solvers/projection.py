@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import ConstraintSolver
-from .kkt import _NativeClosed
+from .kkt import _NativeHybrid
 
 __all__ = ["ProjectionSolver"]
 
@@ -16,7 +16,7 @@ def _svd_split(A, rcond):
     return U[:, :r], s[:r], Vt[:r].T, Vt[r:].T
 
 
-class ProjectionSolver(_NativeClosed, ConstraintSolver):
+class ProjectionSolver(_NativeHybrid, ConstraintSolver):
     """Reduced-coordinate projection onto the constraint manifold.
 
     With ``G`` an orthonormal basis of the null space of ``A`` (SVD, rank
@@ -32,12 +32,16 @@ class ProjectionSolver(_NativeClosed, ConstraintSolver):
     Redundant rows are eliminated by the rank cut-off.
 
     When every constraint is a :class:`gear.LoopClosure` or a joint coupler,
-    forward dynamics runs natively (``closed_forward_projection`` in
-    ``gear/constraints/_closed.pxd``, single states, batches in parallel
+    forward and hybrid dynamics run natively (``closed_forward_projection``
+    in ``gear/constraints/_closed.pxd``, single states, batches in parallel
     and the native rollout loop): the null space comes from a Householder
     QR of ``A^T`` with column pivoting (rank where ``|R_kk| <= rcond
     |R_00|``) instead of the SVD, and gives the same ``ddq`` and minimum-norm
-    ``lam``.  Hybrid dynamics, :class:`gear.CustomConstraint` rows and
+    ``lam``.  Natively, hybrid dynamics projects on the free coordinates
+    ``v`` (``M_vv``, ``A_v``, the prescribed ``ddq_u`` moved to the right-hand
+    sides) and reads ``tau_u`` off a second RNEA: the same ``ddq``, ``lam``
+    (minimum-norm over ``A_v^T lam = (M ddq + b - tau)_v``) and ``tau`` as
+    the augmented rows below.  :class:`gear.CustomConstraint` rows and
     models with more than 1000 velocity coordinates (where LAPACK's blocked
     SVD wins) take the NumPy path.
 
@@ -89,7 +93,7 @@ class ProjectionSolver(_NativeClosed, ConstraintSolver):
         lam = self._lam(A, M @ ddq + b - tau)                     # A^T lam = M ddq + b - tau
         return ddq, lam, {"factorizations": nfac + 1, "rank": int(np.linalg.matrix_rank(A)) if A.size else 0}
 
-    def _hybrid(self, q, dq, ddq, tau, u, f_ext):
+    def _hybrid_numpy(self, q, dq, ddq, tau, u, f_ext):
         from .. import algorithms as alg
 
         model = self.system.model
