@@ -26,7 +26,8 @@ from gear.constraints._closed cimport (ClosC, CWork, cwork_from, cwork_size, cwo
                                        cwork_size_c, constraint_rows as _crows,
                                        closed_dynamics as _cdyn_aba,
                                        closed_dense as _cdense,
-                                       closed_forward_projection as _cproj)
+                                       closed_forward_projection as _cproj,
+                                       closed_inverse as _cinv)
 from gear.constraints._maximal cimport (MaxC, MaxW, maxwork, maximal_scratch, maximal_assemble, joint_frames,
                                         maximal_forward as _cmax, gear_chol, gear_chol_available,
                                         gear_chol_new, gear_chol_clone, gear_chol_free, gear_chol_lnz,
@@ -928,6 +929,52 @@ def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const 
         free(buf)
 
 
+def closed_inverse(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
+                   const double[:, ::1] ddq, double[:, ::1] tau, const unsigned char[::1] act,
+                   const double[:, :, ::1] fext, double rcond, double[:, ::1] lam,
+                   double[:, ::1] info, int[::1] status, int nthreads):
+    """Closed-system inverse dynamics (``closed_inverse`` of
+    gear/constraints/_closed.pxd) of each row: ``tau`` holds the passive
+    dofs' torques on entry and gets the actuated ones (``act`` (nv,) 1 on
+    them); ``lam`` (N, m) and ``info`` (N, 2: rank, relative residual of
+    eq. 57) written; ``status`` 0, ST_INEXACT (-5: fall back to hybrid
+    dynamics), ST_DIST_COINCIDE or ST_MASS_NOT_PD.  Runs in parallel over
+    rows without the GIL (one workspace per thread)."""
+    cdef Py_ssize_t N = q.shape[0], k
+    cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb, st
+    cdef int wsize = md.wsize, cwsize = cd.cwsize
+    cdef const double* qp = &q[0, 0]
+    cdef const double* dqp = _base2(dq)
+    cdef const double* ddqp = _base2(ddq)
+    cdef const double* fp = _base3(fext)
+    cdef double* taup = &tau[0, 0] if nv > 0 else NULL
+    cdef double* lp = &lam[0, 0] if m > 0 else NULL
+    cdef double* ip = &info[0, 0]
+    cdef const unsigned char* ap = &act[0] if nv > 0 else NULL
+    cdef Work w
+    cdef CWork cw
+    cdef double* buf
+    if N == 1 or nthreads <= 1:
+        w = work_from(&md.ws[0], nb)
+        cw = cwork_from_c(&cd.c, &cd.cws[0], nb, nv, m, True)
+        with nogil:
+            for k in range(N):
+                status[k] = _cinv(&md.c, &cd.c, qp + k * nq, _row(dqp, k, nv), _row(ddqp, k, nv),
+                                  _orow(taup, k, nv), ap, _row(fp, k, 6 * nb), rcond, _orow(lp, k, m),
+                                  ip + 2 * k, &w, &cw)
+        return
+    with nogil, parallel(num_threads=nthreads):
+        buf = <double*> malloc((wsize + cwsize + 1) * sizeof(double))
+        w = work_from(buf, nb)
+        cw = cwork_from_c(&cd.c, buf + wsize, nb, nv, m, True)
+        for k in prange(N, schedule='guided'):
+            st = _cinv(&md.c, &cd.c, qp + k * nq, _row(dqp, k, nv), _row(ddqp, k, nv),
+                       _orow(taup, k, nv), ap, _row(fp, k, 6 * nb), rcond, _orow(lp, k, m),
+                       ip + 2 * k, &w, &cw)
+            status[k] = st
+        free(buf)
+
+
 def integrate(ModelData md, const double[:, ::1] q, const double[:, ::1] v, double dt,
               double[:, ::1] out, int nthreads):
     """``out[k] = q[k] exp(dt v[k])`` joint by joint (see _integrate.pxd)."""
@@ -1246,6 +1293,66 @@ cdef class FastForward:
             return None
         return _native_result(ddq, lam, info, <int> info[0] if self.route == 3 else self.nfac,
                               self.solver_name, self.counters, self.extra)
+
+
+cdef class FastInverse:
+    """One-state closed inverse dynamics (default objective) with the least
+    Python in between, like :class:`FastForward`: ``act`` must be a bool
+    array per velocity coordinate and ``tau_passive`` None or a float64
+    vector; anything else, an argument that does not pass the checks of
+    ``rnea1``, or an under-actuated state (the general path then answers
+    with hybrid dynamics) returns None."""
+    cdef ModelData md
+    cdef ClosureData cd
+    cdef double rcond
+    cdef object solver_name
+    cdef dict counters
+
+    def __init__(self, ModelData md, ClosureData cd, double rcond, solver_name, dict counters):
+        self.md, self.cd, self.rcond = md, cd, rcond
+        self.solver_name, self.counters = solver_name, counters
+
+    def __call__(self, q, dq, ddq, act, tau_passive):
+        cdef State1 st
+        cdef const double* tp = NULL
+        cdef Work w
+        cdef CWork cw
+        cdef double info[2]
+        cdef int s, k
+        cdef cnp.ndarray am
+        cdef Py_ssize_t nv = self.md.nv
+        if not _state1(self.md, q, dq, ddq, &st):
+            return None
+        if tau_passive is not None:
+            tp = _vec(tau_passive, nv)
+            if tp == NULL:
+                return None
+        if not cnp.PyArray_CheckExact(act):
+            return None
+        am = <cnp.ndarray> act
+        if (cnp.PyArray_TYPE(am) != cnp.NPY_BOOL or cnp.PyArray_NDIM(am) != 1
+                or cnp.PyArray_DIM(am, 0) != nv or not cnp.PyArray_IS_C_CONTIGUOUS(am)):
+            return None
+        tau = _empty(nv)
+        ddq_o = _empty(nv)
+        lam = _empty(self.cd.m)
+        cdef double* pt = <double*> cnp.PyArray_DATA(tau)
+        cdef double* po = <double*> cnp.PyArray_DATA(ddq_o)
+        for k in range(nv):
+            pt[k] = tp[k] if tp != NULL else 0.0
+            po[k] = st.b[k]
+        w = work_from(&self.md.ws[0], self.md.nb)
+        cw = cwork_from_c(&self.cd.c, &self.cd.cws[0], self.md.nb, nv, self.cd.m, True)
+        s = _cinv(&self.md.c, &self.cd.c, st.q, st.a, st.b, pt,
+                  <const unsigned char*> cnp.PyArray_DATA(am), NULL, self.rcond,
+                  <double*> cnp.PyArray_DATA(lam), info, &w, &cw)
+        if s != 0:
+            return None
+        out = _native_result(ddq_o, lam, info, 1, self.solver_name, self.counters, None)
+        out._residual = _UNSET          # (inverse dynamics carries no residual)
+        out.tau = tau
+        out.exact = True
+        return out
 
 
 cdef class FastHybrid:

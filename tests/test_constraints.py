@@ -335,8 +335,8 @@ def test_redundant_actuation_objectives():
 
 @pytest.mark.parametrize("name", ["four_bar", "stewart"])
 def test_batched_inverse_dynamics_equals_single_calls(name):
-    """A batch takes the vectorised path (one native RNEA and row
-    evaluation, NumPy's stacked SVD): the same tau, lam, exact and ddq as
+    """A batch takes the batched path (the native kernel in parallel): the
+    same tau, lam, exact and ddq as
     one call per state, with under-actuated states (their hybrid answer)
     mixed in; min_torque and a solver overriding ``inverse`` loop."""
     sysm, q = getattr(mech, name)()

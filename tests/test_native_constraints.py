@@ -566,3 +566,92 @@ def test_constraint_result_fields_pickle_and_missing_fields():
         res.tau
     r = gear.constraints.ConstraintResult(ddq=1, extra="x")
     assert r.ddq == 1 and r.extra == "x" and "extra" in repr(r)
+
+
+@pytest.mark.parametrize("name", sorted(k for k in MECHS if k != "rolling_ball"))
+def test_native_inverse_dynamics_equals_the_numpy_path(name):
+    """Closed inverse dynamics (default objective) through the native kernel
+    (RNEA, the rows, the pivoted QR of A_p^T, the minimum-norm lam) against
+    the NumPy path it replaces (NumPy's SVD of A_p^T): the same tau, lam and
+    exactness, with the mechanism's actuators, with every joint actuated,
+    with none (the free motion under tau_passive) and with f_ext; an
+    unreachable ddq is inexact there too and both answer with hybrid
+    dynamics.  The one-state fast path, the general path (f_ext zero) and
+    a batch agree bit for bit."""
+    sysm, q = MECHS[name]()
+    model = sysm.model
+    solver = sysm.solver
+    rng = np.random.default_rng(17)
+    dq = np.zeros(model.nv) if name == "four_bar_collinear" else _consistent(sysm, q, rng)
+    tau_p = rng.standard_normal(model.nv)
+    f_ext = rng.standard_normal((model.nbodies, 6))
+    dof = sysm.mobility(q).dof
+    moving = [n for i, n in enumerate(model.joint_names) if model.joints[i].nv]
+    none = np.zeros(model.nbodies, dtype=bool)
+
+    def numpy_path(ddq, a, fe):
+        solver._inverse_native = lambda *args: None
+        try:
+            return solver.inverse(q, dq, ddq, a, tau_p, "min_constraint_force", fe)
+        finally:
+            del solver._inverse_native
+
+    free = sysm.forward_dynamics(q, dq, tau_p).ddq
+    reach = sysm.forward_dynamics(q, dq, rng.standard_normal(model.nv)).ddq
+    cases = [(free, none), (reach, moving), (reach, moving[:max(1, dof)]),
+             (rng.standard_normal(model.nv), moving[:1])]
+    for ddq, act in cases:
+        a = sysm._joint_dofs(act, "actuated")
+        for fe in (None, f_ext):
+            res = sysm.inverse_dynamics(q, dq, ddq, act, tau_passive=tau_p, f_ext=fe)
+            t, lam, exact, d, stats = numpy_path(ddq, a, fe)
+            assert res.exact == exact, (name, act)
+            scale = max(1.0, np.abs(t).max())
+            assert np.abs(res.tau - t).max() < 1e-9 * scale, (name, act)
+            assert np.abs(res.ddq - d).max() < 1e-9 * max(1.0, np.abs(d).max()), (name, act)
+            if exact:
+                assert res.stats["native"] and np.array_equal(res.tau[~a], tau_p[~a])
+                assert rel(res.lam, lam) < 1e-8, (name, act)
+                assert res.stats["rank"] == stats["rank"], (name, act)
+    # the fast path (no f_ext), the general one (f_ext zero) and a batch
+    ddq, act = reach, moving
+    fast = sysm.inverse_dynamics(q, dq, ddq, act, tau_passive=tau_p)
+    gen = sysm.inverse_dynamics(q, dq, ddq, act, tau_passive=tau_p, f_ext=np.zeros((model.nbodies, 6)))
+    bat = sysm.inverse_dynamics(np.tile(q, (3, 1)), np.tile(dq, (3, 1)), np.tile(ddq, (3, 1)), act,
+                                tau_passive=np.tile(tau_p, (3, 1)))
+    for x in (gen.tau, bat.tau[2]):
+        assert np.array_equal(fast.tau, x)
+    assert np.array_equal(fast.lam, gen.lam) and np.array_equal(fast.lam, bat.lam[1])
+    assert fast.stats == gen.stats and fast.exact is True and fast.message == "ok"
+    with pytest.raises(AttributeError):
+        fast.residual
+
+
+@pytest.mark.parametrize("name", ["four_bar", "stewart", "n_four_bar_10"])
+def test_vectorised_numpy_inverse_batch_equals_the_native_one(name):
+    """Without native rows (Python constraints) a batch of closed inverse
+    dynamics takes the vectorised NumPy path (one RNEA and row evaluation
+    for the batch, stacked SVD): the same answer as the native batch,
+    under-actuated states included."""
+    sysm, q = MECHS[name]()
+    model = sysm.model
+    rng = np.random.default_rng(8)
+    N = 5
+    dq = np.stack([_consistent(sysm, q, rng) for _ in range(N)])
+    tau_p = rng.standard_normal((N, model.nv))
+    ddq = np.stack([sysm.forward_dynamics(q, dq[k], tau_p[k]).ddq for k in range(N)])
+    ddq[3] = rng.standard_normal(model.nv)
+    none = np.zeros(model.nbodies, dtype=bool)
+    Q = np.tile(q, (N, 1))
+    nat = sysm.inverse_dynamics(Q, dq, ddq, none, tau_passive=tau_p)
+    assert nat.stats["native"]
+    sysm.solver._inverse_native = lambda *args: None
+    try:
+        vec = sysm.inverse_dynamics(Q, dq, ddq, none, tau_passive=tau_p)
+    finally:
+        del sysm.solver._inverse_native
+    assert "native" not in vec.stats
+    assert list(vec.exact) == list(nat.exact) == [True, True, True, False, True]
+    scale = max(1.0, np.abs(nat.tau).max())
+    assert np.abs(vec.tau - nat.tau).max() < 1e-9 * scale and rel(vec.lam, nat.lam) < 1e-8
+    assert rel(vec.ddq, nat.ddq) < 1e-9

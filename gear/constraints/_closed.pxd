@@ -54,6 +54,7 @@ cdef enum:
     # status codes (positive: 1 + the joint with a singular articulated inertia)
     ST_DIST_COINCIDE = -3
     ST_MASS_NOT_PD = -4
+    ST_INEXACT = -5       # closed inverse dynamics: A_p^T lam = rhs has no solution (under-actuated)
 
 
 cdef struct ClosC:
@@ -1410,6 +1411,144 @@ cdef inline void chol_mul(const double* L, int n, const double* x, double* y,
         out[i] = t
 
 
+cdef inline int qr_pivoted(double* X, int n, int nr, double rcond, double* perm,
+                           double* hb) noexcept nogil:
+    """Householder QR with column pivoting, in place, of the n x nr matrix
+    whose column j is ``X[j n : (j + 1) n]`` (for the projection route:
+    ``A^T``, one row of A per column): ``X P = Q R``, stopping at the rank r
+    (the first pivot column with norm ``<= rcond`` times the first).  After
+    it ``R_ij = X[j n + i]`` (i <= j), reflector k's vector lies below R in
+    column k (its coefficient in ``hb[k]``), and ``perm[k]`` (as doubles) is
+    the column moved to position k.  Returns r."""
+    cdef int i, j, k, p, rank
+    cdef int kmax = n if n < nr else nr
+    cdef double t, nrm, amax, alpha, u0, tk
+    cdef double* Xk
+    cdef double* Xj
+    for j in range(nr):
+        perm[j] = j
+    rank = 0
+    amax = 0.0
+    for k in range(kmax):
+        p = -1
+        nrm = 0.0
+        for j in range(k, nr):
+            Xj = X + j * n
+            t = 0.0
+            for i in range(k, n):
+                t += Xj[i] * Xj[i]
+            if t > nrm:
+                nrm = t
+                p = j
+        nrm = sqrt(nrm)
+        if k == 0:
+            amax = nrm
+        if p < 0 or not (nrm > rcond * amax):
+            break
+        Xk = X + k * n
+        if p != k:
+            Xj = X + p * n
+            for i in range(n):
+                t = Xk[i]
+                Xk[i] = Xj[i]
+                Xj[i] = t
+            t = perm[k]
+            perm[k] = perm[p]
+            perm[p] = t
+        # H_k = 1 - tk v v^T with v = (1, x[1:] / u0), u0 = x0 - alpha
+        alpha = -nrm if Xk[k] >= 0.0 else nrm
+        u0 = Xk[k] - alpha
+        tk = (alpha - Xk[k]) / alpha
+        for i in range(k + 1, n):
+            Xk[i] /= u0
+        Xk[k] = alpha
+        hb[k] = tk
+        for j in range(k + 1, nr):
+            Xj = X + j * n
+            t = Xj[k]
+            for i in range(k + 1, n):
+                t += Xk[i] * Xj[i]
+            t *= tk
+            Xj[k] -= t
+            for i in range(k + 1, n):
+                Xj[i] -= t * Xk[i]
+        rank += 1
+    return rank
+
+
+cdef inline void qr_form_q(const double* X, const double* hb, int n, int rank,
+                           double* Q) noexcept nogil:
+    """``Q = H_0 H_1 ... H_{rank-1}`` (n x n, column j in ``Q[j n :]``) from
+    the reflectors ``qr_pivoted`` left in X."""
+    cdef int i, j, k
+    cdef double t, tk
+    cdef const double* Xk
+    cdef double* Qj
+    # Q = H_0 H_1 ... H_{rank-1}, applied to the identity from the last
+    for j in range(n * n):
+        Q[j] = 0.0
+    for j in range(n):
+        Q[j * n + j] = 1.0
+    for k in range(rank - 1, -1, -1):
+        tk = hb[k]
+        Xk = X + k * n
+        for j in range(k, n):
+            Qj = Q + j * n
+            t = Qj[k]
+            for i in range(k + 1, n):
+                t += Xk[i] * Qj[i]
+            t *= tk
+            Qj[k] -= t
+            for i in range(k + 1, n):
+                Qj[i] -= t * Xk[i]
+
+
+cdef inline int qr_min_norm(const double* X, const double* Q, const double* perm, int n, int nr,
+                            int rank, const double* e, double* z, double* K,
+                            double* lam) noexcept nogil:
+    """The minimum-norm ``lam`` (nr,) with ``A^T lam = e`` (n,) from the QR
+    of ``A^T`` (``qr_pivoted``, ``qr_form_q``): ``P^T lam = R_1^T (R_1
+    R_1^T)^{-1} Q_1^T e`` with ``R_1`` the first ``rank`` rows of R (the
+    minimum-norm solution for the projection of e on the range of A^T
+    when e is not in it).  ``z`` (rank,)
+    and ``K`` (rank^2) scratch.  Returns 0, or 1 if ``R_1 R_1^T`` is not
+    positive definite."""
+    cdef int i, j, k
+    cdef double t
+    cdef const double* Xk
+    cdef const double* Xj
+    cdef const double* Qj
+    for i in range(rank):                               # z = Q_1^T e
+        Qj = Q + i * n
+        t = 0.0
+        for k in range(n):
+            t += Qj[k] * e[k]
+        z[i] = t
+    # K = R_1 R_1^T, one column of R at a time (rank-one updates)
+    for i in range(rank * rank):
+        K[i] = 0.0
+    for k in range(nr):
+        Xk = X + k * n
+        for i in range(rank if rank < k + 1 else k + 1):
+            t = Xk[i]
+            for j in range(i + 1):
+                K[i * rank + j] += t * Xk[j]
+    for i in range(rank):
+        for j in range(i):
+            K[j * rank + i] = K[i * rank + j]
+    if rank > 0:
+        if chol_factor(K, rank) != 0:
+            return 1
+        chol_solve(K, rank, z, 1)
+    for j in range(nr):                                 # lam[perm[j]] = (R_1^T z)_j
+        Xj = X + j * n
+        t = 0.0
+        for i in range(rank if rank < j + 1 else j + 1):
+            t += Xj[i] * z[i]
+        lam[<int> perm[j]] = t
+    return 0
+
+
 cdef inline int projection_finish(const ModelC* m, const ClosC* c, const double* q,
                                   const double* dq, double* ddq, double* tau,
                                   const unsigned char* pres, const double* fext, const double* lam,
@@ -1466,17 +1605,15 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
     so that ``lam`` is the minimum-norm solution of ``A_v^T lam = (M ddq
     + b - tau)_v``, and then ``tau_u = (M ddq + b - A^T lam)_u`` from a
     second RNEA with the whole ``ddq`` (KKT eqs. 70-77)."""
-    cdef int i, j, k, p, r, st, rank, nn, nr = c.m, nvf = m.nv
+    cdef int i, j, k, st, rank, nn, nr = c.m, nvf = m.nv
     cdef int nv = nvf            # size of the projected problem: nvf, or the free dofs
-    cdef int kmax
-    cdef double t, s, nrm, amax, alpha, u0, tk, acc2
+    cdef double t, acc2
     cdef double* M = cw.Md
     cdef double* A = cw.Ad       # (nr, nv)
     cdef double* X = cw.Bd       # A^T by columns, then R and the reflectors
     cdef double* Q = cw.Pq       # (nv, nv) by columns
     cdef double* H = cw.Pr       # (nn, nv): column j of L^T G in H[j nv:]
     cdef double* Mr = cw.Pr + nv * nv   # (nn, nn) G^T M G
-    cdef double* Xk
     cdef double* Xj
     cdef double* Qj
     cdef double* Hj
@@ -1517,7 +1654,6 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
         for j in range(nv):
             for k in range(nv):
                 M[j * nv + k] = M[(<int> vmap[j]) * nvf + <int> vmap[k]]
-    kmax = nv if nv < nr else nr
     if chol_factor(M, nv) != 0:
         return ST_MASS_NOT_PD
     info[0] = 0.0
@@ -1551,72 +1687,9 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
         for j in range(nr):
             for k in range(nv):
                 X[j * nv + k] = A[j * nvf + <int> vmap[k]]
-    for j in range(nr):
-        perm[j] = j
-    rank = 0
-    amax = 0.0
-    for k in range(kmax):
-        p = -1
-        nrm = 0.0
-        for j in range(k, nr):
-            Xj = X + j * nv
-            t = 0.0
-            for i in range(k, nv):
-                t += Xj[i] * Xj[i]
-            if t > nrm:
-                nrm = t
-                p = j
-        nrm = sqrt(nrm)
-        if k == 0:
-            amax = nrm
-        if p < 0 or not (nrm > c.rcond * amax):
-            break
-        Xk = X + k * nv
-        if p != k:
-            Xj = X + p * nv
-            for i in range(nv):
-                t = Xk[i]
-                Xk[i] = Xj[i]
-                Xj[i] = t
-            t = perm[k]
-            perm[k] = perm[p]
-            perm[p] = t
-        # H_k = 1 - tk v v^T with v = (1, x[1:] / u0), u0 = x0 - alpha
-        alpha = -nrm if Xk[k] >= 0.0 else nrm
-        u0 = Xk[k] - alpha
-        tk = (alpha - Xk[k]) / alpha
-        for i in range(k + 1, nv):
-            Xk[i] /= u0
-        Xk[k] = alpha
-        hb[k] = tk
-        for j in range(k + 1, nr):
-            Xj = X + j * nv
-            t = Xj[k]
-            for i in range(k + 1, nv):
-                t += Xk[i] * Xj[i]
-            t *= tk
-            Xj[k] -= t
-            for i in range(k + 1, nv):
-                Xj[i] -= t * Xk[i]
-        rank += 1
+    rank = qr_pivoted(X, nv, nr, c.rcond, perm, hb)
     nn = nv - rank
-    # Q = H_0 H_1 ... H_{rank-1}, applied to the identity from the last
-    for j in range(nv * nv):
-        Q[j] = 0.0
-    for j in range(nv):
-        Q[j * nv + j] = 1.0
-    for k in range(rank - 1, -1, -1):
-        tk = hb[k]
-        Xk = X + k * nv
-        for j in range(k, nv):
-            Qj = Q + j * nv
-            t = Qj[k]
-            for i in range(k + 1, nv):
-                t += Xk[i] * Qj[i]
-            t *= tk
-            Qj[k] -= t
-            for i in range(k + 1, nv):
-                Qj[i] -= t * Xk[i]
+    qr_form_q(X, hb, nv, rank, Q)
     # -- minimum-norm particular solution: R_1^T z = -P^T dA dq, g = Q_1 z -----
     for j in range(rank):
         Xj = X + j * nv
@@ -1669,34 +1742,8 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
     chol_mul(M, nv, out, y, e)
     for i in range(nv):
         e[i] -= f[i]
-    for i in range(rank):                               # z = Q_1^T e
-        Qj = Q + i * nv
-        t = 0.0
-        for k in range(nv):
-            t += Qj[k] * e[k]
-        z[i] = t
-    # K = R_1 R_1^T, one column of R at a time (rank-one updates)
-    for i in range(rank * rank):
-        K[i] = 0.0
-    for k in range(nr):
-        Xk = X + k * nv
-        for i in range(rank if rank < k + 1 else k + 1):
-            t = Xk[i]
-            for j in range(i + 1):
-                K[i * rank + j] += t * Xk[j]
-    for i in range(rank):
-        for j in range(i):
-            K[j * rank + i] = K[i * rank + j]
-    if rank > 0:
-        if chol_factor(K, rank) != 0:
-            return ST_MASS_NOT_PD
-        chol_solve(K, rank, z, 1)
-    for j in range(nr):                                 # lam[perm[j]] = (R_1^T z)_j
-        Xj = X + j * nv
-        t = 0.0
-        for i in range(rank if rank < j + 1 else j + 1):
-            t += Xj[i] * z[i]
-        lam[<int> perm[j]] = t
+    if qr_min_norm(X, Q, perm, nv, nr, rank, e, z, K, lam) != 0:
+        return ST_MASS_NOT_PD
     info[0] = rank
     st = projection_finish(m, c, q, dq, ddq, tau, pres, fext, lam, out, vmap, nv, w, cw)
     # |A ddq + dA dq|
@@ -1708,3 +1755,78 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
         acc2 += t * t
     info[1] = sqrt(acc2)
     return st
+
+
+cdef inline int closed_inverse(const ModelC* m, const ClosC* c, const double* q, const double* dq,
+                               const double* ddq, double* tau, const unsigned char* act,
+                               const double* fext, double rcond, double* lam, double* info,
+                               Work* w, CWork* cw) noexcept nogil:
+    """Closed-system inverse dynamics with an actuated/passive split (Kim
+    eqs. 56-64) for the default objective (the minimum-norm constraint
+    force), the native twin of ``gear.solvers.ConstraintSolver.inverse``:
+
+        tau_r = M ddq + b                    RNEA
+        A_p^T lam = tau_r,p - tau_p          eq. (57): minimum-norm lam from
+                                             the pivoted QR of A_p^T (rank
+                                             where |R_kk| <= rcond |R_00|)
+        tau_a = tau_r,a - A_a^T lam          eqs. (58)/(60)
+
+    ``act`` (nv,) 1 on the actuated dofs a, 0 on the passive ones p;
+    ``tau`` holds the passive dofs' given torques on entry and the
+    actuated ones on exit.  ``info`` = (rank, |A_p^T lam - rhs| / max(1,
+    max |tau_r|)).  Returns 0; ST_INEXACT when that relative residual is
+    above 1e-9 (the loops cannot follow ``ddq`` with the passive torques
+    given: the caller falls back to hybrid dynamics, ``tau`` untouched);
+    or ST_DIST_COINCIDE."""
+    cdef int i, j, k, st, rank, np_ = 0, nr = c.m, nv = m.nv
+    cdef double t, scale, r2
+    cdef double* tr = cw.tx      # M ddq + b
+    cdef double* pidx = cw.xs    # the passive dofs (as doubles)
+    cdef double* e = cw.us       # (np,) the right-hand side of eq. (57)
+    cdef double* hb = cw.ts
+    cdef double* A = cw.Ad
+    cdef double* X = cw.Bd       # A_p^T by columns
+    rnea(m, q, dq, ddq, fext, True, tr, w)
+    scale = 1.0
+    for k in range(nv):
+        if fabs(tr[k]) > scale:
+            scale = fabs(tr[k])
+        if not act[k]:
+            pidx[np_] = k
+            e[np_] = tr[k] - tau[k]
+            np_ += 1
+    for i in range(nr):
+        lam[i] = 0.0
+    info[0] = 0.0
+    info[1] = 0.0
+    if nr > 0:
+        st = constraint_rows(m, c, q, dq, NULL, A, NULL, w, cw)
+        if st != 0:
+            return st
+        if np_ > 0:
+            for j in range(nr):
+                for k in range(np_):
+                    X[j * np_ + k] = A[j * nv + <int> pidx[k]]
+            rank = qr_pivoted(X, np_, nr, rcond, cw.piv, hb)
+            qr_form_q(X, hb, np_, rank, cw.Pq)
+            if qr_min_norm(X, cw.Pq, cw.piv, np_, nr, rank, e, cw.tmp, cw.K, lam) != 0:
+                return ST_MASS_NOT_PD
+            info[0] = rank
+    if np_ > 0:
+        # |A_p^T lam - rhs| (no rows: |rhs|)
+        r2 = 0.0
+        for k in range(np_):
+            t = -e[k]
+            for j in range(nr):
+                t += A[j * nv + <int> pidx[k]] * lam[j]
+            r2 += t * t
+        info[1] = sqrt(r2) / scale
+        if not (info[1] <= 1e-9):
+            return ST_INEXACT
+    for k in range(nv):
+        if act[k]:
+            t = tr[k]
+            for j in range(nr):
+                t -= A[j * nv + k] * lam[j]
+            tau[k] = t
+    return 0

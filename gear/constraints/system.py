@@ -598,9 +598,25 @@ class ConstrainedModel:
             raise type(exc)(str(exc).replace("prescribed", name)) from None
 
     def _joint_dofs(self, joints, name):
+        """Bool per velocity coordinate on the dofs of ``joints`` (a list of
+        joint names, converted once per distinct list and cached, or a bool
+        array per joint); read-only when cached."""
         from ..algorithms.dynamics import _prescribed_dofs
 
-        return _prescribed_dofs(self.model, self._joint_mask(joints, name))
+        key = None
+        if isinstance(joints, (list, tuple)):
+            try:
+                key = (name, tuple(joints))
+                hit = self._native_cache.setdefault("dofs", {}).get(key)
+            except TypeError:                 # unhashable entries: the general path says why
+                key, hit = None, None
+            if hit is not None:
+                return hit
+        out = _prescribed_dofs(self.model, self._joint_mask(joints, name))
+        if key is not None:
+            out.flags.writeable = False
+            self._native_cache["dofs"][key] = out
+        return out
 
     def _fast_mask(self, prescribed):
         """``prescribed`` as the bool array per joint the native hybrid path
@@ -648,6 +664,14 @@ class ConstrainedModel:
         """
         if objective not in ("min_constraint_force", "min_torque"):
             raise ValueError(f"objective must be 'min_constraint_force' or 'min_torque', got {objective!r}")
+        if f_ext is None and objective == "min_constraint_force":
+            fi = self._native_cache.get("fi", _MISSING)      # the allocation-light path
+            if fi is _MISSING:
+                fi = self._native_cache["fi"] = self.solver.fast_inverse()
+            if fi is not None:
+                out = fi(q, dq, ddq, self._joint_dofs(actuated, "actuated"), tau_passive)
+                if out is not None:
+                    return out
         q = self._q(q)
         N = q.shape[0] if q.ndim == 2 else None
         dq = self._v(dq, "dq", N)

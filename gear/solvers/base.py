@@ -11,6 +11,8 @@ import warnings
 
 import numpy as np
 
+from .. import _core
+
 __all__ = ["ConstraintSolver", "available", "get_solver", "refresh"]
 
 
@@ -112,6 +114,22 @@ class ConstraintSolver:
         (``prescribed`` a bool array per joint), or None (the default)."""
         return None
 
+    def fast_inverse(self):
+        """Like :meth:`fast_forward` for closed inverse dynamics with the
+        default objective: a callable ``(q, dq, ddq, act, tau_passive) ->
+        ConstraintResult or None`` (``act`` a bool array per velocity
+        coordinate), or None.  The base class gives the native kernel's
+        (``gear._core.FastInverse``) when the constraints allow it and
+        :meth:`inverse` is not overridden."""
+        if type(self).inverse is not ConstraintSolver.inverse:
+            return None
+        sys = self.system
+        rcond = float(self.options.get("rcond", 1e-10))
+        nd = sys._native(rcond)
+        if nd is None:
+            return None
+        return _core.FastInverse(sys._md, nd, rcond, self.name, self.counters)
+
     def forward_batch(self, q, dq, tau, f_ext):
         """A whole batch at once, or None to let the constrained model loop
         over states (the default).  Solvers with a native batched kernel
@@ -129,14 +147,62 @@ class ConstraintSolver:
     def _hybrid(self, q, dq, ddq, tau, u, f_ext):
         raise NotImplementedError(f"solver {self.name!r} does not implement hybrid dynamics")
 
+    def _inverse_native(self, q, dq, ddq, a, tau_p, f_ext):
+        """Closed inverse dynamics for the default objective on a batch
+        (2-D arrays) through the native kernel (``closed_inverse`` in
+        ``gear/constraints/_closed.pxd``: one RNEA, the rows, the pivoted QR
+        of ``A_p^T`` and the minimum-norm ``lam``), in parallel over the
+        states.  Returns ``(tau, lam, exact, rank)`` -- the states that are
+        not exact (under-actuated) are left for :meth:`hybrid` -- or None
+        when the constraints need the NumPy path (a
+        :class:`gear.CustomConstraint`)."""
+        sys = self.system
+        rcond = float(self.options.get("rcond", 1e-10))
+        nd = sys._native(rcond)
+        if nd is None:
+            return None
+        model = sys.model
+        N = q.shape[0]
+        nthreads = 1
+        if N > 1:
+            from ..algorithms.dynamics import get_num_threads
+
+            nthreads = get_num_threads()
+        tau = np.array(tau_p, dtype=float, order="C")
+        lam = np.empty((N, sys.nc))
+        info = np.empty((N, 2))
+        status = np.zeros(N, dtype=np.int32)
+        fe = None if f_ext is None else np.ascontiguousarray(f_ext, dtype=float).reshape(N, model.nbodies, 6)
+        act = np.ascontiguousarray(a, dtype=bool).view(np.uint8)
+        _core.closed_inverse(model.data, nd, np.ascontiguousarray(q, dtype=float),
+                             np.ascontiguousarray(dq, dtype=float), np.ascontiguousarray(ddq, dtype=float),
+                             tau, act, fe, rcond, lam, info, status, nthreads)
+        bad = np.flatnonzero((status != 0) & (status != -5))
+        if bad.size:
+            k = int(bad[0])
+            sys._rows_numpy(q[k], dq[k])          # a distance closure with coincident points says so
+            raise ValueError(f"native inverse-dynamics kernel failed with status {int(status[k])} (state {k})")
+        return tau, lam, status == 0, info[:, 0].astype(int)
+
     def inverse(self, q, dq, ddq, a, tau_p, objective, f_ext):
         """Closed-system inverse dynamics with an actuated/passive split (Kim
         eqs. 56-64); ``a`` marks the actuated velocity coordinates.  Falls
         back to :meth:`hybrid` (actuated joints prescribed) when the system
-        is under-actuated."""
+        is under-actuated.  The default objective runs natively
+        (:meth:`_inverse_native`) when the constraints allow it."""
         from .. import algorithms as alg
 
         self._cache = None
+        if objective == "min_constraint_force":
+            out = self._inverse_native(q[None], dq[None], ddq[None], a, tau_p[None],
+                                       None if f_ext is None else f_ext[None])
+            if out is not None and out[2][0]:
+                stats = {"factorizations": 1, "rank": int(out[3][0]), "native": True}
+                self._count(stats)
+                return out[0][0], out[1][0], True, ddq, stats
+            if out is not None:               # under-actuated: hybrid dynamics
+                tau_h, ddq_h, lam_h, _, stats = self.hybrid(q, dq, ddq, tau_p, a, f_ext)
+                return tau_h, lam_h, False, ddq_h, stats
         rcond = float(self.options.get("rcond", 1e-10))
         p = ~a
         tau_r = alg.inverse_dynamics(self.system.model, q, dq, ddq, f_ext)     # M ddq + b
@@ -167,10 +233,12 @@ class ConstraintSolver:
         return tau, lam, True, ddq, stats
 
     def inverse_batch(self, q, dq, ddq, a, tau_p, objective, f_ext):
-        """:meth:`inverse` on a batch (2-D arrays), vectorised over the
-        states for the default objective: one native RNEA and one native
-        row evaluation for the batch, and NumPy's stacked SVD of the
-        ``A_p^T``.  Under-actuated states take :meth:`hybrid` one by one.
+        """:meth:`inverse` on a batch (2-D arrays) for the default objective:
+        the native kernel in parallel (:meth:`_inverse_native`), or, for
+        Python constraints, vectorised over the states (one native RNEA
+        and one native row evaluation for the batch, and NumPy's stacked
+        SVD of the ``A_p^T``).  Under-actuated states take :meth:`hybrid`
+        one by one.
         Returns ``(tau, lam, exact, ddq, stats)`` with a leading batch axis,
         or None (the caller then loops over :meth:`inverse`): for
         ``objective="min_torque"``, whose null space differs in size from
@@ -182,9 +250,22 @@ class ConstraintSolver:
         sys = self.system
         p = ~a
         N = q.shape[0]
+        self._cache = None
+        out = self._inverse_native(q, dq, ddq, a, tau_p, f_ext)
+        if out is not None:
+            tau, lam, exact, rank = out
+            ddq_o = ddq.copy()
+            nfac = int(exact.sum())
+            self.counters["calls"] += nfac
+            self.counters["factorizations"] += nfac
+            for k in np.flatnonzero(~exact):
+                t, d, lk, _, st = self.hybrid(q[k], dq[k], ddq[k], tau_p[k], a,
+                                              None if f_ext is None else f_ext[k])
+                tau[k], ddq_o[k], lam[k] = t, d, lk
+                nfac += int(st.get("factorizations", 0))
+            return tau, lam, exact, ddq_o, {"factorizations": nfac, "native": True}
         if not p.any() or sys.nc == 0:
             return None
-        self._cache = None
         rcond = float(self.options.get("rcond", 1e-10))
         tau_r = alg.inverse_dynamics(sys.model, q, dq, ddq, f_ext)          # M ddq + b
         A = sys._rows_batch(q, dq)[1]                                       # (N, m, nv)
