@@ -28,7 +28,8 @@ solvers feel this, the maximal one hardly does. The second table times
 MuJoCo's ``mj_forward`` on both trees (exported by
 ``gear.interop.to_mjcf`` with the ball closures as soft ``equality
 connect``, contacts off; its relative ``ddq`` error against gear in
-brackets) next to gear's maximal and kkt solvers on the ground tree, and
+brackets; on the ground tree also stiffened as far as MuJoCo allows) next
+to gear's maximal and kkt solvers on the ground tree, and
 gives the ratio of gear's maximal solver to MuJoCo on the same ground
 tree, MuJoCo's best case.
 
@@ -71,10 +72,13 @@ def pinocchio_time(s, q, dq, tau):
     return best_time(call, repeat=3, target=0.1), a
 
 
-def mujoco_time(s, q, dq, tau, ref):
+def mujoco_time(s, q, dq, tau, ref, stiff=False):
     """MuJoCo's mj_forward on the same mechanism (gear.interop.to_mjcf: ball
     closures as soft ``equality connect``), contacts off; returns (us per
-    call, max |qacc - ddq| relative to max |ddq|) or (None, None)."""
+    call, max |qacc - ddq| relative to max |ddq|) or (None, None).
+    ``stiff``: the equality constraints stiffened as far as MuJoCo lets
+    them (``solref = (1e-4, 1)`` with its safety clamp off, ``solimp`` at
+    0.9999)."""
     try:
         import mujoco
         from gear.interop import mujoco_state_maps, to_mjcf
@@ -85,6 +89,10 @@ def mujoco_time(s, q, dq, tau, ref):
     except ValueError as exc:                 # e.g. its XML parser's nesting limit (N = 1000)
         return str(exc).splitlines()[-1], None
     m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    if stiff:
+        m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_REFSAFE
+        m.eq_solref[:] = (1e-4, 1.0)
+        m.eq_solimp[:] = (0.9999, 0.9999, 0.001, 0.5, 2.0)
     d = mujoco.MjData(m)
     iq, iv = mujoco_state_maps(s.model, m)
     d.qpos[iq], d.qvel[iv], d.qfrc_applied[iv] = q, dq, tau
@@ -232,13 +240,14 @@ def main(argv=None):
         tkg = best_time(lambda: g.forward_dynamics(qg, dqg, taug), repeat=3, target=0.1) if N <= 100 else None
         tmc, emc = mujoco_time(s, q, dq, tau, rm.ddq)
         tmg, emg = mujoco_time(g, qg, dqg, taug, rg.ddq)
-        mj.append((N, tg, tbg, tkg, tmc, emc, tmg, emg))
+        tms, ems = mujoco_time(g, qg, dqg, taug, rg.ddq, stiff=True)
+        mj.append((N, tg, tbg, tkg, tmc, emc, tmg, emg, tms, ems))
     print("\n(exudyn: µs per implicit generalized-alpha step at h = 1e-3, and its crank angle after "
           "0.2 s against gear's rk4, relative to the angle travelled)")
     print("\nMuJoCo's mj_forward (soft constraints: relative ddq error in brackets) on both spanning "
           "trees, against gear's maximal solver on the ground tree (us per call, one state)\n")
-    print(f"{'N':>5} {'mujoco, chain tree':>22} {'mujoco, ground tree':>22} {'maximal, ground tree':>21} "
-          f"{'batch':>8} {'kkt, ground tree':>17} {'maximal/mujoco':>15}")
+    print(f"{'N':>5} {'mujoco, chain tree':>22} {'mujoco, ground tree':>22} {'stiffened':>18} "
+          f"{'maximal, ground tree':>21} {'batch':>8} {'kkt, ground tree':>17} {'maximal/mujoco':>15}")
 
     def cell(t, e):
         if t is None:
@@ -247,10 +256,11 @@ def main(argv=None):
             return "cannot load"
         return f"{t * 1e6:9,.1f} [{e:.0e}]"
 
-    for N, tg, tbg, tkg, tmc, emc, tmg, emg in mj:
+    for N, tg, tbg, tkg, tmc, emc, tmg, emg, tms, ems in mj:
         ratio = f"{tg / tmg:15.2f}" if isinstance(tmg, float) else "-"
         ck = "-" if tkg is None else f"{tkg * 1e6:17,.1f}"
-        print(f"{N:>5} {cell(tmc, emc):>22} {cell(tmg, emg):>22} {tg * 1e6:21,.1f} {tbg * 1e6:8,.1f} {ck:>17} {ratio}")
+        print(f"{N:>5} {cell(tmc, emc):>22} {cell(tmg, emg):>22} {cell(tms, ems):>18} {tg * 1e6:21,.1f} "
+              f"{tbg * 1e6:8,.1f} {ck:>17} {ratio}")
 
 
 if __name__ == "__main__":
