@@ -655,3 +655,60 @@ def test_vectorised_numpy_inverse_batch_equals_the_native_one(name):
     scale = max(1.0, np.abs(nat.tau).max())
     assert np.abs(vec.tau - nat.tau).max() < 1e-9 * scale and rel(vec.lam, nat.lam) < 1e-8
     assert rel(vec.ddq, nat.ddq) < 1e-9
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_native_projection_hybrid_and_inverse_on_random_trees_of_every_joint_kind(seed):
+    """The projection kernel's hybrid dynamics and the closed inverse
+    dynamics kernel on random trees of every joint kind closed by one
+    closure of each kind (redundant rows likely): equal to their NumPy
+    paths at consistent states."""
+    rng = np.random.default_rng(100 + seed)
+    model = random_tree(rng, nbodies=9, kinds=[k for k in ALL_KINDS if k != "fixed"])
+    q = model.random_configuration(rng)
+    poses = gear.forward_kinematics(model, q)
+    cs = []
+    for kind in sorted(KINDS):
+        # frames that coincide at q (a distance closure's points 0.3 apart):
+        # q is assembled, whatever the kind
+        a, b = (int(x) for x in rng.choice(9, size=2, replace=False))
+        Pa = random_se3(rng).homogeneous()
+        W = poses[a] @ Pa
+        if kind == "distance":
+            W = W @ gear.SE3(p=[0.3, 0.0, 0.0]).homogeneous()
+        Pb = np.linalg.solve(poses[b], W)
+        cs.append(gear.LoopClosure(a, gear.SE3(Pa[:3, :3], Pa[:3, 3]), b, gear.SE3(Pb[:3, :3], Pb[:3, 3]),
+                                   kind, name=f"c_{kind}"))
+    sysm = gear.ConstrainedModel(model, cs)
+    if sysm._rigidly_connected(a, b):
+        pytest.skip("drew a closure between rigidly connected bodies")
+    q = sysm.assemble(q)                  # (fixes the distance closure's length: 0.3)
+    sp = sysm.with_solver("projection")
+    assert np.abs(sysm.constraint_residual(q)).max() < 1e-9
+    dq = _consistent(sysm, q, rng)
+    tau = rng.standard_normal(model.nv)
+    ddq = sysm.forward_dynamics(q, dq, tau).ddq + 0.3 * _consistent(sysm, q, rng)
+    moving = [j for j in range(model.nbodies) if model.joints[j].nv]
+    for js in ([moving[0]], moving[1:3], moving[::3]):
+        pres = np.zeros(model.nbodies, dtype=bool)
+        pres[js] = True
+        u = np.repeat(pres, [model.joints[i].nv for i in range(model.nbodies)])
+        h = sp.hybrid_dynamics(q, dq, ddq, tau, pres)
+        assert h.stats["native"]
+        t, d, lam, _ = sp.solver._hybrid_numpy(q, dq, ddq, tau, u, None)
+        scale = max(1.0, np.abs(t).max(), np.abs(d).max())
+        assert np.abs(h.ddq - d).max() < 1e-8 * scale and np.abs(h.tau - t).max() < 1e-8 * scale, js
+        assert rel(h.lam, lam) < 1e-7, js
+        # inverse dynamics with those joints actuated: ddq is reachable
+        names = [model.joint_names[j] for j in js]
+        inv = sysm.inverse_dynamics(q, dq, h.ddq, names, tau_passive=tau)
+        solver = sysm.solver
+        solver._inverse_native = lambda *args: None
+        try:
+            t2, l2, ex2, _, _ = solver.inverse(q, dq, h.ddq, u, tau, "min_constraint_force", None)
+        finally:
+            del solver._inverse_native
+        assert inv.exact == ex2, js
+        assert np.abs(inv.tau - t2).max() < 1e-8 * scale, js
+        if ex2:
+            assert inv.stats["native"] and rel(inv.lam, l2) < 1e-7, js
