@@ -82,21 +82,6 @@ cdef struct ClosC:
     int mxws               # its scratch size (doubles per thread)
 
 
-cdef inline int cwork_size(int nb, int nv, int m) noexcept nogil:
-    # see CWork
-    return 36 * nb + 4 * nv + 18 * m + 3 * m * m + 48 + nv * nv + (2 * m + 6) * nv + 3 * nv * nv + 5 * nv + 12 * m
-
-
-cdef inline int cwork_size_c(const ClosC* c, int nb, int nv, int m, bint full) noexcept nogil:
-    # with a maximal-coordinate plan: its scratch after the rows' fields
-    # (only those, unless ``full``: the rollout's projection needs the rest)
-    if c == NULL or c.mx == NULL:
-        return cwork_size(nb, nv, m)
-    if full:
-        return cwork_size(nb, nv, m) + c.mxws
-    return 24 * nb + 14 * m + 48 + c.mxws
-
-
 cdef struct CWork:
     double* Tw     # (nb, 12) world poses
     double* acc    # (nb, 6) body bias accelerations at ddq = 0
@@ -132,64 +117,94 @@ cdef struct CWork:
     void* chol     # its CHOLMOD handle (gear_chol, one per thread), or NULL
 
 
-cdef inline CWork cwork_from(double* base, int nb, int nv, int m) noexcept nogil:
-    cdef CWork c
-    c.Tw = base
-    c.acc = c.Tw + 12 * nb
-    c.ja = c.acc + 6 * nb
-    c.Bs = c.ja + 6 * nb
-    c.beta = c.Bs + 6 * nb
-    c.us = c.beta + 6 * nb
-    c.xs = c.us + nv
-    c.tx = c.xs + nv
-    c.ts = c.tx + nv
-    c.F = c.ts + nv
-    c.bias = c.F + 12 * m
-    c.g = c.bias + m
-    c.rhs = c.g + m
-    c.piv = c.rhs + m
-    c.tmp = c.piv + m
-    c.K = c.tmp + m
-    c.W = c.K + m * m
-    c.Z = c.W + m * m
-    c.fr = c.Z + m * m
-    c.Md = c.fr + 48
-    c.Ad = c.Md + nv * nv
-    c.Bd = c.Ad + (m + 6) * nv
-    c.Pq = c.Bd + nv * m
-    c.Pr = c.Pq + nv * nv
-    c.Pv = c.Pr + 2 * nv * nv
-    c.act = c.Pv + 5 * nv + 2 * m
-    c.lc = c.act + m
-    c.gd = c.lc + m
+cdef inline double* _carve(double* base, int* off, int n) noexcept nogil:
+    # the next n doubles of a workspace laid out from ``base`` (NULL: only count)
+    cdef double* p = NULL
+    if base != NULL:
+        p = base + off[0]
+    off[0] += n
+    return p
+
+
+cdef inline int cwork_layout(CWork* c, double* base, int nb, int nv, int m,
+                             bint compact) noexcept nogil:
+    """The one layout of CWork: points its fields into ``base`` (NULL: every
+    field NULL, the size only) and returns its size in doubles.
+    ``compact``: only the fields the rows and the residual use (the
+    maximal-coordinate kernel's own scratch follows them), the others
+    NULL."""
+    cdef int off = 0
+    c.Tw = _carve(base, &off, 12 * nb)
+    c.acc = _carve(base, &off, 6 * nb)
+    c.ja = _carve(base, &off, 6 * nb)
     c.mws = NULL
     c.chol = NULL
+    if compact:
+        c.F = _carve(base, &off, 12 * m)
+        c.bias = _carve(base, &off, m)
+        c.g = _carve(base, &off, m)
+        c.fr = _carve(base, &off, 48)
+        c.us = c.xs = c.tx = c.ts = c.beta = c.Bs = NULL
+        c.rhs = c.piv = c.tmp = c.K = c.W = c.Z = c.Md = c.Ad = c.Bd = c.Pq = c.Pr = c.Pv = NULL
+        c.act = c.lc = c.gd = NULL
+        return off
+    c.Bs = _carve(base, &off, 6 * nb)
+    c.beta = _carve(base, &off, 6 * nb)
+    c.us = _carve(base, &off, nv)
+    c.xs = _carve(base, &off, nv)
+    c.tx = _carve(base, &off, nv)
+    c.ts = _carve(base, &off, nv)
+    c.F = _carve(base, &off, 12 * m)
+    c.bias = _carve(base, &off, m)
+    c.g = _carve(base, &off, m)
+    c.rhs = _carve(base, &off, m)
+    c.piv = _carve(base, &off, m)
+    c.tmp = _carve(base, &off, m)
+    c.K = _carve(base, &off, m * m)
+    c.W = _carve(base, &off, m * m)
+    c.Z = _carve(base, &off, m * m)
+    c.fr = _carve(base, &off, 48)
+    c.Md = _carve(base, &off, nv * nv)
+    c.Ad = _carve(base, &off, (m + 6) * nv)
+    c.Bd = _carve(base, &off, nv * m)
+    c.Pq = _carve(base, &off, nv * nv)
+    c.Pr = _carve(base, &off, 2 * nv * nv)
+    c.Pv = _carve(base, &off, 5 * nv + 2 * m)
+    c.act = _carve(base, &off, m)
+    c.lc = _carve(base, &off, m)
+    c.gd = _carve(base, &off, 8 * m)
+    return off
+
+
+cdef inline int cwork_size(int nb, int nv, int m) noexcept nogil:
+    cdef CWork c
+    return cwork_layout(&c, NULL, nb, nv, m, False)
+
+
+cdef inline int cwork_size_c(const ClosC* cc, int nb, int nv, int m, bint full) noexcept nogil:
+    # with a maximal-coordinate plan: its scratch after the rows' fields
+    # (only those, unless ``full``: the rollout's projection needs the rest)
+    cdef CWork c
+    if cc == NULL or cc.mx == NULL:
+        return cwork_size(nb, nv, m)
+    return cwork_layout(&c, NULL, nb, nv, m, not full) + cc.mxws
+
+
+cdef inline CWork cwork_from(double* base, int nb, int nv, int m) noexcept nogil:
+    cdef CWork c
+    cwork_layout(&c, base, nb, nv, m, False)
     return c
 
 
 cdef inline CWork cwork_from_c(const ClosC* cc, double* base, int nb, int nv, int m,
                                bint full) noexcept nogil:
     # the layout of cwork_size_c: the full CWork, or (maximal plan, not
-    # ``full``) only the fields the rows and the residual use
+    # ``full``) only the fields the rows and the residual use; the plan's
+    # scratch after them
     cdef CWork c
-    if cc == NULL or cc.mx == NULL:
-        return cwork_from(base, nb, nv, m)
-    if full:
-        c = cwork_from(base, nb, nv, m)
-        c.mws = base + cwork_size(nb, nv, m)
-        return c
-    c.Tw = base
-    c.acc = c.Tw + 12 * nb
-    c.ja = c.acc + 6 * nb
-    c.F = c.ja + 6 * nb
-    c.bias = c.F + 12 * m
-    c.g = c.bias + m
-    c.fr = c.g + m
-    c.mws = c.fr + 48
-    c.us = c.xs = c.tx = c.ts = c.beta = c.Bs = NULL
-    c.rhs = c.piv = c.tmp = c.K = c.W = c.Z = c.Md = c.Ad = c.Bd = c.Pq = c.Pr = c.Pv = NULL
-    c.act = c.lc = c.gd = NULL
-    c.chol = NULL
+    cdef int n = cwork_layout(&c, base, nb, nv, m, cc != NULL and cc.mx != NULL and not full)
+    if cc != NULL and cc.mx != NULL:
+        c.mws = base + n
     return c
 
 
