@@ -13,6 +13,10 @@ per constrained forward-dynamics call from Python. The columns are:
 - **kkt**: the native reduced solver, whose ``m^3`` dense solve makes it
   cubic in N. It is timed once at N = 1000; ``--quick`` skips it there.
 - **projection**: a dense SVD null space, up to N = 100.
+- **soft**: the soft solver at its default stiffness (1e8; the kkt
+  kernel's dense route with ``K + I/stiffness``, cubic like kkt: timed
+  once at N = 1000, skipped there with ``--quick``); its relative ddq
+  difference from kkt in brackets (O(1/stiffness)).
 - **Pinocchio's constraintDynamics**: up to N = 100; it is optional, and
   its data grows as joints^3.
 
@@ -184,7 +188,7 @@ def main(argv=None):
     print(f"# gear {gear.__version__} | numpy {np.__version__} | {os.cpu_count()} cores")
     print("\nus per call (one state); |ddq - kkt| in brackets\n")
     print(f"{'N':>5} {'nv':>5} {'nc':>5} {'rows':>6} {'nnz J':>7} {'nnz L':>7} {'maximal':>10} "
-          f"{'batch':>8} {'sksparse':>9} {'kkt':>12} {'projection':>12} {'pinocchio':>16} {'kkt/maximal':>12} "
+          f"{'batch':>8} {'sksparse':>9} {'kkt':>12} {'projection':>12} {'soft':>18} {'pinocchio':>16} {'kkt/maximal':>12} "
           f"{'exudyn µs/step':>22}")
     mj = []
     rng = np.random.default_rng(0)
@@ -213,6 +217,16 @@ def main(argv=None):
         else:
             tk, rk = None, None
         cell_k = "-" if tk is None else f"{tk * 1e6:12,.0f}"
+        ss = s.with_solver("soft")
+        if N < 1000:
+            tso = best_time(lambda: ss.forward_dynamics(q, dq, tau), repeat=3, target=0.1)
+            rso = ss.forward_dynamics(q, dq, tau)
+        elif not a.quick:
+            tso, rso = once(lambda: ss.forward_dynamics(q, dq, tau))
+        else:
+            tso, rso = None, None
+        cell_so = "-" if tso is None else (
+            f"{tso * 1e6:10,.0f} [{np.abs(rso.ddq - rm.ddq).max() / np.abs(rm.ddq).max():.0e}]")
         dm = "" if rk is None else f" [{np.abs(rm.ddq - rk.ddq).max():.0e}]"
         if N <= 100:
             sp = s.with_solver("projection")
@@ -226,7 +240,7 @@ def main(argv=None):
         tex, eex = (None, None) if a.no_exudyn else exudyn_time(s, N, q)
         cell_ex = "-" if tex is None else f"{tex * 1e6:10,.0f}" + ("" if eex is None else f" [{eex:.0e}]")
         print(f"{N:>5} {nv:>5} {s.nc:>5} {rm.stats['rows']:>6} {rm.stats['nnz_J']:>7} "
-              f"{rm.stats['nnz_factor']:>7} {tm * 1e6:10,.1f}{dm} {tb * 1e6:8,.1f} {cell_s} {cell_k} {cell_p} {cell_pin:>16} "
+              f"{rm.stats['nnz_factor']:>7} {tm * 1e6:10,.1f}{dm} {tb * 1e6:8,.1f} {cell_s} {cell_k} {cell_p} {cell_so:>18} {cell_pin:>16} "
               f"{ratio} {cell_ex:>22}")
         # the same N on the ground tree, for MuJoCo
         g, qg = gear.mechanisms.n_four_bar(N, tree="ground")
