@@ -92,13 +92,13 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
     Only :class:`gear.LoopClosure` constraints are taken, and every body
     needs positive mass and inertia.  The scikit-sparse path needs
     scikit-sparse (the ``sparse`` extra).  Options: ``regularization``
-    (default 1e-12), ``refinement`` (default 3), ``ordering`` (CHOLMOD's
+    (default 1e-14), ``refinement`` (default 3), ``ordering`` (CHOLMOD's
     ordering: ``"default"``, ``"amd"``, ``"metis"``, ``"nesdis"``,
     ``"colamd"``, ``"natural"``, ``"best"``), ``native`` (default True).
     """
 
     name = "maximal"
-    default_options = {"regularization": 1e-12, "refinement": 3, "ordering": "default",
+    default_options = {"regularization": 1e-14, "refinement": 3, "ordering": "default",
                        "native": True}
     _route = 3
 
