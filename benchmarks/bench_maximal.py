@@ -209,22 +209,18 @@ def main(argv=None):
             cell_s = f"{ts * 1e6:9,.0f}"
         except ImportError:
             cell_s = "-"
-        if N < 1000:
-            tk = best_time(lambda: s.forward_dynamics(q, dq, tau), repeat=3, target=0.1)
-            rk = s.forward_dynamics(q, dq, tau)
-        elif not a.quick:
-            tk, rk = once(lambda: s.forward_dynamics(q, dq, tau))
-        else:
-            tk, rk = None, None
+        def dense(sn):
+            # the cubic solvers: timed once at N = 1000, skipped there with --quick
+            if N < 1000:
+                return (best_time(lambda: sn.forward_dynamics(q, dq, tau), repeat=3, target=0.1),
+                        sn.forward_dynamics(q, dq, tau))
+            if not a.quick:
+                return once(lambda: sn.forward_dynamics(q, dq, tau))
+            return None, None
+
+        tk, rk = dense(s)
         cell_k = "-" if tk is None else f"{tk * 1e6:12,.0f}"
-        ss = s.with_solver("soft")
-        if N < 1000:
-            tso = best_time(lambda: ss.forward_dynamics(q, dq, tau), repeat=3, target=0.1)
-            rso = ss.forward_dynamics(q, dq, tau)
-        elif not a.quick:
-            tso, rso = once(lambda: ss.forward_dynamics(q, dq, tau))
-        else:
-            tso, rso = None, None
+        tso, rso = dense(s.with_solver("soft"))
         cell_so = "-" if tso is None else (
             f"{tso * 1e6:10,.0f} [{np.abs(rso.ddq - rm.ddq).max() / np.abs(rm.ddq).max():.0e}]")
         dm = "" if rk is None else f" [{np.abs(rm.ddq - rk.ddq).max():.0e}]"

@@ -253,16 +253,8 @@ class ConstraintSolver:
         self._cache = None
         out = self._inverse_native(q, dq, ddq, a, tau_p, f_ext)
         if out is not None:
-            tau, lam, exact, rank = out
-            ddq_o = ddq.copy()
-            nfac = int(exact.sum())
-            self.counters["calls"] += nfac
-            self.counters["factorizations"] += nfac
-            for k in np.flatnonzero(~exact):
-                t, d, lk, _, st = self.hybrid(q[k], dq[k], ddq[k], tau_p[k], a,
-                                              None if f_ext is None else f_ext[k])
-                tau[k], ddq_o[k], lam[k] = t, d, lk
-                nfac += int(st.get("factorizations", 0))
+            tau, lam, exact, _ = out
+            ddq_o, nfac = self._batch_fallback(q, dq, ddq, a, tau_p, f_ext, tau, lam, exact)
             return tau, lam, exact, ddq_o, {"factorizations": nfac, "native": True}
         if not p.any() or sys.nc == 0:
             return None
@@ -280,6 +272,14 @@ class ConstraintSolver:
         exact = np.linalg.norm(np.einsum("npm,nm->np", B, lam) - rhs, axis=1) <= 1e-9 * scale
         tau = tau_p.copy()
         tau[:, a] = tau_r[:, a] - np.einsum("nma,nm->na", A[:, :, a], lam)   # eqs. (58)/(60)
+        ddq_o, nfac = self._batch_fallback(q, dq, ddq, a, tau_p, f_ext, tau, lam, exact)
+        return tau, lam, exact, ddq_o, {"factorizations": nfac}
+
+    def _batch_fallback(self, q, dq, ddq, a, tau_p, f_ext, tau, lam, exact):
+        """The end of :meth:`inverse_batch`: counts the exact states (one
+        factorisation each) and answers the under-actuated ones with
+        :meth:`hybrid` (actuated joints prescribed), in place in ``tau`` and
+        ``lam``.  Returns ``(ddq, factorisations)``."""
         ddq_o = ddq.copy()
         nfac = int(exact.sum())
         self.counters["calls"] += nfac
@@ -289,7 +289,7 @@ class ConstraintSolver:
                                           None if f_ext is None else f_ext[k])
             tau[k], ddq_o[k], lam[k] = t, d, lk
             nfac += int(st.get("factorizations", 0))
-        return tau, lam, exact, ddq_o, {"factorizations": nfac}
+        return ddq_o, nfac
 
     def __repr__(self):
         return f"{type(self).__name__}(name={self.name!r}, options={self.options})"
