@@ -1,10 +1,14 @@
 """The maximal-coordinate view of a model: every body a free rigid body.
 
-In maximal coordinates (seed 004, Sec. 3) a body's state is its world pose
-``T_i`` and body twist ``V_i``; joints are constraints between bodies.
-:func:`from_reduced` maps joint coordinates ``(q, dq)`` to that view and
-:func:`to_reduced` maps it back, checking that the poses respect every
-joint.  (The maximal-coordinate *solver* is issue #10's next step.)
+In maximal coordinates (Ruan, "Articulated rigid body systems", Sec. 3)
+a body's state is its world pose ``T_i`` and body twist ``V_i``; joints are
+constraints between bodies.  :func:`from_reduced` maps joint coordinates
+``(q, dq)`` to that view and :func:`to_reduced` maps it back, checking that
+the poses respect every joint.  :class:`MaximalSystem` assembles the sparse
+maximal system of a closed-loop model (its ``Mb``, ``J`` and KKT matrices);
+the ``"maximal"`` constraint solver (:class:`gear.solvers.MaximalSolver`)
+solves it by sparse Cholesky, and ``gear.compare`` also simulates in these
+coordinates.
 """
 from __future__ import annotations
 
@@ -180,7 +184,8 @@ def to_reduced(model, poses, twists=None, tol=1e-9):
 
 
 # ---------------------------------------------------------------------------
-# the maximal-coordinate system of a ConstrainedModel (seed 004, eq. 12)
+# the maximal-coordinate system of a ConstrainedModel (Ruan, "Articulated
+# rigid body systems", Sec. 3.1, eq. 12)
 # ---------------------------------------------------------------------------
 def _ad_inv_mats(T):
     """``Ad_{T^{-1}}`` for a stack of transforms ``T`` (n, 12) (R row-major,
@@ -219,8 +224,8 @@ class MaximalSystem:
 
     Every body is a free rigid body with body twist ``V_i`` (6 each);
     every tree joint and every loop closure is a set of rows ``J`` on the
-    stacked twists.  The equations of motion are the KKT system of seed
-    004, eq. (12):
+    stacked twists.  The equations of motion are the KKT system of Ruan,
+    "Articulated rigid body systems", Sec. 3.1, eq. (12):
 
         ``[[Mb, J^T], [J, 0]] [dV; -lam] = [f; c]``
 

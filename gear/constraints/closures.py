@@ -3,8 +3,9 @@
 A closed chain is a spanning tree plus constraints ``A(q) dq = 0``.  A
 :class:`LoopClosure` ties frame {A} (``placement_a`` on ``body_a``) to frame
 {B} (``placement_b`` on ``body_b``); each kind keeps some relative motions
-closed (API.md, Constraints).  Every row is a scalar function ``g`` of the
-world poses of {A} and {B}; its velocity row and its ``dA dq`` bias are the
+closed (row counts in :data:`KINDS`, the table in ``docs/constraints.md``).
+Every row is a scalar function ``g`` of the world poses of {A} and {B}; its
+velocity row and its ``dA dq`` bias are the
 exact first and second time derivatives of ``g`` (with ``ddq = 0``), so
 
 * the rows are ``A = dg/dq`` in gear's tangent space (right perturbation),
@@ -137,7 +138,7 @@ class LoopClosure:
 
     @property
     def nrows(self):
-        """Number of constraint rows (API.md's table)."""
+        """Number of constraint rows (``KINDS[kind]``)."""
         return KINDS[self.kind]
 
     @property

@@ -119,7 +119,8 @@ class Reader:
         return float(self.floats(text, 1, where, attr, None if default is None else [default])[0])
 
     def inertia(self, mass, com, I_com, where):
-        """``gear.Inertia`` under the loading policy of API.md (Model).
+        """``gear.Inertia`` under gear's inertia loading policy (``docs/models.md``,
+        "Errors"; the same policy as :class:`gear.Inertia`).
 
         Returns ``None`` for a massless frame (mass 0, zero rotational
         inertia).  A ``ValueError`` (negative mass, clearly indefinite
@@ -215,7 +216,8 @@ def assemble(model, nodes, reader):
 
     # A movable joint whose whole subtree is massless makes S^T Ihat S
     # singular: that is reported by forward dynamics when it is called
-    # (SingularInertiaError naming the joint), not at load time (API.md).
+    # (SingularInertiaError naming the joint), not at load time, as
+    # Pinocchio does (docs/models.md, "Errors").
 
     for n, T in bodies:
         model.add_body(n.name, parent_body[n.name], n.joint, placement=T,

@@ -31,7 +31,8 @@ def _cholmod():
 
 
 class MaximalSolver(_NativeClosed, ConstraintSolver):
-    """Maximal coordinates (seed 004, eq. 12) solved by sparse Cholesky.
+    """Maximal coordinates (Ruan, "Articulated rigid body systems", Sec. 3.1,
+    eq. 12) solved by sparse Cholesky.
 
     Every body is a free rigid body, and every joint and loop is a set of
     rows ``J`` on the stacked body twists (:class:`gear.maximal.

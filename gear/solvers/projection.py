@@ -25,9 +25,10 @@ class ProjectionSolver(_NativeHybrid, ConstraintSolver):
 
         ``ddq = g + G (G^T M G)^{-1} G^T (tau - b - M g)``
 
-    (the equations of motion projected on the admissible directions, seed
-    004 Sec. 4, Featherstone Sec. 3.7).  The constraint force is recovered
-    after: ``A^T lam = M ddq + b - tau`` (minimum-norm ``lam``).  Hybrid
+    (the equations of motion projected on the admissible directions: Ruan,
+    "Articulated rigid body systems", Sec. 4; Featherstone, ch. 3, Sec. 3.7).
+    The constraint force is recovered after: ``A^T lam = M ddq + b - tau``
+    (minimum-norm ``lam``).  Hybrid
     dynamics adds the prescribed coordinates as rows ``ddq_u = given``.
     Redundant rows are eliminated by the rank cut-off.
 

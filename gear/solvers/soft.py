@@ -1,4 +1,5 @@
-"""``"soft"``: compliant constraints (seed 004, eq. 14)."""
+"""``"soft"``: compliant constraints (Ruan, "Articulated rigid body systems",
+Sec. 3.2, eq. 14)."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,9 +16,9 @@ class SoftSolver(_NativeHybrid, ConstraintSolver):
 
         ``lam = -stiffness * (A ddq + dA dq + damping * A dq)``,
 
-    the acceleration-level form of eq. 14 of the maximal-vs-reduced seed
-    (``-J v - lam / k = 0`` in a time step).  With ``ddq = ddq_r + M^{-1}
-    A^T lam`` this is the regularised system
+    the acceleration-level form of Ruan's soft constraints ("Articulated rigid
+    body systems", Sec. 3.2, eq. 14: ``-J v - lam / k = 0`` in a time step).
+    With ``ddq = ddq_r + M^{-1} A^T lam`` this is the regularised system
 
         ``(A M^{-1} A^T + I / stiffness) lam = -(A ddq_r + dA dq + damping A dq)``,
 

@@ -493,7 +493,8 @@ def _check_rotational_inertia(I, mass, where="", name=None, strict=False):
     """Validate a rotational inertia about the centre of mass and return it
     (symmetrised; rounding-level negative principal moments clipped to 0).
 
-    Policy (API.md, Model): positive semidefinite is valid (point masses,
+    Policy (the one the URDF and MJCF loaders use; ``docs/models.md``,
+    "Errors"): positive semidefinite is valid (point masses,
     massless frames); rounding-level negatives are tolerated (clipped);
     negative-definite tensors raise; physically impossible inertias
     (indefinite, triangle inequality, rotational inertia without mass) warn
