@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["as_array", "as_batch", "check_finite"]
+__all__ = ["as_array", "as_batch", "check_finite", "joint_mask"]
 
 
 def _shape_str(shape):
@@ -104,3 +104,64 @@ def as_batch(name, value, inner, batch=None):
         )
     check_finite(name, out)
     return out, is_batch
+
+
+def joint_mask(model, joints, name):
+    """The joints ``joints`` of ``model`` as a bool per joint.
+
+    Parameters
+    ----------
+    model : gear.Model
+    joints : str, list, tuple or set of str, or array_like of bool
+        Joint names (an empty list: no joint; one string: that joint), or a
+        mask with one boolean (or 0/1) per joint, length ``model.nbodies``.
+    name : str
+        The argument's name, for the error messages.
+
+    Returns
+    -------
+    ndarray of bool, shape (nbodies,)
+        A new array, True on the named joints.
+
+    Raises
+    ------
+    TypeError
+        ``joints`` is None, or a list mixes names and other values.
+    KeyError
+        A name that is no joint of ``model`` (the message lists the joints).
+    ValueError
+        A mask of the wrong length, or with values other than 0 and 1.
+    """
+    nb = model.nbodies
+    if joints is None:
+        raise TypeError(f"{name} is required: a list of joint names (empty for none), one joint "
+                        f"name, or a bool per joint (length {nb})")
+    if isinstance(joints, (str, np.str_)):
+        joints = [str(joints)]
+    elif isinstance(joints, np.ndarray) and joints.dtype.kind == "U" and joints.ndim <= 1:
+        joints = [str(j) for j in joints.ravel()]
+    if isinstance(joints, (list, tuple, set, frozenset)):
+        strs = [isinstance(j, (str, np.str_)) for j in joints]
+        if all(strs):                        # names; an empty list is no joint
+            mask = np.zeros(nb, dtype=bool)
+            for j in joints:
+                try:
+                    mask[model.joint_names.index(j)] = True
+                except ValueError:
+                    raise KeyError(f"{name}: no joint named {j!r}; joints are {model.joint_names}") from None
+            return mask
+        if any(strs):
+            raise TypeError(f"{name} mixes joint names and other values ({list(joints)!r}); pass "
+                            f"joint names only, or a bool per joint (length {nb})")
+        if isinstance(joints, (set, frozenset)):
+            raise TypeError(f"{name} must be joint names or a bool per joint in order "
+                            f"(length {nb}), got a set of {type(next(iter(joints))).__name__}")
+    arr = _to_array(name, joints)
+    if arr.shape != (nb,):
+        raise ValueError(f"{name} has wrong shape: expected ({nb},) bools (one per joint), a list "
+                         f"of joint names or one joint name, got shape {_shape_str(arr.shape)}")
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be joint names or a bool per joint, got dtype {arr.dtype}")
+    if arr.dtype != bool and not np.all((arr == 0) | (arr == 1)):
+        raise ValueError(f"{name} must hold booleans (or 0/1), one per joint; got {arr.tolist()}")
+    return arr.astype(bool)

@@ -145,7 +145,8 @@ def hybrid_dynamics_derivatives(model, q, dq, ddq, tau, prescribed, f_ext=None):
     model : gear.Model
     q : array_like, shape (nq,) or (N, nq)
     dq, ddq, tau : array_like, shape (nv,) or (N, nv)
-    prescribed : array_like of bool, shape (nbodies,), or list of joint names
+    prescribed : list of str, str, or array_like of bool, shape (nbodies,)
+        Joint names (an empty list for none, or one name), or a bool per joint.
     f_ext : array_like, shape (nbodies, 6) or (N, nbodies, 6), optional
 
     Returns

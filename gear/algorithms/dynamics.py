@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from .. import _core
-from .._validate import as_batch
+from .._validate import as_batch, joint_mask
 
 __all__ = [
     "set_num_threads", "get_num_threads", "forward_kinematics", "inverse_dynamics",
@@ -209,24 +209,11 @@ def forward_dynamics(model, q, dq, tau, f_ext=None, *, out=None):
     return out if out is not None else a.ret(ddq)
 
 
-def _prescribed_mask(model, prescribed):
-    if prescribed is None:
-        raise TypeError("prescribed is required: a bool per joint (length nbodies) or a list of joint names")
-    if isinstance(prescribed, (list, tuple, set)) and all(isinstance(p, str) for p in prescribed) \
-            and len(prescribed) > 0:
-        mask = np.zeros(model.nbodies, dtype=np.uint8)
-        for name in prescribed:
-            mask[model.joint_index(name)] = 1
-        return mask
-    arr = np.asarray(prescribed)
-    if arr.shape != (model.nbodies,):
-        raise ValueError(
-            f"prescribed has wrong shape: expected ({model.nbodies},) bools (one per joint) "
-            f"or a list of joint names, got shape {arr.shape}"
-        )
-    if arr.dtype != bool and not np.all((arr == 0) | (arr == 1)):
-        raise ValueError("prescribed must hold booleans (or 0/1)")
-    return np.ascontiguousarray(arr, dtype=np.uint8)
+def _prescribed_mask(model, prescribed, name="prescribed"):
+    """``prescribed`` (joint names, one name, an empty list for none, or a
+    bool per joint) as uint8 per joint, validated by
+    :func:`gear._validate.joint_mask`."""
+    return np.ascontiguousarray(joint_mask(model, prescribed, name), dtype=np.uint8)
 
 
 def _prescribed_dofs(model, mask):
@@ -248,8 +235,10 @@ def hybrid_dynamics(model, q, dq, ddq, tau, prescribed, f_ext=None):
     q : array_like, shape (nq,) or (N, nq)
     dq, ddq, tau : array_like, shape (nv,) or (N, nv)
         ``ddq`` is read on prescribed joints, ``tau`` on the others.
-    prescribed : array_like of bool, shape (nbodies,), or list of joint names
-        Joints whose acceleration is prescribed.
+    prescribed : list of str, str, or array_like of bool, shape (nbodies,)
+        Joints whose acceleration is prescribed: their names (an empty list
+        for none -- forward dynamics with ``tau`` -- or one name), or a bool
+        per joint.
     f_ext : array_like, shape (nbodies, 6) or (N, nbodies, 6), optional
 
     Returns

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import as_batch
+from .._validate import as_batch, joint_mask
 from ..joints import FREE, SPHERICAL, _check_quat
 from ..parsers.common import LoopClosureSpec
 from . import _kinematics as K
@@ -418,18 +418,11 @@ class ConstrainedModel:
                         self.model.nv - self.nc, s)
 
     def _locked_dofs(self, locked, name="locked"):
-        mask = np.zeros(self.model.nv, dtype=bool)
+        """Bool per velocity coordinate on the dofs of ``locked`` (None or
+        an empty list: none; joint names, one name, or a bool per joint)."""
         if locked is None:
-            return mask
-        if isinstance(locked, str):
-            locked = [locked]
-        for j in locked:
-            try:
-                i = self.model.joint_index(j)
-            except KeyError:
-                raise KeyError(f"{name}: no joint named {j!r}; joints are {self.model.joint_names}") from None
-            mask[self.model.idx_v(self.model.joint_names[i])] = True
-        return mask
+            return np.zeros(self.model.nv, dtype=bool)
+        return self._joint_dofs(locked, name).copy()
 
     def assemble(self, q_guess, locked=None, tol=1e-12, max_iter=100, max_step=0.5):
         """Close every loop: Gauss-Newton on the holonomic residual with a
@@ -439,8 +432,9 @@ class ConstrainedModel:
         Parameters
         ----------
         q_guess : array_like, shape (nq,)
-        locked : list of str, optional
-            Joint names held at their value in ``q_guess``.
+        locked : list of str, str, or array_like of bool (nbodies,), optional
+            Joints held at their value in ``q_guess``: their names (None or
+            an empty list: none; one name), or a bool per joint.
         tol : float
             Converged when ``max|residual| <= tol``.
         max_iter : int
@@ -498,12 +492,33 @@ class ConstrainedModel:
                 f"could not close the loops: max residual {err:.3g} after {it} iterations "
                 f"(tolerance {tol:g}); the closure may be unreachable from this guess "
                 "(links too short or too long, or the locked joints "
-                f"{sorted(locked) if locked else []} forbid it)")
+                f"{self._names_of(locked)} forbid it)")
         return q
+
+    def _names_of(self, joints):
+        """The names of the joints in ``joints`` (as :meth:`_joint_mask`
+        takes them; None: none), sorted, for messages."""
+        if joints is None:
+            return []
+        mask = self._joint_mask(joints, "locked")
+        return sorted(n for n, m in zip(self.model.joint_names, mask) if m)
 
     def project_velocity(self, q, dq, locked=None):
         """The velocity nearest ``dq`` (Euclidean) with ``A dq = 0``, the
-        ``locked`` joints keeping their entries of ``dq``."""
+        ``locked`` joints keeping their entries of ``dq``.
+
+        Parameters
+        ----------
+        q : array_like, shape (nq,) or (N, nq)
+        dq : array_like, shape (nv,) or (N, nv)
+        locked : list of str, str, or array_like of bool (nbodies,), optional
+            Joints whose entries of ``dq`` are kept: their names (None or an
+            empty list: none; one name), or a bool per joint.
+
+        Returns
+        -------
+        ndarray, shape (nv,) or (N, nv)
+        """
         q = self._q(q)
         dq = self._v(dq, "dq", q.shape[0] if q.ndim == 2 else None)
         if q.ndim == 2:
@@ -588,14 +603,24 @@ class ConstrainedModel:
         return "the world" if i < 0 else repr(self.model.body_names[i])
 
     def _joint_mask(self, joints, name):
-        from ..algorithms.dynamics import _prescribed_mask
+        """``joints`` (joint names, one name, an empty list for none, or a
+        bool per joint) as a bool per joint; errors name the argument."""
+        return joint_mask(self.model, joints, name)
 
-        try:
-            return _prescribed_mask(self.model, joints)
-        except KeyError as exc:
-            raise KeyError(f"{name}: {exc.args[0]}") from None
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(str(exc).replace("prescribed", name)) from None
+    @staticmethod
+    def _names_key(joints):
+        """A hashable cache key for a list, tuple or single name of
+        joints (one name and a list of it share one), or None."""
+        if isinstance(joints, str):
+            return (joints,)
+        if isinstance(joints, (list, tuple)):
+            try:
+                key = tuple(joints)
+                hash(key)
+            except TypeError:                 # unhashable entries: the general path says why
+                return None
+            return key
+        return None
 
     def _joint_dofs(self, joints, name):
         """Bool per velocity coordinate on the dofs of ``joints`` (a list of
@@ -603,13 +628,10 @@ class ConstrainedModel:
         array per joint); read-only when cached."""
         from ..algorithms.dynamics import _prescribed_dofs
 
-        key = None
-        if isinstance(joints, (list, tuple)):
-            try:
-                key = (name, tuple(joints))
-                hit = self._native_cache.setdefault("dofs", {}).get(key)
-            except TypeError:                 # unhashable entries: the general path says why
-                key, hit = None, None
+        key = self._names_key(joints)
+        if key is not None:
+            key = (name, key)
+            hit = self._native_cache.setdefault("dofs", {}).get(key)
             if hit is not None:
                 return hit
         out = _prescribed_dofs(self.model, self._joint_mask(joints, name))
@@ -620,16 +642,14 @@ class ConstrainedModel:
 
     def _fast_mask(self, prescribed):
         """``prescribed`` as the bool array per joint the native hybrid path
-        takes: a list or tuple of joint names is converted once and cached
-        (validated like any other); anything else is passed on as is."""
-        if not isinstance(prescribed, (list, tuple)):
+        takes: a list or tuple of joint names (empty: none) or one name is
+        converted once and cached (validated like any other); anything else
+        is passed on as is."""
+        key = self._names_key(prescribed)
+        if key is None:
             return prescribed
-        try:
-            key = tuple(prescribed)
-            cache = self._native_cache.setdefault("masks", {})
-            mask = cache.get(key)
-        except TypeError:                 # unhashable entries: the general path says why
-            return prescribed
+        cache = self._native_cache.setdefault("masks", {})
+        mask = cache.get(key)
         if mask is None:
             mask = np.ascontiguousarray(self._joint_mask(prescribed, "prescribed"), dtype=bool)
             cache[key] = mask
@@ -643,8 +663,11 @@ class ConstrainedModel:
         ----------
         q, dq, ddq : array_like, shape (nq,), (nv,), (nv,) (or batches)
             A consistent state (``A dq = 0``, ``A ddq + dA dq = 0``).
-        actuated : list of str or array_like of bool (nbodies,)
-            The actuated joints; the others are passive.
+        actuated : list of str, str, or array_like of bool (nbodies,)
+            The actuated joints (their names, one name, or a bool per
+            joint); the others are passive.  An empty list: every joint
+            passive, so unless the system cannot move the result is not
+            exact and is the forward dynamics under ``tau_passive``.
         tau_passive : array_like, shape (nv,), optional
             Torques of the passive joints (read on passive entries; default 0).
         objective : {"min_constraint_force", "min_torque"}
@@ -713,8 +736,11 @@ class ConstrainedModel:
             Read on the prescribed joints.
         tau : array_like, shape (nv,)
             Read on the other joints.
-        prescribed : list of str or array_like of bool (nbodies,)
-            One state with ``prescribed`` a list of joint names or a NumPy
+        prescribed : list of str, str, or array_like of bool (nbodies,)
+            The joints whose acceleration is prescribed: their names (an
+            empty list: none, which is forward dynamics with ``tau``; one
+            name), or a bool per joint.
+            One state with ``prescribed`` joint names or a NumPy
             bool array (and no ``f_ext``) takes an allocation-light native
             path with the kkt and maximal solvers: a few µs per call
             instead of tens (a list is converted once per distinct list).
