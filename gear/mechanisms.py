@@ -83,6 +83,19 @@ def four_bar(crank=0.2, coupler=0.5, rocker=0.4, ground=0.6, angle=np.pi / 3, cl
     """Planar four-bar linkage (crank, coupler, rocker; ground pivots at
     ``(0, 0)`` and ``(ground, 0)`` in the x-z plane).
 
+    With the defaults this is the command line's ``four-bar``: 0.9331 kg
+    (10 mm-radius aluminium bars), joints ``"crank"``, ``"coupler"``,
+    ``"rocker"`` about ``-y``, closed by the ball ``"ground_pivot"``.  It is
+    *not* the bundled model file ``fourbar.xml`` (the command line's
+    ``fourbar``, used by the demo): that one has the same link lengths and
+    starting pose but 20 x 10 mm bars (0.594 kg), a ground pivot at
+    ``(0.583, 0, -0.097)``, joints ``"crank_joint"``, ``"coupler_joint"``,
+    ``"rocker_joint"`` about ``+y``, and comes through
+    :func:`gear.load_mjcf` to show the MJCF loader's ``<equality>``
+    constraints.  This builder exists for its parameters (link lengths,
+    crank angle, closure kind) and returns an assembled system; the two
+    need different crank torques for the same motion.
+
     Parameters
     ----------
     crank, coupler, rocker, ground : float
