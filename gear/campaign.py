@@ -16,6 +16,8 @@ import time
 
 import numpy as np
 
+from ._output import claim_store
+from ._progress import progress_bar
 from ._validate import as_batch
 
 __all__ = ["simulate_distributed"]
@@ -39,7 +41,7 @@ def _slice_input(value, idx, N, inner_ndim):
 
 
 def simulate_distributed(client, model_or_sys, q0, dq0, t_final, dt, *, tau=None, f_ext=None,
-                         chunks=None, out=None, progress=None, **options):
+                         chunks=None, out=None, mode=None, progress=None, **options):
     """:func:`gear.simulate` on a Dask cluster.
 
     Parameters
@@ -55,9 +57,14 @@ def simulate_distributed(client, model_or_sys, q0, dq0, t_final, dt, *, tau=None
         per state).
     out : str, optional
         Zarr store written with the gathered arrays (as in
-        :func:`gear.simulate`).
+        :func:`gear.simulate`, which checks the path before it calls this
+        function).
+    mode : {None, "w"}
+        As for :func:`gear.simulate`: ``"w"`` overwrites an earlier gear
+        store; anything else at ``out`` is refused before any work.
     progress : bool, optional
-        A tqdm bar over finished chunks.
+        A tqdm bar over finished chunks (default: when standard error is a
+        terminal).
 
     Returns
     -------
@@ -78,6 +85,8 @@ def simulate_distributed(client, model_or_sys, q0, dq0, t_final, dt, *, tau=None
     N = q.shape[0]
     v, vb = as_batch("dq0", dq0, (model.nv,))
     v = np.broadcast_to(v, (N, model.nv))
+    if out is not None:
+        out = claim_store(out, mode)
     nworkers = max(1, len(client.scheduler_info().get("workers", {})))
     n_chunks = int(chunks) if chunks is not None else 2 * nworkers
     if n_chunks < 1:
@@ -93,12 +102,10 @@ def simulate_distributed(client, model_or_sys, q0, dq0, t_final, dt, *, tau=None
                              t_final, dt, _slice_input(tau, p, N, 1), _slice_input(f_ext, p, N, 2),
                              options, pure=False)
                for p in parts]
-    if progress:
-        from tqdm.auto import tqdm
-
-        with tqdm(total=len(futures), unit="chunk", desc=f"gear.simulate on {nworkers} workers") as bar:
-            for _ in as_completed(futures):
-                bar.update(1)
+    with progress_bar(progress, total=len(futures), unit="chunk",
+                      desc=f"gear.simulate on {nworkers} workers") as bar:
+        for _ in as_completed(futures):
+            bar.update(1)
     results = client.gather(futures)
     wall = time.perf_counter() - wall
     t = results[0][0]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 __all__ = ["main", "load", "build_parser", "CLIError", "MECHANISMS"]
@@ -30,6 +31,21 @@ MECHANISMS = ("four-bar", "slider-crank", "five-bar", "rssr", "stewart", "bricar
 
 class CLIError(Exception):
     """A problem to report on one line (exit code 1)."""
+
+
+class UsageError(CLIError):
+    """Bad usage (a flag's value the command cannot take): exit code 2."""
+
+
+def _solver_names(flag, names):
+    """Check solver names against the registry before any work."""
+    from gear.solvers import available
+
+    known = available()
+    bad = [s for s in names if s not in known]
+    if bad:
+        raise UsageError(f"{flag}: unknown solver {bad[0]!r}; choose from {', '.join(known)}")
+    return names
 
 
 def load(spec, floating_base=False):
@@ -143,7 +159,15 @@ def cmd_simulate(args):
     import numpy as np
 
     import gear
+    from gear._output import claim_store
 
+    _solver_names("--solver", [args.solver])
+    if args.out:
+        try:
+            import zarr  # noqa: F401
+        except ImportError:
+            raise CLIError("--out needs zarr: pip install 'gear[campaign]'") from None
+        claim_store(args.out, "w" if args.overwrite else None, option="--overwrite", flag="--out")
     obj, q0, name = load(args.model, args.floating_base)
     model, sys_ = _split(obj)
     if sys_ is not None:
@@ -163,7 +187,8 @@ def cmd_simulate(args):
     stab = None if args.stabilization == "none" else args.stabilization
     traj = gear.simulate(obj, q0, dq0, args.t, args.dt, integrator=args.integrator,
                          stabilization=stab, record_every=args.record_every,
-                         progress=not args.no_progress, out=args.out)
+                         progress=False if args.no_progress else None, out=args.out,
+                         mode="w" if args.overwrite else None)
     st = traj.stats
     print(f"{name}: {st['batch']} rollout(s) x {st['steps']} steps of {args.dt:g} s "
           f"({args.integrator}) in {st['wall_time']:.3g} s: {st['state_steps_per_s']:,.0f} state-steps/s"
@@ -182,19 +207,29 @@ def cmd_simulate(args):
 
 def cmd_compare(args):
     import gear
+    from gear._output import claim_directory
 
+    solvers = [s.strip() for s in args.solvers.split(",") if s.strip()]
+    if not solvers:
+        raise UsageError("--solvers is empty; name at least one solver, e.g. --solvers kkt,projection")
+    _solver_names("--solvers", solvers)
+    claim_directory(args.out, "compare report", overwrite=args.overwrite, option="--overwrite")
     obj, q0, name = load(args.model, args.floating_base)
-    solvers = [s for s in args.solvers.split(",") if s]
     print(f"gear compare {name}: {args.t:g} s at dt = {args.dt:g} s, "
           f"runs: {', '.join(solvers + ([] if args.no_maximal else ['maximal-coordinates']))}",
           flush=True)
     rep = gear.compare(obj, q0, t_final=args.t, dt=args.dt, integrator=args.integrator,
                        solvers=solvers, maximal=not args.no_maximal, name=name,
-                       progress=not args.no_progress)
+                       progress=False if args.no_progress else None)
     paths = rep.save(args.out)
     print()
     print(rep.table())
     print("wrote " + ", ".join(paths))
+    failed = getattr(rep, "failed", {})
+    for run, reason in failed.items():
+        print(f"gear compare: run {run} failed: {reason}", file=sys.stderr)
+    if failed and (args.strict or len(failed) == len(rep.runs)):
+        return 1
     return 0
 
 
@@ -202,19 +237,27 @@ def cmd_analyze(args):
     import numpy as np
 
     import gear
+    from gear._output import claim_directory
 
+    if args.range is not None:
+        lo, hi = args.range
+        if not (np.isfinite(lo) and np.isfinite(hi)) or hi == lo:
+            raise UsageError(f"--range needs two different finite numbers, got {lo:g} {hi:g}")
+    if not np.isfinite(args.speed):
+        raise UsageError(f"--speed needs a finite number, got {args.speed}")
     obj, q0, name = load(args.model, args.floating_base)
     model, sys_ = _split(obj)
     if sys_ is None:
         raise CLIError(f"{name} is an open tree (no loops): analyze takes a closed chain, e.g. four-bar")
+    if args.sweep is not None and args.sweep not in model.joint_names:
+        raise UsageError(f"--sweep: {name} has no joint named {args.sweep!r}; its joints are "
+                         f"{', '.join(model.joint_names)}")
     values = None
     if args.range is not None:
-        lo, hi = args.range
-        if not (np.isfinite(lo) and np.isfinite(hi)) or hi == lo:
-            raise CLIError(f"--range needs two different finite numbers, got {lo} {hi}")
-        values = np.linspace(lo, hi, args.points)
+        values = np.linspace(args.range[0], args.range[1], args.points)
+    claim_directory(args.out, "analysis", overwrite=args.overwrite, option="--overwrite")
     rep = gear.analysis.report(sys_, args.sweep, values, q0, speed=args.speed, name=name,
-                               progress=not args.no_progress)
+                               progress=False if args.no_progress else None)
     paths = rep.save(args.out)
     print(rep.summary())
     print("wrote " + ", ".join(paths))
@@ -227,8 +270,11 @@ def cmd_bench(args):
     import numpy as np
 
     import gear
+    from gear._output import claim_file
     from gear.comparison import _time_call, scaling
 
+    if args.json:
+        claim_file(args.json, "bench file", "gear.bench", overwrite=args.overwrite, option="--overwrite")
     rows = []
     rng = np.random.default_rng(0)
     n = 2000 if args.quick else 20000
@@ -263,10 +309,12 @@ def cmd_bench(args):
         print(f"{r[0]:<16} {r[1]:<22} {r[2]:<20} {r[3] * 1e6:12,.2f}")
     print("fastest solver on the N-four-bar: " + ", ".join(f"N = {N}: {s}" for N, s in zip(sc["ns"], sc["fastest"])))
     if args.json:
-        with open(args.json, "w") as fh:
+        tmp = args.json + ".partial"
+        with open(tmp, "w") as fh:
             json.dump({"schema": "gear.bench/1", "gear_version": gear.__version__,
                        "rows": [{"model": a, "what": b, "how": c, "seconds": t} for a, b, c, t in rows],
                        "scaling": sc}, fh, indent=1)
+        os.replace(tmp, args.json)
         print(f"wrote {args.json}")
     return 0
 
@@ -280,6 +328,14 @@ def cmd_demo(args):
 
 # ---------------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):
+    # negative numbers in every spelling (-1e-3, -.5, -inf) are values, so
+    # that "--dt -1e-3" reaches the check that says what is wrong with it
+    _NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self._negative_number_matcher = self._NUMBER
+
     def error(self, message):
         """Usage errors: one line, exit code 2."""
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -317,7 +373,8 @@ def build_parser():
     s = sub.add_parser("simulate", help="simulate rollouts (progress bar, optional Zarr output)",
                        description="Simulate from the model's assembled (or neutral) configuration; "
                        "--batch N draws N random configurations (trees) or N random consistent "
-                       "velocities (closed chains).")
+                       "velocities (closed chains). Joint limits are not enforced: no limit force "
+                       "enters the dynamics, so joints can pass their limits.")
     model_arg(s)
     s.add_argument("--t", type=_positive(float), default=1.0, help="duration in s (default 1)")
     s.add_argument("--dt", type=_positive(float), default=1e-3, help="time step in s (default 1e-3)")
@@ -328,7 +385,10 @@ def build_parser():
     s.add_argument("--batch", type=_positive(int), default=1, help="number of rollouts (default 1)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--record-every", type=_positive(int), default=1)
-    s.add_argument("--out", help="stream the trajectory to this Zarr store (needs the campaign extra)")
+    s.add_argument("--out", help="stream the trajectory to this Zarr store (needs the campaign extra); "
+                   "a new path or an empty directory")
+    s.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier gear store at --out (never anything else)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_simulate)
 
@@ -343,7 +403,12 @@ def build_parser():
     s.add_argument("--solvers", default="kkt,projection,maximal,soft",
                    help="comma-separated reduced-coordinate runs (default kkt,projection,maximal,soft)")
     s.add_argument("--no-maximal", action="store_true", help="skip the maximal-coordinate run")
-    s.add_argument("--out", default="gear-compare", help="output directory (default ./gear-compare)")
+    s.add_argument("--out", default="gear-compare",
+                   help="output directory, new or empty (default ./gear-compare)")
+    s.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier gear compare report in --out (never other files)")
+    s.add_argument("--strict", action="store_true",
+                   help="exit 1 if any run failed (default: only if every run failed)")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(func=cmd_compare)
 
@@ -359,7 +424,10 @@ def build_parser():
                    help="input range (default: a full turn from the assembled value)")
     s.add_argument("--points", type=_positive(int), default=181)
     s.add_argument("--speed", type=float, default=1.0, help="input rate for the torque (default 1)")
-    s.add_argument("--out", default="gear-analyze", help="output directory (default ./gear-analyze)")
+    s.add_argument("--out", default="gear-analyze",
+                   help="output directory, new or empty (default ./gear-analyze)")
+    s.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier gear analysis in --out (never other files)")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(func=cmd_analyze)
 
@@ -367,7 +435,8 @@ def build_parser():
                        description="Time the tree kernels (batched) on the bundled robots, each "
                        "constraint solver on the four-bar, and the solvers on the N-four-bar chain.")
     s.add_argument("--quick", action="store_true", help="smaller batches, N <= 10")
-    s.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
+    s.add_argument("--json", metavar="PATH", help="also write the numbers as JSON (a new file)")
+    s.add_argument("--overwrite", action="store_true", help="replace an earlier gear bench JSON at --json")
     s.set_defaults(func=cmd_bench)
 
     s = sub.add_parser("demo", help="run the README's demo on the bundled robots and the four-bar")
@@ -386,6 +455,9 @@ def main(argv=None):
               TypeError, NotImplementedError, ImportError, ArithmeticError)
     try:
         return args.func(args)
+    except UsageError as exc:
+        print(f"gear {args.cmd}: error: {exc} (see gear {args.cmd} --help)", file=sys.stderr)
+        return 2
     except errors as exc:
         if os.environ.get("GEAR_DEBUG"):
             raise

@@ -1,5 +1,4 @@
-"""``gear.simulate``: rollouts on the configuration manifold (API.md,
-Simulation).
+"""``gear.simulate``: rollouts on the configuration manifold.
 
 Every integrator advances a batch of states at once.  Each stage is one
 batched call of the native dynamics: the articulated-body algorithm for
@@ -42,6 +41,8 @@ import time
 
 import numpy as np
 
+from ._output import STORE_FORMAT, claim_store
+from ._progress import progress_bar
 from ._validate import as_batch, check_scalar
 
 __all__ = ["simulate", "Trajectory", "INTEGRATORS"]
@@ -474,8 +475,11 @@ class _Recorder:
         except ImportError:
             raise ImportError("out= needs zarr: pip install 'gear[campaign]'") from None
         self.zarr = zarr
-        root = zarr.open_group(str(out), mode="w")
+        # claim_store (in simulate) has checked the path and removed an earlier
+        # gear store where mode="w" allowed it: "w-" never deletes anything
+        root = zarr.open_group(str(out), mode="w-")
         root.attrs.update(meta)
+        root.attrs["gear_store"] = {"format": STORE_FORMAT, "arrays": ["t"] + list(shapes)}
         lead = () if S.single else (N,)
         self.chunk = chunk
         self.zt = root.create_array("t", shape=(T,), chunks=(min(T, 4096),), dtype="f8")
@@ -644,7 +648,8 @@ def _stats(S, integrator, n, dt, wall, evaluations, max_res, native):
 # ---------------------------------------------------------------------------
 def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_ext=None,
              stabilization="projection", record_every=1, progress=None, out=None, client=None,
-             baumgarte_gains=None, chunk=256, native=True, prescribed=None, rtol=1e-10, atol=1e-12):
+             baumgarte_gains=None, chunk=256, native=True, prescribed=None, rtol=1e-10, atol=1e-12,
+             mode=None):
     """Integrate the equations of motion from ``(q0, dq0)`` to ``t_final``.
 
     Parameters
@@ -676,12 +681,22 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     record_every : int
         Record every k-th step (the initial and final states always).
     progress : bool, optional
-        Show a tqdm progress bar (steps, states per second).
+        Show a tqdm progress bar (steps, states per second).  Default:
+        only when standard error is a terminal.
     out : str or path, optional
         Stream the trajectory to this Zarr store (arrays ``t``, ``q``,
         ``dq``, ``lam``; attributes: ``model_hash``, ``integrator``, ``dt``,
         ``gear_version``...) in chunks of ``chunk`` recorded frames instead
         of holding it in memory; the returned arrays are the store's.
+        A local path or a URL Zarr opens through fsspec.  The path is
+        checked before any work: it must not exist, or be an empty
+        directory, or (with ``mode="w"``) a gear store from an earlier
+        run.  Anything else raises :class:`FileExistsError`, whatever
+        ``mode`` is: gear never deletes what it did not write.
+    mode : {None, "w"}
+        ``"w"``: overwrite an earlier gear store at ``out`` (only the
+        arrays gear wrote there are removed).  Default: an existing store
+        raises :class:`FileExistsError`.
     client : dask.distributed.Client, optional
         Spread a batch over the client's workers (see
         :func:`gear.campaign.simulate_distributed`); results are identical
@@ -709,6 +724,13 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     -------
     Trajectory
         ``.t``, ``.q``, ``.dq``, ``.lam`` (constrained models), ``.stats``.
+
+    Notes
+    -----
+    Joint limits (a URDF's ``<limit lower upper>``, an MJCF ``range``)
+    are not enforced: they are read with the model and used by
+    :meth:`gear.Model.random_configuration`, but no limit force enters the
+    dynamics, so a joint can move past them in a rollout.
 
     Examples
     --------
@@ -748,13 +770,21 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         raise ValueError(f"dq0 has {v.shape[0]} states but q0 has {N}")
     v = np.array(np.broadcast_to(v, (N, model.nv)), dtype=float, order="C")
     q = np.array(q, dtype=float, order="C")
+    if out is not None:
+        try:
+            import zarr  # noqa: F401
+        except ImportError:
+            raise ImportError("out= needs zarr: pip install 'gear[campaign]'") from None
+        out = claim_store(out, mode)
+    elif mode is not None:
+        raise ValueError("mode= applies to an out= store; give out= too, or leave mode=None")
     if client is not None:
         from .campaign import simulate_distributed
 
         return simulate_distributed(client, model_or_sys, q if not single else q[0],
                                     v if not single else v[0], t_final, dt, integrator=integrator,
                                     tau=tau, f_ext=f_ext, stabilization=stabilization,
-                                    record_every=record_every, progress=progress, out=out,
+                                    record_every=record_every, progress=progress, out=out, mode=mode,
                                     baumgarte_gains=baumgarte_gains, chunk=chunk)
     if baumgarte_gains is None:
         baumgarte_gains = (1.0 / (5.0 * dt), 1.0 / (5.0 * dt))
@@ -776,13 +806,7 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
             "stabilization": str(S.stabilization), "solver": S.sys.solver.name if S.sys is not None else "",
             "nq": model.nq, "nv": model.nv}
     rec = _Recorder(S, T, nc, out, meta, int(chunk))
-    bar = None
-    if progress:
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:
-            raise ImportError("progress=True needs tqdm: pip install 'gear[progress]'") from None
-        bar = tqdm(total=n, unit="step", desc=f"gear.simulate {integrator} x{N}")
+    bar = progress_bar(progress, total=n, unit="step", desc=f"gear.simulate {integrator} x{N}")
     max_res = 0.0
     plan = _native_plan(S, integrator, native and S.prescribed is None)
     if plan is not None:
@@ -805,15 +829,13 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
                 q = np.ascontiguousarray(Q[:, -1])
                 v = np.ascontiguousarray(V[:, -1])
                 k0 += steps
-                if bar is not None:
-                    bar.update(steps)
-                    el = time.perf_counter() - wall
-                    bar.set_postfix_str(f"{k0 * N / max(el, 1e-9):,.0f} state-steps/s")
+                bar.update(steps)
+                el = time.perf_counter() - wall
+                bar.set_postfix_str(f"{k0 * N / max(el, 1e-9):,.0f} state-steps/s")
                 if k0 >= n:
                     break
         finally:
-            if bar is not None:
-                bar.close()
+            bar.close()
         return rec.result(_stats(S, integrator, n, dt, time.perf_counter() - wall, None, max_res, True))
     if S.prescribed is not None:
         q, v = S.impose(0.0, q, v)
@@ -862,12 +884,10 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
             if not (np.isfinite(q).all() and np.isfinite(v).all()):
                 raise FloatingPointError(f"the state became non-finite at t = {t:g} (step {k + 1}); "
                                          "reduce dt or use integrator='implicit' for stiff systems")
-            if bar is not None:
-                bar.update(1)
-                if (k & 63) == 0:
-                    el = time.perf_counter() - wall
-                    bar.set_postfix_str(f"{(k + 1) * N / max(el, 1e-9):,.0f} state-steps/s")
+            bar.update(1)
+            if (k & 63) == 0:
+                el = time.perf_counter() - wall
+                bar.set_postfix_str(f"{(k + 1) * N / max(el, 1e-9):,.0f} state-steps/s")
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     return rec.result(_stats(S, integrator, n, dt, time.perf_counter() - wall, S.evaluations, max_res, False))

@@ -67,10 +67,6 @@ def test_info_closed_chain_tree_and_files():
     (["info", HERE], "directory"),
     (["info", "n-four-bar:abc"], "integer"),
     (["analyze", "arm7"], "open tree"),
-    (["analyze", "four-bar", "--sweep", "nope"], "nope"),
-    (["analyze", "four-bar", "--sweep", "crank", "--range", "1", "1"], "--range"),
-    (["simulate", "four-bar", "--solver", "nope", "--t", "0.01"], "nope"),
-    (["compare", "four-bar", "--solvers", "kkt,nope", "--t", "0.01"], "nope"),
 ])
 def test_bad_models_and_arguments_give_one_line_errors(args, needle, tmp_path):
     code, out, err = run(*args, cwd=tmp_path)
@@ -78,18 +74,31 @@ def test_bad_models_and_arguments_give_one_line_errors(args, needle, tmp_path):
     assert needle in one_line_error(err, args[0])
 
 
-@pytest.mark.parametrize("args", [
-    ["simulate", "four-bar", "--dt", "-1"],
-    ["simulate", "four-bar", "--integrator", "leapfrog"],
-    ["simulate", "four-bar", "--batch", "0"],
-    ["nope"],
-    ["compare"],
+@pytest.mark.parametrize("args, needle", [
+    (["simulate", "four-bar", "--dt", "-1"], "--dt"),
+    (["simulate", "four-bar", "--dt", "-1e-3"], "--dt: expected a positive float, got '-1e-3'"),
+    (["simulate", "four-bar", "--t", "-.5"], "--t"),
+    (["simulate", "four-bar", "--integrator", "leapfrog"], "leapfrog"),
+    (["simulate", "four-bar", "--batch", "0"], "--batch"),
+    (["nope"], "nope"),
+    (["compare"], "MODEL"),
+    (["analyze", "four-bar", "--sweep", "nope"], "--sweep: four-bar has no joint named 'nope'"),
+    (["analyze", "four-bar", "--sweep", "crank", "--range", "1", "1"], "--range"),
+    (["analyze", "four-bar", "--range", "-1e-1", "inf"], "--range"),
+    (["analyze", "four-bar", "--speed", "nan"], "--speed"),
+    (["simulate", "four-bar", "--solver", "nope", "--t", "0.01"], "--solver: unknown solver 'nope'"),
+    (["compare", "four-bar", "--solvers", "kkt,nope", "--t", "0.01"], "--solvers: unknown solver 'nope'"),
+    (["compare", "four-bar", "--solvers", "", "--t", "0.01"], "--solvers is empty"),
+    (["compare", "four-bar", "--solvers", ",", "--no-maximal"], "--solvers is empty"),
 ])
-def test_bad_usage_exits_2_on_one_line(args):
-    code, out, err = run(*args)
-    assert code == 2
+def test_bad_usage_exits_2_on_one_line(args, needle, tmp_path):
+    """Bad usage exits 2, before any work or output, naming the flag."""
+    code, out, err = run(*args, cwd=tmp_path)
+    assert code == 2, (out, err)
+    assert not out and not os.listdir(tmp_path)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert lines[-1].startswith("gear") and "error:" in lines[-1] and "Traceback" not in err
+    assert needle in lines[-1]
     assert len(lines) <= 2          # argparse's usage line, then the one-line error
 
 
@@ -99,13 +108,41 @@ def test_simulate_writes_a_zarr_store(tmp_path):
                          cwd=tmp_path)
     assert code == 0, err
     assert "largest constraint residual" in out and "wrote run.zarr" in out
-    assert "state-steps/s" in err                     # the tqdm progress bar, on stderr
+    assert not err          # stderr is not a terminal here: no progress bar
     g = zarr.open_group(str(tmp_path / "run.zarr"), mode="r")
     q = g["q"][...]
     assert q.shape == (101, 3) and g["t"][-1] == pytest.approx(0.1)
     sysm, q0 = gear.mechanisms.four_bar()
     assert np.abs(sysm.constraint_residual(q[-1])).max() <= 1e-10
     np.testing.assert_array_equal(q[0], q0)
+
+
+def test_progress_bar_by_default_only_in_a_terminal(tmp_path):
+    """stderr a terminal (a pseudo-terminal here): the bar is drawn with no
+    flag; a pipe (every other test here): no bar."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))   # 120 columns
+    env = dict(os.environ, MPLBACKEND="Agg")
+    p = subprocess.run([sys.executable, "-m", "gear.cli", "simulate", "arm7", "--t", "0.05"],
+                       stdout=subprocess.PIPE, stderr=slave, cwd=tmp_path, env=env, timeout=300)
+    os.close(slave)
+    err = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        err += chunk
+    os.close(master)
+    assert p.returncode == 0
+    assert b"state-steps/s" in err and b"gear.simulate rk4" in err
 
 
 def test_simulate_batch_of_a_tree_without_progress(tmp_path):
@@ -118,7 +155,7 @@ def test_compare_writes_report_json_and_pngs(tmp_path):
     code, out, err = run("compare", "four-bar", "--t", "0.05", "--dt", "1e-3", "--out", "rep",
                          "--no-progress", cwd=tmp_path)
     assert code == 0, err
-    files = sorted(os.listdir(tmp_path / "rep"))
+    files = sorted(f for f in os.listdir(tmp_path / "rep") if not f.startswith("."))
     assert files == ["cost.png", "deviation.png", "energy.png", "report.json", "report.md", "residual.png"]
     d = gear.comparison.validate(str(tmp_path / "rep" / "report.json"))
     assert [r["name"] for r in d["runs"]] == ["kkt", "projection", "maximal", "soft", "maximal-coordinates"]
@@ -129,7 +166,8 @@ def test_analyze_writes_json_and_plot(tmp_path):
     code, out, err = run("analyze", "four-bar", "--sweep", "crank", "--range", "1.0", "1.4",
                          "--points", "5", "--out", "an", "--no-progress", cwd=tmp_path)
     assert code == 0, err
-    assert sorted(os.listdir(tmp_path / "an")) == ["analysis.json", "sweep.png"]
+    assert sorted(f for f in os.listdir(tmp_path / "an") if not f.startswith(".")) == ["analysis.json",
+                                                                                      "sweep.png"]
     d = json.loads((tmp_path / "an" / "analysis.json").read_text())
     assert d["schema"] == "gear.analyze/1" and d["mobility"]["dof"] == 1
     assert d["sweep"]["values"] == pytest.approx(np.linspace(1.0, 1.4, 5))
