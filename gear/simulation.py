@@ -616,6 +616,8 @@ def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first
     bad = np.flatnonzero(status)
     if bad.size:
         st, k = int(status[bad[0]]), int(bad[0])
+        which = "" if S.single else f" of rollout {k} (of {S.N})"
+        span = f"between t = {k0 * dt:g} and t = {k0 * dt + (steps - 1) * dt + last_dt:g}"
         if st == -12:
             # the maximal kernel met a non-zero entry its K pattern left out:
             # re-plan with every entry and run the segment again
@@ -623,13 +625,25 @@ def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first
             return _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first, k0)
         if st in (-11, -13):
             S.sys.solver._native_status(st, k, None, None)
-        if st == -5:
-            raise FloatingPointError(f"the state of batch row {k} became non-finite; reduce dt or use "
+        if st == -5 or not (np.isfinite(Q[k]).all() and np.isfinite(V[k]).all()):
+            raise FloatingPointError(f"the state{which} became non-finite {span}; reduce dt, or use "
                                      "integrator='implicit' for stiff systems")
+        if st > 0:
+            # a singular articulated inertia mid-rollout on a model whose
+            # inertias are fine at the segment's start: the state blew up
+            from .algorithms.dynamics import forward_dynamics
+
+            try:
+                forward_dynamics(m, q[k], np.zeros(m.nv), np.zeros(m.nv))
+            except (SingularInertiaError, ValueError):
+                pass
+            else:
+                raise FloatingPointError(f"the state{which} became non-finite {span}; reduce dt, or use "
+                                         "integrator='implicit' for stiff systems")
         _check_status(m, np.maximum(status, 0))     # a singular articulated inertia
         if st == -4:
-            raise SingularInertiaError(f"the mass matrix is not positive definite (batch row {k})")
-        raise ValueError(f"the native rollout failed with status {st} (batch row {k}): a distance "
+            raise SingularInertiaError(f"the mass matrix{which} is not positive definite {span}")
+        raise ValueError(f"the native rollout{which} failed with status {st} {span}: a distance "
                          "closure whose two points coincide?")
     return Q, V, L, tmax
 
@@ -869,7 +883,7 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
                 if "non-finite" not in str(exc):
                     raise
                 raise FloatingPointError(
-                    f"the state became non-finite in step {k + 1} (t = {t:g}): {exc}; reduce dt or "
+                    f"the state became non-finite in step {k + 1} (t = {t:g}); reduce dt, or "
                     "use integrator='implicit' for stiff systems") from None
             a0 = None
             t = t_final if k == n - 1 else (k + 1) * dt

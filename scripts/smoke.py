@@ -50,6 +50,10 @@ elif os.environ.get("GEAR_REQUIRE_CHOLMOD") == "1":
 else:
     print("smoke: built without CHOLMOD: the maximal solver uses scikit-sparse")
 
+# progress bars need nothing beyond a plain install (tqdm is a core dependency)
+tr = gear.simulate(model, q, np.zeros(model.nv), 0.01, 1e-3, progress=True)
+print(f"smoke: simulate with a progress bar: {tr.q.shape[0]} frames")
+
 exe = shutil.which("gear", path=os.path.dirname(sys.executable))
 if exe is None:
     sys.exit("smoke: the 'gear' command is not installed next to this Python")

@@ -448,3 +448,21 @@ def test_adaptive_integration_through_scipy():
     dq = sysm.project_velocity(q, np.array([1.0, 0, 0]))
     tr = gear.simulate(sysm, q, dq, 1.0, 0.05, integrator="rk45", rtol=1e-8, atol=1e-10)
     assert max(np.abs(sysm.constraint_residual(x)).max() for x in tr.q) < 1e-10
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_rollout_that_blows_up_says_which_and_when(native):
+    """A state that becomes non-finite: FloatingPointError naming the
+    rollout of a batch (not a "batch row" of a single run) and the time,
+    with advice simulate accepts."""
+    m = gear.load_urdf(gear.data_path("arm7.urdf"))
+    fast = np.full(m.nv, 1e200)
+    with pytest.raises(FloatingPointError, match=r"^the state became non-finite .*t = 0.*integrator='implicit'"):
+        gear.simulate(m, m.neutral(), fast, 0.05, 1e-3, native=native)
+    Q = np.stack([m.neutral()] * 3)
+    DQ = np.zeros((3, m.nv))
+    DQ[1] = fast
+    match = "rollout 1 \\(of 3\\)" if native else "non-finite in step 1"
+    with pytest.raises(FloatingPointError, match=match) as info:
+        gear.simulate(m, Q, DQ, 0.05, 1e-3, native=native)
+    assert "batch row" not in str(info.value)
