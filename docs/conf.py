@@ -4,6 +4,7 @@ Build it with ``bash scripts/docs.sh`` (set-up included) or, in a ready
 environment, ``sphinx-build -W --keep-going -b html docs docs/_build/html``.
 """
 import os
+import re
 import sys
 
 import gear
@@ -58,3 +59,123 @@ html_title = f"gear {release}"
 html_theme_options = {"description": "Articulated rigid-body dynamics on Kim's Lie-group formulation",
                       "fixed_sidebar": True}
 html_static_path = []
+
+
+# -- viewcode and compiled modules --------------------------------------------
+# viewcode follows every documented object to the module that defines it.
+# ``gear.constraints.ConstraintResult`` is defined in the compiled extension
+# ``gear._core``, which has no Python source: viewcode lists such a module in
+# ``_modules/index.html`` but renders no page for it (a broken link).  The
+# source of ``gear._core`` is its Cython file, ``gear/_core.pyx``; give it to
+# viewcode, with the tags (name -> kind, first line, last line) of its
+# top-level classes and functions and of the classes' methods.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_DEF = re.compile(r"^[ ]*(?:cdef\s+)?(?P<kind>class|def)\s+(?P<name>\w+)\s*[(:]")
+
+
+def _pyx_tags(code):
+    """viewcode tags of a Cython source: its top-level ``class``, ``cdef
+    class`` and ``def`` (the names Python sees) and the ``def`` methods of
+    its classes (``Class.method``)."""
+    lines = code.splitlines()
+    tags, open_ = {}, []          # open_: [(name, kind, start, indent)]
+
+    def close(upto, indent):
+        while open_ and open_[-1][3] >= indent:
+            name, kind, start, _ = open_.pop()
+            end = upto
+            while end > start and not lines[end - 1].strip():
+                end -= 1
+            tags[name] = (kind, start, end)
+
+    for i, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        close(i - 1, indent)
+        m = _DEF.match(line)
+        if m and indent in (0, 4) and not (indent == 4 and not open_):
+            name = m["name"] if indent == 0 else f"{open_[-1][0]}.{m['name']}"
+            open_.append((name, m["kind"], i, indent))
+    close(len(lines), 0)
+    return tags
+
+
+def _find_source(app, modname):
+    if modname != "gear._core":
+        return None
+    path = os.path.join(_ROOT, "gear", "_core.pyx")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as fh:
+        code = fh.read()
+    return code, _pyx_tags(code)
+
+
+# -- checks run after every build ---------------------------------------------
+# With -W these warnings fail the build: a link to a file of the site that
+# does not exist, and a public name (a documented module's ``__all__``) that
+# the API reference does not describe.
+_API_MODULES = ["gear", "gear.model", "gear.parsers", "gear.spatial", "gear.joints", "gear.algorithms",
+                "gear.sensitivity", "gear.constraints", "gear.solvers", "gear.solvers.kkt",
+                "gear.solvers.projection", "gear.solvers.soft", "gear.solvers.maximal",
+                "gear.maximal", "gear.mechanisms", "gear.analysis", "gear.simulation",
+                "gear.controllers", "gear.campaign", "gear.comparison", "gear.interop",
+                "gear.testing", "gear.cli"]
+
+
+def _same(documented, name, obj):
+    """Whether the API reference's ``documented`` (``module.name``) is ``obj``
+    (a public name may be documented in the module that defines it)."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(documented.rsplit(".", 1)[0]), name, None) is obj
+    except ImportError:
+        return False
+
+
+def _check_site(app, exc):
+    import importlib
+    import inspect
+    from urllib.parse import unquote, urlsplit
+
+    from sphinx.util import logging
+
+    if exc is not None or app.builder.format != "html":
+        return
+    log = logging.getLogger("gear.docs")
+    out = str(app.outdir)
+    ids = set()
+    for folder, _, files in os.walk(out):
+        for f in files:
+            if not f.endswith(".html"):
+                continue
+            page = os.path.join(folder, f)
+            with open(page, encoding="utf-8") as fh:
+                html = fh.read()
+            if os.path.relpath(page, out).startswith("api" + os.sep):
+                ids.update(re.findall(r'\bid="(gear[\w.]*)"', html))
+            for url in re.findall(r'\b(?:href|src)="([^"#][^"]*)"', html):
+                parts = urlsplit(url)
+                if parts.scheme or parts.netloc or url.startswith("mailto:"):
+                    continue
+                target = os.path.normpath(os.path.join(folder, unquote(parts.path)))
+                if not os.path.exists(target):
+                    log.warning("broken link in %s: %s (no file %s)", os.path.relpath(page, out),
+                                url, os.path.relpath(target, out))
+    for modname in _API_MODULES:
+        mod = importlib.import_module(modname)
+        for name in getattr(mod, "__all__", []):
+            obj = getattr(mod, name)
+            if inspect.ismodule(obj):
+                continue
+            if not any(_same(i, name, obj) for i in ids if i.rsplit(".", 1)[-1] == name):
+                log.warning("API reference: %s.%s (in its __all__) is not documented "
+                            "(no docstring? add one, or describe it in docs/api/%s.rst)",
+                            modname, name, modname)
+
+
+def setup(app):
+    app.connect("viewcode-find-source", _find_source)
+    app.connect("build-finished", _check_site)
