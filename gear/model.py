@@ -8,6 +8,8 @@ afterwards re-freezes on the next call.
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from ._validate import as_array, as_batch, check_scalar
@@ -213,18 +215,42 @@ class Model:
         return q
 
     def random_configuration(self, rng=None, n=None):
-        """A random configuration, shape (nq,), or (n, nq) if ``n`` is given.
+        """Random configurations.
 
         Joint limits are respected where set (URDF ``<limit>``); unlimited
-        angles are drawn from [-pi, pi], displacements from [-1, 1] and
-        quaternions uniformly on the sphere.
+        angles are drawn uniformly from [-pi, pi], displacements from
+        [-1, 1], and quaternions uniformly on the rotations (``w >= 0``).
+        A batch is drawn joint by joint for all states at once.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int, optional
+            Generator or seed (``numpy.random.default_rng``); the same seed
+            gives the same configurations.
+        n : int, optional
+            Number of configurations.
+
+        Returns
+        -------
+        q : ndarray, shape (nq,), or (n, nq) when ``n`` is given
         """
-        rng = np.random.default_rng(rng)
         if n is not None:
-            return np.stack([self.random_configuration(rng) for _ in range(int(n))])
-        q = np.zeros(self.nq)
+            if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+                raise TypeError(f"n must be a non-negative integer (the number of configurations) "
+                                f"or None, got {type(n).__name__} {n!r}")
+            if n < 0:
+                raise ValueError(f"n must be a non-negative integer (the number of configurations), got {n}")
+            n = int(n)
+        rng = np.random.default_rng(rng)
+        q = np.zeros((self.nq,) if n is None else (n, self.nq))
         for i, j in enumerate(self.joints):
-            q[self._iq[i]:self._iq[i] + j.nq] = j.random(rng)
+            s = slice(self._iq[i], self._iq[i] + j.nq)
+            if n is None:
+                q[s] = j.random(rng)
+            elif "size" in inspect.signature(j.random).parameters:
+                q[:, s] = j.random(rng, size=n)
+            else:                             # a joint class whose random() draws one state
+                q[:, s] = np.reshape([j.random(rng) for _ in range(n)], (n, j.nq))
         return q
 
     def check_configuration(self, q, name="q"):

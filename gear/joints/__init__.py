@@ -109,14 +109,28 @@ class Joint:
         """Velocity ``v`` with ``integrate(q0, v) = q1``."""
         return np.asarray(q1, float) - np.asarray(q0, float)
 
-    def random(self, rng=None):
-        """A random configuration within the joint's limits (defaults: angles
-        in [-pi, pi], displacements in [-1, 1])."""
+    def random(self, rng=None, size=None):
+        """Random configurations within the joint's limits.
+
+        Each coordinate is uniform between its limits, or where none is set
+        in its default range (angles [-pi, pi], displacements [-1, 1]).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int, optional
+            Generator or seed (``numpy.random.default_rng``).
+        size : int, optional
+            Number of configurations.
+
+        Returns
+        -------
+        ndarray, shape (nq,), or (size, nq) when ``size`` is given
+        """
         rng = np.random.default_rng(rng)
         lo, hi = self._default_range()
         lo = np.where(np.isfinite(self.lower), self.lower, lo)
         hi = np.where(np.isfinite(self.upper), self.upper, hi)
-        return rng.uniform(lo, hi)
+        return rng.uniform(lo, hi, size=None if size is None else (size, self.nq))
 
     def _default_range(self):
         return -np.pi * np.ones(self.nq), np.pi * np.ones(self.nq)
@@ -268,9 +282,101 @@ def _check_quat(qq, name):
 
 
 def _random_quat(rng, size=None):
+    """Unit quaternions uniformly distributed on the rotations (normalised
+    Gaussian 4-vectors, Shoemake, "Uniform random rotations"), on the
+    hemisphere ``w >= 0``; shape (4,) or (size, 4)."""
     g = rng.standard_normal((4,) if size is None else (size, 4))
     g /= np.linalg.norm(g, axis=-1, keepdims=True)
     return np.where(g[..., :1] < 0, -g, g)
+
+
+# -- batched quaternion and SE(3) maps (shape (N, .)) for the manifold
+# operations on a batch: the formulas of gear.spatial (quat_mul, quat_exp,
+# quat_log, exp_se3, log_se3) evaluated on every row at once.
+_SMALL = 1e-4
+
+
+def _bquat_mul(a, b):
+    aw, ax, ay, az = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+    bw, bx, by, bz = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
+    return np.stack([
+        aw * bw - ax * bx - ay * by - az * bz,
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
+    ], axis=1)
+
+
+def _bquat_exp(w):
+    theta = np.linalg.norm(w, axis=1)
+    small = theta < _SMALL
+    s = np.where(small, 0.5 - theta * theta / 48.0, np.sin(0.5 * theta) / np.where(small, 1.0, theta))
+    return np.concatenate([np.cos(0.5 * theta)[:, None], s[:, None] * w], axis=1)
+
+
+def _bquat_log(q):
+    q = q / np.linalg.norm(q, axis=1, keepdims=True)
+    q = np.where(q[:, :1] < 0, -q, q)
+    w0 = q[:, 0]
+    vn = np.linalg.norm(q[:, 1:], axis=1)
+    small = vn < _SMALL
+    w0s = np.where(small, w0, 1.0)          # w0 ~ 1 where vn is small
+    k = np.where(small, 2.0 / w0s * (1.0 - vn * vn / (3.0 * w0s * w0s)),
+                 2.0 * np.arctan2(vn, w0) / np.where(small, 1.0, vn))
+    return k[:, None] * q[:, 1:]
+
+
+def _bquat_to_rot(q):
+    q = q / np.linalg.norm(q, axis=1, keepdims=True)
+    w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    return np.stack([
+        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], axis=1),
+        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], axis=1),
+        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], axis=1),
+    ], axis=1)
+
+
+def _bso3_bc(theta):
+    """``(1-cos t)/t^2`` and ``(t-sin t)/t^3`` per row (Taylor series below
+    ``_SMALL``, as ``gear.spatial``)."""
+    small = theta < _SMALL
+    t = np.where(small, 1.0, theta)
+    t2 = theta * theta
+    sh = np.sin(0.5 * t) / t
+    b = np.where(small, 0.5 - t2 / 24.0 + t2 * t2 / 720.0, 2.0 * sh * sh)
+    c = np.where(small, 1.0 / 6.0 - t2 / 120.0 + t2 * t2 / 5040.0, (t - np.sin(t)) / (t * t * t))
+    return b, c
+
+
+def _bleft_jacobian_apply(w, v):
+    """``J_l(w) v = v + b w x v + c w x (w x v)`` per row."""
+    b, c = _bso3_bc(np.linalg.norm(w, axis=1))
+    wv = np.cross(w, v)
+    return v + b[:, None] * wv + c[:, None] * np.cross(w, wv)
+
+
+def _bleft_jacobian_inv_apply(w, v):
+    """``J_l(w)^{-1} v = v - w x v / 2 + k w x (w x v)`` per row."""
+    theta = np.linalg.norm(w, axis=1)
+    small = theta < _SMALL
+    t = np.where(small, 1.0, theta)
+    k = np.where(small, 1.0 / 12.0 + theta * theta / 720.0,
+                 1.0 / (t * t) - np.cos(0.5 * t) / (2.0 * t * np.sin(0.5 * t)))
+    wv = np.cross(w, v)
+    return v - 0.5 * wv + k[:, None] * np.cross(w, wv)
+
+
+def _conj(q):
+    return q * np.array([1.0, -1.0, -1.0, -1.0])
+
+
+def _rows(a, b):
+    """``a`` and ``b`` broadcast over their leading axes and flattened to
+    rows: ``(lead, a (n, ka), b (n, kb))``."""
+    lead = np.broadcast_shapes(a.shape[:-1], b.shape[:-1])
+    a = np.broadcast_to(a, lead + a.shape[-1:]).reshape(-1, a.shape[-1])
+    b = np.broadcast_to(b, lead + b.shape[-1:]).reshape(-1, b.shape[-1])
+    return lead, a, b
 
 
 class Spherical(Joint):
@@ -285,21 +391,27 @@ class Spherical(Joint):
     def integrate(self, q, dq, dt=1.0):
         q = np.asarray(q, float)
         dq = np.asarray(dq, float) * dt
-        if q.ndim == 1:
+        if q.ndim == 1 and dq.ndim == 1:
             out = quat_mul(q, quat_exp(dq))
             return out / np.linalg.norm(out)
-        return np.stack([self.integrate(a, b) for a, b in zip(q, dq)])
+        lead, q, dq = _rows(q, dq)
+        out = _bquat_mul(q, _bquat_exp(dq))
+        out /= np.linalg.norm(out, axis=1, keepdims=True)
+        return out.reshape(lead + (4,))
 
     def difference(self, q0, q1):
         q0 = np.asarray(q0, float)
         q1 = np.asarray(q1, float)
-        if q0.ndim == 1:
+        if q0.ndim == 1 and q1.ndim == 1:
             conj = q0 * np.array([1.0, -1.0, -1.0, -1.0])
             return quat_log(quat_mul(conj, q1))
-        return np.stack([self.difference(a, b) for a, b in zip(q0, q1)])
+        lead, q0, q1 = _rows(q0, q1)
+        return _bquat_log(_bquat_mul(_conj(q0), q1)).reshape(lead + (3,))
 
-    def random(self, rng=None):
-        return _random_quat(np.random.default_rng(rng))
+    def random(self, rng=None, size=None):
+        """Unit quaternions uniformly distributed on the rotations (``w >= 0``),
+        shape (4,), or (size, 4) when ``size`` is given."""
+        return _random_quat(np.random.default_rng(rng), size)
 
 
 class Free(Joint):
@@ -314,26 +426,44 @@ class Free(Joint):
     def integrate(self, q, dq, dt=1.0):
         q = np.asarray(q, float)
         dq = np.asarray(dq, float) * dt
-        if q.ndim == 1:
+        if q.ndim == 1 and dq.ndim == 1:
             T = SE3(quat_to_rot(q[3:]), q[:3]) * exp_se3(dq)
             out = np.empty(7)
             out[:3] = T.p
             out[3:] = quat_mul(q[3:], quat_exp(dq[:3]))
             out[3:] /= np.linalg.norm(out[3:])
             return out
-        return np.stack([self.integrate(a, b) for a, b in zip(q, dq)])
+        lead, q, dq = _rows(q, dq)
+        w, v = dq[:, :3], dq[:, 3:]
+        out = np.empty_like(q)
+        # T exp(V): p + R(quat) J_l(w) v, quat * exp(w)
+        out[:, :3] = q[:, :3] + np.einsum("nij,nj->ni", _bquat_to_rot(q[:, 3:]), _bleft_jacobian_apply(w, v))
+        quat = _bquat_mul(q[:, 3:], _bquat_exp(w))
+        out[:, 3:] = quat / np.linalg.norm(quat, axis=1, keepdims=True)
+        return out.reshape(lead + (7,))
 
     def difference(self, q0, q1):
         q0 = np.asarray(q0, float)
         q1 = np.asarray(q1, float)
-        if q0.ndim == 1:
+        if q0.ndim == 1 and q1.ndim == 1:
             T0 = SE3(quat_to_rot(q0[3:]), q0[:3])
             T1 = SE3(quat_to_rot(q1[3:]), q1[:3])
             return log_se3(T0.inverse() * T1)
-        return np.stack([self.difference(a, b) for a, b in zip(q0, q1)])
+        lead, q0, q1 = _rows(q0, q1)
+        # log(T0^-1 T1): the rotation vector of conj(quat0) quat1 (the
+        # rotation R0^T R1), the translation J_l(w)^-1 R0^T (p1 - p0)
+        w = _bquat_log(_bquat_mul(_conj(q0[:, 3:]), q1[:, 3:]))
+        p = np.einsum("nji,nj->ni", _bquat_to_rot(q0[:, 3:]), q1[:, :3] - q0[:, :3])
+        out = np.concatenate([w, _bleft_jacobian_inv_apply(w, p)], axis=1)
+        return out.reshape(lead + (6,))
 
-    def random(self, rng=None):
+    def random(self, rng=None, size=None):
+        """Positions uniform within the limits of the first three coordinates
+        (default [-1, 1]) and a unit quaternion uniformly distributed on the
+        rotations (``w >= 0``); shape (7,), or (size, 7) when ``size`` is
+        given."""
         rng = np.random.default_rng(rng)
         lo = np.where(np.isfinite(self.lower[:3]), self.lower[:3], -1.0)
         hi = np.where(np.isfinite(self.upper[:3]), self.upper[:3], 1.0)
-        return np.concatenate([rng.uniform(lo, hi), _random_quat(rng)])
+        p = rng.uniform(lo, hi, size=None if size is None else (size, 3))
+        return np.concatenate([p, _random_quat(rng, size)], axis=-1)
