@@ -58,7 +58,8 @@ html_theme = "alabaster"
 html_title = f"gear {release}"
 html_theme_options = {"description": "Articulated rigid-body dynamics on Kim's Lie-group formulation",
                       "fixed_sidebar": True}
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["gear.css"]       # wide tables scroll inside the page column
 
 
 # -- viewcode and compiled modules --------------------------------------------
