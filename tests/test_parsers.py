@@ -30,7 +30,6 @@ CORPUS = {
     "urdf_unknown_joint_type.urdf": ["weird_joint", "spherical"],
     "urdf_missing_joint_type.urdf": ["typeless_joint", "type"],
     "urdf_missing_limit.urdf": ["unlimited_joint", "<limit>"],
-    "urdf_limits_reversed.urdf": ["reversed_joint", "lower"],
     "urdf_nan_origin.urdf": ["nan_joint", "xyz", "nan"],
     "urdf_inf_number.urdf": ["huge_link", "1e999"],
     "urdf_abc_number.urdf": ["abc_joint", "rpy", "abc"],
@@ -64,8 +63,10 @@ CORPUS = {
 
 
 # Files that load under the inertia policy of API.md (Model) with a
-# gear.InertiaWarning naming the file and link, and raise with strict=True.
+# gear.InertiaWarning naming the file and link, and raise with strict=True;
+# joint limits with lower > upper (limits never enter the dynamics) likewise.
 WARNS = {
+    "urdf_limits_reversed.urdf": ["joint 'reversed_joint' <limit>", "lower limit 1.0 is above upper limit -1.0"],
     "urdf_zero_mass.urdf": ["zero_mass_link", "zero mass"],
     "urdf_not_pd_inertia.urdf": ["not_pd_link", "indefinite"],
     "urdf_triangle_inertia.urdf": ["triangle_link", "triangle"],
@@ -355,6 +356,76 @@ def test_urdf_xacro_rejected(tmp_path):
       <xacro:property name="l" value="1"/><link name="base"/></robot>""")
     with pytest.raises(ModelFileError, match="xacro"):
         gear.load_urdf(p)
+
+
+_PROLOG_URDF = f"""<?xml version="1.0" encoding="utf-8"?>
+<robot name="t"><link name="base">{INERTIAL}</link><link name="a">{INERTIAL}</link>
+  <joint name="j" type="revolute"><parent link="base"/><child link="a"/>
+    <limit lower="-0.5" upper="0.5" effort="1" velocity="1"/></joint></robot>
+"""
+_PROLOG_MJCF = f"""<?xml version="1.0"?>
+<mujoco model="t"><worldbody><body name="b"><joint name="j"/>{'<inertial pos="0 0 0" mass="1" diaginertia="0.1 0.1 0.1"/>'}
+</body></worldbody></mujoco>
+"""
+
+
+@pytest.mark.parametrize("prefix", [b"\n", b"  \n\t", b"\r\n\r\n", b"\xef\xbb\xbf", b"\xef\xbb\xbf\n  ",
+                                    b"\n\xef\xbb\xbf"],
+                         ids=["newline", "spaces-tab", "crlf", "bom", "bom-newline", "newline-bom"])
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_whitespace_or_bom_before_the_xml_declaration_loads(tmp_path, prefix, kind):
+    # the reference loaders (urdfdom/Pinocchio, MuJoCo) accept these files;
+    # expat alone says "XML or text declaration not at start of entity"
+    text = _PROLOG_URDF if kind == "urdf" else _PROLOG_MJCF
+    p = tmp_path / f"m.{'urdf' if kind == 'urdf' else 'xml'}"
+    p.write_bytes(prefix + text.encode())
+    m = _load(p)
+    assert m.joint_names == ["j"]
+    if kind == "urdf":
+        assert (m.joints[0].lower[0], m.joints[0].upper[0]) == (-0.5, 0.5)
+
+
+def test_utf16_urdf_with_leading_whitespace_loads(tmp_path):
+    p = tmp_path / "u16.urdf"
+    p.write_bytes(("\n  " + _PROLOG_URDF.replace("utf-8", "utf-16")).encode("utf-16"))
+    assert gear.load_urdf(p).joint_names == ["j"]
+
+
+def test_text_before_the_declaration_still_raises(tmp_path):
+    p = tmp_path / "t.urdf"
+    p.write_bytes(b"junk\n" + _PROLOG_URDF.encode())
+    with pytest.raises(ModelFileError, match="not a well-formed XML document"):
+        gear.load_urdf(p)
+
+
+def test_reversed_urdf_limits_load_without_limits_and_name_the_joint(tmp_path):
+    p = _write(tmp_path, "rev.urdf", _PROLOG_URDF.replace('lower="-0.5" upper="0.5"', 'lower="0.5" upper="-0.5"'))
+    with pytest.warns(gear.InertiaWarning, match=r"rev\.urdf: joint 'j' <limit>: lower limit 0.5 is above "
+                                                 r"upper limit -0.5; loaded without position limits "
+                                                 r"\(strict=True makes this an error\)") as rec:
+        m = gear.load_urdf(p)
+    assert rec[0].filename == __file__            # attributed to the caller
+    assert np.all(np.isinf(m.joints[0].lower)) and np.all(np.isinf(m.joints[0].upper))
+    q = m.random_configuration(0, n=100)          # the default range of an unlimited angle
+    assert np.all(np.abs(q) <= np.pi) and q.max() > 1.0
+    with pytest.raises(ModelFileError, match=r"joint 'j' <limit>: lower limit 0.5 is above upper limit -0.5"):
+        gear.load_urdf(p, strict=True)
+    # equal limits are a valid (frozen) range
+    p = _write(tmp_path, "eq.urdf", _PROLOG_URDF.replace('lower="-0.5" upper="0.5"', 'lower="0.5" upper="0.5"'))
+    m = gear.load_urdf(p, strict=True)
+    assert (m.joints[0].lower[0], m.joints[0].upper[0]) == (0.5, 0.5)
+
+
+def test_reversed_mjcf_range_follows_mujoco(tmp_path):
+    # MuJoCo refuses a limited joint whose range[0] >= range[1] ("range[0]
+    # should be smaller than range[1]") and ignores the range of an unlimited
+    # one: gear does the same
+    body = '<body name="b"><joint name="j" range="0.5 -0.5" limited="{}"/>' \
+           '<inertial pos="0 0 0" mass="1" diaginertia="0.1 0.1 0.1"/></body>'
+    with pytest.raises(ModelFileError, match="joint 'j'.*range"):
+        gear.load_mjcf(_mj(tmp_path, body.format("true"), name="t.xml"))
+    m = gear.load_mjcf(_mj(tmp_path, body.format("false"), name="f.xml"))
+    assert np.all(np.isinf(m.joints[0].lower))
 
 
 # ---------------------------------------------------------------------------

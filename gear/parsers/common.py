@@ -57,6 +57,12 @@ def parse_xml(path):
     """Parse ``path`` with defusedxml (no entity expansion, no external
     references) and return the root element.
 
+    Leading whitespace and a UTF-8 byte-order mark before the XML
+    declaration are dropped first: the XML specification puts the
+    declaration at the very start, but the loaders of the URDF (urdfdom,
+    Pinocchio) and MJCF (MuJoCo) reference implementations accept such
+    files, and so does gear.
+
     Raises
     ------
     ModelFileError
@@ -70,7 +76,7 @@ def parse_xml(path):
     import defusedxml.ElementTree as ET
 
     with open(path, "rb") as fh:  # let FileNotFoundError & co. propagate
-        data = fh.read()
+        data = _strip_prolog(fh.read())
     try:
         root = ET.fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
     except defusedxml.EntitiesForbidden as exc:
@@ -85,6 +91,33 @@ def parse_xml(path):
     return root
 
 
+def _strip_prolog(data):
+    """``data`` (bytes) without the whitespace and byte-order marks before
+    its first markup, in any order (``"\\n\\ufeff<?xml"`` too).  A UTF-16 or
+    UTF-32 document with its byte-order mark is re-encoded in its encoding
+    with one mark; one without a mark (a NUL byte among the first four) is
+    returned unchanged."""
+    import codecs
+
+    for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                       (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+        if data.startswith(bom):
+            try:
+                text = data.decode(codec)
+            except UnicodeDecodeError:       # the parser reports it
+                return data
+            return text.lstrip(" \t\r\n\ufeff").encode(codec)
+    if b"\x00" in data[:4]:
+        return data
+    while True:
+        stripped = data.lstrip(b" \t\r\n")
+        if stripped.startswith(b"\xef\xbb\xbf"):
+            stripped = stripped[3:]
+        if stripped == data:
+            return data
+        data = stripped
+
+
 class Reader:
     """Attribute parsing with error messages naming the file and element."""
 
@@ -94,6 +127,20 @@ class Reader:
 
     def error(self, where, msg):
         return ModelFileError(f"{self.path}: {where}: {msg}" if where else f"{self.path}: {msg}")
+
+    def lenient(self, where, problem, consequence, stacklevel=4):
+        """A defect the dynamics do not depend on: with ``strict`` raise
+        :class:`ModelFileError`, else warn with :class:`~gear.InertiaWarning`
+        (the category of the loaders' other strict-only errors) naming the
+        file, the element and what was loaded instead."""
+        import warnings
+
+        from ..spatial import InertiaWarning
+
+        if self.strict:
+            raise self.error(where, problem)
+        warnings.warn(f"{self.path}: {where}: {problem}; {consequence} (strict=True makes this "
+                      "an error)", InertiaWarning, stacklevel=stacklevel)
 
     def floats(self, text, n, where, attr, default=None):
         """Parse ``n`` whitespace-separated finite floats (``n=None``: any count)."""

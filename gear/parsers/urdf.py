@@ -23,8 +23,11 @@ Everything that the spec requires and is missing, every number that is not
 finite, every reference to an undefined link, every tree defect (two
 parents, cycles, several roots), every negative mass and every clearly
 indefinite inertia raises :class:`~gear.ModelFileError` naming the file
-and the element; physically impossible inertias warn
+and the element; physically impossible inertias and joint limits with
+``lower > upper`` (loaded without limits) warn
 (:class:`~gear.InertiaWarning`) or, with ``strict=True``, raise.
+Leading whitespace or a byte-order mark before the XML declaration is
+accepted.
 """
 from __future__ import annotations
 
@@ -97,7 +100,11 @@ def _limits(r, el, where, joint, required):
         if lim.get(k) is not None:
             r.float1(lim.get(k), w, k)
     if lo > hi:
-        raise r.error(w, f"lower limit {lo} is above upper limit {hi}")
+        # limits never enter the dynamics (only random_configuration reads
+        # them); Pinocchio and MuJoCo load such files too
+        r.lenient(w, f"lower limit {lo} is above upper limit {hi}",
+                  "loaded without position limits")
+        return
     joint.set_limits(lo, hi)
 
 
@@ -120,7 +127,9 @@ def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9
     strict : bool
         Raise for an inertia no rigid body can have (triangle inequality,
         rotational inertia without mass) instead of loading it with a
-        :class:`gear.InertiaWarning`.
+        :class:`gear.InertiaWarning`, and for a joint ``<limit>`` with
+        ``lower > upper`` instead of loading the joint without limits
+        (with the same warning).
 
     Returns
     -------
@@ -141,7 +150,8 @@ def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9
     Warns
     -----
     gear.InertiaWarning
-        For a physically impossible inertia, naming the file and link.
+        For a physically impossible inertia, naming the file and link, and
+        for a ``<limit>`` with ``lower > upper``, naming the file and joint.
 
     Notes
     -----
