@@ -1,0 +1,217 @@
+"""``gear.simulate``: rollouts on the configuration manifold.
+
+Every integrator advances a batch of states at once.  Each stage is one
+batched call of the native dynamics: the articulated-body algorithm for
+a :class:`gear.Model`, and the constrained model's solver for a
+:class:`gear.ConstrainedModel`.  Configurations move with the exponential
+map of each joint (:meth:`gear.Model.integrate`), never by adding to
+quaternions.
+
+* ``"euler"``: semi-implicit (symplectic) Euler,
+  ``v1 = v + h a(q, v)``, ``q1 = q exp(h v1)``.
+* ``"rk4"``: the classical Runge-Kutta method; the stage velocities are
+  combined in the tangent space and applied with ``q exp(.)``.  It is 4th
+  order on vector-space joints and lower on rotating ones.
+* ``"rkmk4"``: Runge-Kutta-Munthe-Kaas.  The same tableau on
+  ``q = q0 exp(theta)``, with ``theta' = dexp^{-1}_{-theta}(xi) = xi +
+  [theta, xi]/2 + [theta, [theta, xi]]/12`` on spherical (so(3)) and free
+  (se(3)) joints.  It is 4th order on every joint.
+* ``"dop853"``, ``"rk45"``: adaptive, through ``scipy.integrate.solve_ivp``
+  inside every output step (``dt`` is then the recording grid), on the
+  exact rates of the configuration coordinates (quaternion rates on
+  spherical and free joints, renormalised after every output step).
+* ``"implicit"``: linearly implicit Euler,
+  ``(I - h da/dv - h^2 da/dq) dv = h (a + h da/dq v)``, for stiff systems
+  such as stiff soft constraints.  A tree uses the analytic derivatives
+  (:func:`gear.forward_dynamics_derivatives`); a constrained model uses
+  central differences of its solver.
+
+Closed loops: ``stabilization="projection"`` moves each new state back
+onto the constraint manifold after every step.  Gauss-Newton takes the
+minimum-norm position correction and the velocity is projected onto the
+null space of ``A``.  ``"baumgarte"`` instead adds
+``2 alpha A dq + beta^2 g`` to the acceleration-level constraint (Baumgarte
+1972), with default gains ``alpha = beta = 1 / (5 dt)`` (critically damped,
+five steps).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._output import claim_store
+from .._progress import progress_bar
+from .._validate import as_batch, check_scalar
+from . import rollout
+from .integrators import INTEGRATORS, STABILIZATIONS, _System
+from .recorder import Trajectory, _Recorder, model_hash
+from .rollout import steps_and_frames
+
+__all__ = ["simulate", "Trajectory", "INTEGRATORS", "model_hash"]
+
+
+def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_ext=None,
+             stabilization="projection", record_every=1, progress=None, out=None, client=None,
+             baumgarte_gains=None, chunk=256, native=True, prescribed=None, rtol=1e-10, atol=1e-12,
+             mode=None):
+    """Integrate the equations of motion from ``(q0, dq0)`` to ``t_final``.
+
+    Parameters
+    ----------
+    model_or_sys : gear.Model or gear.ConstrainedModel
+        An open tree, or a closed-loop system (its solver computes the
+        accelerations).
+    q0 : array_like, shape (nq,) or (N, nq)
+    dq0 : array_like, shape (nv,) or (N, nv)
+        A single ``dq0`` is used for every state of a batch.
+    t_final, dt : float
+        ``dt > 0``.  The last step is shortened when ``t_final`` is not a
+        multiple of ``dt``.
+    integrator : {"euler", "rk4", "rkmk4", "implicit", "dop853", "rk45"}
+        See :mod:`gear.simulation`.  ``"dop853"``/``"rk45"`` are adaptive
+        (``scipy.integrate.solve_ivp`` within each output step ``dt``, on
+        the exact quaternion rates of spherical and free joints),
+        with tolerances ``rtol``/``atol``; their step sizes are chosen for
+        the batch as a whole.
+    tau : None, array_like (nv,) or (N, nv), or callable
+        Joint torques; a callable ``tau(t, q, dq)`` is evaluated at every
+        stage (batched runs pass ``(N, nq)``/``(N, nv)`` arrays and expect
+        ``(N, nv)`` or ``(nv,)``).  The controllers of
+        :mod:`gear.controllers` are such callables.
+    f_ext : None, array_like (nbodies, 6) or (N, nbodies, 6), or callable
+        External body wrenches, like ``tau``.
+    stabilization : {"projection", "baumgarte", None}
+        Closed loops only (ignored for a tree).
+    record_every : int
+        Record every k-th step (the initial and final states always).
+    progress : bool, optional
+        Show a tqdm progress bar (steps, states per second).  Default:
+        only when standard error is a terminal.
+    out : str or path, optional
+        Stream the trajectory to this Zarr store (arrays ``t``, ``q``,
+        ``dq``, ``lam``; attributes: ``model_hash``, ``integrator``, ``dt``,
+        ``gear_version``...) in chunks of ``chunk`` recorded frames instead
+        of holding it in memory; the returned arrays are the store's.
+        A local path or a URL Zarr opens through fsspec.  The path is
+        checked before any work: it must not exist, or be an empty
+        directory, or (with ``mode="w"``) a gear store from an earlier
+        run.  Anything else raises :class:`FileExistsError`, whatever
+        ``mode`` is: gear never deletes what it did not write.
+    mode : {None, "w"}
+        ``"w"``: overwrite an earlier gear store at ``out`` (only the
+        arrays gear wrote there are removed).  Default: an existing store
+        raises :class:`FileExistsError`.
+    client : dask.distributed.Client, optional
+        Spread a batch over the client's workers (see
+        :func:`gear.simulation.cluster.simulate_distributed`); results are identical
+        to the local run.
+    baumgarte_gains : (float, float), optional
+        ``(alpha, beta)`` of ``stabilization="baumgarte"``; default
+        ``(1/(5 dt), 1/(5 dt))``.
+    prescribed : dict, optional
+        ``{joint name: motion}`` with ``motion(t) -> (q, dq, ddq)``: drive
+        these (vector-space) joints along a prescribed motion through
+        hybrid dynamics (Kim Sec. 3.3).  The joints follow the reference
+        exactly, the rest of the mechanism (and a closed chain's loops)
+        follows, and ``traj.tau`` records the torques: the actuators'
+        torques on the prescribed joints, the applied ``tau`` elsewhere.
+    native : bool
+        Run the whole loop natively (no GIL, parallel over the batch) when
+        the configuration allows it: ``euler``/``rk4`` (and ``rkmk4`` on
+        vector-space joints), ``tau`` None, an array or a
+        :mod:`gear.controllers` PD/GravityCompensation/ComputedTorque (with a
+        ``SampledReference``, trees), no ``f_ext``,
+        closed chains with the ``kkt``, ``projection`` or ``soft`` solver and projection or no
+        stabilisation.  ``stats["native"]`` says which loop ran.
+
+    Returns
+    -------
+    Trajectory
+        ``.t``, ``.q``, ``.dq``, ``.lam`` (constrained models), ``.stats``.
+
+    Notes
+    -----
+    Joint limits (a URDF's ``<limit lower upper>``, an MJCF ``range``)
+    are not enforced: they are read with the model and used by
+    :meth:`gear.Model.random_configuration`, but no limit force enters the
+    dynamics, so a joint can move past them in a rollout.
+
+    Examples
+    --------
+    >>> import numpy as np, gear
+    >>> arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    >>> traj = gear.simulate(arm, arm.neutral(), np.zeros(arm.nv), 0.1, 1e-3)
+    >>> traj.q.shape, traj.t[-1]
+    ((101, 7), 0.1)
+    """
+    from ..constraints import ConstrainedModel
+    from ..model import Model
+
+    if not isinstance(model_or_sys, (Model, ConstrainedModel)):
+        raise TypeError(f"model_or_sys must be a gear.Model or gear.ConstrainedModel, "
+                        f"got {type(model_or_sys).__name__}")
+    model = model_or_sys.model if isinstance(model_or_sys, ConstrainedModel) else model_or_sys
+    if integrator not in INTEGRATORS:
+        raise ValueError(f"unknown integrator {integrator!r}; choose one of {list(INTEGRATORS)}")
+    if stabilization not in STABILIZATIONS:
+        raise ValueError(f"stabilization must be 'projection', 'baumgarte' or None, got {stabilization!r}")
+    t_final = check_scalar("t_final", t_final)
+    dt = check_scalar("dt", dt)
+    if dt <= 0.0:
+        raise ValueError(f"dt must be positive, got {dt}")
+    if t_final <= 0.0:
+        raise ValueError(f"t_final must be positive, got {t_final}")
+    if isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 1:
+        raise ValueError(f"record_every must be a positive integer, got {record_every!r}")
+    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
+    q, is_batch = as_batch("q0", q0, (model.nq,))
+    single = not is_batch
+    model.check_configuration(q, "q0")
+    N = q.shape[0]
+    v, vb = as_batch("dq0", dq0, (model.nv,))
+    if vb and v.shape[0] != N:
+        raise ValueError(f"dq0 has {v.shape[0]} states but q0 has {N}")
+    v = np.array(np.broadcast_to(v, (N, model.nv)), dtype=float, order="C")
+    q = np.array(q, dtype=float, order="C")
+    if out is not None:
+        try:
+            import zarr  # noqa: F401
+        except ImportError:
+            raise ImportError("out= needs zarr: pip install 'gear[campaign]'") from None
+        out = claim_store(out, mode)
+    elif mode is not None:
+        raise ValueError("mode= applies to an out= store; give out= too, or leave mode=None")
+    if client is not None:
+        from .cluster import simulate_distributed
+
+        return simulate_distributed(client, model_or_sys, q if not single else q[0],
+                                    v if not single else v[0], t_final, dt, integrator=integrator,
+                                    tau=tau, f_ext=f_ext, stabilization=stabilization,
+                                    record_every=record_every, progress=progress, out=out, mode=mode,
+                                    baumgarte_gains=baumgarte_gains, chunk=chunk)
+    if baumgarte_gains is None:
+        baumgarte_gains = (1.0 / (5.0 * dt), 1.0 / (5.0 * dt))
+    else:
+        baumgarte_gains = tuple(check_scalar("baumgarte_gains", g) for g in baumgarte_gains)
+        if len(baumgarte_gains) != 2 or min(baumgarte_gains) < 0:
+            raise ValueError("baumgarte_gains must be two non-negative numbers (alpha, beta)")
+    if prescribed is not None and integrator == "implicit":
+        raise ValueError("prescribed motions are not supported with integrator='implicit'")
+    S = _System(model_or_sys, tau, f_ext, N, single, stabilization, baumgarte_gains, prescribed)
+    n, rec_steps = steps_and_frames(t_final, dt, record_every)
+    T = len(rec_steps)
+    nc = S.sys.nc if S.sys is not None else None
+    from .. import __version__
+
+    meta = {"model_hash": model_hash(model), "integrator": integrator, "dt": dt, "t_final": t_final,
+            "steps": n, "record_every": int(record_every), "batch": N, "gear_version": __version__,
+            "stabilization": str(S.stabilization), "solver": S.sys.solver.name if S.sys is not None else "",
+            "nq": model.nq, "nv": model.nv}
+    rec = _Recorder(S, T, nc, out, meta, int(chunk))
+    bar = progress_bar(progress, total=n, unit="step", desc=f"gear.simulate {integrator} x{N}")
+    try:
+        stats = rollout.run(S, q, v, t_final, dt, integrator, int(record_every), int(chunk), native,
+                            rtol, atol, rec, bar)
+    finally:
+        bar.close()
+    return rec.result(stats)

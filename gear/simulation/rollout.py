@@ -1,0 +1,247 @@
+"""The rollout loop driver: the native loop (``gear/algorithms/_rollout.pxd``)
+when the configuration allows it, else the Python loop over the batched
+kernels of :mod:`gear.simulation.integrators`; frames go to a recorder of
+:mod:`gear.simulation.recorder`."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .integrators import _project, _step_adaptive, _step_euler, _step_implicit, _step_rk
+
+
+# ---------------------------------------------------------------------------
+# the native rollout loop (gear/algorithms/_rollout.pxd)
+# ---------------------------------------------------------------------------
+def _native_plan(S, integrator, native):
+    """The arguments of ``_core.rollout`` when the whole loop can run
+    natively, else None (the loop then runs in Python over the batched
+    kernels).  Native: euler/rk4 (and rkmk4 on vector-space joints, where
+    it is rk4), torques None, an array, or a gear.controllers PD /
+    GravityCompensation / ComputedTorque with a SampledReference (trees),
+    no f_ext; closed chains with the kkt, projection, soft or (built with
+    CHOLMOD) maximal solver on LoopClosure/coupler rows and projection or
+    no stabilisation."""
+    from .. import controllers
+    from ..joints import FREE, SPHERICAL
+
+    if not native:
+        return None
+    m = S.model
+    lie = any(j.kind in (SPHERICAL, FREE) for j in m.joints)
+    if integrator == "rkmk4" and lie:
+        return None
+    if integrator not in ("euler", "rk4", "rkmk4") or S.f_ext is not None:
+        return None
+    plan = dict(integrator=0 if integrator == "euler" else 1, tau=None, kp=None, kd=None,
+                q_target=None, dq_target=None, gravity_comp=0, cd=None, route=0, project=0,
+                ref=None, ref_t0=0.0, ref_dt=1.0, ckp=None, ckd=None)
+    tau = S.tau
+    if isinstance(tau, controllers.GravityCompensation) and tau.model is m:
+        plan["gravity_comp"] = 1
+    elif isinstance(tau, controllers.PD) and tau.model is m and not lie:
+        plan.update(kp=tau.kp, kd=tau.kd, q_target=tau.q_target, dq_target=tau.dq_target,
+                    gravity_comp=int(tau.gravity_compensation))
+    elif (isinstance(tau, controllers.ComputedTorque) and tau.model is m and not lie
+          and isinstance(tau.reference, controllers.SampledReference)
+          and (S.sys is None or not S.sys.nc)):
+        ref = tau.reference
+        plan.update(ref=ref.samples, ref_t0=ref.t0, ref_dt=ref.dt, ckp=tau.kp, ckd=tau.kd)
+    elif callable(tau):
+        return None
+    else:
+        plan["tau"] = tau
+    if S.sys is not None and S.sys.nc:
+        from ..solvers.kkt import KKTSolver
+        from ..solvers.maximal import MaximalSolver
+        from ..solvers.projection import ProjectionSolver
+        from ..solvers.soft import SoftSolver
+
+        solver = S.sys.solver
+        # exactly the built-in kkt, projection, soft and maximal solvers (a
+        # subclass may change the answer), whose kernels run in the loop
+        if (type(solver) not in (KKTSolver, ProjectionSolver, SoftSolver, MaximalSolver)
+                or S.stabilization not in ("projection", None)):
+            return None
+        nd = solver._native_data()
+        if nd is None:
+            return None
+        plan.update(cd=nd, route=solver._route, project=int(S.stabilization == "projection"))
+    return plan
+
+
+def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first=True, k0=0):
+    """One native segment: ``steps`` steps from (q, v); returns the recorded
+    frames (N, T, .) and the largest pre-projection residual per state."""
+    from .. import _core
+    from ..algorithms.dynamics import SingularInertiaError, _check_status
+
+    m = S.model
+    T = len(range(0, steps + 1, record_every)) + (0 if steps % record_every == 0 else 1)
+    N = q.shape[0]
+    nc = 0 if plan["cd"] is None else S.sys.nc
+    Q, V = np.empty((N, T, m.nq)), np.empty((N, T, m.nv))
+    L = np.empty((N, T, nc)) if plan["cd"] is not None else None
+    tmax = np.zeros(N)
+    status = np.zeros(N, dtype=np.int32)
+    _core.rollout(m.data, plan["cd"], q, v, plan["tau"], plan["integrator"], steps, dt, last_dt,
+                  record_every, plan["route"], plan["project"], 1e-12, plan["kp"], plan["kd"],
+                  plan["q_target"], plan["dq_target"], plan["gravity_comp"], Q, V, L, tmax, status,
+                  nthreads, int(first), int(k0), plan["ref"], plan["ref_t0"], plan["ref_dt"],
+                  plan["ckp"], plan["ckd"])
+    bad = np.flatnonzero(status)
+    if bad.size:
+        st, k = int(status[bad[0]]), int(bad[0])
+        which = "" if S.single else f" of rollout {k} (of {S.N})"
+        span = f"between t = {k0 * dt:g} and t = {k0 * dt + (steps - 1) * dt + last_dt:g}"
+        if st == -12:
+            # the maximal kernel met a non-zero entry its K pattern left out:
+            # re-plan with every entry and run the segment again
+            plan["cd"] = S.sys.solver._replan()
+            return _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first, k0)
+        if st in (-11, -13):
+            S.sys.solver._native_status(st, k, None, None)
+        if st == -5 or not (np.isfinite(Q[k]).all() and np.isfinite(V[k]).all()):
+            raise FloatingPointError(f"the state{which} became non-finite {span}; reduce dt, or use "
+                                     "integrator='implicit' for stiff systems")
+        if st > 0:
+            # a singular articulated inertia mid-rollout on a model whose
+            # inertias are fine at the segment's start: the state blew up
+            from ..algorithms.dynamics import forward_dynamics
+
+            try:
+                forward_dynamics(m, q[k], np.zeros(m.nv), np.zeros(m.nv))
+            except (SingularInertiaError, ValueError):
+                pass
+            else:
+                raise FloatingPointError(f"the state{which} became non-finite {span}; reduce dt, or use "
+                                         "integrator='implicit' for stiff systems")
+        _check_status(m, np.maximum(status, 0))     # a singular articulated inertia
+        if st == -4:
+            raise SingularInertiaError(f"the mass matrix{which} is not positive definite {span}")
+        raise ValueError(f"the native rollout{which} failed with status {st} {span}: a distance "
+                         "closure whose two points coincide?")
+    return Q, V, L, tmax
+
+
+def _stats(S, integrator, n, dt, wall, evaluations, max_res, native):
+    stats = {"steps": n, "wall_time": wall, "evaluations": evaluations, "integrator": integrator,
+             "dt": dt, "batch": S.N, "state_steps_per_s": n * S.N / max(wall, 1e-12), "native": native}
+    if S.sys is not None:
+        stats["solver"] = S.sys.solver.name
+        stats["solver_counters"] = dict(S.sys.solver.counters)
+        stats["max_residual"] = max_res
+        stats["stabilization"] = str(S.stabilization)
+    return stats
+
+
+
+
+def steps_and_frames(t_final, dt, record_every):
+    """``(n, rec_steps)``: the number of steps to ``t_final`` (the last one
+    shortened) and the indices of the recorded steps (0, every
+    ``record_every``-th, and ``n``)."""
+    n = max(1, int(np.ceil(t_final / dt - 1e-9)))
+    return n, sorted(set(range(0, n + 1, record_every)) | {n})
+
+
+def run(S, q, v, t_final, dt, integrator, record_every, chunk, native, rtol, atol, rec, bar):
+    """Integrate the batch ``(q, v)`` (shapes (N, nq), (N, nv)) of the
+    system ``S`` from 0 to ``t_final``, handing every recorded frame to
+    ``rec.record`` and the steps to the progress bar ``bar`` (closed at the
+    end).
+
+    Returns
+    -------
+    dict
+        The run's statistics (``steps``, ``wall_time``, ``evaluations``...).
+    """
+    n, rec_steps = steps_and_frames(t_final, dt, record_every)
+    N = S.N
+    nc = S.sys.nc if S.sys is not None else None
+    max_res = 0.0
+    plan = _native_plan(S, integrator, native and S.prescribed is None)
+    if plan is not None:
+        from ..algorithms.dynamics import get_num_threads
+
+        wall = time.perf_counter()
+        seg = max(1, int(chunk)) * int(record_every)          # steps per native call
+        k0 = 0
+        try:
+            while True:
+                steps = min(seg, n - k0)
+                last = dt if k0 + steps < n else t_final - (n - 1) * dt
+                Q, V, L, tmax = _run_native(S, plan, q, v, steps, dt, last, int(record_every),
+                                            get_num_threads(), first=k0 == 0, k0=k0)
+                max_res = max(max_res, float(tmax.max()) if tmax.size else 0.0)
+                for j in range(0 if k0 == 0 else 1, Q.shape[1]):
+                    kk = min(k0 + j * int(record_every), n)
+                    tt = t_final if kk == n else kk * dt
+                    rec.record(tt, Q[:, j], V[:, j], None if L is None else L[:, j])
+                q = np.ascontiguousarray(Q[:, -1])
+                v = np.ascontiguousarray(V[:, -1])
+                k0 += steps
+                bar.update(steps)
+                el = time.perf_counter() - wall
+                bar.set_postfix_str(f"{k0 * N / max(el, 1e-9):,.0f} state-steps/s")
+                if k0 >= n:
+                    break
+        finally:
+            bar.close()
+        return _stats(S, integrator, n, dt, time.perf_counter() - wall, None, max_res, True)
+    if S.prescribed is not None:
+        q, v = S.impose(0.0, q, v)
+    if S.stabilization == "projection":
+        q, v, _ = _project(S.sys, q, v, free=S.free_dofs())
+    step = {"euler": _step_euler, "implicit": _step_implicit,
+            "dop853": lambda S_, t_, q_, v_, h_, a_: _step_adaptive(S_, t_, q_, v_, h_, a_, "DOP853", rtol, atol),
+            "rk45": lambda S_, t_, q_, v_, h_, a_: _step_adaptive(S_, t_, q_, v_, h_, a_, "RK45", rtol, atol),
+            "rk4": lambda S_, t_, q_, v_, h_, a_: _step_rk(S_, t_, q_, v_, h_, a_, False),
+            "rkmk4": lambda S_, t_, q_, v_, h_, a_: _step_rk(S_, t_, q_, v_, h_, a_, True)}[integrator]
+    wall = time.perf_counter()
+    t = 0.0
+    next_rec = 0
+    a0 = None
+    try:
+        for k in range(n + 1):
+            if k == rec_steps[next_rec]:
+                if (nc is not None or S.prescribed is not None) and a0 is None and integrator != "implicit":
+                    a0 = S.accel(t, q, v)
+                lam = a0[1] if a0 is not None else None
+                if nc is not None and lam is None:
+                    lam = S.accel(t, q, v)[1]
+                rec.record(t, q, v, lam, None if S.prescribed is None else S.last_tau.copy())
+                next_rec += 1
+            if k == n:
+                break
+            h = dt if k < n - 1 else t_final - (n - 1) * dt
+            try:
+                q, v, _ = step(S, t, q, v, h, a0 if integrator != "implicit" else None)
+            except ValueError as exc:
+                if "non-finite" not in str(exc):
+                    raise
+                raise FloatingPointError(
+                    f"the state became non-finite in step {k + 1} (t = {t:g}); reduce dt, or "
+                    "use integrator='implicit' for stiff systems") from None
+            a0 = None
+            t = t_final if k == n - 1 else (k + 1) * dt
+            if S.prescribed is not None:
+                q, v = S.impose(t, q, v)
+            if S.stabilization == "projection":
+                q, v, r = _project(S.sys, q, v, free=S.free_dofs())
+                max_res = max(max_res, r)
+            elif S.sys is not None and S.sys.nc:
+                g = S.sys._rows_batch(q)[0]
+                max_res = max(max_res, float(np.abs(g).max()) if g.size else 0.0)
+            if not (np.isfinite(q).all() and np.isfinite(v).all()):
+                raise FloatingPointError(f"the state became non-finite at t = {t:g} (step {k + 1}); "
+                                         "reduce dt or use integrator='implicit' for stiff systems")
+            bar.update(1)
+            if (k & 63) == 0:
+                el = time.perf_counter() - wall
+                bar.set_postfix_str(f"{(k + 1) * N / max(el, 1e-9):,.0f} state-steps/s")
+    finally:
+        bar.close()
+    return _stats(S, integrator, n, dt, time.perf_counter() - wall, S.evaluations, max_res, False)
+
