@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import as_array
-from ..spatial import SE3, quat_exp, quat_log, quat_mul, quat_to_rot, exp_se3, log_se3
+from ..spatial import SE3, _SMALL, quat_exp, quat_log, quat_mul, quat_to_rot, exp_se3, log_se3
 
 __all__ = [
     "Joint", "Revolute", "Prismatic", "Helical", "Cylindrical", "Universal",
@@ -282,9 +282,11 @@ def _check_quat(qq, name):
 
 
 def _random_quat(rng, size=None):
-    """Unit quaternions uniformly distributed on the rotations (normalised
-    Gaussian 4-vectors, Shoemake, "Uniform random rotations"), on the
-    hemisphere ``w >= 0``; shape (4,) or (size, 4)."""
+    """Unit quaternions uniformly distributed on the rotations, on the
+    hemisphere ``w >= 0``; shape (4,) or (size, 4).  A normalised Gaussian
+    4-vector is uniform on the 3-sphere (Muller, "A note on a method for
+    generating points uniformly on n-dimensional spheres"), and a uniform
+    unit quaternion is a uniform rotation."""
     g = rng.standard_normal((4,) if size is None else (size, 4))
     g /= np.linalg.norm(g, axis=-1, keepdims=True)
     return np.where(g[..., :1] < 0, -g, g)
@@ -292,8 +294,8 @@ def _random_quat(rng, size=None):
 
 # -- batched quaternion and SE(3) maps (shape (N, .)) for the manifold
 # operations on a batch: the formulas of gear.spatial (quat_mul, quat_exp,
-# quat_log, exp_se3, log_se3) evaluated on every row at once.
-_SMALL = 1e-4
+# quat_log, exp_se3, log_se3) evaluated on every row at once, with their
+# Taylor-series threshold _SMALL.
 
 
 def _bquat_mul(a, b):
