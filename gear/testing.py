@@ -538,13 +538,9 @@ def prescribed_coordinates(model, prescribed):
     ``prescribed`` is a bool per joint (length ``nbodies``) or a list of
     joint names, as in :func:`gear.hybrid_dynamics`.
     """
-    if isinstance(prescribed, (list, tuple, set)) and prescribed \
-            and all(isinstance(p, str) for p in prescribed):
-        per_joint = np.zeros(model.nbodies, dtype=bool)
-        for name in prescribed:
-            per_joint[model.joint_index(name)] = True
-    else:
-        per_joint = np.asarray(prescribed, dtype=bool).reshape(model.nbodies)
+    from ._validate import joint_mask
+
+    per_joint = joint_mask(model, prescribed, "prescribed")
     u = np.zeros(model.nv, dtype=bool)
     for i, name in enumerate(model.joint_names):
         u[model.idx_v(name)] = per_joint[i]

@@ -209,3 +209,16 @@ def test_closed_chain_bad_joint_lists(fourbar):
         sysm.hybrid_dynamics(q, dq, ddq, tau, np.array([True, False]))
     with pytest.raises(ValueError, match=r"locked has wrong shape"):
         sysm.project_velocity(q, dq, locked=np.array([True, False]))
+
+
+def test_the_dense_reference_takes_joint_lists_too():
+    """gear.testing's reference hybrid dynamics reads joint lists as the
+    kernels do: [] = none, one string = that joint."""
+    from gear.testing import prescribed_coordinates
+
+    m = gear.load_urdf(gear.data_path("arm7.urdf"))
+    assert not prescribed_coordinates(m, []).any()
+    one = prescribed_coordinates(m, m.joint_names[2])
+    assert one.sum() == 1 and one[m.idx_v(m.joint_names[2])].all()
+    with pytest.raises(KeyError, match="nosuch"):
+        prescribed_coordinates(m, ["nosuch"])
