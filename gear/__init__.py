@@ -11,7 +11,7 @@ from .model import Model
 from .algorithms import *  # noqa: F401,F403
 from .algorithms import __all__ as _dyn_all
 from . import sensitivity
-from .parsers import load_urdf, load_mjcf, LoopClosureSpec, ModelFileError
+from .parsers import load_urdf, load_mjcf, LoopClosureSpec, ModelFileError, ModelFileWarning
 from .constraints import (LoopClosure, CustomConstraint, JointCoupler, ConstrainedModel,
                           AssemblyError)
 
@@ -31,5 +31,5 @@ def data_path(name=""):
 
 
 __all__ = ["joints", "spatial", "SE3", "Inertia", "InertiaWarning", "Model", "load_urdf", "load_mjcf",
-           "LoopClosureSpec", "ModelFileError", "LoopClosure", "CustomConstraint", "JointCoupler",
+           "LoopClosureSpec", "ModelFileError", "ModelFileWarning", "LoopClosure", "CustomConstraint", "JointCoupler",
            "ConstrainedModel", "AssemblyError", "mechanisms", "analysis", "solvers", "maximal", "data_path", "sensitivity", "controllers", "simulate", "Trajectory", "comparison", "compare", *_dyn_all]

@@ -62,9 +62,10 @@ CORPUS = {
 }
 
 
-# Files that load under the inertia policy of API.md (Model) with a
+# Files that load under the inertia policy (docs/models.md) with a
 # gear.InertiaWarning naming the file and link, and raise with strict=True;
-# joint limits with lower > upper (limits never enter the dynamics) likewise.
+# joint limits with lower > upper (limits never enter the dynamics) likewise,
+# with a gear.ModelFileWarning.
 WARNS = {
     "urdf_limits_reversed.urdf": ["joint 'reversed_joint' <limit>", "lower limit 1.0 is above upper limit -1.0"],
     "urdf_zero_mass.urdf": ["zero_mass_link", "zero mass"],
@@ -107,9 +108,10 @@ def test_malformed_file_raises(name):
 @pytest.mark.parametrize("name", sorted(WARNS))
 def test_impossible_inertia_warns_and_strict_raises(name):
     path = DATA / name
-    with pytest.warns(gear.InertiaWarning) as rec:
+    category = gear.ModelFileWarning if "limits" in name else gear.InertiaWarning
+    with pytest.warns(category) as rec:
         model = _load(path)
-    msgs = [str(w.message) for w in rec if issubclass(w.category, gear.InertiaWarning)]
+    msgs = [str(w.message) for w in rec if issubclass(w.category, category)]
     assert len(msgs) == 1, msgs
     assert name in msgs[0]
     for part in WARNS[name]:
@@ -400,7 +402,7 @@ def test_text_before_the_declaration_still_raises(tmp_path):
 
 def test_reversed_urdf_limits_load_without_limits_and_name_the_joint(tmp_path):
     p = _write(tmp_path, "rev.urdf", _PROLOG_URDF.replace('lower="-0.5" upper="0.5"', 'lower="0.5" upper="-0.5"'))
-    with pytest.warns(gear.InertiaWarning, match=r"rev\.urdf: joint 'j' <limit>: lower limit 0.5 is above "
+    with pytest.warns(gear.ModelFileWarning, match=r"rev\.urdf: joint 'j' <limit>: lower limit 0.5 is above "
                                                  r"upper limit -0.5; loaded without position limits "
                                                  r"\(strict=True makes this an error\)") as rec:
         m = gear.load_urdf(p)

@@ -20,6 +20,13 @@ from ..spatial import SE3, Inertia
 __all__ = ["ModelFileError", "LoopClosureSpec"]
 
 
+class ModelFileWarning(UserWarning):
+    """A model file loaded with a defect the dynamics do not depend on
+    (e.g. a joint whose lower limit is above its upper limit: limits never
+    enter the dynamics); ``strict=True`` makes it a :class:`ModelFileError`.
+    Impossible inertias warn with :class:`gear.InertiaWarning` instead."""
+
+
 class ModelFileError(ValueError):
     """A model file is malformed; the message names the file and element."""
 
@@ -130,17 +137,14 @@ class Reader:
 
     def lenient(self, where, problem, consequence, stacklevel=4):
         """A defect the dynamics do not depend on: with ``strict`` raise
-        :class:`ModelFileError`, else warn with :class:`~gear.InertiaWarning`
-        (the category of the loaders' other strict-only errors) naming the
-        file, the element and what was loaded instead."""
+        :class:`ModelFileError`, else warn with :class:`ModelFileWarning`
+        naming the file, the element and what was loaded instead."""
         import warnings
-
-        from ..spatial import InertiaWarning
 
         if self.strict:
             raise self.error(where, problem)
         warnings.warn(f"{self.path}: {where}: {problem}; {consequence} (strict=True makes this "
-                      "an error)", InertiaWarning, stacklevel=stacklevel)
+                      "an error)", ModelFileWarning, stacklevel=stacklevel)
 
     def floats(self, text, n, where, attr, default=None):
         """Parse ``n`` whitespace-separated finite floats (``n=None``: any count)."""

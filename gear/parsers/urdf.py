@@ -23,9 +23,10 @@ Everything that the spec requires and is missing, every number that is not
 finite, every reference to an undefined link, every tree defect (two
 parents, cycles, several roots), every negative mass and every clearly
 indefinite inertia raises :class:`~gear.ModelFileError` naming the file
-and the element; physically impossible inertias and joint limits with
-``lower > upper`` (loaded without limits) warn
-(:class:`~gear.InertiaWarning`) or, with ``strict=True``, raise.
+and the element; physically impossible inertias
+(:class:`~gear.InertiaWarning`) and joint limits with ``lower > upper``
+(loaded without limits, :class:`~gear.ModelFileWarning`) warn or, with
+``strict=True``, raise.
 Leading whitespace or a byte-order mark before the XML declaration is
 accepted.
 """
@@ -129,7 +130,7 @@ def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9
         rotational inertia without mass) instead of loading it with a
         :class:`gear.InertiaWarning`, and for a joint ``<limit>`` with
         ``lower > upper`` instead of loading the joint without limits
-        (with the same warning).
+        (with a :class:`gear.ModelFileWarning`).
 
     Returns
     -------
@@ -150,8 +151,10 @@ def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9
     Warns
     -----
     gear.InertiaWarning
-        For a physically impossible inertia, naming the file and link, and
-        for a ``<limit>`` with ``lower > upper``, naming the file and joint.
+        For a physically impossible inertia, naming the file and link.
+    gear.ModelFileWarning
+        For a ``<limit>`` with ``lower > upper``, naming the file and joint
+        (limits never enter the dynamics; the joint loads without limits).
 
     Notes
     -----
