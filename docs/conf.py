@@ -177,6 +177,17 @@ def _check_site(app, exc):
                             modname, name, modname)
 
 
+def _no_builtin_docstring(app, what, name, obj, options, lines):
+    """A public constant (``gear.cli.MECHANISMS``, a tuple) without a ``#:``
+    comment would be documented by its type's docstring ("Built-in
+    immutable sequence..."): drop that; the reference page describes it."""
+    doc = type(obj).__doc__
+    if what in ("data", "attribute") and type(obj).__module__ == "builtins" and doc and lines:
+        if lines[0].strip() == doc.strip().splitlines()[0].strip():
+            lines[:] = []
+
+
 def setup(app):
     app.connect("viewcode-find-source", _find_source)
+    app.connect("autodoc-process-docstring", _no_builtin_docstring, priority=100)
     app.connect("build-finished", _check_site)
