@@ -65,7 +65,9 @@ def test_report_json_schema_table_and_plots(fourbar_reports, tmp_path):
     for p in paths:
         assert (tmp_path / p.rsplit("/", 1)[-1]).stat().st_size > 100
     d = validate(str(tmp_path / "report.json"))
-    assert d["schema"] == "gear.compare/1" and d["name"] == "four-bar"
+    assert d["schema"] == "gear.compare/2" and d["name"] == "four-bar"
+    assert all(r["status"] == "ok" and r["error"] is None for r in d["runs"]) and rep.failed == {}
+    assert d["settings"]["reference"] == "kkt" and d["settings"]["energy_scale"] > 0
     json.dumps(d, allow_nan=False)
     assert "| maximal-coordinates | maximal |" in rep.table()
     # the validator is not a rubber stamp
@@ -181,3 +183,144 @@ def test_batched_joint_recovery_equals_to_reduced_on_drifted_states(builder):
     qb, dqb = to_reduced(sysm.model, P, V, tol=np.inf)
     np.testing.assert_allclose(qa, qb, rtol=0, atol=1e-13)
     np.testing.assert_allclose(dqa, dqb, rtol=0, atol=1e-13)
+
+
+# ---------------------------------------------------------------------------
+# failed runs are recorded, the others kept
+# ---------------------------------------------------------------------------
+class _Broken(gear.solvers.ConstraintSolver):
+    """A solver that always raises (stands for a broken plugin)."""
+
+    name = "broken"
+
+    def _forward(self, q, dq, tau, f_ext):
+        raise RuntimeError("this solver always fails")
+
+
+def test_soft_run_of_a_long_chain_completes_by_default():
+    """The N-four-bar at N = 50: the soft run used to diverge at t = 0.5 s
+    (and take the finished runs down with it); its default velocity damping
+    1 / (5 dt) keeps it within 2e-5 rad of kkt.  Without damping it still
+    diverges, and is recorded as failed with compare's own advice."""
+    sysm, q0 = mech.n_four_bar(50)
+    rep = gear.compare(sysm, q0, t_final=0.6, dt=1e-3, solvers=("kkt", "soft"), maximal=False)
+    assert rep.failed == {}
+    soft = rep.runs[1]
+    assert soft["solver_options"]["damping"] == pytest.approx(200.0)
+    assert soft["max_deviation"] < 5e-5 and soft["max_constraint_residual"] < 1e-4
+    bare = gear.compare(sysm, q0, t_final=0.6, dt=1e-3, solvers=("kkt", "soft"), maximal=False,
+                        soft_options={"damping": 0.0})
+    assert list(bare.failed) == ["soft"] and bare.runs[0]["status"] == "ok"
+    reason = bare.failed["soft"]
+    assert reason.startswith("the soft run failed: ") and "non-finite" in reason
+    assert "reduce dt" in reason and "leave 'soft' out of solvers" in reason
+    assert "implicit" not in reason and "\n" not in reason            # compare has no integrator='implicit'
+    assert bare.trajectories.keys() == {"kkt"} and bare.series["residual"].keys() == {"kkt"}
+
+
+def test_a_failing_run_is_recorded_with_its_reason_and_the_others_kept(tmp_path):
+    sysm, q0 = mech.four_bar()
+    rep = gear.compare(sysm, q0, t_final=0.05, dt=1e-3, solvers=("kkt", _Broken, "soft"))
+    assert [r["name"] for r in rep.runs] == ["kkt", "broken", "soft", "maximal-coordinates"]
+    assert [r["status"] for r in rep.runs] == ["ok", "failed", "ok", "ok"]
+    assert rep.failed == {"broken": "the broken run failed: RuntimeError: this solver always fails; "
+                                    "leave 'broken' out of solvers"}
+    assert rep.runs[2]["max_deviation"] < 1e-6 and rep.settings["reference"] == "kkt"
+    assert "| broken | reduced | rk4 | projection | failed |" in rep.table()
+    assert "- `broken`: the broken run failed: RuntimeError" in rep.table()
+    paths = rep.save(tmp_path / "rep")
+    assert len(paths) == 6
+    d = validate(str(tmp_path / "rep" / "report.json"))
+    broken = d["runs"][1]
+    assert broken["status"] == "failed" and "always fails" in broken["error"]
+    assert broken["max_deviation"] is None and "broken" not in d["series"]["deviation"]
+    json.dumps(d, allow_nan=False)
+    bad = json.loads(rep.to_json())
+    bad["runs"][1]["error"] = None
+    with pytest.raises(ValueError, match="reason"):
+        validate(bad)
+    bad = json.loads(rep.to_json())
+    bad["runs"][0]["max_deviation"] = None
+    with pytest.raises(ValueError, match="max_deviation"):
+        validate(bad)
+    # the failure shows in every plot's legend
+    import matplotlib.pyplot as plt
+
+    figs = rep.figures()
+    for key, fig in figs.items():
+        labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        assert any(lab.startswith("broken (failed: RuntimeError: this solver always fails") for lab in labels), key
+        plt.close(fig)
+
+
+def test_every_run_failing_still_gives_a_report(tmp_path):
+    sysm, q0 = mech.four_bar()
+    rep = gear.compare(sysm, q0, t_final=0.01, dt=1e-3, solvers=(_Broken,), maximal=False)
+    assert list(rep.failed) == ["broken"] and len(rep.failed) == len(rep.runs)
+    assert rep.settings["reference"] is None and len(rep.t) == 0
+    rep.save(tmp_path / "rep")
+    d = validate(str(tmp_path / "rep" / "report.json"))
+    assert d["runs"][0]["status"] == "failed"
+
+
+def test_plots_keep_coinciding_curves_visible_and_say_what_they_show(fourbar_reports):
+    import matplotlib.pyplot as plt
+
+    rep, _ = fourbar_reports
+    figs = rep.figures()
+    ax = figs["energy_drift"].axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "kkt, projection and maximal coincide" in labels
+    lines = {ln.get_label(): ln for ln in ax.get_lines() if not ln.get_label().startswith("_")}
+    styles = {(lines[n].get_linestyle(), lines[n].get_marker()) for n in ("kkt", "projection", "maximal")}
+    assert len(styles) == 3                                     # each drawn differently, with markers
+    assert ax.get_ylabel() == "|E − E0| (J)" and "energy scale" not in ax.get_title()
+    dev = figs["deviation"].axes[0]
+    assert "reference run 'kkt'" in dev.get_title() and dev.get_ylabel().endswith("(rad)")
+    for fig in figs.values():
+        a = fig.axes[0]
+        assert "(" in a.get_ylabel() and a.get_ylabel().endswith(")")      # a unit on every axis
+        plt.close(fig)
+
+
+def test_save_never_deletes_user_files(fourbar_reports, tmp_path):
+    rep, _ = fourbar_reports
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "notes.txt").write_text("keep me")
+    with pytest.raises(FileExistsError, match="did not write"):
+        rep.save(user, overwrite=True)
+    assert (user / "notes.txt").read_text() == "keep me" and sorted(p.name for p in user.iterdir()) == ["notes.txt"]
+    out = tmp_path / "rep"
+    rep.save(out)
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        rep.save(out)
+    assert len(rep.save(out, overwrite=True)) == 6
+    # the up-front claim: refused before any work, and save fills the claimed directory
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        gear.comparison.check_output(out, option="--overwrite")
+    fresh = gear.comparison.check_output(tmp_path / "new")
+    assert len(rep.save(fresh)) == 6
+    with pytest.raises(FileExistsError):
+        gear.comparison.check_output(user / "notes.txt")
+
+
+def test_progress_defaults_to_a_terminal_check(capsys):
+    import inspect
+
+    assert inspect.signature(gear.compare).parameters["progress"].default is None
+    assert inspect.signature(gear.comparison.scaling).parameters["progress"].default is None
+    sysm, q0 = mech.four_bar()
+    gear.compare(sysm, q0, t_final=0.01, dt=1e-3, solvers=("kkt",), maximal=False)
+    out, err = capsys.readouterr()
+    assert out == "" and err == ""                              # stderr is not a terminal here
+
+
+def test_compare_solver_names_and_options_are_checked_up_front():
+    sysm, q0 = mech.four_bar()
+    with pytest.raises(ValueError, match="more than once"):
+        gear.compare(sysm, q0, t_final=0.01, dt=1e-3, solvers=("kkt", "kkt"))
+    with pytest.raises(TypeError, match="soft_options"):
+        gear.compare(sysm, q0, t_final=0.01, dt=1e-3, solvers=("soft",), soft_options={"nope": 1})
+    with pytest.raises(ValueError, match="integrator"):
+        gear.compare(sysm, q0, t_final=0.01, dt=1e-3, integrator="leapfrog")
