@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 __all__ = ["claim_directory", "claim_file", "claim_store", "record_files", "STORE_FORMAT"]
@@ -32,6 +33,9 @@ MARKER = ".gear-output.json"
 STORE_FORMAT = 1
 # arrays of stores written before the ``gear_store`` attribute existed
 _LEGACY_ARRAYS = ("t", "q", "dq", "lam", "tau")
+# the temporary file of Zarr's atomic write of the root's zarr.json, left
+# behind when a writer is killed mid-write: part of gear's store
+_ZARR_PARTIAL = re.compile(r"^zarr\.[0-9a-f]{32}\.partial$")
 
 
 def _listing(entries, limit=4):
@@ -193,7 +197,7 @@ def _local_store_attrs(p):
         return None
 
 
-def claim_store(out, mode=None, option="mode='w'", flag="out="):
+def claim_store(out, mode=None, option="mode='w'", flag="out=", resume=False):
     """Check, before any work, that a Zarr store may be created at ``out``.
 
     Parameters
@@ -207,19 +211,26 @@ def claim_store(out, mode=None, option="mode='w'", flag="out="):
     option, flag : str
         How the caller's interface says "overwrite" and names ``out`` (for
         the messages).
+    resume : bool
+        An earlier gear store at ``out`` is accepted as it is (to be
+        continued; nothing is removed); a new path as usual.  Whether the
+        store belongs to the same campaign is the caller's check.
 
     Raises
     ------
     FileExistsError
-        ``out`` exists and is not a gear store, or is one and ``mode`` is
-        not ``"w"``.
+        ``out`` exists and is not a gear store, or is one and neither
+        ``mode="w"`` nor ``resume`` is given.
     ValueError
-        ``mode`` is not None or ``"w"``.
+        ``mode`` is not None or ``"w"``, or ``resume`` with ``mode="w"``.
     """
     if mode not in (None, "w"):
         raise ValueError(f"mode must be None (refuse an existing store) or 'w' (overwrite it), got {mode!r}")
+    if resume and mode == "w":
+        raise ValueError(f"resume continues the store at {flag} and {option} would overwrite it; "
+                         "give one or the other")
     if _is_url(out):
-        return _claim_remote_store(str(out), mode, option, flag)
+        return _claim_remote_store(str(out), mode, option, flag, resume)
     p = os.fspath(out)
     if os.path.lexists(p) and not os.path.isdir(p):
         raise FileExistsError(f"{p!r} exists and is a file, not a gear store; choose a new path for {flag}")
@@ -231,10 +242,12 @@ def claim_store(out, mode=None, option="mode='w'", flag="out="):
     if arrays is None:
         raise FileExistsError(f"{p!r} exists and is not a gear store (it holds {_listing(entries)}); "
                               f"choose a new path for {flag}")
-    foreign = entries - set(arrays) - {"zarr.json"}
+    foreign = {e for e in entries - set(arrays) - {"zarr.json"} if not _ZARR_PARTIAL.match(e)}
     if foreign:
         raise FileExistsError(f"{p!r} is a gear store that also holds files gear did not write "
                               f"({_listing(foreign)}); move them or choose a new path for {flag}")
+    if resume:
+        return p
     if mode != "w":
         raise FileExistsError(f"{p!r} holds a gear store from an earlier run; pass {option} to "
                               "overwrite it, or choose a new path")
@@ -247,7 +260,7 @@ def claim_store(out, mode=None, option="mode='w'", flag="out="):
     return p
 
 
-def _claim_remote_store(url, mode, option, flag):
+def _claim_remote_store(url, mode, option, flag, resume=False):
     import zarr
 
     try:
@@ -257,6 +270,8 @@ def _claim_remote_store(url, mode, option, flag):
     arrays = _store_arrays(dict(root.attrs))
     if arrays is None:
         raise FileExistsError(f"{url!r} holds a Zarr group that gear did not write; choose a new URL for {flag}")
+    if resume:
+        return url
     if mode != "w":
         raise FileExistsError(f"{url!r} holds a gear store from an earlier run; pass {option} to "
                               "overwrite it, or choose a new URL")

@@ -87,7 +87,8 @@ def test_a_gear_store_is_replaced_only_with_mode_w(tmp_path):
     store = tmp_path / "run.zarr"
     q0 = arm.neutral()
     a = gear.simulate(arm, q0, np.zeros(arm.nv), 0.01, 1e-3, out=str(store))
-    assert zarr.open_group(str(store), mode="r").attrs["gear_store"]["arrays"] == ["t", "q", "dq"]
+    assert zarr.open_group(str(store), mode="r").attrs["gear_store"]["arrays"] == [
+        "t", "q", "dq", "done", "attempts", "chunk_stats"]
     first = np.asarray(a.q[...])
     with pytest.raises(FileExistsError, match="mode='w'"):
         gear.simulate(arm, q0, np.zeros(arm.nv), 0.02, 1e-3, out=str(store))

@@ -52,7 +52,7 @@ __all__ = ["simulate", "Trajectory", "INTEGRATORS", "model_hash"]
 def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_ext=None,
              stabilization="projection", record_every=1, progress=None, out=None, client=None,
              baumgarte_gains=None, chunk=256, native=True, prescribed=None, rtol=1e-10, atol=1e-12,
-             mode=None):
+             mode=None, chunks=None, resume=False):
     """Integrate the equations of motion from ``(q0, dq0)`` to ``t_final``.
 
     Parameters
@@ -173,22 +173,21 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         raise ValueError(f"dq0 has {v.shape[0]} states but q0 has {N}")
     v = np.array(np.broadcast_to(v, (N, model.nv)), dtype=float, order="C")
     q = np.array(q, dtype=float, order="C")
+    if not isinstance(resume, bool):
+        raise ValueError(f"resume must be True or False, got {resume!r}")
+    if chunks is not None and (isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer))
+                               or chunks < 1):
+        raise ValueError(f"chunks must be a positive integer or None, got {chunks!r}")
     if out is not None:
         try:
             import zarr  # noqa: F401
         except ImportError:
             raise ImportError("out= needs zarr: pip install 'gear[campaign]'") from None
-        out = claim_store(out, mode)
+        out = claim_store(out, mode, resume=resume)
     elif mode is not None:
         raise ValueError("mode= applies to an out= store; give out= too, or leave mode=None")
-    if client is not None:
-        from .cluster import simulate_distributed
-
-        return simulate_distributed(client, model_or_sys, q if not single else q[0],
-                                    v if not single else v[0], t_final, dt, integrator=integrator,
-                                    tau=tau, f_ext=f_ext, stabilization=stabilization,
-                                    record_every=record_every, progress=progress, out=out, mode=mode,
-                                    baumgarte_gains=baumgarte_gains, chunk=chunk)
+    elif resume:
+        raise ValueError("resume=True continues an out= store; give out= too")
     if baumgarte_gains is None:
         baumgarte_gains = (1.0 / (5.0 * dt), 1.0 / (5.0 * dt))
     else:
@@ -198,16 +197,29 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     if prescribed is not None and integrator == "implicit":
         raise ValueError("prescribed motions are not supported with integrator='implicit'")
     S = _System(model_or_sys, tau, f_ext, N, single, stabilization, baumgarte_gains, prescribed)
-    n, rec_steps = steps_and_frames(t_final, dt, record_every)
-    T = len(rec_steps)
-    nc = S.sys.nc if S.sys is not None else None
     from .. import __version__
 
-    meta = {"model_hash": model_hash(model), "integrator": integrator, "dt": dt, "t_final": t_final,
-            "steps": n, "record_every": int(record_every), "batch": N, "gear_version": __version__,
-            "stabilization": str(S.stabilization), "solver": S.sys.solver.name if S.sys is not None else "",
-            "nq": model.nq, "nv": model.nv}
-    rec = _Recorder(S, T, nc, out, meta, int(chunk))
+    if out is not None:
+        slots = 1
+        if client is not None:
+            from . import cluster
+
+            slots = cluster.worker_threads(client)
+        camp = rollout.prepare_campaign(S, q, v, out, resume, chunks, 2 * slots if client is not None else 1,
+                                        t_final, dt, integrator, int(record_every), int(chunk), native,
+                                        rtol, atol, baumgarte_gains, __version__)
+        if client is not None:
+            return cluster.run_campaign(client, camp, model_or_sys, S, q, v, progress)
+        return rollout.run_campaign(camp, model_or_sys, S, q, v, progress)
+    if client is not None:
+        from . import cluster
+
+        return cluster.run_gathered(client, model_or_sys, S, q, v, t_final, dt, chunks, progress,
+                                    dict(integrator=integrator, record_every=int(record_every),
+                                         chunk=int(chunk), native=native, rtol=rtol, atol=atol))
+    n, rec_steps = steps_and_frames(t_final, dt, record_every)
+    nc = S.sys.nc if S.sys is not None else None
+    rec = _Recorder(S, len(rec_steps), nc)
     bar = progress_bar(progress, total=n, unit="step", desc=f"gear.simulate {integrator} x{N}")
     try:
         stats = rollout.run(S, q, v, t_final, dt, integrator, int(record_every), int(chunk), native,

@@ -1,146 +1,217 @@
-"""Simulation campaigns beyond one machine: :func:`simulate_distributed`
-splits a batch into chunks and runs each chunk's rollout on a
-``dask.distributed`` worker.  Each worker runs the native batched
-dynamics; the model goes out once per worker (``client.scatter(...,
-broadcast=True)``).  The results are gathered in batch order, so the
-arrays equal the local run's, bit for bit.  Dask does the scheduling.
+"""The cluster driver: a campaign's chunks as tasks on ``dask.distributed``
+workers.
 
-Point it at a real cluster the usual Dask way, e.g.
-``Client("tcp://scheduler:8786")``, a ``dask_jobqueue.SLURMCluster`` or a
-``dask_kubernetes`` cluster; nothing here is specific to
-``LocalCluster``.
+With ``out=`` every chunk's worker writes its rollouts straight into the
+campaign's Zarr store (:func:`gear.simulation.rollout.run_chunk`; the
+store's Zarr chunks are aligned with the campaign's chunks along the batch
+axis, so no two tasks write one Zarr chunk) and returns only a small
+summary: the client's memory does not grow with the campaign.  A chunk is
+marked complete after all its arrays are written; a task lost with its
+worker is rerun by Dask and rewrites its rows, and ``resume=True`` runs
+only the chunks not marked complete.
+
+Without ``out=`` the chunks' trajectories are gathered into the client
+(they must fit in its memory).
+
+The model goes out once per worker (``client.scatter(..., broadcast=True)``).
+Nothing here is specific to ``LocalCluster``: a ``Client`` connected to
+any scheduler (``Client("tcp://scheduler:8786")``, a
+``dask_jobqueue.SLURMCluster``, a ``dask_kubernetes`` cluster) works the
+same way, provided the store is reachable from every worker at the same
+path or URL.
 """
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
 
-from .._output import claim_store
-from .._progress import progress_bar
-from .._validate import as_batch
+from .._progress import progress_bar, wants_progress
+from . import rollout
+from .recorder import Trajectory, _Recorder, open_store
 
-__all__ = ["simulate_distributed"]
-
-
-def _run_chunk(target, q, dq, t_final, dt, tau, f_ext, options):
-    from . import simulate
-
-    t0 = time.perf_counter()
-    traj = simulate(target, q, dq, t_final, dt, tau=tau, f_ext=f_ext, **options)
-    return traj.t, traj.q, traj.dq, traj.lam, traj.stats, time.perf_counter() - t0
+__all__ = ["worker_threads", "run_campaign", "run_gathered"]
 
 
-def _slice_input(value, idx, N, inner_ndim):
-    if value is None or callable(value):
-        return value
-    arr = np.asarray(value, dtype=float)
-    if arr.ndim == inner_ndim + 1 and arr.shape[0] == N:
-        return arr[idx]
-    return arr
+def worker_threads(client):
+    """Total threads of the client's workers (at least 1)."""
+    workers = client.scheduler_info().get("workers", {})
+    return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
 
 
-def simulate_distributed(client, model_or_sys, q0, dq0, t_final, dt, *, tau=None, f_ext=None,
-                         chunks=None, out=None, mode=None, progress=None, **options):
-    """:func:`gear.simulate` on a Dask cluster.
+def _announce_dashboard(client, progress):
+    """Print the Dask dashboard's address to stderr when the scheduler has
+    one (unless ``progress=False``)."""
+    if progress is False:
+        return
+    try:
+        services = client.scheduler_info().get("services", {})
+        link = client.dashboard_link if "dashboard" in services else None
+    except Exception:                       # no dashboard information: nothing to show
+        link = None
+    if link:
+        print(f"gear.simulate: Dask dashboard at {link}", file=sys.stderr)
+
+
+def run_campaign(client, camp, target, S, q, v, progress=None):
+    """Run the campaign's incomplete chunks as Dask tasks that write into
+    the store.
 
     Parameters
     ----------
     client : dask.distributed.Client
-    model_or_sys, q0, dq0, t_final, dt, tau, f_ext, **options
-        As for :func:`gear.simulate` (``options``: ``integrator``,
-        ``stabilization``, ``record_every``, ...).  Callables (``tau``,
-        controllers) must be picklable (module-level functions or
-        :mod:`gear.controllers` objects).
-    chunks : int, optional
-        Number of chunks; default twice the number of workers (at most one
-        per state).
-    out : str, optional
-        Zarr store written with the gathered arrays (as in
-        :func:`gear.simulate`, which checks the path before it calls this
-        function).
-    mode : {None, "w"}
-        As for :func:`gear.simulate`: ``"w"`` overwrites an earlier gear
-        store; anything else at ``out`` is refused before any work.
+    camp : gear.simulation.rollout.Campaign
+    target : gear.Model or gear.ConstrainedModel
+    S : gear.simulation.integrators._System
+        The whole batch's validated inputs (``S.tau``, ``S.f_ext``).
+    q, v : ndarray, shape (N, nq), (N, nv)
     progress : bool, optional
-        A tqdm bar over finished chunks (default: when standard error is a
-        terminal).
+        A bar over chunks.
 
     Returns
     -------
     Trajectory
-        ``stats`` adds ``chunks``, ``chunk_wall_times`` (seconds spent in
-        each chunk's rollout on its worker) and ``overhead_per_chunk``
-        (seconds of scheduling, transfer and gathering per chunk: the wall
-        time beyond the chunks' own, spread over the workers).
+        Its arrays are the store's Zarr arrays; ``stats`` as
+        :func:`gear.simulation.rollout.campaign_result` plus ``workers``
+        and ``overhead_per_chunk`` (seconds per chunk beyond the chunks' own
+        rollouts, spread over the worker threads).
     """
     from distributed import as_completed
 
-    from ..constraints import ConstrainedModel
-    from .integrators import _System
-    from .recorder import Trajectory, _Recorder
-
-    model = model_or_sys.model if isinstance(model_or_sys, ConstrainedModel) else model_or_sys
-    q, is_batch = as_batch("q0", q0, (model.nq,))
-    single = not is_batch
-    N = q.shape[0]
-    v, vb = as_batch("dq0", dq0, (model.nv,))
-    v = np.broadcast_to(v, (N, model.nv))
-    if out is not None:
-        out = claim_store(out, mode)
+    root = open_store(camp.out)
+    done = np.asarray(root["done"][:], dtype=bool)
+    before = np.asarray(root["attempts"][:], dtype=np.int64)
+    todo = [c for c in range(camp.n_chunks) if not done[c]]
+    slots = worker_threads(client)
     nworkers = max(1, len(client.scheduler_info().get("workers", {})))
-    n_chunks = int(chunks) if chunks is not None else 2 * nworkers
-    if n_chunks < 1:
-        raise ValueError(f"chunks must be a positive integer, got {chunks!r}")
-    parts = [p for p in np.array_split(np.arange(N), min(n_chunks, N)) if p.size]
+    _announce_dashboard(client, progress)
     wall = time.perf_counter()
-    # hash=False: a fresh key per call (identical data scattered by two calls
-    # would share a key that the first call's release could drop)
-    target = client.scatter(model_or_sys, broadcast=True, hash=False)
-    options = dict(options)
-    options.pop("client", None)
-    futures = [client.submit(_run_chunk, target, np.ascontiguousarray(q[p]), np.ascontiguousarray(v[p]),
-                             t_final, dt, _slice_input(tau, p, N, 1), _slice_input(f_ext, p, N, 2),
-                             options, pure=False)
+    summaries = []
+    futures = []
+    if todo:
+        # hash=False: a fresh key per call (identical data scattered by two
+        # calls would share a key that the first call's release could drop)
+        tgt = client.scatter(target, broadcast=True, hash=False)
+        for c in todo:
+            a, b = camp.rows_of(c)
+            futures.append(client.submit(rollout.run_chunk, tgt, np.ascontiguousarray(q[a:b]),
+                                         np.ascontiguousarray(v[a:b]), rollout._chunk_input(S.tau, a, b),
+                                         rollout._chunk_input(S.f_ext, a, b), camp, c, pure=False,
+                                         key=f"gear-chunk-{c}-of-{camp.n_chunks}-{time.time_ns()}"))
+    try:
+        with progress_bar(progress, total=camp.n_chunks, initial=camp.n_chunks - len(todo), unit="chunk",
+                          desc=f"gear.simulate on {nworkers} workers") as bar:
+            for fut in as_completed(futures):
+                summaries.append(fut.result())
+                fut.release()
+                bar.update(1)
+    finally:
+        client.cancel([f for f in futures if not f.done()])
+    wall = time.perf_counter() - wall
+    chunk_walls = [s["wall_time"] for s in summaries if s["ran"]]
+    extra = {"workers": nworkers,
+             "overhead_per_chunk": (max(0.0, wall - sum(chunk_walls) / slots) / len(todo)) if todo else 0.0}
+    return rollout.campaign_result(root, camp, summaries, before, wall, extra)
+
+
+def _run_in_memory(target, q, v, tau, f_ext, single, stabilization, gains, prescribed, t_final, dt,
+                   options):
+    """One chunk's rollouts in the worker's memory (``run_gathered``)."""
+    from .integrators import _System
+
+    t0 = time.perf_counter()
+    S = _System(target, tau, f_ext, q.shape[0], single, stabilization, gains, prescribed)
+    n, rec_steps = rollout.steps_and_frames(t_final, dt, options["record_every"])
+    rec = _Recorder(S, len(rec_steps), S.sys.nc if S.sys is not None else None)
+    st = rollout.run(S, q, v, t_final, dt, options["integrator"], options["record_every"], options["chunk"],
+                     options["native"], options["rtol"], options["atol"], rec, progress_bar(False))
+    tr = rec.result(st)
+    return tr.t, tr.q, tr.dq, tr.lam, getattr(tr, "tau", None), st, time.perf_counter() - t0
+
+
+def _lost_worker_chunks(client, keys):
+    """Chunks whose task was running on a worker that died (Dask's
+    ``suspicious`` count of the task), or None when the scheduler does not
+    say."""
+    def count(dask_scheduler, keys):
+        return sum(1 for k in keys if k in dask_scheduler.tasks and dask_scheduler.tasks[k].suspicious > 0)
+
+    try:
+        return int(client.run_on_scheduler(count, keys=keys))
+    except Exception:                       # an older or a different scheduler
+        return None
+
+
+def run_gathered(client, target, S, q, v, t_final, dt, chunks, progress, options):
+    """Without ``out=``: run chunks of the batch on the workers and gather
+    their trajectories into the client, in batch order (identical to the
+    local run).
+
+    Parameters
+    ----------
+    client : dask.distributed.Client
+    target : gear.Model or gear.ConstrainedModel
+    S : gear.simulation.integrators._System
+        The whole batch's validated inputs.
+    q, v : ndarray, shape (N, nq), (N, nv)
+    t_final, dt : float
+    chunks : int or None
+        Number of chunks (default twice the worker threads, at most one
+        per rollout).
+    progress : bool or None
+    options : dict
+        ``integrator``, ``record_every``, ``chunk``, ``native``, ``rtol``,
+        ``atol``.
+
+    Returns
+    -------
+    Trajectory
+        ``stats`` adds ``chunks``, ``chunks_run``, ``chunks_skipped`` (0),
+        ``chunks_retried`` (tasks that were running on a worker that died),
+        ``workers``, ``chunk_wall_times`` and ``overhead_per_chunk``.
+    """
+    from distributed import as_completed
+
+    N = S.N
+    slots = worker_threads(client)
+    nworkers = max(1, len(client.scheduler_info().get("workers", {})))
+    n_chunks = int(chunks) if chunks is not None else 2 * slots
+    parts = [p for p in np.array_split(np.arange(N), min(n_chunks, N)) if p.size]
+    _announce_dashboard(client, progress)
+    wall = time.perf_counter()
+    tgt = client.scatter(target, broadcast=True, hash=False)
+    futures = [client.submit(_run_in_memory, tgt, np.ascontiguousarray(q[p]), np.ascontiguousarray(v[p]),
+                             rollout._chunk_input(S.tau, p[0], p[-1] + 1),
+                             rollout._chunk_input(S.f_ext, p[0], p[-1] + 1), S.single, S.stabilization,
+                             S.gains, S.prescribed_input, t_final, dt, options, pure=False)
                for p in parts]
-    with progress_bar(progress, total=len(futures), unit="chunk",
-                      desc=f"gear.simulate on {nworkers} workers") as bar:
-        for _ in as_completed(futures):
-            bar.update(1)
-    results = client.gather(futures)
+    try:
+        with progress_bar(progress, total=len(futures), unit="chunk",
+                          desc=f"gear.simulate on {nworkers} workers") as bar:
+            for _ in as_completed(futures):
+                bar.update(1)
+        results = client.gather(futures)
+        retried = _lost_worker_chunks(client, [f.key for f in futures])
+    finally:
+        client.cancel([f for f in futures if not f.done()])
     wall = time.perf_counter() - wall
     t = results[0][0]
-    qs = np.concatenate([r[1] for r in results])
-    dqs = np.concatenate([r[2] for r in results])
-    lam = None if results[0][3] is None else np.concatenate([r[3] for r in results])
-    chunk_walls = [r[5] for r in results]
-    stats = dict(results[0][4])
-    stats.update(wall_time=wall, batch=N, chunks=len(parts), workers=nworkers,
-                 chunk_wall_times=chunk_walls,
-                 overhead_per_chunk=max(0.0, wall - sum(chunk_walls) / nworkers) / len(parts),
+    cat = (lambda i: None if results[0][i] is None else
+           (results[0][i] if S.single else np.concatenate([r[i] for r in results])))
+    qs, dqs, lam, tau_rec = cat(1), cat(2), cat(3), cat(4)
+    chunk_walls = [r[6] for r in results]
+    stats = dict(results[0][5])
+    ev = [r[5]["evaluations"] for r in results]
+    stats.update(wall_time=wall, batch=N, chunks=len(parts), chunks_run=len(parts), chunks_skipped=0,
+                 chunks_retried=retried, workers=nworkers, chunk_wall_times=chunk_walls,
+                 overhead_per_chunk=max(0.0, wall - sum(chunk_walls) / slots) / len(parts),
                  state_steps_per_s=stats["steps"] * N / max(wall, 1e-12),
-                 evaluations=sum(r[4]["evaluations"] or 0 for r in results))
+                 evaluations=None if any(e is None for e in ev) else sum(ev),
+                 native=all(r[5]["native"] for r in results))
     if "max_residual" in stats:
-        stats["max_residual"] = max(r[4]["max_residual"] for r in results)
-    if single:
-        qs, dqs, lam = qs[0], dqs[0], None if lam is None else lam[0]
-    if out is None:
-        return Trajectory(t, qs, dqs, lam, stats)
-    # write the gathered arrays through the same recorder as a local run
-    sys_like = _System(model_or_sys, None, None, N, single, None, (0.0, 0.0))
-    from .. import __version__
-    from .recorder import model_hash
-
-    meta = {"model_hash": model_hash(model), "integrator": options.get("integrator", "rk4"), "dt": dt,
-            "t_final": t_final, "steps": stats["steps"], "record_every": int(options.get("record_every", 1)),
-            "batch": N, "gear_version": __version__, "stabilization": str(stats.get("stabilization")),
-            "solver": stats.get("solver", ""), "nq": model.nq, "nv": model.nv,
-            "dask_chunks": len(parts)}
-    rec = _Recorder(sys_like, len(t), None if lam is None else lam.shape[-1], out, meta,
-                    int(options.get("chunk", 256)))
-    Q = qs[None] if single else qs
-    DQ = dqs[None] if single else dqs
-    L = None if lam is None else (lam[None] if single else lam)
-    for k in range(len(t)):
-        rec.record(t[k], Q[:, k], DQ[:, k], None if L is None else L[:, k])
-    return rec.result(stats)
+        stats["max_residual"] = max(r[5]["max_residual"] for r in results)
+    tr = Trajectory(t, qs, dqs, lam, stats)
+    if tau_rec is not None:
+        tr.tau = tau_rec
+    return tr

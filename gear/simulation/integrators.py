@@ -42,6 +42,7 @@ class _System:
         self.gains = gains
         self.evaluations = 0
         self.prescribed = self._prescribed(prescribed)
+        self.prescribed_input = prescribed
         self.last_tau = None
 
     def _prescribed(self, prescribed):

@@ -1,14 +1,44 @@
-"""Where a rollout's frames go: memory, or a Zarr store
-(:class:`Trajectory`, :func:`model_hash` and the recorder)."""
+"""Where a rollout's frames go: memory, or a campaign's Zarr store.
+
+The store of ``gear.simulate(..., out=STORE)`` (format
+:data:`gear._output.STORE_FORMAT`):
+
+* arrays ``t`` (T,), ``q`` (N, T, nq), ``dq`` (N, T, nv), ``lam`` (N, T, nc)
+  on constrained models, ``tau`` (N, T, nv) with ``prescribed=``; a single
+  rollout drops the leading N.  Their Zarr chunks are ``(rows, frames,
+  width)``: ``rows`` is the campaign chunk's number of rollouts, so that
+  each campaign chunk (one task on one worker) writes Zarr chunks no other
+  chunk touches, and ``frames`` is ``simulate``'s ``chunk=``;
+* per campaign chunk ``c``: ``attempts[c]`` (uint32, incremented when a
+  task for the chunk starts), ``chunk_stats[c]`` (wall time, dynamics
+  evaluations, largest constraint residual, native loop: NaN where not
+  applicable) and ``done[c]`` (uint8), each entry in a Zarr chunk of its
+  own.  ``done[c]`` is set to 1 only after every array of the chunk has
+  been written, so a process killed at any instant never leaves a
+  half-written chunk marked complete;
+* root attributes: the metadata (``model_hash``, ``integrator``, ``dt``,
+  ``t_final``, ``steps``, ``solver``, ``gear_version``...), the
+  ``gear_store`` marker (:mod:`gear._output`), ``campaign`` (the identity
+  that ``resume=True`` compares, see :func:`campaign_identity`; written
+  last when the store is created, so a store without it was interrupted
+  while being laid out) and, after each run, ``stats``.
+"""
 from __future__ import annotations
 
 import hashlib
+import json
+import math
+import pickle
 
 import numpy as np
 
 from .._output import STORE_FORMAT
 
-__all__ = ["Trajectory", "model_hash"]
+__all__ = ["Trajectory", "model_hash", "campaign_identity", "check_identity"]
+
+#: the target size in bytes of one Zarr chunk of ``q``, ``dq``... that sets
+#: the default number of rollouts per campaign chunk
+CHUNK_BYTES = 32 * 2**20
 
 
 class Trajectory:
@@ -56,42 +86,44 @@ def model_hash(model):
 
 
 # ---------------------------------------------------------------------------
-# output: memory or a Zarr store
+# the recorder: memory, or rows [a, b) of a store's arrays
 # ---------------------------------------------------------------------------
+def frame_widths(S, nc):
+    """``{array: width}`` of the recorded arrays of system ``S``."""
+    m = S.model
+    widths = {"q": m.nq, "dq": m.nv}
+    if nc is not None:
+        widths["lam"] = nc
+    if S.prescribed is not None:
+        widths["tau"] = m.nv
+    return widths
+
+
 class _Recorder:
-    def __init__(self, S, T, nc, out, meta, chunk):
-        self.S, self.T, self.out = S, T, out
-        N, m = S.N, S.model
-        shapes = {"q": (N, T, m.nq), "dq": (N, T, m.nv)}
-        if nc is not None:
-            shapes["lam"] = (N, T, nc)
-        if S.prescribed is not None:
-            shapes["tau"] = (N, T, m.nv)
+    """Collect the recorded frames of a batch of ``S.N`` rollouts.
+
+    In memory (``root`` None) the frames fill (N, T, width) arrays.  With a
+    store's group ``root`` they fill rows ``rows = (a, b)`` of its arrays,
+    buffered ``chunk`` frames at a time (each flush writes whole Zarr
+    chunks of this campaign chunk, except at the edges); ``t`` is written
+    by the campaign, not here.
+    """
+
+    def __init__(self, S, T, nc, root=None, rows=None, chunk=256):
+        self.S, self.T = S, T
+        N = S.N
+        widths = frame_widths(S, nc)
         self.k = 0
-        if out is None:
-            self.arrays = {k: np.empty(s) for k, s in shapes.items()}
-            self.t = np.empty(T)
+        if root is None:
             self.buf = None
+            self.arrays = {k: np.empty((N, T, w)) for k, w in widths.items()}
+            self.t = np.empty(T)
             return
-        try:
-            import zarr
-        except ImportError:
-            raise ImportError("out= needs zarr: pip install 'gear[campaign]'") from None
-        self.zarr = zarr
-        # claim_store (in simulate) has checked the path and removed an earlier
-        # gear store where mode="w" allowed it: "w-" never deletes anything
-        root = zarr.open_group(str(out), mode="w-")
-        root.attrs.update(meta)
-        root.attrs["gear_store"] = {"format": STORE_FORMAT, "arrays": ["t"] + list(shapes)}
-        lead = () if S.single else (N,)
-        self.chunk = chunk
-        self.zt = root.create_array("t", shape=(T,), chunks=(min(T, 4096),), dtype="f8")
-        self.za = {k: root.create_array(k, shape=lead + (T, s[2]), chunks=lead + (min(T, chunk), s[2]),
-                                        dtype="f8") for k, s in shapes.items()}
-        self.buf = {k: np.empty((N, chunk, s[2])) for k, s in shapes.items()}
-        self.tbuf = np.empty(chunk)
+        self.rows = rows
+        self.za = {k: root[k] for k in widths}
+        self.chunk = int(chunk)
+        self.buf = {k: np.empty((N, self.chunk, w)) for k, w in widths.items()}
         self.nbuf = 0
-        self.root = root
 
     def record(self, t, q, v, lam, tau=None):
         vals = {"q": q, "dq": v, "lam": lam, "tau": tau}
@@ -102,37 +134,204 @@ class _Recorder:
         else:
             for key, arr in self.buf.items():
                 arr[:, self.nbuf] = vals[key]
-            self.tbuf[self.nbuf] = t
             self.nbuf += 1
         self.k += 1
         if self.buf is not None and self.nbuf == self.chunk:
             self.flush()
 
     def flush(self):
+        """Write the buffered frames to the store (a no-op in memory)."""
         if self.buf is None or self.nbuf == 0:
             return
         a, b = self.k - self.nbuf, self.k
-        self.zt[a:b] = self.tbuf[:self.nbuf]
+        r0, r1 = self.rows
         for key, arr in self.za.items():
             block = self.buf[key][:, :self.nbuf]
             if self.S.single:
                 arr[a:b] = block[0]
             else:
-                arr[:, a:b] = block
+                arr[r0:r1, a:b] = block
         self.nbuf = 0
 
     def result(self, stats):
-        if self.buf is None:
-            pick = (lambda x: x[0]) if self.S.single else (lambda x: x)
-            tr = Trajectory(self.t, pick(self.arrays["q"]), pick(self.arrays["dq"]),
-                            pick(self.arrays["lam"]) if "lam" in self.arrays else None, stats)
-            if "tau" in self.arrays:
-                tr.tau = pick(self.arrays["tau"])
-            return tr
-        self.flush()
-        self.root.attrs["stats"] = {k: v for k, v in stats.items() if isinstance(v, (int, float, str))}
-        tr = Trajectory(self.zt, self.za["q"], self.za["dq"], self.za.get("lam"), stats)
-        if "tau" in self.za:
-            tr.tau = self.za["tau"]
+        """The in-memory :class:`Trajectory`."""
+        pick = (lambda x: x[0]) if self.S.single else (lambda x: x)
+        tr = Trajectory(self.t, pick(self.arrays["q"]), pick(self.arrays["dq"]),
+                        pick(self.arrays["lam"]) if "lam" in self.arrays else None, stats)
+        if "tau" in self.arrays:
+            tr.tau = pick(self.arrays["tau"])
         return tr
 
+
+# ---------------------------------------------------------------------------
+# campaigns: identity, layout, completion markers
+# ---------------------------------------------------------------------------
+def _array_id(x):
+    if x is None:
+        return "none"
+    a = np.ascontiguousarray(np.asarray(x, dtype=float))
+    h = hashlib.sha256(str(a.shape).encode())
+    h.update(a.tobytes())
+    return "sha256:" + h.hexdigest()
+
+
+def _input_id(x):
+    """An array's hash; a callable's pickle's hash (module-level functions
+    pickle as their name, gear.controllers objects with their gains and
+    model), or its qualified name when it cannot be pickled."""
+    if x is None or not callable(x):
+        return _array_id(x)
+    try:
+        return "pickle-sha256:" + hashlib.sha256(pickle.dumps(x, protocol=4)).hexdigest()
+    except Exception:                        # lambdas, closures: named only
+        return f"callable:{getattr(x, '__module__', '?')}.{getattr(x, '__qualname__', type(x).__name__)}"
+
+
+def version_policy(version):
+    """The part of gear's version a resumed campaign must share:
+    ``major.minor`` (``"0.1.0"`` and ``"0.1.7"`` may continue each other's
+    stores, ``"0.2.0"`` may not)."""
+    return ".".join(str(version).split(".")[:2])
+
+
+def campaign_identity(model_hash_, q, v, tau, f_ext, prescribed, t_final, dt, integrator, solver,
+                      stabilization, gains, record_every, frames, rows, n_chunks, native, rtol, atol,
+                      single, version):
+    """What makes two runs the same campaign, in the order
+    ``resume=True`` compares it (the first difference is reported).
+
+    Parameters
+    ----------
+    model_hash_ : str
+        :func:`model_hash` of the model.
+    q, v : ndarray, shape (N, nq), (N, nv)
+        The initial states (hashed).
+    tau, f_ext : None, ndarray or callable
+        Inputs as given to ``simulate`` (arrays hashed; callables by their
+        pickle, see ``_input_id``).
+    prescribed : dict or None
+    t_final, dt, integrator, solver, stabilization, gains, record_every
+        As for ``simulate`` (``gains`` only with Baumgarte stabilisation,
+        ``rtol``/``atol`` only for the adaptive integrators).
+    frames, rows, n_chunks : int
+        The chunking: recorded frames per Zarr chunk, rollouts per
+        campaign chunk, number of campaign chunks.
+    native : bool
+    single : bool
+        A single rollout (no batch axis).
+    version : str
+        gear's version, compared by :func:`version_policy`.
+
+    Returns
+    -------
+    dict
+        JSON-compatible.
+    """
+    adaptive = integrator in ("dop853", "rk45")
+    ident = {
+        "gear_version": version_policy(version),
+        "model_hash": model_hash_,
+        "solver": solver,
+        "stabilization": stabilization,
+        "integrator": integrator,
+        "dt": float(dt),
+        "t_final": float(t_final),
+        "record_every": int(record_every),
+        "batch": "single" if single else int(q.shape[0]),
+        "q0": _array_id(q),
+        "dq0": _array_id(v),
+        "tau": _input_id(tau),
+        "f_ext": _input_id(f_ext),
+        "prescribed": None if prescribed is None else
+        {str(k): _input_id(f) for k, f in sorted(prescribed.items(), key=lambda kv: str(kv[0]))},
+        "baumgarte_gains": [float(g) for g in gains] if stabilization == "baumgarte" else None,
+        "rtol": float(rtol) if adaptive else None,
+        "atol": float(atol) if adaptive else None,
+        "native": bool(native),
+        "chunks": int(n_chunks),
+        "rows_per_chunk": int(rows),
+        "frames_per_chunk": int(frames),
+    }
+    return json.loads(json.dumps(ident))
+
+
+def check_identity(stored, now, where):
+    """Raise :class:`ValueError` naming the first key of ``now`` whose
+    value differs from ``stored`` (the store's ``campaign`` attribute)."""
+    if not isinstance(stored, dict):
+        raise ValueError(f"resume=True: {where!r} is a gear store without a campaign record (written by "
+                         "an earlier gear, or interrupted while it was being laid out); pass mode='w' to "
+                         "start it over, or choose a new path")
+    for key, value in now.items():
+        old = stored.get(key, "(missing)")
+        if old != value:
+            what = "gear version (major.minor)" if key == "gear_version" else key
+            raise ValueError(f"resume=True: {where!r} holds a different campaign: its {what} is "
+                             f"{_short(old)}, this run's is {_short(value)}; pass mode='w' to overwrite "
+                             "it, or choose a new path")
+
+
+def _short(x):
+    s = json.dumps(x) if not isinstance(x, str) else repr(x)
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+def default_rows(N, T, width, frames, slots):
+    """Rollouts per campaign chunk by default: enough chunks for ``slots``
+    (2 per worker thread on a cluster, 1 locally), and chunks no larger
+    than :data:`CHUNK_BYTES` per Zarr chunk of all the recorded arrays
+    (``width`` numbers per frame, ``frames`` frames per Zarr chunk)."""
+    cap = max(1, CHUNK_BYTES // (min(T, frames) * width * 8))
+    n = max(int(slots), math.ceil(N / cap))
+    return max(1, math.ceil(N / min(n, N)))
+
+
+def create_store(out, meta, identity, widths, N, T, single, rows, n_chunks, frames, t):
+    """Lay out a new campaign store at ``out`` (refuses an existing group:
+    Zarr mode ``"w-"``; :func:`gear._output.claim_store` has checked the
+    path) and write ``t``.  The ``campaign`` attribute is written last.
+
+    Returns
+    -------
+    zarr.Group
+    """
+    import zarr
+
+    root = zarr.open_group(str(out), mode="w-")
+    names = ["t"] + list(widths) + ["done", "attempts", "chunk_stats"]
+    root.attrs.update({**meta, "gear_store": {"format": STORE_FORMAT, "arrays": names}})
+    lead, lead_chunk = ((), ()) if single else ((N,), (rows,))
+    zt = root.create_array("t", shape=(T,), chunks=(min(T, 4096),), dtype="f8")
+    for k, w in widths.items():
+        root.create_array(k, shape=lead + (T, w), chunks=lead_chunk + (min(T, frames), w), dtype="f8")
+    root.create_array("done", shape=(n_chunks,), chunks=(1,), dtype="u1", fill_value=0, compressors=None)
+    root.create_array("attempts", shape=(n_chunks,), chunks=(1,), dtype="u4", fill_value=0,
+                      compressors=None)
+    root.create_array("chunk_stats", shape=(n_chunks, 4), chunks=(1, 4), dtype="f8",
+                      fill_value=float("nan"), compressors=None)
+    zt[:] = t
+    root.attrs["campaign"] = identity
+    return root
+
+
+def open_store(out, mode="r+"):
+    """The group of an existing store, or None when there is none."""
+    import zarr
+
+    try:
+        return zarr.open_group(str(out), mode=mode)
+    except (FileNotFoundError, KeyError, zarr.errors.GroupNotFoundError, zarr.errors.NodeTypeValidationError):
+        return None
+
+
+def chunk_done(root, c):
+    """Is campaign chunk ``c`` complete?"""
+    return bool(root["done"][c])
+
+
+def store_trajectory(root, stats):
+    """The :class:`Trajectory` whose arrays are the store's Zarr arrays."""
+    tr = Trajectory(root["t"], root["q"], root["dq"], root["lam"] if "lam" in root else None, stats)
+    if "tau" in root:
+        tr.tau = root["tau"]
+    return tr

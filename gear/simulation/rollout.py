@@ -149,8 +149,7 @@ def steps_and_frames(t_final, dt, record_every):
 def run(S, q, v, t_final, dt, integrator, record_every, chunk, native, rtol, atol, rec, bar):
     """Integrate the batch ``(q, v)`` (shapes (N, nq), (N, nv)) of the
     system ``S`` from 0 to ``t_final``, handing every recorded frame to
-    ``rec.record`` and the steps to the progress bar ``bar`` (closed at the
-    end).
+    ``rec.record`` and the steps to the progress bar ``bar`` (the caller closes it).
 
     Returns
     -------
@@ -168,27 +167,24 @@ def run(S, q, v, t_final, dt, integrator, record_every, chunk, native, rtol, ato
         wall = time.perf_counter()
         seg = max(1, int(chunk)) * int(record_every)          # steps per native call
         k0 = 0
-        try:
-            while True:
-                steps = min(seg, n - k0)
-                last = dt if k0 + steps < n else t_final - (n - 1) * dt
-                Q, V, L, tmax = _run_native(S, plan, q, v, steps, dt, last, int(record_every),
-                                            get_num_threads(), first=k0 == 0, k0=k0)
-                max_res = max(max_res, float(tmax.max()) if tmax.size else 0.0)
-                for j in range(0 if k0 == 0 else 1, Q.shape[1]):
-                    kk = min(k0 + j * int(record_every), n)
-                    tt = t_final if kk == n else kk * dt
-                    rec.record(tt, Q[:, j], V[:, j], None if L is None else L[:, j])
-                q = np.ascontiguousarray(Q[:, -1])
-                v = np.ascontiguousarray(V[:, -1])
-                k0 += steps
-                bar.update(steps)
-                el = time.perf_counter() - wall
-                bar.set_postfix_str(f"{k0 * N / max(el, 1e-9):,.0f} state-steps/s")
-                if k0 >= n:
-                    break
-        finally:
-            bar.close()
+        while True:
+            steps = min(seg, n - k0)
+            last = dt if k0 + steps < n else t_final - (n - 1) * dt
+            Q, V, L, tmax = _run_native(S, plan, q, v, steps, dt, last, int(record_every),
+                                        get_num_threads(), first=k0 == 0, k0=k0)
+            max_res = max(max_res, float(tmax.max()) if tmax.size else 0.0)
+            for j in range(0 if k0 == 0 else 1, Q.shape[1]):
+                kk = min(k0 + j * int(record_every), n)
+                tt = t_final if kk == n else kk * dt
+                rec.record(tt, Q[:, j], V[:, j], None if L is None else L[:, j])
+            q = np.ascontiguousarray(Q[:, -1])
+            v = np.ascontiguousarray(V[:, -1])
+            k0 += steps
+            bar.update(steps)
+            el = time.perf_counter() - wall
+            bar.set_postfix_str(f"{k0 * N / max(el, 1e-9):,.0f} state-steps/s")
+            if k0 >= n:
+                break
         return _stats(S, integrator, n, dt, time.perf_counter() - wall, None, max_res, True)
     if S.prescribed is not None:
         q, v = S.impose(0.0, q, v)
@@ -203,45 +199,279 @@ def run(S, q, v, t_final, dt, integrator, record_every, chunk, native, rtol, ato
     t = 0.0
     next_rec = 0
     a0 = None
-    try:
-        for k in range(n + 1):
-            if k == rec_steps[next_rec]:
-                if (nc is not None or S.prescribed is not None) and a0 is None and integrator != "implicit":
-                    a0 = S.accel(t, q, v)
-                lam = a0[1] if a0 is not None else None
-                if nc is not None and lam is None:
-                    lam = S.accel(t, q, v)[1]
-                rec.record(t, q, v, lam, None if S.prescribed is None else S.last_tau.copy())
-                next_rec += 1
-            if k == n:
-                break
-            h = dt if k < n - 1 else t_final - (n - 1) * dt
-            try:
-                q, v, _ = step(S, t, q, v, h, a0 if integrator != "implicit" else None)
-            except ValueError as exc:
-                if "non-finite" not in str(exc):
-                    raise
-                raise FloatingPointError(
-                    f"the state became non-finite in step {k + 1} (t = {t:g}); reduce dt, or "
-                    "use integrator='implicit' for stiff systems") from None
-            a0 = None
-            t = t_final if k == n - 1 else (k + 1) * dt
-            if S.prescribed is not None:
-                q, v = S.impose(t, q, v)
-            if S.stabilization == "projection":
-                q, v, r = _project(S.sys, q, v, free=S.free_dofs())
-                max_res = max(max_res, r)
-            elif S.sys is not None and S.sys.nc:
-                g = S.sys._rows_batch(q)[0]
-                max_res = max(max_res, float(np.abs(g).max()) if g.size else 0.0)
-            if not (np.isfinite(q).all() and np.isfinite(v).all()):
-                raise FloatingPointError(f"the state became non-finite at t = {t:g} (step {k + 1}); "
-                                         "reduce dt or use integrator='implicit' for stiff systems")
-            bar.update(1)
-            if (k & 63) == 0:
-                el = time.perf_counter() - wall
-                bar.set_postfix_str(f"{(k + 1) * N / max(el, 1e-9):,.0f} state-steps/s")
-    finally:
-        bar.close()
+    for k in range(n + 1):
+        if k == rec_steps[next_rec]:
+            if (nc is not None or S.prescribed is not None) and a0 is None and integrator != "implicit":
+                a0 = S.accel(t, q, v)
+            lam = a0[1] if a0 is not None else None
+            if nc is not None and lam is None:
+                lam = S.accel(t, q, v)[1]
+            rec.record(t, q, v, lam, None if S.prescribed is None else S.last_tau.copy())
+            next_rec += 1
+        if k == n:
+            break
+        h = dt if k < n - 1 else t_final - (n - 1) * dt
+        try:
+            q, v, _ = step(S, t, q, v, h, a0 if integrator != "implicit" else None)
+        except ValueError as exc:
+            if "non-finite" not in str(exc):
+                raise
+            raise FloatingPointError(
+                f"the state became non-finite in step {k + 1} (t = {t:g}); reduce dt, or "
+                "use integrator='implicit' for stiff systems") from None
+        a0 = None
+        t = t_final if k == n - 1 else (k + 1) * dt
+        if S.prescribed is not None:
+            q, v = S.impose(t, q, v)
+        if S.stabilization == "projection":
+            q, v, r = _project(S.sys, q, v, free=S.free_dofs())
+            max_res = max(max_res, r)
+        elif S.sys is not None and S.sys.nc:
+            g = S.sys._rows_batch(q)[0]
+            max_res = max(max_res, float(np.abs(g).max()) if g.size else 0.0)
+        if not (np.isfinite(q).all() and np.isfinite(v).all()):
+            raise FloatingPointError(f"the state became non-finite at t = {t:g} (step {k + 1}); "
+                                     "reduce dt or use integrator='implicit' for stiff systems")
+        bar.update(1)
+        if (k & 63) == 0:
+            el = time.perf_counter() - wall
+            bar.set_postfix_str(f"{(k + 1) * N / max(el, 1e-9):,.0f} state-steps/s")
     return _stats(S, integrator, n, dt, time.perf_counter() - wall, S.evaluations, max_res, False)
 
+
+
+# ---------------------------------------------------------------------------
+# campaigns with a store: chunk by chunk, each chunk marked complete last
+# ---------------------------------------------------------------------------
+class Campaign:
+    """What every chunk of a campaign shares (small and picklable: it is
+    sent with each chunk's task).
+
+    Attributes
+    ----------
+    out : str
+        The store (an absolute local path or a URL).
+    N, T : int
+        Rollouts and recorded frames.
+    single : bool
+        One rollout, stored without the batch axis.
+    rows, n_chunks, frames : int
+        Rollouts per chunk, chunks, recorded frames per Zarr chunk.
+    nc : int or None
+        Constraint rows (constrained models).
+    integrator, t_final, dt, record_every, stabilization, gains, prescribed, native, rtol, atol
+        As for :func:`gear.simulate`.
+    """
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def rows_of(self, c):
+        """``(a, b)``: the rollouts of chunk ``c``."""
+        return c * self.rows, min((c + 1) * self.rows, self.N)
+
+
+def _chunk_input(x, a, b):
+    """Rows ``[a, b)`` of a (N, ...) input array; callables and None as they are."""
+    return x if x is None or callable(x) else np.ascontiguousarray(x[a:b])
+
+
+def run_chunk(target, q, v, tau, f_ext, camp, c, bar=None):
+    """Run campaign chunk ``c`` into its store, unless it is complete.
+
+    Increments ``attempts[c]``, writes the chunk's rows of every array,
+    then ``chunk_stats[c]`` and, last, ``done[c] = 1``.  Runs in the
+    process that calls it: a Dask worker, or the local process.
+
+    Parameters
+    ----------
+    target : gear.Model or gear.ConstrainedModel
+    q, v : ndarray, shape (rows, nq), (rows, nv)
+        The chunk's initial states.
+    tau, f_ext : None, ndarray (rows, ...) or callable
+        The chunk's inputs.
+    camp : Campaign
+    c : int
+    bar : progress bar, optional
+        Receives the steps (local runs).
+
+    Returns
+    -------
+    dict
+        ``chunk``, ``ran`` (False: it was complete already), and when it
+        ran ``wall_time`` and ``solver_counters``.
+    """
+    from .._progress import progress_bar
+    from .integrators import _System
+    from .recorder import _Recorder, chunk_done, open_store
+
+    root = open_store(camp.out)
+    if root is None or "done" not in root:
+        raise FileNotFoundError(f"the campaign store {camp.out!r} is not readable here: put it on a file "
+                                "system every worker sees at the same path, or give a URL (s3://...)")
+    if chunk_done(root, c):
+        return {"chunk": c, "ran": False}
+    attempts = root["attempts"]
+    attempts[c] = int(attempts[c]) + 1
+    a, b = camp.rows_of(c)
+    S = _System(target, tau, f_ext, b - a, camp.single, camp.stabilization, camp.gains, camp.prescribed)
+    rec = _Recorder(S, camp.T, camp.nc, root=root, rows=(a, b), chunk=camp.frames)
+    bar = bar if bar is not None else progress_bar(False)
+    st = run(S, q, v, camp.t_final, camp.dt, camp.integrator, camp.record_every, camp.frames, camp.native,
+             camp.rtol, camp.atol, rec, bar)
+    rec.flush()
+    nan = float("nan")
+    root["chunk_stats"][c] = [st["wall_time"], nan if st["evaluations"] is None else float(st["evaluations"]),
+                              float(st.get("max_residual", nan)), float(st["native"])]
+    root["done"][c] = 1              # last: the chunk is complete
+    return {"chunk": c, "ran": True, "wall_time": st["wall_time"],
+            "solver_counters": st.get("solver_counters", {})}
+
+
+def prepare_campaign(S, q, v, out, resume, chunks, slots, t_final, dt, integrator, record_every, frames,
+                     native, rtol, atol, gains, version):
+    """Create the campaign's store at ``out``, or (``resume=True`` and a
+    store there) check that it was made by this campaign.
+
+    Parameters
+    ----------
+    S : gear.simulation.integrators._System
+        The whole batch's system (inputs validated and broadcast).
+    q, v : ndarray, shape (N, nq), (N, nv)
+    out : str
+        Checked by :func:`gear._output.claim_store`.
+    resume : bool
+    chunks : int or None
+        Requested number of chunks; None: the store's when resuming, else
+        :func:`gear.simulation.recorder.default_rows` for ``slots``.
+    slots : int
+        Parallel slots (worker threads; 1 locally).
+    t_final, dt, integrator, record_every, frames, native, rtol, atol, gains, version
+        As for :func:`gear.simulate` (``frames`` is its ``chunk=``).
+
+    Returns
+    -------
+    Campaign
+    """
+    import os
+
+    from .._output import _is_url
+    from .recorder import (campaign_identity, check_identity, create_store, default_rows, frame_widths,
+                           model_hash, open_store)
+
+    m, N, single = S.model, S.N, S.single
+    nc = S.sys.nc if S.sys is not None else None
+    n, rec_steps = steps_and_frames(t_final, dt, record_every)
+    T = len(rec_steps)
+    widths = frame_widths(S, nc)
+    out = str(out) if _is_url(out) else os.path.abspath(os.fspath(out))
+    root = open_store(out) if resume else None
+    stored = None
+    if root is not None:
+        stored = root.attrs.get("campaign")
+        if chunks is None and isinstance(stored, dict) and stored.get("rows_per_chunk"):
+            chunks = int(stored["chunks"])
+            rows = int(stored["rows_per_chunk"])
+    if single:
+        rows = 1
+    elif chunks is not None:
+        rows = -(-N // min(int(chunks), N))
+    else:
+        rows = default_rows(N, T, sum(widths.values()), frames, slots)
+    n_chunks = -(-N // rows)
+    solver = S.sys.solver.name if S.sys is not None else ""
+    mh = model_hash(m)
+    ident = campaign_identity(mh, q, v, S.tau, S.f_ext, None if S.prescribed is None else S.prescribed_input,
+                              t_final, dt, integrator, solver, str(S.stabilization), gains, record_every,
+                              frames, rows, n_chunks, native, rtol, atol, single, version)
+    if root is not None:
+        check_identity(stored, ident, out)
+    else:
+        meta = {"model_hash": mh, "integrator": integrator, "dt": dt, "t_final": t_final, "steps": n,
+                "record_every": int(record_every), "batch": N, "gear_version": version,
+                "stabilization": str(S.stabilization), "solver": solver, "nq": m.nq, "nv": m.nv,
+                "chunks": n_chunks}
+        t = np.array([t_final if k == n else k * dt for k in rec_steps])
+        create_store(out, meta, ident, widths, N, T, single, rows, n_chunks, frames, t)
+    return Campaign(out=out, N=N, T=T, single=single, rows=rows, n_chunks=n_chunks, frames=int(frames), nc=nc,
+                    integrator=integrator, t_final=t_final, dt=dt, record_every=int(record_every),
+                    stabilization=S.stabilization, gains=S.gains,
+                    prescribed=None if S.prescribed is None else S.prescribed_input,
+                    native=bool(native), rtol=rtol, atol=atol, steps=n)
+
+
+def campaign_result(root, camp, summaries, before, wall, extra=None):
+    """The :class:`Trajectory` of a campaign's store, with its stats.
+
+    Parameters
+    ----------
+    root : zarr.Group
+    camp : Campaign
+    summaries : list of dict
+        :func:`run_chunk`'s answers for the chunks this call ran.
+    before : ndarray, shape (n_chunks,)
+        ``attempts`` when this call started.
+    wall : float
+        This call's wall time.
+    extra : dict, optional
+        More stats (the cluster's).
+    """
+    from .recorder import store_trajectory
+
+    ran = sorted(s["chunk"] for s in summaries if s["ran"])
+    attempts = np.asarray(root["attempts"][:], dtype=np.int64)
+    cs = np.asarray(root["chunk_stats"][:])
+    done = np.asarray(root["done"][:], dtype=bool)
+    skipped = int(camp.n_chunks - len(summaries))
+    rows = sum(b - a for a, b in map(camp.rows_of, ran))
+    ev = cs[:, 1]
+    res = cs[:, 2]
+    counters = {}
+    for s in summaries:
+        for k, val in (s.get("solver_counters") or {}).items():
+            if isinstance(val, (int, float)):
+                counters[k] = counters.get(k, 0) + val
+    a = dict(root.attrs)
+    stats = {"steps": camp.steps, "wall_time": wall, "integrator": camp.integrator, "dt": camp.dt,
+             "batch": camp.N, "state_steps_per_s": camp.steps * rows / max(wall, 1e-12),
+             "evaluations": None if np.isnan(ev).all() else int(np.nansum(ev)),
+             "native": bool(done.all() and (cs[:, 3] == 1).all()),
+             "chunks": camp.n_chunks, "chunks_run": len(ran), "chunks_skipped": skipped,
+             "chunks_retried": int(((attempts - before)[ran] > 1).sum()) if ran else 0,
+             "chunk_wall_times": [float(s["wall_time"]) for s in summaries if s["ran"]],
+             "complete": bool(done.all())}
+    if camp.nc is not None:
+        stats["solver"] = a.get("solver", "")
+        stats["solver_counters"] = counters
+        stats["max_residual"] = float(np.nanmax(res)) if not np.isnan(res).all() else 0.0
+        stats["stabilization"] = str(camp.stabilization)
+    stats.update(extra or {})
+    root.attrs["stats"] = {k: v for k, v in stats.items() if isinstance(v, (int, float, str))}
+    return store_trajectory(root, stats)
+
+
+def run_campaign(camp, target, S, q, v, progress):
+    """Run the campaign's incomplete chunks one after the other in this
+    process (the native loop still uses every thread on each chunk).
+
+    Returns
+    -------
+    Trajectory
+        The store's arrays; ``stats`` as :func:`campaign_result`.
+    """
+    from .._progress import progress_bar
+    from .recorder import open_store
+
+    root = open_store(camp.out)
+    done = np.asarray(root["done"][:], dtype=bool)
+    before = np.asarray(root["attempts"][:], dtype=np.int64)
+    todo = [c for c in range(camp.n_chunks) if not done[c]]
+    wall = time.perf_counter()
+    summaries = []
+    with progress_bar(progress, total=camp.steps * len(todo), unit="step",
+                      desc=f"gear.simulate {camp.integrator} x{camp.N} ({len(todo)} of {camp.n_chunks} chunks)") as bar:
+        for c in todo:
+            a, b = camp.rows_of(c)
+            summaries.append(run_chunk(target, q[a:b], v[a:b], _chunk_input(S.tau, a, b),
+                                       _chunk_input(S.f_ext, a, b), camp, c, bar=bar))
+    return campaign_result(root, camp, summaries, before, time.perf_counter() - wall)
