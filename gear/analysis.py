@@ -12,9 +12,57 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._progress import progress_bar
 from .constraints import AssemblyError, ConstrainedModel
 
-__all__ = ["sweep", "SweepResult", "report", "AnalysisReport", "REPORT_SCHEMA"]
+__all__ = ["sweep", "SweepResult", "report", "AnalysisReport", "REPORT_SCHEMA", "check_output"]
+
+
+#: what :func:`check_output` and :meth:`AnalysisReport.save` call the directory's contents
+OUTPUT_KIND = "analysis"
+
+
+def _unit(joint):
+    """``"m"`` for a prismatic joint's coordinate, ``"rad"`` otherwise
+    (revolute, helical: the angle)."""
+    from . import joints as J
+
+    return "m" if isinstance(joint, J.Prismatic) else "rad"
+
+
+def check_output(directory, overwrite=False, option="overwrite=True"):
+    """Claim ``directory`` for an analysis report before the long work.
+
+    Call it before :func:`report` so that a directory that cannot take the
+    report is refused at once, not after the sweep;
+    :meth:`AnalysisReport.save` then writes into it.
+
+    Parameters
+    ----------
+    directory : str or path-like
+        Created if missing; an empty directory is taken as it is.
+    overwrite : bool
+        Replace an earlier gear analysis there (only the files gear wrote
+        are removed).
+    option : str
+        How the caller spells "overwrite" in its error messages (the
+        command line passes ``"--overwrite"``).
+
+    Returns
+    -------
+    str
+        The directory.
+
+    Raises
+    ------
+    FileExistsError
+        ``directory`` is a file, holds files gear did not write (gear
+        never deletes those), holds another kind of gear output, or holds
+        an earlier analysis and ``overwrite`` is false.
+    """
+    from ._output import claim_directory
+
+    return claim_directory(directory, OUTPUT_KIND, overwrite=overwrite, option=option)
 
 
 class SweepResult:
@@ -45,10 +93,45 @@ class SweepResult:
         The wrench each tree joint transmits to its child body
         (:meth:`gear.ConstrainedModel.joint_wrenches`): the joints' bearing
         loads.
+    units : dict
+        ``{coordinate name: "rad" or "m"}`` of the one-coordinate joints
+        (revolute and helical joints: rad; prismatic: m).
+    input_unit, effort, effort_unit : str
+        The input joint's unit (``"rad"`` or ``"m"``), what drives it
+        (``"torque"`` or ``"force"``) and its unit (``"N·m"`` or ``"N"``).
+
+    Notes
+    -----
+    On a mechanism with more than one degree of freedom only the input is
+    driven; the others are not held (:attr:`other_dof`).
     """
 
     def __init__(self, **fields):
         self.__dict__.update(fields)
+
+    @property
+    def mobility(self):
+        """The largest number of degrees of freedom over the assembled
+        poses (0 when none assembled)."""
+        ok = self.assembled
+        return int(self.dof[ok].max()) if ok.any() else 0
+
+    @property
+    def other_dof(self):
+        """How the degrees of freedom besides the input are treated during
+        the sweep (None for a one-degree-of-freedom mechanism)."""
+        extra = self.mobility - 1
+        if extra < 1:
+            return None
+        return (f"{self.mobility} degrees of freedom: only {self.joint!r} is driven and the other "
+                f"{'one is' if extra == 1 else f'{extra} are'} not held: each pose closes the loops "
+                "from the previous one with the smallest joint change, the velocity ratios are the "
+                "smallest joint rates (least squares) that give a unit input rate, and the input "
+                f"{self.effort} is the one with the other joints passive (zero torque, free to "
+                "accelerate under gravity)")
+
+    def _rate_unit(self, name):
+        return f"{self.units.get(name, 'rad')}/{self.input_unit}"
 
     @property
     def peak_wrenches(self):
@@ -70,9 +153,13 @@ class SweepResult:
 
     def plot(self, path=None, title=None):
         """Four panels against the input value: joint positions, velocity
-        ratios, input torque, closure force magnitudes; singular
-        configurations are marked by vertical lines.  Saves to ``path``
-        (PNG, ...) when given; returns the matplotlib figure."""
+        ratios, input torque (or force), bearing force magnitudes of the
+        closures and of every tree joint; singular configurations are
+        marked by vertical lines, and a mechanism with more than one
+        degree of freedom says how the others are treated.  Saves to
+        ``path`` (PNG, ...) when given; returns the matplotlib figure."""
+        import textwrap
+
         import matplotlib
 
         if path is not None:
@@ -80,38 +167,51 @@ class SweepResult:
         import matplotlib.pyplot as plt
 
         x = self.values
-        fig, ax = plt.subplots(2, 2, figsize=(10, 7), sharex=True)
+        fig, ax = plt.subplots(2, 2, figsize=(11, 7.4), sharex=True)
         names = self.coordinate_names
+        colors = {n: f"C{k % 10}" for k, n in enumerate(names)}
         for k, n in enumerate(names):
-            ax[0, 0].plot(x, self.q[:, self.q_index[k]], label=n)
-            ax[0, 1].plot(x, self.ratios[:, self.v_index[k]], label=n)
-        ax[0, 0].set_ylabel("joint position")
-        ax[0, 1].set_ylabel("velocity ratio  dq / d(input)")
-        ax[1, 0].plot(x, self.torque)
-        ax[1, 0].set_ylabel(f"input torque at {self.speed:g} rad/s")
+            ax[0, 0].plot(x, self.q[:, self.q_index[k]], color=colors[n], label=f"{n} ({self.units[n]})")
+            ax[0, 1].plot(x, self.ratios[:, self.v_index[k]], color=colors[n],
+                          label=f"{n} ({self._rate_unit(n)})")
+        kinds = sorted({self.units[n] for n in names})
+        ax[0, 0].set_ylabel(f"joint position ({' or '.join(kinds) or 'rad'})")
+        ax[0, 1].set_ylabel(f"velocity ratio dq / d({self.joint}) "
+                            f"({kinds[0] + '/' + self.input_unit if len(kinds) == 1 else 'see legend'})")
+        ax[1, 0].plot(x, self.torque, color="k")
+        ax[1, 0].set_ylabel(f"input {self.effort} ({self.effort_unit})\n"
+                            f"at {self.speed:g} {self.input_unit}/s")
         f = np.linalg.norm(self.wrenches[..., 3:], axis=-1)
         for c in range(f.shape[1]):
-            ax[1, 1].plot(x, f[:, c], label=f"closure {self.closure_names[c]}")
+            ax[1, 1].plot(x, f[:, c], color="k", lw=1.6 - 0.3 * c, ls=["-", "--", ":"][c % 3],
+                          label=f"closure {self.closure_names[c]}")
         fj = np.linalg.norm(self.joint_loads[..., 3:], axis=-1)
         for c in range(fj.shape[1]):
-            ax[1, 1].plot(x, fj[:, c], "--", lw=1, label=f"joint {self.joint_names[c]}")
+            n = self.joint_names[c]
+            ax[1, 1].plot(x, fj[:, c], "--", lw=1, color=colors.get(n, f"C{c % 10}"), label=f"joint {n}")
         ax[1, 1].set_ylabel("bearing force |f| (N)")
         for a in ax.ravel():
             for xs in x[self.singular]:
                 a.axvline(xs, color="red", lw=0.8, alpha=0.6)
             a.grid(alpha=0.3)
         for a in ax[1]:
-            a.set_xlabel(f"{self.joint} (rad or m)")
+            a.set_xlabel(f"{self.joint} ({self.input_unit})")
         ax[0, 0].legend(fontsize=7)
+        ax[0, 1].legend(fontsize=7)
         ax[1, 1].legend(fontsize=7)
-        fig.suptitle(title or f"sweep of {self.joint}" + (" (red: singular)" if self.singular.any() else ""))
+        head = title or f"sweep of {self.joint}" + (" (red: singular)" if self.singular.any() else "")
+        note = self.other_dof
+        if note:
+            fig.suptitle(head + "\n" + "\n".join(textwrap.wrap(note, 150)), fontsize=9.5)
+        else:
+            fig.suptitle(head)
         fig.tight_layout()
         if path is not None:
             fig.savefig(path, dpi=110)
         return fig
 
 
-def sweep(sys, joint, values, q0=None, speed=1.0, singular_tol=1e-5, progress=False):
+def sweep(sys, joint, values, q0=None, speed=1.0, singular_tol=1e-5, progress=None):
     """Drive ``joint`` of a closed chain through ``values`` and record the
     kinematics and kinetostatics (see :class:`SweepResult`).
 
@@ -134,12 +234,22 @@ def sweep(sys, joint, values, q0=None, speed=1.0, singular_tol=1e-5, progress=Fa
         Near a singular point Newton's method converges only linearly, so an
         assembled configuration is typically ~1e-6 away from the exact
         singular one and the rank test alone misses it.
-    progress : bool
-        Show a tqdm progress bar.
+    progress : bool, optional
+        Show a progress bar.  Default: only when standard error is a
+        terminal.
 
     Returns
     -------
     SweepResult
+
+    Notes
+    -----
+    Only ``joint`` is driven.  On a mechanism with more degrees of
+    freedom the others are not held: each pose closes the loops from the
+    previous one with the smallest joint change (Gauss-Newton, minimum-norm
+    steps), the velocity ratios are the minimum-norm joint rates with a
+    unit input rate, and the input torque is computed with the other
+    joints passive (zero torque, free to accelerate).
 
     Examples
     --------
@@ -168,11 +278,7 @@ def sweep(sys, joint, values, q0=None, speed=1.0, singular_tol=1e-5, progress=Fa
                torque=np.full((K, model.joints[j].nv), np.nan),
                wrenches=np.full((K, nclos, 6), np.nan), assembled=np.zeros(K, dtype=bool),
                joint_loads=np.full((K, model.nbodies, 6), np.nan))
-    it = range(K)
-    if progress:
-        from tqdm.auto import tqdm
-
-        it = tqdm(it, desc=f"sweep {joint}", unit="pose")
+    it = progress_bar(progress, range(K), total=K, desc=f"sweep {joint}", unit="pose")
     prescribed = [joint]
     ranks = []
     for k in it:
@@ -212,9 +318,13 @@ def sweep(sys, joint, values, q0=None, speed=1.0, singular_tol=1e-5, progress=Fa
             vidx.append(model.idx_v(n).start)
     closure_names = [c.name or f"closure{i}" for i, c in enumerate(sys.constraints)
                      if hasattr(c, "placement_a")]
+    units = {n: _unit(model.joints[model.joint_index(n)]) for n in names}
+    iu = _unit(model.joints[j])
     return SweepResult(joint=joint, values=values, speed=float(speed), coordinate_names=names,
                        q_index=qidx, v_index=vidx, closure_names=closure_names,
-                       joint_names=list(model.joint_names), **out)
+                       joint_names=list(model.joint_names), units=units, input_unit=iu,
+                       effort="force" if iu == "m" else "torque", effort_unit="N" if iu == "m" else "N·m",
+                       **out)
 
 
 #: JSON Schema (draft 2020-12) of :meth:`AnalysisReport.to_dict`.
@@ -309,7 +419,10 @@ class AnalysisReport:
                                         for k, n in enumerate(r.closure_names)],
                       "peak_joint_loads": [{"joint": n, "moment": f(jpeaks[k, 0]), "force": f(jpeaks[k, 1])}
                                            for k, n in enumerate(r.joint_names)],
-                      "q": arr(r.q), "ratios": arr(r.ratios)},
+                      "q": arr(r.q), "ratios": arr(r.ratios),
+                      "units": {"input": r.input_unit, "effort": r.effort, "effort_unit": r.effort_unit,
+                                "coordinates": dict(r.units)},
+                      "other_dof": r.other_dof},
         }
 
     def to_json(self, path=None):
@@ -332,25 +445,53 @@ class AnalysisReport:
                  + (", singular" if m["singular"] else ""),
                  f"  sweep of {s['joint']!r}: {sum(s['assembled'])}/{len(s['values'])} inputs assemble; "
                  f"singular at {_few(s['singular_values'])}"]
+        if s["other_dof"]:
+            lines.append(f"  {s['other_dof']}")
         lo, hi = s["torque_range"]
+        u = s["units"]
         if lo is not None:
-            lines.append(f"  input torque at {s['speed']:g}/s: [{lo:.4g}, {hi:.4g}]")
+            lines.append(f"  input {u['effort']} at {s['speed']:g} {u['input']}/s: "
+                         f"[{lo:.4g}, {hi:.4g}] {u['effort_unit']}")
         for p in s["peak_wrenches"]:
             if p["force"] is not None:
                 lines.append(f"  peak load on closure {p['closure']!r}: |f| {p['force']:.4g} N, "
-                             f"|m| {p['moment']:.4g} N m")
+                             f"|m| {p['moment']:.4g} N·m")
         for p in s["peak_joint_loads"]:
             if p["force"] is not None:
                 lines.append(f"  peak load on joint {p['joint']!r}: |f| {p['force']:.4g} N, "
-                             f"|m| {p['moment']:.4g} N m")
+                             f"|m| {p['moment']:.4g} N·m")
         return "\n".join(lines)
 
-    def save(self, directory):
-        """Write ``analysis.json`` and ``sweep.png`` to ``directory``;
-        returns the two paths."""
+    def save(self, directory, overwrite=False):
+        """Write ``analysis.json`` and ``sweep.png`` to ``directory``.
+
+        Parameters
+        ----------
+        directory : str or path-like
+            A new or empty directory, or (with ``overwrite``) one holding
+            an earlier analysis; claimed by :func:`check_output` before
+            anything is written.
+        overwrite : bool
+            Replace an earlier analysis there (only the files gear wrote
+            are removed; a directory with anything else in it is refused
+            whatever ``overwrite`` says).
+
+        Returns
+        -------
+        list of str
+            The two paths.
+
+        Raises
+        ------
+        FileExistsError
+            See :func:`check_output`.
+        """
         import os
 
-        os.makedirs(directory, exist_ok=True)
+        from ._output import record_files
+
+        directory = check_output(directory, overwrite=overwrite)
+        record_files(directory, OUTPUT_KIND, ["analysis.json", "sweep.png"])
         pj = os.path.join(directory, "analysis.json")
         self.to_json(pj)
         pp = os.path.join(directory, "sweep.png")
@@ -365,7 +506,7 @@ class AnalysisReport:
         return [pj, pp]
 
 
-def report(sys, joint=None, values=None, q0=None, speed=1.0, name=None, progress=False):
+def report(sys, joint=None, values=None, q0=None, speed=1.0, name=None, progress=None):
     """Mechanism analysis of a closed chain: mobility and redundant rows at
     ``q0``, then a :func:`sweep` of one input joint with singular
     configurations, the input torque and the peak closure loads.
@@ -383,7 +524,9 @@ def report(sys, joint=None, values=None, q0=None, speed=1.0, name=None, progress
     speed : float
         Input rate for the velocity terms of the torque.
     name : str, optional
-    progress : bool
+    progress : bool, optional
+        Show a progress bar over the sweep.  Default: only when standard
+        error is a terminal.
 
     Returns
     -------

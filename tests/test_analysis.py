@@ -163,3 +163,78 @@ def test_assembly_steps_stay_bounded_near_singular_configurations():
     folded = ok & (np.abs(np.abs(r.q[:, 2]) - np.pi) < 1e-6)
     assert folded.any() and np.all(r.dof[folded] == 2) and np.all(r.singular[folded])
     assert np.all(r.dof[ok & ~folded] == 1)
+
+
+def test_sweep_plot_and_summary_give_units_from_the_joint_kind():
+    pytest.importorskip("matplotlib", reason="plots need matplotlib (gear[plot])")
+    import matplotlib.pyplot as plt
+
+    sysm, q0 = mech.slider_crank()
+    r = gear.analysis.sweep(sysm, "slider", np.linspace(q0[2], q0[2] + 0.02, 3), q0)
+    assert (r.input_unit, r.effort, r.effort_unit) == ("m", "force", "N")
+    assert r.units == {"crank": "rad", "rod": "rad", "slider": "m"}
+    fig = r.plot()
+    ax = fig.axes
+    assert ax[2].get_ylabel() == "input force (N)\nat 1 m/s" and ax[2].get_xlabel() == "slider (m)"
+    assert "rad or m" not in " ".join(a.get_xlabel() + a.get_ylabel() for a in ax)
+    plt.close(fig)
+    rep = gear.analysis.report(sysm, "crank", np.linspace(q0[0], q0[0] + 0.2, 3), q0)
+    text = rep.summary()
+    assert "input torque at 1 rad/s: [" in text and text.split("input torque at 1 rad/s: ")[1].split("\n")[0].endswith("N·m")
+    d = rep.to_dict()["sweep"]
+    assert d["units"] == {"input": "rad", "effort": "torque", "effort_unit": "N·m",
+                          "coordinates": {"crank": "rad", "rod": "rad", "slider": "m"}}
+    assert d["other_dof"] is None
+    fig = rep.sweep.plot()
+    assert fig.axes[2].get_ylabel() == "input torque (N·m)\nat 1 rad/s"
+    plt.close(fig)
+
+
+def test_a_two_dof_sweep_says_how_the_other_dof_is_treated():
+    pytest.importorskip("matplotlib", reason="plots need matplotlib (gear[plot])")
+    import matplotlib.pyplot as plt
+
+    sysm, q0 = mech.five_bar()
+    rep = gear.analysis.report(sysm, "left", q0[0] + np.linspace(0, 0.3, 4), q0)
+    assert rep.sweep.mobility == 2
+    note = rep.sweep.other_dof
+    assert note.startswith("2 degrees of freedom: only 'left' is driven and the other one is not held")
+    assert "passive" in note and "smallest joint change" in note
+    assert note in rep.summary() and rep.to_dict()["sweep"]["other_dof"] == note
+    fig = rep.sweep.plot()
+    assert "the other one is not held" in fig._suptitle.get_text()
+    plt.close(fig)
+
+
+def test_analysis_save_never_deletes_user_files(tmp_path):
+    pytest.importorskip("matplotlib", reason="plots need matplotlib (gear[plot])")
+    sysm, q0 = mech.four_bar()
+    rep = gear.analysis.report(sysm, "crank", np.linspace(1.0, 1.2, 3), q0)
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "data.csv").write_text("1,2\n")
+    with pytest.raises(FileExistsError, match="did not write"):
+        rep.save(user, overwrite=True)
+    assert sorted(p.name for p in user.iterdir()) == ["data.csv"]
+    out = tmp_path / "an"
+    assert [p.rsplit("/", 1)[-1] for p in map(str, rep.save(out))] == ["analysis.json", "sweep.png"]
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        rep.save(out)
+    rep.save(out, overwrite=True)
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        gear.analysis.check_output(out, option="--overwrite")
+    claimed = gear.analysis.check_output(tmp_path / "new")
+    assert len(rep.save(claimed)) == 2
+    # a comparison report's directory is not an analysis's
+    with pytest.raises(FileExistsError, match="not a analysis|compare report"):
+        gear.comparison.check_output(claimed)
+
+
+def test_progress_defaults_to_a_terminal_check(capsys):
+    import inspect
+
+    assert inspect.signature(gear.analysis.sweep).parameters["progress"].default is None
+    assert inspect.signature(gear.analysis.report).parameters["progress"].default is None
+    sysm, q0 = mech.four_bar()
+    gear.analysis.sweep(sysm, "crank", [1.0, 1.1], q0)
+    assert capsys.readouterr() == ("", "")
