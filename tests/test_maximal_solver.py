@@ -264,7 +264,7 @@ def test_unregularised_redundant_rows_are_caught_and_regularised(make, native):
 
 @pytest.mark.parametrize("name", sorted(k for k in MECHS if k != "rolling_ball"))
 def test_sparse_kkt_against_a_dense_reduced_reference(name):
-    """The sparse maximal KKT of seed 004 eq. (12), solved densely by least
+    """The sparse maximal KKT of Ruan, "Articulated rigid body systems", eq. 12, solved densely by least
     squares, gives the body accelerations and loop forces of the dense
     reduced KKT [[M, A^T], [A, 0]] built from gear.testing's reference M
     and b (not from the solvers).  Also: J annihilates the maximal twists
