@@ -22,12 +22,12 @@ for name, (sys, q0), t_final, dt in cases:
     solvers = ("kkt",) if name.endswith("dt-half") else ("kkt", "projection", "maximal", "soft")
     rep = gear.compare(sys, q0, t_final=t_final, dt=dt, solvers=solvers,
                        name=name.replace("-dt-half", f" (dt = {dt:g})"), progress=True)
-    rep.save(os.path.join(here, name))
+    rep.save(os.path.join(here, name), overwrite=True)
     print(rep.table())
 
 sys, q0 = gear.mechanisms.four_bar()
 an = gear.analysis.report(sys, "crank", q0=q0, name="four-bar")
-an.save(os.path.join(here, "four-bar-analysis"))
+an.save(os.path.join(here, "four-bar-analysis"), overwrite=True)
 print(an.summary())
 
 sc = gear.comparison.scaling((1, 3, 10, 30, 100, 300, 1000), progress=True)
