@@ -162,12 +162,20 @@ def cmd_simulate(args):
     from gear._output import claim_store
 
     _solver_names("--solver", [args.solver])
+    if args.resume and not args.out:
+        raise UsageError("--resume continues an --out store; give --out too")
+    if args.resume and args.overwrite:
+        raise UsageError("--resume continues the --out store and --overwrite would replace it; give one "
+                         "or the other")
+    if args.chunks is not None and not args.out:
+        raise UsageError("--chunks splits an --out campaign; give --out too")
     if args.out:
         try:
             import zarr  # noqa: F401
         except ImportError:
             raise CLIError("--out needs zarr: pip install 'gear[campaign]'") from None
-        claim_store(args.out, "w" if args.overwrite else None, option="--overwrite", flag="--out")
+        claim_store(args.out, "w" if args.overwrite else None, option="--overwrite", flag="--out",
+                    resume=args.resume)
     obj, q0, name = load(args.model, args.floating_base)
     model, sys_ = _split(obj)
     if sys_ is not None:
@@ -188,7 +196,7 @@ def cmd_simulate(args):
     traj = gear.simulate(obj, q0, dq0, args.t, args.dt, integrator=args.integrator,
                          stabilization=stab, record_every=args.record_every,
                          progress=False if args.no_progress else None, out=args.out,
-                         mode="w" if args.overwrite else None)
+                         mode="w" if args.overwrite else None, resume=args.resume, chunks=args.chunks)
     st = traj.stats
     print(f"{name}: {st['batch']} rollout(s) x {st['steps']} steps of {args.dt:g} s "
           f"({args.integrator}) in {st['wall_time']:.3g} s: {st['state_steps_per_s']:,.0f} state-steps/s"
@@ -201,7 +209,8 @@ def cmd_simulate(args):
           + np.array2string(q[0] if q.ndim > 1 else q, precision=4, max_line_width=200))
     if args.out:
         print(f"  wrote {args.out} (arrays t {tuple(traj.t.shape)}, q {tuple(traj.q.shape)}, "
-              f"dq {tuple(traj.dq.shape)})")
+              f"dq {tuple(traj.dq.shape)}): {st['chunks_run']} chunk(s) run, {st['chunks_skipped']} "
+              f"already complete, of {st['chunks']}")
     return 0
 
 
@@ -225,12 +234,19 @@ def cmd_compare(args):
     print()
     print(rep.table())
     print("wrote " + ", ".join(paths))
-    failed = getattr(rep, "failed", {})
-    for run, reason in failed.items():
-        print(f"gear compare: run {run} failed: {reason}", file=sys.stderr)
-    if failed and (args.strict or len(failed) == len(rep.runs)):
+    for reason in rep.failed.values():
+        print(f"gear compare: {_cli_terms(reason)}", file=sys.stderr)
+    if rep.failed and (args.strict or len(rep.failed) == len(rep.runs)):
         return 1
     return 0
+
+
+def _cli_terms(reason):
+    """A run's failure reason with compare's advice in the flags' names."""
+    for py, flag in (("(maximal=False)", "(--no-maximal)"), ("out of solvers", "out of --solvers"),
+                     ("reduce dt", "reduce --dt")):
+        reason = reason.replace(py, flag)
+    return reason
 
 
 def cmd_analyze(args):
@@ -389,6 +405,12 @@ def build_parser():
                    "a new path or an empty directory")
     s.add_argument("--overwrite", action="store_true",
                    help="replace an earlier gear store at --out (never anything else)")
+    s.add_argument("--resume", action="store_true",
+                   help="continue the campaign in the --out store: run only its incomplete chunks (the "
+                   "same model, options and --seed; any difference is named); a new --out starts one")
+    s.add_argument("--chunks", type=_positive(int), default=None,
+                   help="split the batch into this many chunks (the unit of writing and of --resume; "
+                   "default: 1, more when a chunk's Zarr block would exceed 32 MiB)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_simulate)
 

@@ -87,23 +87,52 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         Show a tqdm progress bar (steps, states per second).  Default:
         only when standard error is a terminal.
     out : str or path, optional
-        Stream the trajectory to this Zarr store (arrays ``t``, ``q``,
-        ``dq``, ``lam``; attributes: ``model_hash``, ``integrator``, ``dt``,
-        ``gear_version``...) in chunks of ``chunk`` recorded frames instead
-        of holding it in memory; the returned arrays are the store's.
-        A local path or a URL Zarr opens through fsspec.  The path is
-        checked before any work: it must not exist, or be an empty
-        directory, or (with ``mode="w"``) a gear store from an earlier
-        run.  Anything else raises :class:`FileExistsError`, whatever
-        ``mode`` is: gear never deletes what it did not write.
+        Write the trajectory to this Zarr store (arrays ``t``, ``q``,
+        ``dq``, ``lam``, ``tau`` shaped as on the trajectory, plus the
+        per-chunk ``done``, ``attempts`` and ``chunk_stats``; attributes:
+        ``model_hash``, ``integrator``, ``dt``, ``gear_version``, the
+        ``campaign`` identity...; see :mod:`gear.simulation.recorder`)
+        instead of holding it in memory; the returned arrays are the
+        store's.  The batch runs in ``chunks`` (below), each written in
+        blocks of ``chunk`` recorded frames and marked complete once all
+        its arrays are written.  A local path (absolute paths are sent to
+        workers: on a cluster it must be a file system every worker sees
+        at the same path) or any fsspec URL Zarr opens (``s3://...``,
+        ``gs://...``).  The path is checked before any work: it must not
+        exist, or be an empty directory, or (with ``mode="w"``, or
+        ``resume=True``) a gear store from an earlier run.  Anything else
+        raises :class:`FileExistsError`, whatever ``mode`` is: gear never
+        deletes what it did not write.
     mode : {None, "w"}
         ``"w"``: overwrite an earlier gear store at ``out`` (only the
         arrays gear wrote there are removed).  Default: an existing store
         raises :class:`FileExistsError`.
+    resume : bool
+        Continue the campaign of the gear store at ``out``: the store must
+        have been made by the same campaign (same model hash, hashes of
+        ``q0``, ``dq0`` and of ``tau``/``f_ext``/``prescribed`` arrays or
+        pickled callables, ``dt``, ``t_final``, integrator, solver,
+        stabilisation, ``record_every``, chunking, ``native``, and gear's
+        major.minor version), else :class:`ValueError` names the first
+        difference; only the chunks not marked complete run
+        (``stats["chunks_skipped"]`` counts the others).  With no store at
+        ``out`` a new campaign starts.  Not with ``mode="w"``.
+    chunks : int, optional
+        Split the batch into this many chunks of equal size (the last one
+        smaller; fewer chunks when ``N`` does not divide well: the size is
+        ``ceil(N / chunks)``).  A chunk is the unit of work on a Dask
+        worker, of the store's Zarr chunking along the batch axis and of
+        resuming.  Default: when resuming, the store's; on a cluster, two
+        per worker thread; locally, one; in both cases more when one Zarr
+        chunk of all the recorded arrays (rows x ``chunk`` frames) would
+        exceed 32 MiB.  Without ``out=`` only a cluster run uses it.
     client : dask.distributed.Client, optional
-        Spread a batch over the client's workers (see
-        :func:`gear.simulation.cluster.simulate_distributed`); results are identical
-        to the local run.
+        Run the chunks on the client's workers (see
+        :mod:`gear.simulation.cluster`).  With ``out=`` each worker writes
+        its chunks into the store and only small summaries come back;
+        without it the trajectories are gathered into the client.  The
+        arrays equal the local run's bit for bit.  Callables must be
+        picklable.
     baumgarte_gains : (float, float), optional
         ``(alpha, beta)`` of ``stabilization="baumgarte"``; default
         ``(1/(5 dt), 1/(5 dt))``.
@@ -127,9 +156,22 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     -------
     Trajectory
         ``.t``, ``.q``, ``.dq``, ``.lam`` (constrained models), ``.stats``.
+        Runs in chunks (``out=`` or ``client=``) add to ``stats``:
+        ``chunks``, ``chunks_run``, ``chunks_skipped`` (complete before a
+        resumed run), ``chunks_retried`` (with ``out=``: chunks whose
+        ``attempts`` counter in the store rose by more than one during this
+        call, i.e. whose task started again after a lost worker or a killed
+        process; without ``out=``: chunks Dask saw running on a worker that
+        died), ``chunk_wall_times``, and on a cluster ``workers`` and
+        ``overhead_per_chunk``.
 
     Notes
     -----
+    The rollouts of one chunk are integrated together: ``"dop853"`` and
+    ``"rk45"`` choose their step sizes per chunk, so their results depend
+    on the chunking (every other integrator treats each rollout on its
+    own, and any chunking gives the same bits).
+
     Joint limits (a URDF's ``<limit lower upper>``, an MJCF ``range``)
     are not enforced: they are read with the model and used by
     :meth:`gear.Model.random_configuration`, but no limit force enters the

@@ -260,15 +260,15 @@ def check_identity(stored, now, where):
     value differs from ``stored`` (the store's ``campaign`` attribute)."""
     if not isinstance(stored, dict):
         raise ValueError(f"resume=True: {where!r} is a gear store without a campaign record (written by "
-                         "an earlier gear, or interrupted while it was being laid out); pass mode='w' to "
-                         "start it over, or choose a new path")
+                         "an earlier gear, or interrupted while it was being laid out); overwrite it "
+                         "(mode='w', gear simulate --overwrite) or choose a new path")
     for key, value in now.items():
         old = stored.get(key, "(missing)")
         if old != value:
             what = "gear version (major.minor)" if key == "gear_version" else key
             raise ValueError(f"resume=True: {where!r} holds a different campaign: its {what} is "
-                             f"{_short(old)}, this run's is {_short(value)}; pass mode='w' to overwrite "
-                             "it, or choose a new path")
+                             f"{_short(old)}, this run's is {_short(value)}; overwrite it (mode='w', "
+                             "gear simulate --overwrite) or choose a new path")
 
 
 def _short(x):

@@ -422,7 +422,7 @@ def campaign_result(root, camp, summaries, before, wall, extra=None):
     attempts = np.asarray(root["attempts"][:], dtype=np.int64)
     cs = np.asarray(root["chunk_stats"][:])
     done = np.asarray(root["done"][:], dtype=bool)
-    skipped = int(camp.n_chunks - len(summaries))
+    skipped = int(camp.n_chunks - len(ran))       # complete before this call, or before their task started
     rows = sum(b - a for a, b in map(camp.rows_of, ran))
     ev = cs[:, 1]
     res = cs[:, 2]
