@@ -203,7 +203,8 @@ def claim_store(out, mode=None, option="mode='w'", flag="out=", resume=False):
     Parameters
     ----------
     out : str or path-like
-        A local path, or a URL that Zarr opens through fsspec.
+        A local path (``file://`` URLs are taken as one), or a URL that
+        Zarr opens through fsspec.
     mode : {None, "w"}
         ``None``: the store must not exist yet (an empty directory is
         fine).  ``"w"``: an earlier gear store there is replaced (only
@@ -229,6 +230,8 @@ def claim_store(out, mode=None, option="mode='w'", flag="out=", resume=False):
     if resume and mode == "w":
         raise ValueError(f"resume continues the store at {flag} and {option} would overwrite it; "
                          "give one or the other")
+    if str(out).startswith("file://"):       # a local path: checked (and created) as one
+        out = str(out)[len("file://"):]
     if _is_url(out):
         return _claim_remote_store(str(out), mode, option, flag, resume)
     p = os.fspath(out)

@@ -164,3 +164,61 @@ def test_report_directories_refuse_other_kinds_and_files(tmp_path):
     with pytest.raises(FileExistsError, match="not a directory"):
         _output.claim_directory(tmp_path / "f", "analysis", overwrite=True)
     assert (tmp_path / "f").read_text() == "x"
+
+
+def test_resume_takes_only_gears_own_store_and_removes_nothing(tmp_path, monkeypatch, capsys):
+    """resume=True / --resume accepts an earlier gear store as it is: a
+    user's folder or file is refused as before, a store holding a user's
+    file is refused, a different campaign is refused with the store
+    untouched, and a resumed store loses nothing."""
+    user = _user_folder(tmp_path)
+    before = _snapshot(tmp_path)
+    monkeypatch.chdir(user)
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    q0 = arm.random_configuration(np.random.default_rng(0), n=4)
+    for target in (str(user), str(tmp_path), ".", "..", "sub", "notes.txt"):
+        with pytest.raises(FileExistsError, match="gear"):
+            gear.simulate(arm, q0, np.zeros((4, arm.nv)), 0.01, 1e-3, out=target, resume=True)
+        with pytest.raises(FileExistsError):
+            gear.simulate(arm, q0, np.zeros((4, arm.nv)), 0.01, 1e-3, out=target, resume=True, client=object())
+        with pytest.raises(ValueError, match="one or the other"):
+            gear.simulate(arm, q0, np.zeros((4, arm.nv)), 0.01, 1e-3, out=target, resume=True, mode="w")
+        assert main(["simulate", "arm7", "--t", "0.01", "--out", target, "--resume", "--no-progress"]) == 1
+    assert "Traceback" not in capsys.readouterr().err
+    assert _snapshot(tmp_path) == before
+
+    store = tmp_path / "camp.zarr"
+    gear.simulate(arm, q0, np.zeros((4, arm.nv)), 0.01, 1e-3, out=str(store), chunks=2)
+    kept = {k: v for k, v in _snapshot(store).items() if k != "zarr.json"}
+    # a different campaign: refused, nothing written
+    snap = _snapshot(store)
+    with pytest.raises(ValueError, match="t_final"):
+        gear.simulate(arm, q0, np.zeros((4, arm.nv)), 0.02, 1e-3, out=str(store), resume=True)
+    assert _snapshot(store) == snap
+    # the same campaign, complete: every chunk file stays as it was
+    tr = gear.simulate(arm, q0, np.zeros((4, arm.nv)), 0.01, 1e-3, out=str(store), resume=True)
+    assert tr.stats["chunks_skipped"] == 2
+    assert {k: v for k, v in _snapshot(store).items() if k != "zarr.json"} == kept
+    # a user's file put inside the store: resume refuses it too, and keeps it
+    (store / "mine.txt").write_text("keep")
+    with pytest.raises(FileExistsError, match="mine.txt"):
+        gear.simulate(arm, q0, np.zeros((4, arm.nv)), 0.01, 1e-3, out=str(store), resume=True)
+    assert (store / "mine.txt").read_text() == "keep"
+
+
+def test_zarrs_leftover_temporary_file_is_part_of_gears_store(tmp_path):
+    """A writer killed while Zarr rewrote the root's zarr.json leaves
+    ``zarr.<hex>.partial``: the store is still gear's (resumed, or replaced
+    with mode='w'); a file merely named like it elsewhere is not."""
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    store = tmp_path / "s.zarr"
+    gear.simulate(arm, arm.neutral(), np.zeros(arm.nv), 0.01, 1e-3, out=str(store))
+    (store / ("zarr." + "0" * 32 + ".partial")).write_bytes(b"{")
+    tr = gear.simulate(arm, arm.neutral(), np.zeros(arm.nv), 0.01, 1e-3, out=str(store), resume=True)
+    assert tr.stats["chunks_skipped"] == 1
+    _output.claim_store(str(store), "w")
+    assert not os.listdir(store)
+    (store / "zarr.notours.partial").write_text("user's")
+    with pytest.raises(FileExistsError, match="not a gear store"):
+        _output.claim_store(str(store), "w", resume=False)
+    assert (store / "zarr.notours.partial").read_text() == "user's"
