@@ -210,3 +210,31 @@ def test_info_and_simulate_on_the_robot_zoo(capsys):
         assert main(["simulate", path, "--t", "0.01", "--no-progress", *extra]) == 0, rel
         out, err = capsys.readouterr()
         assert "10 steps" in out, out
+
+
+def test_compare_keeps_finished_runs_when_one_fails(tmp_path, monkeypatch, capsys):
+    """A failed run is reported (stderr, table, JSON) with advice in the
+    command's own flags; the exit code is 0 unless every run failed or
+    --strict is given."""
+    pytest.importorskip("sksparse", reason="the maximal runs need scikit-sparse (the 'sparse' extra)")
+    from gear import comparison
+    from gear.cli import main
+
+    def boom(*a, **k):
+        raise FloatingPointError("the state became non-finite in step 3 (t = 0.002)")
+
+    monkeypatch.setattr(comparison, "_MaximalRun", boom)
+    args = ["compare", "four-bar", "--t", "0.01", "--solvers", "kkt", "--no-progress"]
+    assert main(args + ["--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert "maximal-coordinates run failed" in err and "--no-maximal" in err and "reduce --dt" in err
+    d = json.loads((tmp_path / "a" / "report.json").read_text())
+    status = {r["name"]: r["status"] for r in d["runs"]}
+    assert status == {"kkt": "ok", "maximal-coordinates": "failed"}
+    assert main(args + ["--out", str(tmp_path / "b"), "--strict"]) == 1
+    import gear.simulation as S
+
+    monkeypatch.setattr(S, "simulate", boom)
+    assert main(args + ["--out", str(tmp_path / "c")]) == 1
+    err = capsys.readouterr().err
+    assert "the kkt run failed" in err and "out of --solvers" in err
