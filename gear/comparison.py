@@ -341,7 +341,7 @@ class _MaximalRun:
 
     def body_accelerations(self, q, dq, ddq):
         """``dV_i = Ad_{T^{-1}} dV_p + S_i ddq_i + eta_i`` (Kim eq. 41)."""
-        from .maximal import _ad_inv_mats
+        from .spatial.stacks import ad_inv_mats as _ad_inv_mats
 
         ms = self.ms
         t = ms._terms(q, dq)

@@ -859,7 +859,7 @@ class ConstrainedModel:
         """
         from .. import _core
         from ..algorithms.dynamics import _body_inertia_matrices
-        from ..maximal import _ad_inv_mats, _dad
+        from ..spatial.stacks import ad_inv_mats as _ad_inv_mats, dad_rows as _dad
 
         q = self._q(q)
         N = q.shape[0] if q.ndim == 2 else None

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import joints as J
-from ._validate import as_array
-from .spatial import rot_to_quat
+from .. import joints as J
+from .._validate import as_array
+from ..spatial import rot_to_quat
+from ..spatial.stacks import ad_inv_mats, dad_rows
 
 __all__ = ["from_reduced", "to_reduced", "MaximalSystem"]
 
@@ -37,7 +38,7 @@ def from_reduced(model, q, dq=None):
     twists : ndarray, shape (nbodies, 6) (or (N, nbodies, 6))
         Body twists ``(w, v)`` in body coordinates; only when ``dq`` is given.
     """
-    from .algorithms import forward_kinematics
+    from ..algorithms import forward_kinematics
 
     return forward_kinematics(model, q, dq)
 
@@ -45,7 +46,7 @@ def from_reduced(model, q, dq=None):
 def _angle_about(R, a):
     """Angle ``t`` with ``R = exp([a] t)`` (``a`` unit), and the residual of
     that fit (``|R - exp([a] t)|``)."""
-    from .spatial import exp_so3
+    from ..spatial import exp_so3
 
     s = 0.5 * a @ np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
     c = 0.5 * (np.trace(R) - 1.0)
@@ -55,7 +56,7 @@ def _angle_about(R, a):
 
 def _joint_coords(joint, X, name, tol):
     """Coordinates ``q`` with ``J(q) = X`` (a 4x4 relative transform)."""
-    from .spatial import exp_so3
+    from ..spatial import exp_so3
 
     R, p = X[:3, :3], X[:3, 3]
     scale = max(1.0, float(np.abs(p).max()))
@@ -149,7 +150,7 @@ def to_reduced(model, poses, twists=None, tol=1e-9):
         When the poses are not rigid transforms or violate a joint (the
         message names the joint), or for wrong shapes / non-finite values.
     """
-    from .constraints._kinematics import _adj
+    from ..constraints._kinematics import _adj
 
     nb = model.nbodies
     P = as_array("poses", poses, (nb, 4, 4))
@@ -187,38 +188,6 @@ def to_reduced(model, poses, twists=None, tol=1e-9):
 # the maximal-coordinate system of a ConstrainedModel (Ruan, "Articulated
 # rigid body systems", Sec. 3.1, eq. 12)
 # ---------------------------------------------------------------------------
-def _ad_inv_mats(T):
-    """``Ad_{T^{-1}}`` for a stack of transforms ``T`` (n, 12) (R row-major,
-    p), shape (n, 6, 6): ``[[R^T, 0], [-R^T [p], R^T]]``."""
-    R = T[:, :9].reshape(-1, 3, 3)
-    p = T[:, 9:]
-    Rt = np.transpose(R, (0, 2, 1))
-    P = np.zeros((len(T), 3, 3))
-    P[:, 0, 1], P[:, 0, 2], P[:, 1, 2] = -p[:, 2], p[:, 1], -p[:, 0]
-    P[:, 1, 0], P[:, 2, 0], P[:, 2, 1] = p[:, 2], -p[:, 1], p[:, 0]
-    X = np.zeros((len(T), 6, 6))
-    X[:, :3, :3] = Rt
-    X[:, 3:, 3:] = Rt
-    X[:, 3:, :3] = -Rt @ P
-    return X
-
-
-_I1, _I2 = [1, 2, 0], [2, 0, 1]
-
-
-def _cross(a, b):
-    """Row-wise ``a x b`` for (n, 3) stacks (np.cross's axis handling costs
-    more than the products at these sizes)."""
-    return a[:, _I1] * b[:, _I2] - a[:, _I2] * b[:, _I1]
-
-
-def _dad(V, F):
-    """``ad*_V F = ad_V^T F`` for stacks (n, 6): ``(m x w + f x v, f x w)``
-    (Kim eq. 29)."""
-    w, v, m, f = V[:, :3], V[:, 3:], F[:, :3], F[:, 3:]
-    return np.concatenate([_cross(m, w) + _cross(f, v), _cross(f, w)], axis=1)
-
-
 class MaximalSystem:
     """The maximal-coordinate form of a closed-loop system.
 
@@ -263,9 +232,9 @@ class MaximalSystem:
     """
 
     def __init__(self, sys):
-        from .algorithms.dynamics import SingularInertiaError, _body_inertia_matrices
-        from .constraints import ConstrainedModel, LoopClosure
-        from .model import Model
+        from ..algorithms.dynamics import SingularInertiaError, _body_inertia_matrices
+        from ..constraints import ConstrainedModel, LoopClosure
+        from ..model import Model
 
         if isinstance(sys, Model):
             sys = ConstrainedModel(sys, [])
@@ -351,7 +320,7 @@ class MaximalSystem:
 
     # -- per-state terms -------------------------------------------------------
     def _terms(self, q, dq):
-        from . import _core
+        from .. import _core
 
         nb, m = self.nb, self.nL
         out = dict(T=np.empty((nb, 12)), S=np.empty((nb, 36)), eta=np.empty((nb, 6)),
@@ -369,7 +338,7 @@ class MaximalSystem:
 
     def _const_group_mask(self):
         if self._const_groups is None:
-            from . import _core
+            from .. import _core
 
             md, nb = self.model.data, self.nb
             Ss = []
@@ -454,7 +423,7 @@ class MaximalSystem:
         import scipy.sparse as sp
 
         nb = self.nb
-        X = _ad_inv_mats(t["T"])
+        X = ad_inv_mats(t["T"])
         blocks = self._joint_blocks(t["S"])
         c = np.empty(self.nrows)
         vals_c, vals_p = [], []
@@ -463,7 +432,7 @@ class MaximalSystem:
         R = t["Tw"][:, :9].reshape(nb, 3, 3)
         a_g = np.zeros((nb, 6))
         a_g[:, 3:] = np.einsum("bji,j->bi", R, self.model.gravity)             # R^T g
-        f = _dad(V, IV) + np.einsum("bij,bj->bi", self.I6, a_g)
+        f = dad_rows(V, IV) + np.einsum("bij,bj->bi", self.I6, a_g)
         if f_ext is not None:
             f = f + f_ext
         for (n, idx, Rr, hp), (C, Sp) in zip(self._groups, blocks):
