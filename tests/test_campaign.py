@@ -182,13 +182,16 @@ def test_cli_resume(tmp_path, capsys):
 # ---------------------------------------------------------------------------
 # on a cluster
 # ---------------------------------------------------------------------------
-def test_distributed_store_equals_the_local_store(cluster, tmp_path):
+def test_distributed_store_equals_the_local_store(cluster, tmp_path, capsys):
     _, client = cluster
     sysm, qb, dq = _four_bar_batch(7)
     mem = gear.simulate(sysm, qb, dq, 0.2, 1e-2, record_every=2)
     local = gear.simulate(sysm, qb, dq, 0.2, 1e-2, record_every=2, out=str(tmp_path / "l.zarr"), chunks=4)
+    capsys.readouterr()
     dist = gear.simulate(sysm, qb, dq, 0.2, 1e-2, record_every=2, out=str(tmp_path / "d.zarr"), chunks=4,
-                         client=client)
+                         client=client, progress=True)
+    err = capsys.readouterr().err
+    assert "4/4" in err and "chunk" in err and "dashboard" not in err     # a bar over chunks; no dashboard
     _assert_store_equals(tmp_path / "l.zarr", mem)
     _assert_store_equals(tmp_path / "d.zarr", mem)
     assert isinstance(dist.q, zarr.Array) and isinstance(dist.lam, zarr.Array)
@@ -349,3 +352,46 @@ def test_client_memory_does_not_grow_with_the_campaign(tmp_path):
     ref = gear.simulate(arm, q0[rows], dq0[rows], 10.0, 1e-3)
     for i, r in enumerate(rows):
         assert np.array_equal(g["q"][r], ref.q[i]) and np.array_equal(g["dq"][r], ref.dq[i])
+
+
+def test_the_dashboard_link_is_printed_when_there_is_one(capsys):
+    """The link goes to stderr when the scheduler serves a dashboard, and
+    not when it serves none or only the page asking for bokeh."""
+    import http.server
+
+    from gear.simulation import cluster as gc
+
+    body = {"page": b"<html>dashboard</html>"}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body["page"])
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+
+    class FakeClient:
+        dashboard_link = f"http://127.0.0.1:{srv.server_address[1]}/status"
+
+        def __init__(self, services):
+            self.services = services
+
+        def scheduler_info(self):
+            return {"services": self.services, "workers": {}}
+
+    try:
+        gc._announce_dashboard(FakeClient({"dashboard": 1}), None)
+        assert capsys.readouterr().err.strip() == f"gear.simulate: Dask dashboard at {FakeClient.dashboard_link}"
+        gc._announce_dashboard(FakeClient({"dashboard": 1}), False)
+        gc._announce_dashboard(FakeClient({}), None)
+        body["page"] = b"<p>Dask needs bokeh>=3 for the dashboard.</p>"
+        gc._announce_dashboard(FakeClient({"dashboard": 1}), None)
+        assert capsys.readouterr().err == ""
+    finally:
+        srv.shutdown()

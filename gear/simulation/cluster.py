@@ -27,11 +27,11 @@ import time
 
 import numpy as np
 
-from .._progress import progress_bar, wants_progress
+from .._progress import progress_bar
 from . import rollout
 from .recorder import Trajectory, _Recorder, open_store
 
-__all__ = ["worker_threads", "run_campaign", "run_gathered"]
+__all__ = ["worker_threads", "dashboard_link", "run_campaign", "run_gathered"]
 
 
 def worker_threads(client):
@@ -40,16 +40,30 @@ def worker_threads(client):
     return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
 
 
+def dashboard_link(client, timeout=1.0):
+    """The address of the scheduler's Dask dashboard, or None when it has
+    none (started without one, or without bokeh: the scheduler then serves
+    only a page asking for bokeh) or it does not answer within ``timeout``
+    seconds."""
+    import urllib.request
+
+    try:
+        if "dashboard" not in client.scheduler_info().get("services", {}):
+            return None
+        link = client.dashboard_link
+        with urllib.request.urlopen(link, timeout=timeout) as r:
+            ok = r.status == 200 and b"for the dashboard" not in r.read(4096)
+        return link if ok else None
+    except Exception:                       # no dashboard, or none reachable from here
+        return None
+
+
 def _announce_dashboard(client, progress):
-    """Print the Dask dashboard's address to stderr when the scheduler has
-    one (unless ``progress=False``)."""
+    """Print the Dask dashboard's address to stderr when there is one
+    (unless ``progress=False``)."""
     if progress is False:
         return
-    try:
-        services = client.scheduler_info().get("services", {})
-        link = client.dashboard_link if "dashboard" in services else None
-    except Exception:                       # no dashboard information: nothing to show
-        link = None
+    link = dashboard_link(client)
     if link:
         print(f"gear.simulate: Dask dashboard at {link}", file=sys.stderr)
 
