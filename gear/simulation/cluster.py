@@ -40,6 +40,40 @@ def worker_threads(client):
     return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
 
 
+def _host_threads(client):
+    """``{host: Dask threads of all the workers on that host}``."""
+    out = {}
+    for w in client.scheduler_info().get("workers", {}).values():
+        out[w.get("host")] = out.get(w.get("host"), 0) + int(w.get("nthreads", 1))
+    return out
+
+
+def _share_cores(host_threads):
+    """On a Dask worker: give each of the host's Dask threads an equal share
+    of the cores for the native loop's threads (``gear.set_num_threads``),
+    instead of every concurrent chunk using every core.  Elsewhere: nothing."""
+    import os
+
+    from distributed import get_worker
+    from distributed.comm import get_address_host
+
+    from ..algorithms.dynamics import set_num_threads
+
+    try:
+        w = get_worker()
+    except ValueError:                      # not on a worker
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    share = host_threads.get(get_address_host(w.address)) or w.state.nthreads
+    set_num_threads(max(1, cores // max(1, share)))
+
+
+def _chunk_task(host_threads, *args):
+    """One campaign chunk as a Dask task (:func:`gear.simulation.rollout.run_chunk`)."""
+    _share_cores(host_threads)
+    return rollout.run_chunk(*args)
+
+
 def dashboard_link(client, timeout=1.0):
     """The address of the scheduler's Dask dashboard, or None when it has
     none (started without one, or without bokeh: the scheduler then serves
@@ -107,9 +141,10 @@ def run_campaign(client, camp, target, S, q, v, progress=None):
         # hash=False: a fresh key per call (identical data scattered by two
         # calls would share a key that the first call's release could drop)
         tgt = client.scatter(target, broadcast=True, hash=False)
+        hosts = _host_threads(client)
         for c in todo:
             a, b = camp.rows_of(c)
-            futures.append(client.submit(rollout.run_chunk, tgt, np.ascontiguousarray(q[a:b]),
+            futures.append(client.submit(_chunk_task, hosts, tgt, np.ascontiguousarray(q[a:b]),
                                          np.ascontiguousarray(v[a:b]), rollout._chunk_input(S.tau, a, b),
                                          rollout._chunk_input(S.f_ext, a, b), camp, c, pure=False,
                                          key=f"gear-chunk-{c}-of-{camp.n_chunks}-{time.time_ns()}"))
@@ -129,11 +164,12 @@ def run_campaign(client, camp, target, S, q, v, progress=None):
     return rollout.campaign_result(root, camp, summaries, before, wall, extra)
 
 
-def _run_in_memory(target, q, v, tau, f_ext, single, stabilization, gains, prescribed, t_final, dt,
-                   options):
+def _run_in_memory(host_threads, target, q, v, tau, f_ext, single, stabilization, gains, prescribed, t_final,
+                   dt, options):
     """One chunk's rollouts in the worker's memory (``run_gathered``)."""
     from .integrators import _System
 
+    _share_cores(host_threads)
     t0 = time.perf_counter()
     S = _System(target, tau, f_ext, q.shape[0], single, stabilization, gains, prescribed)
     n, rec_steps = rollout.steps_and_frames(t_final, dt, options["record_every"])
@@ -195,7 +231,8 @@ def run_gathered(client, target, S, q, v, t_final, dt, chunks, progress, options
     _announce_dashboard(client, progress)
     wall = time.perf_counter()
     tgt = client.scatter(target, broadcast=True, hash=False)
-    futures = [client.submit(_run_in_memory, tgt, np.ascontiguousarray(q[p]), np.ascontiguousarray(v[p]),
+    hosts = _host_threads(client)
+    futures = [client.submit(_run_in_memory, hosts, tgt, np.ascontiguousarray(q[p]), np.ascontiguousarray(v[p]),
                              rollout._chunk_input(S.tau, p[0], p[-1] + 1),
                              rollout._chunk_input(S.f_ext, p[0], p[-1] + 1), S.single, S.stabilization,
                              S.gains, S.prescribed_input, t_final, dt, options, pure=False)
