@@ -16,6 +16,7 @@ from .constraints import (LoopClosure, CustomConstraint, JointCoupler, Constrain
                           AssemblyError)
 
 from . import mechanisms, analysis, solvers, maximal, controllers  # noqa: E402
+from .maximal import MaximalModel  # noqa: E402
 from .simulation import simulate, Trajectory  # noqa: E402
 from . import comparison  # noqa: E402
 from .comparison import compare  # noqa: E402
@@ -32,4 +33,4 @@ def data_path(name=""):
 
 __all__ = ["joints", "spatial", "SE3", "Inertia", "InertiaWarning", "Model", "load_urdf", "load_mjcf",
            "LoopClosureSpec", "ModelFileError", "ModelFileWarning", "LoopClosure", "CustomConstraint", "JointCoupler",
-           "ConstrainedModel", "AssemblyError", "mechanisms", "analysis", "solvers", "maximal", "data_path", "sensitivity", "controllers", "simulate", "Trajectory", "comparison", "compare", *_dyn_all]
+           "ConstrainedModel", "AssemblyError", "MaximalModel", "mechanisms", "analysis", "solvers", "maximal", "data_path", "sensitivity", "controllers", "simulate", "Trajectory", "comparison", "compare", *_dyn_all]

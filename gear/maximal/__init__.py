@@ -2,8 +2,14 @@
 closure a set of constraint rows (Ruan, "Articulated rigid body systems",
 Sec. 3).
 
-The rooms of this package:
+The rooms of this package, imports pointing down:
 
+* :mod:`gear.maximal.model` -- :class:`MaximalModel`: the formulation with
+  its own state (world poses and body twists), forward dynamics and sparse
+  system;
+* :mod:`gear.maximal.rows` -- the constraint rows of tree joints and loop
+  closures, evaluated straight from body poses and twists (position
+  residual, rows of ``J`` on the stacked twists, acceleration bias);
 * :mod:`gear.maximal.system` -- :class:`MaximalSystem`, the maximal system
   of a closed-loop model at a *joint-space* state, which the ``"maximal"``
   constraint solver (:class:`gear.solvers.MaximalSolver`) factorises to
@@ -11,5 +17,6 @@ The rooms of this package:
   :func:`from_reduced` / :func:`to_reduced`.
 """
 from .system import MaximalSystem, from_reduced, to_reduced
+from .model import MaximalModel, MaximalResult
 
-__all__ = ["from_reduced", "to_reduced", "MaximalSystem"]
+__all__ = ["MaximalModel", "MaximalResult", "from_reduced", "to_reduced", "MaximalSystem"]

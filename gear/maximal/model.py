@@ -1,0 +1,566 @@
+"""``MaximalModel``: maximal coordinates as a formulation with its own state
+(Ruan, "Articulated rigid body systems", Sec. 3).
+
+Every body is a free rigid body with world pose ``T_i`` and body twist
+``V_i = (w, v)``; every tree joint and every loop closure is a set of
+rows of ``J`` (:mod:`gear.maximal.rows`).  The equations of motion are
+
+    ``M dV = f + J^T lam``,  ``J dV + b = 0``
+
+with ``M`` block-diagonal (the body inertias, Kim eq. 22), ``f`` the
+bias, gravity, external and joint forces, and ``b`` the rows' bias.  They
+are solved through the Schur complement ``K = J M^{-1} J^T``, sparse
+(every row touches two bodies), by sparse Cholesky.  Compliant rows
+(``stiffness=``, ``damping=``) replace ``lam`` by a spring and damper on
+the row, ``lam = -k g - c dg/dt`` (Ruan, eq. 13 with a position term).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import joints as JT
+from ..spatial.stacks import dad_rows, inverse_rows
+from . import rows as R
+
+__all__ = ["MaximalModel", "MaximalResult"]
+
+
+class MaximalResult:
+    """Result of :meth:`MaximalModel.forward_dynamics`.
+
+    Attributes
+    ----------
+    dV : ndarray, shape (nb, 6) or (N, nb, 6)
+        Time derivative of every body twist (body coordinates).
+    lam : ndarray, shape (nrows,) or (N, nrows)
+        Row forces (multipliers of hard rows; the spring-damper force of
+        compliant rows).
+    residual : float or ndarray (N,)
+        ``max |J dV + b|`` over the hard rows (zero for compliant ones).
+    """
+
+    def __init__(self, dV, lam, residual):
+        self.dV, self.lam, self.residual = dV, lam, residual
+
+    def __repr__(self):
+        return f"MaximalResult(dV shape={self.dV.shape}, residual={np.max(self.residual):.2e})"
+
+
+def _solver(K):
+    """A solve with the sparse symmetric positive semidefinite ``K``:
+    Cholesky of ``K + delta I`` (CHOLMOD when scikit-sparse is installed,
+    else SciPy's LU), ``delta`` = 1e-12 of ``K``'s largest diagonal, then
+    iterative refinement on ``K`` itself, so that redundant rows (a
+    singular ``K``) get a consistent answer."""
+    import scipy.sparse as sp
+
+    n = K.shape[0]
+    dmax = float(K.diagonal().max()) if n else 1.0
+    delta = 1e-12 * max(dmax, 1e-300)
+    Kr = (K + delta * sp.identity(n, format="csc")).tocsc()
+    try:
+        from sksparse.cholmod import cholesky
+
+        f = cholesky(Kr)
+        base = f.solve_A
+    except ImportError:
+        from scipy.sparse.linalg import splu
+
+        lu = splu(Kr)
+        base = lu.solve
+
+    def solve(r):
+        x = base(r)
+        for _ in range(4):
+            res = r - K @ x
+            if np.abs(res).max(initial=0.0) <= 1e-14 * max(1.0, np.abs(r).max(initial=0.0)):
+                break
+            x = x + base(res)
+        return x
+    return solve
+
+
+class MaximalModel:
+    """A model in maximal coordinates: every body free, joints and loops as
+    rows.
+
+    Parameters
+    ----------
+    model_or_sys : gear.Model or gear.ConstrainedModel
+        The bodies, joints and (for a constrained model) loop closures.
+        Closures must be :class:`gear.LoopClosure` objects; rows in joint
+        space (couplers, custom constraints) have no maximal form.  Every
+        body needs positive mass and inertia.
+    stiffness, damping : float or array_like (nrows,), optional
+        Make the rows compliant: ``lam = -stiffness * g - damping * dg/dt``
+        (N/m or N·m/rad, and N·s/m).  ``None`` (default): hard rows.  Both
+        are given together, or ``damping`` alone is 0.
+
+    Attributes
+    ----------
+    model : gear.Model
+    nbodies, nrows : int
+    row_names : list of str
+        ``"joint:NAME"`` or ``"loop:NAME"`` per row, joints first.
+
+    Examples
+    --------
+    >>> import numpy as np, gear
+    >>> sys, q0 = gear.mechanisms.four_bar()
+    >>> mx = gear.MaximalModel(sys)
+    >>> mx.nbodies, mx.nrows
+    (3, 18)
+    >>> poses, twists = mx.state(q0, np.zeros(3))
+    >>> float(np.abs(mx.joint_residual(poses)).max()) < 1e-12
+    True
+    """
+
+    def __init__(self, model_or_sys, stiffness=None, damping=None):
+        from ..algorithms.dynamics import SingularInertiaError, _body_inertia_matrices
+        from ..constraints import ConstrainedModel, LoopClosure
+        from ..model import Model
+
+        if isinstance(model_or_sys, ConstrainedModel):
+            sys = model_or_sys
+        elif isinstance(model_or_sys, Model):
+            sys = ConstrainedModel(model_or_sys, []) if getattr(model_or_sys, "loop_closures", None) is None \
+                else ConstrainedModel(model_or_sys)
+        else:
+            raise TypeError(f"model_or_sys must be a gear.Model or gear.ConstrainedModel, "
+                            f"got {type(model_or_sys).__name__}")
+        model = sys.model
+        for k, c in enumerate(sys.constraints):
+            if not isinstance(c, LoopClosure):
+                label = f" {c.name!r}" if getattr(c, "name", None) else ""
+                raise ValueError(f"constraints[{k}]{label} ({type(c).__name__}) is a row in joint space and has no "
+                                 "maximal-coordinate form; MaximalModel takes gear.LoopClosure constraints only")
+        I6 = _body_inertia_matrices(model)
+        for i in range(model.nbodies):
+            if np.linalg.eigvalsh(0.5 * (I6[i] + I6[i].T)).min() <= 1e-12 * max(1.0, np.abs(I6[i]).max()):
+                raise SingularInertiaError(
+                    f"body {model.body_names[i]!r} has a singular spatial inertia; in maximal coordinates "
+                    "every body is free and needs positive mass and rotational inertia; give it some")
+        self.sys, self.model = sys, model
+        self.nbodies = nb = model.nbodies
+        self.I6 = I6
+        self.Minv = np.linalg.inv(I6)
+        table = R.RowTable()
+        for i in range(nb):
+            R.joint_rows(table, model, i)
+        self.njoint_rows = len(table._rows)
+        from ..constraints.closures import _ROWS
+
+        for k, c in enumerate(sys.constraints):
+            ia, ib = sys._bodies[k]
+            name = c.name or f"constraint{k}"
+            length = sys._lengths.get(k, 0.0) if c.kind == "distance" else 0.0
+            for typ, a, b in _ROWS[c.kind]:
+                table.add(f"loop:{name}", typ, ia, ib, c.placement_a.R, c.placement_a.p,
+                          c.placement_b.R, c.placement_b.p, a, 0 if b is None else b,
+                          length if typ == "dist" else 0.0)
+        self.rows = table.freeze()
+        self.nrows = table.m
+        self.row_names = list(table.owner)
+        self.stiffness = self._per_row("stiffness", stiffness)
+        self.damping = self._per_row("damping", damping)
+        if self.stiffness is None and self.damping is not None:
+            raise ValueError("damping= needs stiffness= (compliant rows); hard rows take neither")
+        if self.stiffness is not None and self.damping is None:
+            self.damping = np.zeros(self.nrows)
+        self._parents = np.array(model.parents)
+        self._S = [self._motion_basis(i) for i in range(nb)]
+
+    def _per_row(self, name, value):
+        if value is None:
+            return None
+        v = np.asarray(value, dtype=float)
+        if v.ndim == 0:
+            v = np.full(self.nrows, float(v))
+        if v.shape != (self.nrows,):
+            raise ValueError(f"{name} must be a number or one value per row, shape ({self.nrows},), got "
+                             f"shape {v.shape}")
+        if not np.isfinite(v).all() or (v < 0).any() or (name == "stiffness" and (v <= 0).any()):
+            raise ValueError(f"{name} must be finite and {'positive' if name == 'stiffness' else 'non-negative'}")
+        return v
+
+    @property
+    def compliant(self):
+        """True when the rows are springs and dampers (``stiffness=``)."""
+        return self.stiffness is not None
+
+    def __repr__(self):
+        return (f"MaximalModel({self.nbodies} bodies, {self.nrows} rows"
+                + (", compliant" if self.compliant else "") + ")")
+
+    # -- joint motion subspaces from relative poses --------------------------
+    def _motion_basis(self, i):
+        """``S_i`` (6, nv_i) in the child's coordinates as a function of the
+        joint's relative rotation ``R_Y`` (constant for every kind but the
+        universal and planar joints)."""
+        j = self.model.joints[i]
+        k = j.kind
+        z = np.zeros(3)
+        if k == JT.REVOLUTE:
+            return lambda RY: np.concatenate([j.axis, z])[None, :, None]
+        if k == JT.PRISMATIC:
+            return lambda RY: np.concatenate([z, j.axis])[None, :, None]
+        if k == JT.HELICAL:
+            return lambda RY: np.concatenate([j.axis, j.pitch * j.axis])[None, :, None]
+        if k == JT.CYLINDRICAL:
+            S = np.zeros((6, 2))
+            S[:3, 0], S[3:, 1] = j.axis, j.axis
+            return lambda RY: S[None]
+        if k == JT.SPHERICAL:
+            return lambda RY: np.eye(6)[:, :3][None]
+        if k == JT.FREE:
+            return lambda RY: np.eye(6)[None]
+        if k == JT.UNIVERSAL:
+            def S_univ(RY):
+                out = np.zeros((RY.shape[0], 6, 2))
+                out[:, :3, 0] = np.einsum("nji,j->ni", RY, j.axis1)          # R_Y^T a1
+                out[:, :3, 1] = j.axis2
+                return out
+            return S_univ
+        if k == JT.PLANAR:
+            def S_planar(RY):
+                out = np.zeros((RY.shape[0], 6, 3))
+                out[:, 3:, 0] = np.einsum("nji,j->ni", RY, j.e1)
+                out[:, 3:, 1] = np.einsum("nji,j->ni", RY, j.e2)
+                out[:, :3, 2] = j.normal
+                return out
+            return S_planar
+        return None                                                        # fixed
+
+    def _relative(self, poses):
+        """``X_i = T_p^{-1} T_i`` and ``Y_i = placement_i^{-1} X_i`` for every
+        body: (N, nb, 4, 4) each."""
+        par = self._parents
+        Tp = np.where((par >= 0)[None, :, None, None], poses[:, np.maximum(par, 0)], np.eye(4))
+        X = inverse_rows(Tp) @ poses
+        Pinv = np.array([inverse_rows(P.homogeneous()[None])[0] for P in self.model.placements])
+        return X, Pinv[None] @ X
+
+    # -- state maps -------------------------------------------------------------
+    def state(self, q, dq=None):
+        """World poses (and body twists) of a joint-space state.
+
+        Parameters
+        ----------
+        q : array_like, shape (nq,) or (N, nq)
+        dq : array_like, shape (nv,) or (N, nv), optional
+
+        Returns
+        -------
+        poses : ndarray, shape (nb, 4, 4) or (N, nb, 4, 4)
+        twists : ndarray, shape (nb, 6) or (N, nb, 6)
+            Zero when ``dq`` is None.
+        """
+        from ..algorithms import forward_kinematics
+
+        q = np.asarray(q, dtype=float)
+        if dq is None:
+            poses = forward_kinematics(self.model, q)
+            return poses, np.zeros(poses.shape[:-2] + (6,))
+        return forward_kinematics(self.model, q, dq)
+
+    def _check_poses(self, poses, twists=None, tau=None, f_ext=None):
+        """Validate and batch the inputs: (N, nb, 4, 4), (N, nb, 6) or None,
+        (N, nv) or None, (N, nb, 6) or None, and whether one state was given."""
+        nb = self.nbodies
+        P = np.asarray(poses, dtype=float)
+        single = P.ndim == 3
+        if P.shape[-3:] != (nb, 4, 4) or P.ndim not in (3, 4):
+            raise ValueError(f"poses must have shape ({nb}, 4, 4) or (N, {nb}, 4, 4), got shape {P.shape}")
+        P = P[None] if single else P
+        if not np.isfinite(P).all():
+            raise ValueError("poses contain non-finite values (NaN or inf); pass finite homogeneous transforms")
+        Rm = P[..., :3, :3]
+        err = np.abs(np.swapaxes(Rm, -1, -2) @ Rm - np.eye(3)).max(initial=0.0)
+        det = np.linalg.det(Rm) if Rm.size else np.ones(1)
+        if err > 1e-6 or (det < 0).any() or np.abs(P[..., 3, :] - [0, 0, 0, 1]).max(initial=0.0) > 1e-12:
+            raise ValueError(f"poses must be rigid transforms: rotation blocks orthonormal with determinant "
+                             f"+1 (largest |R^T R - I| is {err:.2e}) and last row (0, 0, 0, 1)")
+        N = P.shape[0]
+
+        def batch(name, x, shape):
+            if x is None:
+                return None
+            a = np.asarray(x, dtype=float)
+            if a.shape == shape:
+                a = np.broadcast_to(a, (N,) + shape)
+            elif a.shape != (N,) + shape:
+                raise ValueError(f"{name} must have shape {shape} or ({N}, {', '.join(map(str, shape))}), "
+                                 f"got shape {a.shape}")
+            if not np.isfinite(a).all():
+                raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+            return np.ascontiguousarray(a)
+        return (np.ascontiguousarray(P), batch("twists", twists, (nb, 6)),
+                batch("tau", tau, (self.model.nv,)), batch("f_ext", f_ext, (nb, 6)), single)
+
+    def to_reduced(self, poses, twists=None):
+        """The nearest joint coordinates of a maximal state (least squares
+        per joint; never raises on violated joints).
+
+        Each joint's coordinates are fitted to the relative pose of its
+        body (the rotation's nearest rotation about the joint's axes, in
+        the Frobenius norm; translations projected on the joint's
+        directions), and its rates to the relative twist (least squares on
+        the joint's motion subspace).
+
+        Parameters
+        ----------
+        poses : array_like, shape (nb, 4, 4) or (N, nb, 4, 4)
+        twists : array_like, shape (nb, 6) or (N, nb, 6), optional
+
+        Returns
+        -------
+        q : ndarray, shape (nq,) or (N, nq)
+        dq : ndarray, shape (nv,) or (N, nv)
+            Only when ``twists`` is given.
+        """
+        from ..spatial import rot_to_quat
+
+        P, V, _, _, single = self._check_poses(poses, twists)
+        m = self.model
+        N = P.shape[0]
+        X, Y = self._relative(P)
+        q = np.empty((N, m.nq))
+        for i, j in enumerate(m.joints):
+            a = m._iq[i]
+            RY, pY = Y[:, i, :3, :3], Y[:, i, :3, 3]
+            k = j.kind
+            if k in (JT.REVOLUTE, JT.HELICAL, JT.CYLINDRICAL):
+                th = _angle_about(RY, j.axis)
+                if k == JT.HELICAL and j.pitch != 0.0:
+                    s = pY @ j.axis / j.pitch
+                    th = th + 2.0 * np.pi * np.round((s - th) / (2.0 * np.pi))
+                q[:, a] = th
+                if k == JT.CYLINDRICAL:
+                    q[:, a + 1] = pY @ j.axis
+            elif k == JT.PRISMATIC:
+                q[:, a] = pY @ j.axis
+            elif k == JT.UNIVERSAL:
+                a1, a2 = j.axis1, j.axis2
+                Ra2 = RY @ a2
+                perp = a2 - a1 * (a1 @ a2)
+                q1 = np.arctan2(np.einsum("ni,i->n", np.cross(perp, Ra2), a1), Ra2 @ perp)
+                from ..spatial.stacks import exp_so3_rows
+
+                R1 = exp_so3_rows(np.outer(q1, a1))
+                q[:, a] = q1
+                q[:, a + 1] = _angle_about(np.swapaxes(R1, -1, -2) @ RY, a2)
+            elif k == JT.PLANAR:
+                q[:, a] = pY @ j.e1
+                q[:, a + 1] = pY @ j.e2
+                q[:, a + 2] = _angle_about(RY, j.normal)
+            elif k == JT.SPHERICAL:
+                q[:, a:a + 4] = _nearest_quat(RY, rot_to_quat)
+            elif k == JT.FREE:
+                q[:, a:a + 3] = pY
+                q[:, a + 3:a + 7] = _nearest_quat(RY, rot_to_quat)
+        if V is None:
+            return q[0] if single else q
+        # relative twists eta_i = V_i - Ad_{X^-1} V_p, then dq_i = S_i^+ eta_i
+        eta = V - self._ad_inv_parent(X, V)
+        dq = np.empty((N, m.nv))
+        for i, j in enumerate(m.joints):
+            if j.nv:
+                S = np.broadcast_to(self._S[i](Y[:, i, :3, :3]), (N, 6, j.nv))
+                dq[:, m._iv[i]:m._iv[i] + j.nv] = np.einsum("nij,nj->ni", np.linalg.pinv(S), eta[:, i])
+        return (q[0], dq[0]) if single else (q, dq)
+
+    def _ad_inv_parent(self, X, V):
+        """``Ad_{X_i^{-1}} V_p`` per body (zero for roots): (N, nb, 6)."""
+        par = self._parents
+        Vp = np.where((par >= 0)[None, :, None], V[:, np.maximum(par, 0)], 0.0)
+        return _ad_inv_apply(X, Vp)
+
+    def joint_residual(self, poses):
+        """Position violation of every row: zero when every joint and loop
+        holds (metres for point rows, the sine of the angle for axis rows).
+
+        Parameters
+        ----------
+        poses : array_like, shape (nb, 4, 4) or (N, nb, 4, 4)
+
+        Returns
+        -------
+        ndarray, shape (nrows,) or (N, nrows)
+        """
+        P, _, _, _, single = self._check_poses(poses)
+        g = R.evaluate(self.rows, P)["g"]
+        return g[0] if single else g
+
+    # -- dynamics ------------------------------------------------------------------
+    def _forces(self, P, V, tau, f_ext):
+        """Body forces ``f`` (N, nb, 6): ``ad*_V (I V)``, gravity, external
+        wrenches and the joint forces as equal and opposite wrenches."""
+        I6 = self.I6
+        IV = np.einsum("bij,nbj->nbi", I6, V)
+        a_g = np.zeros(V.shape)
+        a_g[..., 3:] = np.einsum("nbji,j->nbi", P[..., :3, :3], self.model.gravity)       # R^T g
+        f = dad_rows(V, IV) + np.einsum("bij,nbj->nbi", I6, a_g)
+        if f_ext is not None:
+            f = f + f_ext
+        if tau is not None and self.model.nv:
+            X, Y = self._relative(P)
+            m = self.model
+            for i, j in enumerate(m.joints):
+                if not j.nv:
+                    continue
+                S = np.broadcast_to(self._S[i](Y[:, i, :3, :3]), (P.shape[0], 6, j.nv))
+                t = tau[:, m._iv[i]:m._iv[i] + j.nv]
+                # w = S (S^T S)^{-1} tau on the child (S^T w = tau), -Ad*_{X^-1} w on the parent
+                w = np.einsum("nij,nj->ni", S, np.linalg.solve(np.swapaxes(S, 1, 2) @ S, t[..., None])[..., 0])
+                f[:, i] += w
+                p = m.parents[i]
+                if p >= 0:
+                    f[:, p] -= _ad_inv_T_apply(X[:, i], w)
+        return f
+
+    def _J(self, ev, n):
+        """``J`` of state ``n`` as CSR (nrows, 6 nb)."""
+        import scipy.sparse as sp
+
+        t = self.rows
+        rows, cols, vals = [], [], []
+        for side, body in (("Fa", t.ia), ("Fb", t.ib)):
+            on = np.flatnonzero(body >= 0)
+            rows.append(np.repeat(on, 6))
+            cols.append((6 * body[on][:, None] + np.arange(6)).ravel())
+            vals.append(ev[side][n, on].ravel())
+        return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                             shape=(self.nrows, 6 * self.nbodies))
+
+    def _Minv_sparse(self):
+        import scipy.sparse as sp
+
+        if not hasattr(self, "_Minv_sp"):
+            self._Minv_sp = sp.block_diag(list(self.Minv), format="csr") if self.nbodies else sp.csr_matrix((0, 0))
+            self._M_sp = sp.block_diag(list(self.I6), format="csr") if self.nbodies else sp.csr_matrix((0, 0))
+        return self._Minv_sp
+
+    def forward_dynamics(self, poses, twists, tau=None, f_ext=None):
+        """Body accelerations and row forces straight from poses and twists.
+
+        Parameters
+        ----------
+        poses : array_like, shape (nb, 4, 4) or (N, nb, 4, 4)
+        twists : array_like, shape (nb, 6) or (N, nb, 6)
+        tau : array_like, shape (nv,) or (N, nv), optional
+            Joint forces, applied as equal and opposite wrenches on each
+            joint's two bodies.
+        f_ext : array_like, shape (nb, 6) or (N, nb, 6), optional
+            External wrenches in body coordinates.
+
+        Returns
+        -------
+        MaximalResult
+            ``.dV``, ``.lam``, ``.residual``.
+        """
+        if twists is None:
+            raise TypeError("twists are required (body twists, shape (nb, 6)); pass zeros for a state at rest")
+        P, V, tau, f_ext, single = self._check_poses(poses, twists, tau, f_ext)
+        dV, lam, res = self._accel(P, V, tau, f_ext)
+        if single:
+            return MaximalResult(dV[0], lam[0], float(res[0]))
+        return MaximalResult(dV, lam, res)
+
+    def _accel(self, P, V, tau, f_ext):
+        """(dV, lam, residual) for a batch (trusted inputs)."""
+        N, nb = P.shape[0], self.nbodies
+        f = self._forces(P, V, tau, f_ext)
+        ev = R.evaluate(self.rows, P, V)
+        Minv = self._Minv_sparse()
+        dV = np.empty((N, nb, 6))
+        lam = np.empty((N, self.nrows))
+        res = np.zeros(N)
+        for n in range(N):
+            J = self._J(ev, n)
+            fn = f[n].ravel()
+            if self.compliant:
+                gd = J @ V[n].ravel()
+                lam[n] = -self.stiffness * ev["g"][n] - self.damping * gd
+                dV[n] = (Minv @ (fn + J.T @ lam[n])).reshape(nb, 6)
+                continue
+            if self.nrows == 0:
+                dV[n] = (Minv @ fn).reshape(nb, 6)
+                lam[n] = 0.0
+                continue
+            K = (J @ Minv @ J.T).tocsc()
+            rhs = -ev["bias"][n] - J @ (Minv @ fn)
+            lam[n] = _solver(K)(rhs)
+            a = Minv @ (fn + J.T @ lam[n])
+            dV[n] = a.reshape(nb, 6)
+            res[n] = float(np.abs(J @ a + ev["bias"][n]).max(initial=0.0))
+        return dV, lam, res
+
+    def system(self, poses, twists=None, tau=None, f_ext=None):
+        """The maximal system at one state, for inspection and teaching.
+
+        Parameters
+        ----------
+        poses : array_like, shape (nb, 4, 4)
+        twists, tau, f_ext : array_like, optional
+            As for :meth:`forward_dynamics` (default zero).
+
+        Returns
+        -------
+        dict
+            ``M`` (6 nb, 6 nb) block-diagonal body inertias and ``J``
+            (nrows, 6 nb) as ``scipy.sparse`` CSR; ``f`` (6 nb,) the body
+            forces; ``bias`` (nrows,) with ``J dV + bias = 0``; ``g``
+            (nrows,) the position residual; ``KKT`` the saddle-point matrix
+            ``[[M, J^T], [J, 0]]`` (CSC), whose solution ``[dV; -lam]``
+            has right-hand side ``[f; -bias]``.
+        """
+        import scipy.sparse as sp
+
+        P, V, tau, f_ext, single = self._check_poses(poses, twists if twists is not None
+                                                     else np.zeros((self.nbodies, 6)), tau, f_ext)
+        if not single:
+            raise ValueError("system() takes one state: poses of shape (nb, 4, 4)")
+        ev = R.evaluate(self.rows, P, V)
+        J = self._J(ev, 0)
+        self._Minv_sparse()
+        KKT = sp.bmat([[self._M_sp, J.T], [J, None]], format="csc")
+        return dict(M=self._M_sp, J=J, f=self._forces(P, V, tau, f_ext)[0].ravel(), bias=ev["bias"][0],
+                    g=ev["g"][0], KKT=KKT)
+
+
+# ---------------------------------------------------------------------------
+def _angle_about(R, a):
+    """Angle of the rotation about unit ``a`` nearest to each ``R`` (N, 3, 3)
+    in the Frobenius norm: ``atan2(a . vee(R - R^T), tr R - a^T R a)``."""
+    vee = np.stack([R[:, 2, 1] - R[:, 1, 2], R[:, 0, 2] - R[:, 2, 0], R[:, 1, 0] - R[:, 0, 1]], axis=1)
+    return np.arctan2(vee @ a, np.trace(R, axis1=1, axis2=2) - np.einsum("i,nij,j->n", a, R, a))
+
+
+def _nearest_quat(R, rot_to_quat):
+    """Unit quaternions of the rotations nearest to ``R`` (N, 3, 3) (polar
+    factor), with ``w >= 0``."""
+    U, _, Vt = np.linalg.svd(R)
+    D = np.ones((R.shape[0], 3))
+    D[:, 2] = np.sign(np.linalg.det(U @ Vt))
+    Rn = U @ (D[:, :, None] * Vt)
+    q = np.array([rot_to_quat(r) for r in Rn])
+    return np.where(q[:, :1] < 0, -q, q)
+
+
+def _ad_inv_apply(X, V):
+    """``Ad_{X^{-1}} V`` for (N, nb, 4, 4) transforms and (N, nb, 6) twists:
+    ``(R^T w, R^T (v - p x w))``."""
+    Rm, p = X[..., :3, :3], X[..., :3, 3]
+    w, v = V[..., :3], V[..., 3:]
+    Rt_w = np.einsum("...ji,...j->...i", Rm, w)
+    Rt_v = np.einsum("...ji,...j->...i", Rm, v - np.cross(p, w))
+    return np.concatenate([Rt_w, Rt_v], axis=-1)
+
+
+def _ad_inv_T_apply(X, F):
+    """``Ad_{X^{-1}}^T F``: a wrench on the child frame expressed on the
+    parent frame, for (N, 4, 4) and (N, 6): ``(R m + p x R f, R f)``."""
+    Rm, p = X[..., :3, :3], X[..., :3, 3]
+    Rm_m = np.einsum("...ij,...j->...i", Rm, F[..., :3])
+    Rf = np.einsum("...ij,...j->...i", Rm, F[..., 3:])
+    return np.concatenate([Rm_m + np.cross(p, Rf), Rf], axis=-1)
