@@ -395,3 +395,28 @@ def test_the_dashboard_link_is_printed_when_there_is_one(capsys):
         assert capsys.readouterr().err == ""
     finally:
         srv.shutdown()
+
+
+def test_a_task_of_a_replaced_store_writes_nothing(tmp_path, monkeypatch):
+    """A chunk's task left running by a killed client must not write into
+    a store that was replaced (mode='w') by another campaign meanwhile."""
+    from gear.simulation import rollout
+
+    camps = []
+    real = rollout.run_campaign
+    monkeypatch.setattr(rollout, "run_campaign", lambda camp, *a: camps.append(camp) or real(camp, *a))
+    arm, q0, dq0 = _arm_batch(4)
+    path = str(tmp_path / "s.zarr")
+    gear.simulate(arm, q0, dq0, 0.02, 1e-3, out=path, chunks=2)
+    old = camps[-1]
+    gear.simulate(arm, q0, dq0, 0.03, 1e-3, out=path, chunks=2, mode="w")
+    g = zarr.open_group(path, mode="r+")
+    g["done"][0] = 0
+    before = {k: g[k][...].copy() for k in ("q", "dq", "attempts", "done")}
+    from gear.simulation.integrators import _System
+
+    S = _System(arm, None, None, 4, False, None, (0.0, 0.0))
+    with pytest.raises(RuntimeError, match="replaced by another campaign"):
+        rollout.run_chunk(arm, q0[:2], dq0[:2], S.tau, S.f_ext, old, 0)
+    for k, v in before.items():
+        assert np.array_equal(g[k][...], v), k

@@ -362,6 +362,11 @@ def test_dask_run_equals_the_local_run(tmp_path):
         assert np.array_equal(getattr(stored, k)[...], getattr(local, k)), k
     assert remote.stats["chunks"] == 4 and remote.stats["workers"] == 2
     assert remote.stats["overhead_per_chunk"] >= 0.0
+    assert (remote.stats["chunks_run"], remote.stats["chunks_skipped"], remote.stats["chunks_retried"]) == (4, 0, 0)
+    # with out= the workers wrote the store: its arrays are returned, and it was
+    # split along the batch into Zarr chunks of the campaign's chunks
+    assert stored.stats["chunks_run"] == stored.stats["chunks"] and stored.q.chunks[0] * stored.stats["chunks"] >= 5
+    assert remote.stats["evaluations"] == local.stats["evaluations"] == stored.stats["evaluations"]
 
 
 def test_docs_simulation_doctest():

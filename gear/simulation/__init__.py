@@ -33,6 +33,19 @@ null space of ``A``.  ``"baumgarte"`` instead adds
 ``2 alpha A dq + beta^2 g`` to the acceleration-level constraint (Baumgarte
 1972), with default gains ``alpha = beta = 1 / (5 dt)`` (critically damped,
 five steps).
+
+The package's parts, each importing only those listed before it:
+
+* :mod:`gear.simulation.integrators`: the right-hand side of a batch and
+  one step of each integrator, and the projection;
+* :mod:`gear.simulation.recorder`: :class:`Trajectory`,
+  :func:`model_hash`, the recorder, and a campaign store's layout,
+  identity (what ``resume=True`` compares) and completion markers;
+* :mod:`gear.simulation.rollout`: the loop driver (native or Python) and a
+  campaign's chunks run in this process;
+* :mod:`gear.simulation.cluster`: a campaign's chunks as Dask tasks;
+* this module: :func:`simulate`, which checks its arguments and hands the
+  run to one of them.
 """
 from __future__ import annotations
 

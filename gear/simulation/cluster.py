@@ -258,7 +258,7 @@ def run_gathered(client, target, S, q, v, t_final, dt, chunks, progress, options
                  chunks_retried=retried, workers=nworkers, chunk_wall_times=chunk_walls,
                  overhead_per_chunk=max(0.0, wall - sum(chunk_walls) / slots) / len(parts),
                  state_steps_per_s=stats["steps"] * N / max(wall, 1e-12),
-                 evaluations=None if any(e is None for e in ev) else sum(ev),
+                 evaluations=None if any(e is None for e in ev) else max(ev),        # per state
                  native=all(r[5]["native"] for r in results))
     if "max_residual" in stats:
         stats["max_residual"] = max(r[5]["max_residual"] for r in results)

@@ -21,7 +21,11 @@ The store of ``gear.simulate(..., out=STORE)`` (format
   ``gear_store`` marker (:mod:`gear._output`), ``campaign`` (the identity
   that ``resume=True`` compares, see :func:`campaign_identity`; written
   last when the store is created, so a store without it was interrupted
-  while being laid out) and, after each run, ``stats``.
+  while being laid out), ``campaign_id`` (random, given when the store is
+  laid out: a chunk's task writes only while the store at its path still
+  has its id, so a task left running by a killed client never writes
+  into a store since replaced with ``mode="w"``) and, after each run,
+  ``stats``.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ import hashlib
 import json
 import math
 import pickle
+import uuid
 
 import numpy as np
 
@@ -105,11 +110,12 @@ class _Recorder:
     In memory (``root`` None) the frames fill (N, T, width) arrays.  With a
     store's group ``root`` they fill rows ``rows = (a, b)`` of its arrays,
     buffered ``chunk`` frames at a time (each flush writes whole Zarr
-    chunks of this campaign chunk, except at the edges); ``t`` is written
-    by the campaign, not here.
+    chunks of this campaign chunk, except at the edges), calling ``guard()``
+    (if given) before each write; ``t`` is written by the campaign, not
+    here.
     """
 
-    def __init__(self, S, T, nc, root=None, rows=None, chunk=256):
+    def __init__(self, S, T, nc, root=None, rows=None, chunk=256, guard=None):
         self.S, self.T = S, T
         N = S.N
         widths = frame_widths(S, nc)
@@ -119,7 +125,7 @@ class _Recorder:
             self.arrays = {k: np.empty((N, T, w)) for k, w in widths.items()}
             self.t = np.empty(T)
             return
-        self.rows = rows
+        self.rows, self.guard = rows, guard
         self.za = {k: root[k] for k in widths}
         self.chunk = int(chunk)
         self.buf = {k: np.empty((N, self.chunk, w)) for k, w in widths.items()}
@@ -143,6 +149,8 @@ class _Recorder:
         """Write the buffered frames to the store (a no-op in memory)."""
         if self.buf is None or self.nbuf == 0:
             return
+        if self.guard is not None:
+            self.guard()
         a, b = self.k - self.nbuf, self.k
         r0, r1 = self.rows
         for key, arr in self.za.items():
@@ -310,8 +318,20 @@ def create_store(out, meta, identity, widths, N, T, single, rows, n_chunks, fram
     root.create_array("chunk_stats", shape=(n_chunks, 4), chunks=(1, 4), dtype="f8",
                       fill_value=float("nan"), compressors=None)
     zt[:] = t
-    root.attrs["campaign"] = identity
+    root.attrs.update({"campaign_id": uuid.uuid4().hex, "campaign": identity})
     return root
+
+
+def check_store_id(out, expected):
+    """Raise :class:`RuntimeError` unless the store at ``out`` is still the
+    one with ``campaign_id`` ``expected`` (re-read from the store: a task
+    left running by a killed client must not write into a store that was
+    since replaced with ``mode="w"``)."""
+    root = open_store(out, mode="r")
+    found = None if root is None else root.attrs.get("campaign_id")
+    if found != expected:
+        raise RuntimeError(f"the store {out!r} was replaced by another campaign while this chunk ran; "
+                           "its task stops without writing")
 
 
 def open_store(out, mode="r+"):

@@ -251,6 +251,10 @@ class Campaign:
     ----------
     out : str
         The store (an absolute local path or a URL).
+    store_id : str
+        The store's ``campaign_id`` attribute (a random id given when the
+        store is laid out): a chunk's task writes only while the store at
+        ``out`` still has it.
     N, T : int
         Rollouts and recorded frames.
     single : bool
@@ -280,7 +284,9 @@ def run_chunk(target, q, v, tau, f_ext, camp, c, bar=None):
     """Run campaign chunk ``c`` into its store, unless it is complete.
 
     Increments ``attempts[c]``, writes the chunk's rows of every array,
-    then ``chunk_stats[c]`` and, last, ``done[c] = 1``.  Runs in the
+    then ``chunk_stats[c]`` and, last, ``done[c] = 1``.  Before each write
+    of rows and before the markers it checks that the store is still this
+    campaign's (:func:`gear.simulation.recorder.check_store_id`).  Runs in the
     process that calls it: a Dask worker, or the local process.
 
     Parameters
@@ -303,23 +309,26 @@ def run_chunk(target, q, v, tau, f_ext, camp, c, bar=None):
     """
     from .._progress import progress_bar
     from .integrators import _System
-    from .recorder import _Recorder, chunk_done, open_store
+    from .recorder import _Recorder, check_store_id, chunk_done, open_store
 
     root = open_store(camp.out)
     if root is None or "done" not in root:
         raise FileNotFoundError(f"the campaign store {camp.out!r} is not readable here: put it on a file "
                                 "system every worker sees at the same path, or give a URL (s3://...)")
+    guard = (lambda: check_store_id(camp.out, camp.store_id))
+    guard()
     if chunk_done(root, c):
         return {"chunk": c, "ran": False}
     attempts = root["attempts"]
     attempts[c] = int(attempts[c]) + 1
     a, b = camp.rows_of(c)
     S = _System(target, tau, f_ext, b - a, camp.single, camp.stabilization, camp.gains, camp.prescribed)
-    rec = _Recorder(S, camp.T, camp.nc, root=root, rows=(a, b), chunk=camp.frames)
+    rec = _Recorder(S, camp.T, camp.nc, root=root, rows=(a, b), chunk=camp.frames, guard=guard)
     bar = bar if bar is not None else progress_bar(False)
     st = run(S, q, v, camp.t_final, camp.dt, camp.integrator, camp.record_every, camp.frames, camp.native,
              camp.rtol, camp.atol, rec, bar)
     rec.flush()
+    guard()
     nan = float("nan")
     root["chunk_stats"][c] = [st["wall_time"], nan if st["evaluations"] is None else float(st["evaluations"]),
                               float(st.get("max_residual", nan)), float(st["native"])]
@@ -392,10 +401,10 @@ def prepare_campaign(S, q, v, out, resume, chunks, slots, t_final, dt, integrato
                 "stabilization": str(S.stabilization), "solver": solver, "nq": m.nq, "nv": m.nv,
                 "chunks": n_chunks}
         t = np.array([t_final if k == n else k * dt for k in rec_steps])
-        create_store(out, meta, ident, widths, N, T, single, rows, n_chunks, frames, t)
-    return Campaign(out=out, N=N, T=T, single=single, rows=rows, n_chunks=n_chunks, frames=int(frames), nc=nc,
-                    integrator=integrator, t_final=t_final, dt=dt, record_every=int(record_every),
-                    stabilization=S.stabilization, gains=S.gains,
+        root = create_store(out, meta, ident, widths, N, T, single, rows, n_chunks, frames, t)
+    return Campaign(out=out, store_id=root.attrs.get("campaign_id"), N=N, T=T, single=single, rows=rows,
+                    n_chunks=n_chunks, frames=int(frames), nc=nc, integrator=integrator, t_final=t_final, dt=dt,
+                    record_every=int(record_every), stabilization=S.stabilization, gains=S.gains,
                     prescribed=None if S.prescribed is None else S.prescribed_input,
                     native=bool(native), rtol=rtol, atol=atol, steps=n)
 
@@ -434,7 +443,7 @@ def campaign_result(root, camp, summaries, before, wall, extra=None):
     a = dict(root.attrs)
     stats = {"steps": camp.steps, "wall_time": wall, "integrator": camp.integrator, "dt": camp.dt,
              "batch": camp.N, "state_steps_per_s": camp.steps * rows / max(wall, 1e-12),
-             "evaluations": None if np.isnan(ev).all() else int(np.nansum(ev)),
+             "evaluations": None if np.isnan(ev).all() else int(np.nanmax(ev)),   # per state
              "native": bool(done.all() and (cs[:, 3] == 1).all()),
              "chunks": camp.n_chunks, "chunks_run": len(ran), "chunks_skipped": skipped,
              "chunks_retried": int(((attempts - before)[ran] > 1).sum()) if ran else 0,
