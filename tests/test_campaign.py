@@ -420,3 +420,16 @@ def test_a_task_of_a_replaced_store_writes_nothing(tmp_path, monkeypatch):
         rollout.run_chunk(arm, q0[:2], dq0[:2], S.tau, S.f_ext, old, 0)
     for k, v in before.items():
         assert np.array_equal(g[k][...], v), k
+
+
+def test_a_chunk_that_blows_up_names_the_rollout_of_the_batch(tmp_path):
+    """The error of a rollout in chunk 1 names its place in the whole
+    batch; the chunk is not marked complete, the one before it is."""
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    Q = np.stack([arm.neutral()] * 4)
+    DQ = np.zeros((4, arm.nv))
+    DQ[3] = 1e200
+    path = str(tmp_path / "b.zarr")
+    with pytest.raises(FloatingPointError, match=r"rollout 3 \(of 4\)"):
+        gear.simulate(arm, Q, DQ, 0.05, 1e-3, out=path, chunks=2)
+    assert list(zarr.open_group(path, mode="r")["done"][...]) == [1, 0]

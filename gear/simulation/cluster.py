@@ -164,14 +164,16 @@ def run_campaign(client, camp, target, S, q, v, progress=None):
     return rollout.campaign_result(root, camp, summaries, before, wall, extra)
 
 
-def _run_in_memory(host_threads, target, q, v, tau, f_ext, single, stabilization, gains, prescribed, t_final,
-                   dt, options):
-    """One chunk's rollouts in the worker's memory (``run_gathered``)."""
+def _run_in_memory(host_threads, rows, target, q, v, tau, f_ext, single, stabilization, gains, prescribed,
+                   t_final, dt, options):
+    """One chunk's rollouts (``rows = (first, batch size)``) in the worker's
+    memory (``run_gathered``)."""
     from .integrators import _System
 
     _share_cores(host_threads)
     t0 = time.perf_counter()
     S = _System(target, tau, f_ext, q.shape[0], single, stabilization, gains, prescribed)
+    S.row0, S.total = rows
     n, rec_steps = rollout.steps_and_frames(t_final, dt, options["record_every"])
     rec = _Recorder(S, len(rec_steps), S.sys.nc if S.sys is not None else None)
     st = rollout.run(S, q, v, t_final, dt, options["integrator"], options["record_every"], options["chunk"],
@@ -232,7 +234,8 @@ def run_gathered(client, target, S, q, v, t_final, dt, chunks, progress, options
     wall = time.perf_counter()
     tgt = client.scatter(target, broadcast=True, hash=False)
     hosts = _host_threads(client)
-    futures = [client.submit(_run_in_memory, hosts, tgt, np.ascontiguousarray(q[p]), np.ascontiguousarray(v[p]),
+    futures = [client.submit(_run_in_memory, hosts, (int(p[0]), N), tgt, np.ascontiguousarray(q[p]),
+                             np.ascontiguousarray(v[p]),
                              rollout._chunk_input(S.tau, p[0], p[-1] + 1),
                              rollout._chunk_input(S.f_ext, p[0], p[-1] + 1), S.single, S.stabilization,
                              S.gains, S.prescribed_input, t_final, dt, options, pure=False)

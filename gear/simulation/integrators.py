@@ -36,6 +36,7 @@ class _System:
                             f"got {type(target).__name__}")
         m = self.model
         self.N, self.single = N, single
+        self.row0, self.total = 0, N        # where these rollouts sit in a campaign's batch
         self.tau = self._input("tau", tau, (m.nv,))
         self.f_ext = self._input("f_ext", f_ext, (m.nbodies, 6))
         self.stabilization = stabilization if self.sys is not None and self.sys.nc else None

@@ -93,7 +93,7 @@ def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first
     bad = np.flatnonzero(status)
     if bad.size:
         st, k = int(status[bad[0]]), int(bad[0])
-        which = "" if S.single else f" of rollout {k} (of {S.N})"
+        which = "" if S.single else f" of rollout {k + S.row0} (of {S.total})"
         span = f"between t = {k0 * dt:g} and t = {k0 * dt + (steps - 1) * dt + last_dt:g}"
         if st == -12:
             # the maximal kernel met a non-zero entry its K pattern left out:
@@ -323,6 +323,7 @@ def run_chunk(target, q, v, tau, f_ext, camp, c, bar=None):
     attempts[c] = int(attempts[c]) + 1
     a, b = camp.rows_of(c)
     S = _System(target, tau, f_ext, b - a, camp.single, camp.stabilization, camp.gains, camp.prescribed)
+    S.row0, S.total = a, camp.N                     # messages name rollouts of the whole batch
     rec = _Recorder(S, camp.T, camp.nc, root=root, rows=(a, b), chunk=camp.frames, guard=guard)
     bar = bar if bar is not None else progress_bar(False)
     st = run(S, q, v, camp.t_final, camp.dt, camp.integrator, camp.record_every, camp.frames, camp.native,
