@@ -21,6 +21,7 @@ import numpy as np
 from .. import joints as JT
 from ..spatial.stacks import dad_rows, inverse_rows
 from . import rows as R
+from .kkt import RowSystem
 
 __all__ = ["MaximalModel", "MaximalResult"]
 
@@ -44,40 +45,6 @@ class MaximalResult:
 
     def __repr__(self):
         return f"MaximalResult(dV shape={self.dV.shape}, residual={np.max(self.residual):.2e})"
-
-
-def _solver(K):
-    """A solve with the sparse symmetric positive semidefinite ``K``:
-    Cholesky of ``K + delta I`` (CHOLMOD when scikit-sparse is installed,
-    else SciPy's LU), ``delta`` = 1e-12 of ``K``'s largest diagonal, then
-    iterative refinement on ``K`` itself, so that redundant rows (a
-    singular ``K``) get a consistent answer."""
-    import scipy.sparse as sp
-
-    n = K.shape[0]
-    dmax = float(K.diagonal().max()) if n else 1.0
-    delta = 1e-12 * max(dmax, 1e-300)
-    Kr = (K + delta * sp.identity(n, format="csc")).tocsc()
-    try:
-        from sksparse.cholmod import cholesky
-
-        f = cholesky(Kr)
-        base = f.solve_A
-    except ImportError:
-        from scipy.sparse.linalg import splu
-
-        lu = splu(Kr)
-        base = lu.solve
-
-    def solve(r):
-        x = base(r)
-        for _ in range(4):
-            res = r - K @ x
-            if np.abs(res).max(initial=0.0) <= 1e-14 * max(1.0, np.abs(r).max(initial=0.0)):
-                break
-            x = x + base(res)
-        return x
-    return solve
 
 
 class MaximalModel:
@@ -388,8 +355,30 @@ class MaximalModel:
         ndarray, shape (nrows,) or (N, nrows)
         """
         P, _, _, _, single = self._check_poses(poses)
-        g = R.evaluate(self.rows, P)["g"]
+        g = R.evaluate(self.rows, P, rows=False)["g"]
         return g[0] if single else g
+
+    def energy(self, poses, twists):
+        """Kinetic plus potential energy of every state (J): ``sum_i 1/2
+        V_i^T I_i V_i - m_i g . (p_i + R_i c_i)``.
+
+        Parameters
+        ----------
+        poses : array_like, shape (nb, 4, 4) or (N, nb, 4, 4)
+        twists : array_like, shape (nb, 6) or (N, nb, 6)
+
+        Returns
+        -------
+        float or ndarray, shape (N,)
+        """
+        P, V, _, _, single = self._check_poses(poses, twists)
+        kin = 0.5 * np.einsum("nbi,bij,nbj->n", V, self.I6, V)
+        mass = self.I6[:, 3, 3]
+        mc = np.stack([self.I6[:, 2, 4], self.I6[:, 0, 5], self.I6[:, 1, 3]], axis=1)     # m c, from m [c]
+        com = P[..., :3, 3] + np.einsum("nbij,bj->nbi", P[..., :3, :3], mc / mass[:, None])
+        pot = -np.einsum("b,nbi,i->n", mass, com, self.model.gravity)
+        e = kin + pot
+        return float(e[0]) if single else e
 
     # -- dynamics ------------------------------------------------------------------
     def _forces(self, P, V, tau, f_ext):
@@ -466,33 +455,26 @@ class MaximalModel:
             return MaximalResult(dV[0], lam[0], float(res[0]))
         return MaximalResult(dV, lam, res)
 
-    def _accel(self, P, V, tau, f_ext):
-        """(dV, lam, residual) for a batch (trusted inputs)."""
+    def _accel(self, P, V, tau, f_ext, baumgarte=None):
+        """(dV, lam, residual) for a batch (trusted inputs).  ``baumgarte``
+        ``(alpha, beta)``: hard rows keep ``J dV + b = -2 alpha dg/dt -
+        beta^2 g`` instead of ``J dV + b = 0``."""
         N, nb = P.shape[0], self.nbodies
         f = self._forces(P, V, tau, f_ext)
         ev = R.evaluate(self.rows, P, V)
-        Minv = self._Minv_sparse()
-        dV = np.empty((N, nb, 6))
-        lam = np.empty((N, self.nrows))
-        res = np.zeros(N)
-        for n in range(N):
-            J = self._J(ev, n)
-            fn = f[n].ravel()
-            if self.compliant:
-                gd = J @ V[n].ravel()
-                lam[n] = -self.stiffness * ev["g"][n] - self.damping * gd
-                dV[n] = (Minv @ (fn + J.T @ lam[n])).reshape(nb, 6)
-                continue
-            if self.nrows == 0:
-                dV[n] = (Minv @ fn).reshape(nb, 6)
-                lam[n] = 0.0
-                continue
-            K = (J @ Minv @ J.T).tocsc()
-            rhs = -ev["bias"][n] - J @ (Minv @ fn)
-            lam[n] = _solver(K)(rhs)
-            a = Minv @ (fn + J.T @ lam[n])
-            dV[n] = a.reshape(nb, 6)
-            res[n] = float(np.abs(J @ a + ev["bias"][n]).max(initial=0.0))
+        Mf = np.einsum("bij,nbj->nbi", self.Minv, f)
+        if self.compliant:
+            lam = -self.stiffness * ev["g"] - self.damping * rs_J_apply(self, ev, V)
+            return Mf + _minv_jt(self, ev, lam), lam, np.zeros(N)
+        if self.nrows == 0:
+            return Mf, np.zeros((N, 0)), np.zeros(N)
+        rs = RowSystem(self, ev)
+        target = -ev["bias"]
+        if baumgarte is not None:
+            target = target - 2.0 * baumgarte[0] * rs.J_apply(V) - baumgarte[1] ** 2 * ev["g"]
+        lam = rs.solve(target - rs.J_apply(Mf))
+        dV = Mf + rs.minv_jt_apply(lam)
+        res = np.abs(rs.J_apply(dV) - target).max(axis=1, initial=0.0)
         return dV, lam, res
 
     def system(self, poses, twists=None, tau=None, f_ext=None):
@@ -529,6 +511,22 @@ class MaximalModel:
 
 
 # ---------------------------------------------------------------------------
+def rs_J_apply(mx, ev, V):
+    """``J V`` of every state without forming ``K`` (compliant rows)."""
+    Va = np.where((mx.rows.ia >= 0)[None, :, None], V[:, np.maximum(mx.rows.ia, 0)], 0.0)
+    Vb = np.where((mx.rows.ib >= 0)[None, :, None], V[:, np.maximum(mx.rows.ib, 0)], 0.0)
+    return np.einsum("nri,nri->nr", ev["Fa"], Va) + np.einsum("nri,nri->nr", ev["Fb"], Vb)
+
+
+def _minv_jt(mx, ev, lam):
+    """``M^{-1} J^T lam`` of every state without forming ``K``."""
+    F = np.zeros((lam.shape[0], mx.nbodies, 6))
+    for side, body in (("Fa", mx.rows.ia), ("Fb", mx.rows.ib)):
+        on = np.flatnonzero(body >= 0)
+        np.add.at(F, (slice(None), body[on]), ev[side][:, on] * lam[:, on, None])
+    return np.einsum("bij,nbj->nbi", mx.Minv, F)
+
+
 def _angle_about(R, a):
     """Angle of the rotation about unit ``a`` nearest to each ``R`` (N, 3, 3)
     in the Frobenius norm: ``atan2(a . vee(R - R^T), tr R - a^T R a)``."""

@@ -181,7 +181,7 @@ def _frames(poses, twists, body, R, p):
     return Rw, pw, w, v, ac, Rb
 
 
-def evaluate(table, poses, twists=None, need=("g", "J", "bias")):
+def evaluate(table, poses, twists=None, rows=True):
     """Residuals, rows and biases of every row for a batch of states.
 
     Parameters
@@ -190,6 +190,8 @@ def evaluate(table, poses, twists=None, need=("g", "J", "bias")):
     poses : ndarray, shape (N, nb, 4, 4)
     twists : ndarray, shape (N, nb, 6), optional
         Needed for the bias (zero without).
+    rows : bool
+        False: only the residual ``g`` (the other keys are left out).
 
     Returns
     -------
@@ -291,6 +293,8 @@ def evaluate(table, poses, twists=None, need=("g", "J", "bias")):
         bias[:, k] = ((np.einsum("nmi,nmi->nm", ddk, ddk) - np.einsum("nmi,nmi->nm", e, ddk) ** 2) / L
                       + np.einsum("nmi,nmi->nm", e, ddd[:, k]))
     out["g"] = g
+    if not rows:
+        return out
     out["bias"] = bias if twists is not None else np.zeros((N, m))
     # world coefficients of (w, v_origin) -> body twist coefficients:
     # w = R_b w_b, v_origin = R_b (v_b + w_b x p): F = (R^T c_w + p x R^T c_v, R^T c_v)

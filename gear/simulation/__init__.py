@@ -65,14 +65,22 @@ __all__ = ["simulate", "Trajectory", "INTEGRATORS", "model_hash"]
 def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_ext=None,
              stabilization="projection", record_every=1, progress=None, out=None, client=None,
              baumgarte_gains=None, chunk=256, native=True, prescribed=None, rtol=1e-10, atol=1e-12,
-             mode=None, chunks=None, resume=False):
+             mode=None, chunks=None, resume=False, poses0=None, twists0=None):
     """Integrate the equations of motion from ``(q0, dq0)`` to ``t_final``.
 
     Parameters
     ----------
-    model_or_sys : gear.Model or gear.ConstrainedModel
+    model_or_sys : gear.Model, gear.ConstrainedModel or gear.MaximalModel
         An open tree, or a closed-loop system (its solver computes the
-        accelerations).
+        accelerations), or a model in maximal coordinates: then the state
+        is every body's pose and twist (``q0``, ``dq0`` go through
+        :meth:`gear.MaximalModel.state`, or give ``poses0=``/``twists0=``),
+        the integrators are ``"euler"`` (Ruan, "Articulated rigid body
+        systems", eq. 12), ``"implicit"`` (compliant rows at the end of the
+        step, eq. 14), ``"rk4"`` and ``"rkmk4"`` (see
+        :mod:`gear.maximal.stepping`), ``stabilization=None`` lets the rows
+        drift, and the trajectory adds ``poses``, ``twists`` and
+        ``joint_error`` (see :mod:`gear.simulation.maximal`).
     q0 : array_like, shape (nq,) or (N, nq)
     dq0 : array_like, shape (nv,) or (N, nv)
         A single ``dq0`` is used for every state of a batch.
@@ -199,10 +207,23 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     ((101, 7), 0.1)
     """
     from ..constraints import ConstrainedModel
+    from ..maximal import MaximalModel
     from ..model import Model
 
+    if isinstance(model_or_sys, MaximalModel):
+        from .maximal import run_maximal
+
+        if out is not None or client is not None or prescribed is not None:
+            raise NotImplementedError("a MaximalModel simulates in memory and on this machine: out=, "
+                                      "client= and prescribed= take a Model or ConstrainedModel")
+        return run_maximal(model_or_sys, q0, dq0, check_scalar("t_final", t_final), check_scalar("dt", dt),
+                           integrator=integrator, tau=tau, f_ext=f_ext, stabilization=stabilization,
+                           record_every=record_every, progress=progress, baumgarte_gains=baumgarte_gains,
+                           poses0=poses0, twists0=twists0)
+    if poses0 is not None or twists0 is not None:
+        raise TypeError("poses0=/twists0= start a MaximalModel; a Model or ConstrainedModel starts from q0, dq0")
     if not isinstance(model_or_sys, (Model, ConstrainedModel)):
-        raise TypeError(f"model_or_sys must be a gear.Model or gear.ConstrainedModel, "
+        raise TypeError(f"model_or_sys must be a gear.Model, gear.ConstrainedModel or gear.MaximalModel, "
                         f"got {type(model_or_sys).__name__}")
     model = model_or_sys.model if isinstance(model_or_sys, ConstrainedModel) else model_or_sys
     if integrator not in INTEGRATORS:

@@ -12,14 +12,19 @@ import numpy as np
 __all__ = ["ad_inv_mats", "cross_rows", "dad_rows", "ad_rows", "skew_rows", "exp_so3_rows",
            "exp_se3_rows", "dexp_inv_se3_rows", "inverse_rows"]
 
-_I1, _I2 = [1, 2, 0], [2, 0, 1]
 _SMALL = 1e-6
 
 
 def cross_rows(a, b):
     """Row-wise ``a x b`` for ``(..., 3)`` stacks (``np.cross``'s axis
     handling costs more than the products at small sizes)."""
-    return a[..., _I1] * b[..., _I2] - a[..., _I2] * b[..., _I1]
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    out[..., 0] = a1 * b2 - a2 * b1
+    out[..., 1] = a2 * b0 - a0 * b2
+    out[..., 2] = a0 * b1 - a1 * b0
+    return out
 
 
 def skew_rows(w):

@@ -1,0 +1,134 @@
+"""gear.simulate on a gear.MaximalModel: every body's pose and twist as
+the state (Ruan, "Articulated rigid body systems", Sec. 3).
+
+Oracles: the reduced simulation of the same mechanism, measured orders
+of convergence, energy balance, batches against single runs, and the
+row drift each stabilisation allows."""
+import numpy as np
+import pytest
+
+import gear
+from gear import mechanisms as mech
+
+
+@pytest.fixture(scope="module")
+def four_bar():
+    sys, q0 = mech.four_bar()
+    dq0 = sys.project_velocity(q0, [3.0, 0, 0], locked=["crank"])
+    return sys, q0, dq0, gear.MaximalModel(sys)
+
+
+@pytest.mark.parametrize("integrator, order", [("euler", 1), ("rk4", 4), ("rkmk4", 4)])
+def test_orders_of_convergence(four_bar, integrator, order):
+    sys, q0, dq0, mx = four_bar
+    T = 0.25
+    ref = gear.simulate(mx, q0, dq0, T, T / 512, integrator="rkmk4", stabilization=None)
+    errs = [np.abs(gear.simulate(mx, q0, dq0, T, T / n, integrator=integrator, stabilization=None).poses[-1]
+                   - ref.poses[-1]).max() for n in (16, 32, 64)]
+    rates = np.log2(np.array(errs[:-1]) / np.array(errs[1:]))
+    assert np.all(np.abs(rates - order) < 0.3), (errs, rates)
+
+
+def test_the_same_motion_as_reduced_coordinates(four_bar):
+    sys, q0, dq0, mx = four_bar
+    red = gear.simulate(sys, q0, dq0, 0.5, 1e-3, integrator="rkmk4")
+    mxr = gear.simulate(mx, q0, dq0, 0.5, 1e-3, integrator="rkmk4")
+    assert mxr.q.shape == red.q.shape and mxr.dq.shape == red.dq.shape
+    np.testing.assert_allclose(mxr.q, red.q, atol=1e-7)
+    np.testing.assert_allclose(mxr.dq, red.dq, atol=1e-6)
+    np.testing.assert_allclose(mxr.t, red.t)
+    poses, twists = mx.state(red.q[-1], red.dq[-1])
+    np.testing.assert_allclose(mxr.poses[-1], poses, atol=1e-7)
+
+
+def test_drift_shown_bounded_and_removed(four_bar):
+    """No stabilisation: the rows drift (Euler's first-order error opens the
+    joints); Baumgarte keeps the drift bounded; projection at rounding."""
+    sys, q0, dq0, mx = four_bar
+    runs = {s: gear.simulate(mx, q0, dq0, 1.0, 1e-3, integrator="euler", stabilization=s)
+            for s in (None, "baumgarte", "projection")}
+    free = runs[None].joint_error
+    assert free[-1] > 1e-3 and free[-1] > 10 * free[len(free) // 10]       # grows
+    bg = runs["baumgarte"].joint_error
+    # bounded: it follows the configuration (each step removes beta of it)
+    # instead of accumulating
+    assert bg.max() < 0.1 * free.max() and bg[-1] < 0.01 * free[-1]
+    assert runs["projection"].joint_error.max() <= 1e-10
+    assert runs["projection"].stats["max_joint_error"] == runs["projection"].joint_error.max()
+
+
+def test_energy_is_conserved_by_rkmk4_with_projection(four_bar):
+    sys, q0, dq0, mx = four_bar
+    tr = gear.simulate(mx, q0, dq0, 1.0, 1e-3, integrator="rkmk4", stabilization="projection", record_every=10)
+    E = mx.energy(tr.poses, tr.twists)
+    assert np.abs(E - E[0]).max() < 1e-7 * abs(E[0])
+    eu = gear.simulate(mx, q0, dq0, 1.0, 1e-3, integrator="euler", stabilization="projection", record_every=10)
+    assert np.abs(mx.energy(eu.poses, eu.twists) - E[0]).max() > 1e3 * np.abs(E - E[0]).max()
+
+
+def test_batches_equal_single_runs(four_bar):
+    sys, q0, dq0, mx = four_bar
+    rng = np.random.default_rng(4)
+    dqs = np.stack([sys.project_velocity(q0, rng.standard_normal(3)) for _ in range(3)])
+    Q = np.broadcast_to(q0, (3, 3))
+    taus = rng.standard_normal((3, 3))
+    for integ in ("euler", "rkmk4"):
+        batch = gear.simulate(mx, Q, dqs, 0.05, 1e-3, integrator=integ, tau=taus)
+        assert batch.poses.shape == (3, 51, 3, 4, 4) and batch.joint_error.shape == (3, 51)
+        for n in range(3):
+            one = gear.simulate(mx, q0, dqs[n], 0.05, 1e-3, integrator=integ, tau=taus[n])
+            np.testing.assert_allclose(one.poses, batch.poses[n], atol=1e-13)
+            np.testing.assert_allclose(one.q, batch.q[n], atol=1e-12)
+
+
+def test_a_tree_in_maximal_coordinates(four_bar):
+    m = gear.load_urdf(gear.data_path("arm7.urdf"))
+    mx = gear.MaximalModel(m)
+    rng = np.random.default_rng(0)
+    q0, dq0 = m.random_configuration(rng), rng.standard_normal(m.nv)
+    red = gear.simulate(m, q0, dq0, 0.1, 1e-3, integrator="rkmk4")
+    mxr = gear.simulate(mx, q0, dq0, 0.1, 1e-3, integrator="rkmk4", stabilization="projection")
+    np.testing.assert_allclose(mxr.q, red.q, atol=1e-8)
+
+
+def test_poses0_and_twists0_start_a_run(four_bar):
+    sys, q0, dq0, mx = four_bar
+    P, V = mx.state(q0, dq0)
+    a = gear.simulate(mx, None, None, 0.02, 1e-3, integrator="euler", poses0=P, twists0=V)
+    b = gear.simulate(mx, q0, dq0, 0.02, 1e-3, integrator="euler")
+    np.testing.assert_allclose(a.poses, b.poses, atol=1e-14)
+
+
+def test_compliant_rows_converge_to_hard_ones_with_the_implicit_step(four_bar):
+    sys, q0, dq0, mx = four_bar
+    # k -> inf with c = 2 sqrt(k): ERP = h k / (h k + c) -> 1, CFM -> 0, i.e.
+    # hard rows with velocity-level Baumgarte, beta = 1
+    hard = gear.simulate(mx, q0, dq0, 0.2, 1e-3, integrator="euler", stabilization="baumgarte",
+                         baumgarte_gains=1.0)
+    errs = []
+    for k in (1e5, 1e7, 1e9):
+        soft = gear.MaximalModel(sys, stiffness=k, damping=2.0 * np.sqrt(k))
+        tr = gear.simulate(soft, q0, dq0, 0.2, 1e-3, integrator="implicit")
+        assert tr.stats["compliant"] and np.isfinite(tr.poses).all()
+        errs.append(np.abs(tr.poses[-1] - hard.poses[-1]).max())
+    assert errs[0] > errs[1] > errs[2] and errs[2] < 1e-6, errs
+    # the explicit step with the same stiff rows blows up; the implicit one does not
+    stiff = gear.MaximalModel(sys, stiffness=1e9, damping=0.0)
+    with pytest.raises(FloatingPointError, match="integrator='implicit'"):
+        gear.simulate(stiff, q0, dq0, 0.2, 1e-3, integrator="euler")
+
+
+def test_bad_arguments(four_bar):
+    sys, q0, dq0, mx = four_bar
+    with pytest.raises(ValueError, match="unknown integrator 'dop853' for a MaximalModel"):
+        gear.simulate(mx, q0, dq0, 0.1, 1e-3, integrator="dop853")
+    with pytest.raises(TypeError, match="not a callable"):
+        gear.simulate(mx, q0, dq0, 0.1, 1e-3, tau=lambda t, q, v: 0 * v)
+    with pytest.raises(NotImplementedError, match="out="):
+        gear.simulate(mx, q0, dq0, 0.1, 1e-3, out="x.zarr")
+    with pytest.raises(ValueError, match="dt and t_final must be positive"):
+        gear.simulate(mx, q0, dq0, 0.1, -1e-3)
+    with pytest.raises(TypeError, match="poses0"):
+        gear.simulate(sys, q0, dq0, 0.1, 1e-3, poses0=mx.state(q0)[0])
+    with pytest.raises(ValueError, match="tau must have shape"):
+        gear.simulate(mx, q0, dq0, 0.1, 1e-3, tau=np.zeros(5))
