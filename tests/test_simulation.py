@@ -1,5 +1,5 @@
 """gear.simulate: orders of accuracy, invariants, closed loops, batches,
-Zarr streaming and Dask (API.md, Simulation)."""
+Zarr streaming and Dask (docs/simulation.md)."""
 import os
 import warnings
 
@@ -164,7 +164,7 @@ def test_bad_input_is_named():
         gear.simulate(arm, q0[:3], dq0, 1.0, 0.01)
     with pytest.raises(ValueError, match="dq0 has 2 states but q0 has 3"):
         gear.simulate(arm, np.tile(q0, (3, 1)), np.zeros((2, arm.nv)), 1.0, 0.01)
-    with pytest.raises(TypeError, match="gear.Model or gear.ConstrainedModel"):
+    with pytest.raises(TypeError, match="gear.Model, gear.ConstrainedModel or gear.MaximalModel"):
         gear.simulate("arm", q0, dq0, 1.0, 0.01)
     with pytest.raises(ValueError, match="record_every"):
         gear.simulate(arm, q0, dq0, 1.0, 0.01, record_every=0)
