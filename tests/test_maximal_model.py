@@ -230,3 +230,12 @@ def test_rows_in_joint_space_and_massless_bodies_are_refused():
         MaximalModel(m)
     with pytest.raises(TypeError, match="gear.Model or gear.ConstrainedModel"):
         MaximalModel("four-bar")
+
+
+def test_docs_maximal_doctest():
+    import doctest
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "maximal.md"
+    res = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 5 and res.failed == 0

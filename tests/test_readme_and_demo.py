@@ -63,3 +63,12 @@ def test_docstring_examples_run():
         assert res.failed == 0, name
         total += res.attempted
     assert total > 10
+
+
+def test_docs_conventions_doctest():
+    """The conventions page's claims run as doctests."""
+    import doctest
+
+    res = doctest.testfile(str(ROOT / "docs" / "conventions.md"), module_relative=False,
+                           optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 10 and res.failed == 0
