@@ -135,7 +135,7 @@ def test_rows_and_bias_are_the_derivatives_of_the_residual(seed):
     poses, twists = mx.state(q, rng.standard_normal(m.nv))
     poses = poses @ exp_se3_rows(0.05 * rng.standard_normal((m.nbodies, 6)))     # violate every joint
     twists = twists + rng.standard_normal(twists.shape)
-    ev = R.evaluate(mx.rows, poses[None], twists[None])
+    ev = mx.evaluate(poses[None], twists[None])
     J = mx._J(ev, 0).toarray()
     d1, d2 = _fd_rows(mx, poses, twists)
     np.testing.assert_allclose(J @ twists.ravel(), d1, atol=1e-7, rtol=1e-6)
@@ -192,7 +192,7 @@ def test_compliant_rows_are_springs_and_dampers():
     poses, twists = mx.state(q, sys.project_velocity(q, [1.0, 0, 0], locked=["crank"]))
     poses = poses @ exp_se3_rows(1e-3 * np.random.default_rng(2).standard_normal((3, 6)))
     res = mx.forward_dynamics(poses, twists)
-    ev = R.evaluate(mx.rows, poses[None], twists[None])
+    ev = mx.evaluate(poses[None], twists[None])
     gd = mx._J(ev, 0) @ twists.ravel()
     np.testing.assert_allclose(res.lam, -k * ev["g"][0] - c * gd)
 
@@ -218,11 +218,43 @@ def test_bad_poses_give_one_line_errors(bad, match):
         MaximalModel(sys, damping=1.0)
 
 
+@pytest.mark.parametrize("mult, off", [(0.5, 0.1), (-2.0, 0.0)])
+def test_joint_couplers_are_rows_on_four_bodies(mult, off):
+    """URDF mimic joints and gear.JointCoupler: q_j = m q_s + o as one row on
+    the two joints' relative twists (revolute and prismatic joints)."""
+    rng = np.random.default_rng(7)
+    m = random_tree(rng, nbodies=7, kinds=["revolute", "prismatic", "helical", "revolute", "spherical",
+                                           "revolute", "prismatic"])
+    names = m.joint_names
+    sys = gear.ConstrainedModel(m, [gear.JointCoupler(names[3], names[0], mult, off),
+                                    gear.JointCoupler(names[6], names[1], mult, off),
+                                    gear.JointCoupler(names[2], names[5], mult, off)])
+    q = sys.assemble(m.random_configuration(rng))
+    dq = sys.project_velocity(q, rng.standard_normal(m.nv))
+    tau = rng.standard_normal(m.nv)
+    red = sys.forward_dynamics(q, dq, tau)
+    mx = MaximalModel(sys)
+    assert mx.row_names[-3:] == [f"coupler:{c.name}" for c in (c.coupler for c in sys.constraints)]
+    poses, twists = mx.state(q, dq)
+    assert np.abs(mx.joint_residual(poses)).max() <= 1e-10
+    res = mx.forward_dynamics(poses, twists, tau)
+    ref = _body_accels(m, q, dq, red.ddq)
+    assert np.abs(res.dV - ref).max() <= 1e-9 * max(1.0, np.abs(ref).max())
+    np.testing.assert_allclose(res.lam[-3:], red.lam, atol=1e-8 * max(1.0, np.abs(red.lam).max()))
+    # the coupler rows are the rates of the coordinates read back from the
+    # poses (central differences) wherever the joints hold, for any twists
+    twists = twists + rng.standard_normal(twists.shape)
+    ev = mx.evaluate(poses[None], twists[None])
+    d1, _ = _fd_rows(mx, poses, twists)
+    np.testing.assert_allclose(mx._J(ev, 0).toarray() @ twists.ravel(), d1, atol=1e-7, rtol=1e-6)
+
+
 def test_rows_in_joint_space_and_massless_bodies_are_refused():
     sys, q = mech.four_bar()
-    coupled = gear.ConstrainedModel(sys.model, list(sys.constraints) + [gear.JointCoupler("rocker", "crank")])
-    with pytest.raises(ValueError, match=r"constraints\[1\].*no maximal-coordinate form"):
-        MaximalModel(coupled)
+    custom = gear.ConstrainedModel(sys.model, list(sys.constraints) + [gear.CustomConstraint(
+        lambda q: np.ones((1, 3)), lambda q, dq: np.zeros(1), name="mine")])
+    with pytest.raises(ValueError, match=r"constraints\[1\] 'mine'.*no maximal-coordinate form"):
+        MaximalModel(custom)
     m = gear.Model()
     m.add_body("a", -1, gear.joints.Revolute(), None, gear.testing.random_inertia(np.random.default_rng(0)))
     m.add_body("b", "a", gear.joints.Revolute(), None, gear.Inertia(0.0))

@@ -177,3 +177,43 @@ def test_zoo_robot_with_closed_loops_on_both_kkt_routes(path):
         assert stats["rank"] == rd.stats["rank"] == int((ev > 1e-8).sum())
         assert np.abs(rd.ddq - ddq).max() < 1e-8 * scale
         assert np.abs(A @ rd.ddq + bias).max() < 1e-8 * scale
+
+
+@pytest.mark.parametrize("path", FILES, ids=IDS)
+def test_zoo_robot_in_maximal_coordinates(path):
+    """Every zoo robot as free bodies and rows (gear.MaximalModel, mimic
+    joints as couplers): its body accelerations from poses and twists equal
+    the reduced dynamics' (1e-9 relative), or it is refused with a one-line
+    error naming a body without mass or inertia (every body is free in
+    maximal coordinates)."""
+    from gear.constraints._kinematics import tree_kinematics
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            m = gear.load_urdf(path)
+        except gear.ModelFileError:
+            pytest.skip("the file does not load (test_zoo_robot_loads_and_agrees_with_pinocchio checks "
+                        "that Pinocchio rejects it too)")
+    try:
+        mx = gear.MaximalModel(m)
+    except gear.SingularInertiaError as exc:
+        assert "singular spatial inertia" in str(exc) and "\n" not in str(exc)
+        return
+    except ValueError as exc:
+        assert "no bodies" in str(exc)
+        return
+    rng = np.random.default_rng(1)
+    q, dq, tau = m.random_configuration(rng), rng.standard_normal(m.nv), rng.standard_normal(m.nv)
+    if getattr(m, "loop_closures", None):
+        sys = gear.ConstrainedModel(m)
+        q = sys.assemble(q)
+        dq = sys.project_velocity(q, dq)
+        ddq = sys.forward_dynamics(q, dq, tau).ddq
+    else:
+        ddq = gear.forward_dynamics(m, q, dq, tau)
+    _, J, _, acc = tree_kinematics(m, q, dq)
+    ref = np.einsum("bij,j->bi", J, ddq) + acc
+    poses, twists = mx.state(q, dq)
+    dV = mx.forward_dynamics(poses, twists, tau).dV
+    assert np.abs(dV - ref).max() <= 1e-9 * max(1.0, np.abs(ref).max())

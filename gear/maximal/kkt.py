@@ -59,23 +59,22 @@ class RowSystem:
     ----------
     mx : gear.MaximalModel
     ev : dict
-        :func:`gear.maximal.rows.evaluate` of the batch (``Fa``, ``Fb``).
+        :meth:`gear.MaximalModel.evaluate` of the batch (its ``slots``).
     cfm : ndarray, shape (m,), optional
         Added to ``K``'s diagonal (compliant rows, eq. 14).
     """
 
     def __init__(self, mx, ev, cfm=None):
         self.mx = mx
-        t = mx.rows
-        N = ev["Fa"].shape[0]
-        m, nb = t.m, mx.nbodies
+        N = ev["g"].shape[0]
+        m, nb = mx.nrows, mx.nbodies
         self.N, self.m, self.nb = N, m, nb
         self.dense = m <= DENSE_ROWS
         if self.dense:
             J = np.zeros((N, m, nb, 6))
-            for side, body in (("Fa", t.ia), ("Fb", t.ib)):
+            for body, F in ev["slots"]:
                 on = np.flatnonzero(body >= 0)
-                J[:, on, body[on]] += ev[side][:, on]
+                np.add.at(J, (slice(None), on, body[on]), F[:, on])
             self.J = J.reshape(N, m, 6 * nb)
             MJt = np.einsum("bij,nrbj->nbir", mx.Minv, J).reshape(N, 6 * nb, m)
             self.MJt = MJt

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import joints as JT
-from ..spatial.stacks import dad_rows, inverse_rows
+from ..spatial.stacks import ad_rows, dad_rows, inverse_rows
 from . import rows as R
 from .kkt import RowSystem
 
@@ -97,10 +97,11 @@ class MaximalModel:
                             f"got {type(model_or_sys).__name__}")
         model = sys.model
         for k, c in enumerate(sys.constraints):
-            if not isinstance(c, LoopClosure):
+            if not isinstance(c, LoopClosure) and getattr(c, "coupler", None) is None:
                 label = f" {c.name!r}" if getattr(c, "name", None) else ""
                 raise ValueError(f"constraints[{k}]{label} ({type(c).__name__}) is a row in joint space and has no "
-                                 "maximal-coordinate form; MaximalModel takes gear.LoopClosure constraints only")
+                                 "maximal-coordinate form; MaximalModel takes gear.LoopClosure and "
+                                 "gear.JointCoupler constraints only")
         I6 = _body_inertia_matrices(model)
         for i in range(model.nbodies):
             if np.linalg.eigvalsh(0.5 * (I6[i] + I6[i].T)).min() <= 1e-12 * max(1.0, np.abs(I6[i]).max()):
@@ -111,6 +112,8 @@ class MaximalModel:
         self.nbodies = nb = model.nbodies
         self.I6 = I6
         self.Minv = np.linalg.inv(I6)
+        self._parents = np.array(model.parents)
+        self._S = [self._motion_basis(i) for i in range(nb)]
         table = R.RowTable()
         for i in range(nb):
             R.joint_rows(table, model, i)
@@ -118,6 +121,8 @@ class MaximalModel:
         from ..constraints.closures import _ROWS
 
         for k, c in enumerate(sys.constraints):
+            if not isinstance(c, LoopClosure):
+                continue
             ia, ib = sys._bodies[k]
             name = c.name or f"constraint{k}"
             length = sys._lengths.get(k, 0.0) if c.kind == "distance" else 0.0
@@ -126,16 +131,17 @@ class MaximalModel:
                           c.placement_b.R, c.placement_b.p, a, 0 if b is None else b,
                           length if typ == "dist" else 0.0)
         self.rows = table.freeze()
-        self.nrows = table.m
-        self.row_names = list(table.owner)
+        self._couplers = [self._coupler(k, c.coupler) for k, c in enumerate(sys.constraints)
+                          if not isinstance(c, LoopClosure)]
+        self.nrows = table.m + len(self._couplers)
+        self.row_names = list(table.owner) + [f"coupler:{c.name}" for c in (cc.coupler for cc in sys.constraints
+                                                                          if not isinstance(cc, LoopClosure))]
         self.stiffness = self._per_row("stiffness", stiffness)
         self.damping = self._per_row("damping", damping)
         if self.stiffness is None and self.damping is not None:
             raise ValueError("damping= needs stiffness= (compliant rows); hard rows take neither")
         if self.stiffness is not None and self.damping is None:
             self.damping = np.zeros(self.nrows)
-        self._parents = np.array(model.parents)
-        self._S = [self._motion_basis(i) for i in range(nb)]
 
     def _per_row(self, name, value):
         if value is None:
@@ -158,6 +164,103 @@ class MaximalModel:
     def __repr__(self):
         return (f"MaximalModel({self.nbodies} bodies, {self.nrows} rows"
                 + (", compliant" if self.compliant else "") + ")")
+
+    # -- joint couplers ---------------------------------------------------------
+    def _coupler(self, k, c):
+        """A :class:`gear.JointCoupler` ``q_j = m q_s + o`` as one row on the
+        twists of up to four bodies: each joint's rate is ``s^T eta`` with
+        ``eta = V_i - Ad_{X^-1} V_p`` its relative twist and ``s = (a, 0)``
+        (the angle of a revolute or helical joint) or ``(0, a)`` (the
+        displacement of a prismatic one).
+        The residual is the coordinates read back from the relative poses
+        (:meth:`to_reduced`'s fit); the row is its exact rate wherever the
+        two joints hold (elsewhere, their rates along the axes)."""
+        m = self.model
+        sides = []
+        for arg, name in (("joint", c.joint), ("source", c.source)):
+            i = m.joint_index(name)
+            jt = m.joints[i]
+            if jt.kind not in (JT.REVOLUTE, JT.PRISMATIC, JT.HELICAL):
+                raise ValueError(f"constraints[{k}] ({c!r}): {arg} {name!r} is a {type(jt).__name__} joint; "
+                                 "couplers in maximal coordinates tie revolute, prismatic or helical joints")
+            # the rate of the coordinate read back from the pose: the angle
+            # of a revolute or helical joint, the displacement of a prismatic one
+            St = np.concatenate([np.zeros(3), jt.axis] if jt.kind == JT.PRISMATIC else [jt.axis, np.zeros(3)])
+            sides.append((i, jt, St))
+        return sides, c.multiplier, c.offset
+
+    def _joint_value(self, i, jt, Y):
+        """The coordinate of a one-dof joint read from its relative pose."""
+        RY, pY = Y[:, i, :3, :3], Y[:, i, :3, 3]
+        if jt.kind == JT.PRISMATIC:
+            return pY @ jt.axis
+        th = _angle_about(RY, jt.axis)
+        if jt.kind == JT.HELICAL and jt.pitch != 0.0:
+            th = th + 2.0 * np.pi * np.round((pY @ jt.axis / jt.pitch - th) / (2.0 * np.pi))
+        return th
+
+    def evaluate(self, P, V=None, rows=True):
+        """Every row of a batch of states (trusted inputs).
+
+        Parameters
+        ----------
+        P : ndarray, shape (N, nb, 4, 4)
+        V : ndarray, shape (N, nb, 6), optional
+        rows : bool
+            False: the residual only.
+
+        Returns
+        -------
+        dict
+            ``g`` (N, nrows); with ``rows``: ``bias`` (N, nrows) and
+            ``slots``, a list of ``(body (nrows,), F (N, nrows, 6))``: row
+            ``r``'s rate is ``sum F[:, r] . V[:, body[r]]`` over the slots
+            (body -1: no body).
+        """
+        ev = R.evaluate(self.rows, P, V, rows=rows)
+        if not self._couplers:
+            if rows:
+                t = self.rows
+                ev["slots"] = [(t.ia, ev.pop("Fa")), (t.ib, ev.pop("Fb"))]
+            return ev
+        N, mg = P.shape[0], self.rows.m
+        mc = len(self._couplers)
+        X, Y = self._relative(P)
+        g = np.empty((N, mc))
+        bodies = -np.ones((4, mc), dtype=int)
+        F = np.zeros((4, N, mc, 6))
+        bias = np.zeros((N, mc))
+        par = self._parents
+        for r, (sides, mult, off) in enumerate(self._couplers):
+            (ij, jj, _), (is_, js, _) = sides
+            vj, vs = self._joint_value(ij, jj, Y), self._joint_value(is_, js, Y)
+            if js.kind != JT.PRISMATIC and mult != 0.0:       # the source's turn nearest to the joint's
+                vs = vs + 2.0 * np.pi * np.round(((vj - off) / mult - vs) / (2.0 * np.pi))
+            g[:, r] = vj - mult * vs - off
+            if not rows:
+                continue
+            for slot, ((i, jt, St), coef) in enumerate(zip(sides, (1.0, -mult))):
+                bodies[2 * slot, r] = i
+                F[2 * slot, :, r] = coef * St
+                p = par[i]
+                if p >= 0:
+                    bodies[2 * slot + 1, r] = p
+                    F[2 * slot + 1, :, r] = -coef * _ad_inv_T_apply(X[:, i], np.broadcast_to(St, (N, 6)))
+                if V is not None:
+                    Vp = _ad_inv_apply(X[:, i], V[:, p]) if p >= 0 else np.zeros((N, 6))
+                    eta = V[:, i] - Vp
+                    bias[:, r] += coef * (ad_rows(eta, Vp) @ St)
+        out = {"g": np.concatenate([ev["g"], g], axis=1)}
+        if not rows:
+            return out
+        out["bias"] = np.concatenate([ev["bias"], bias], axis=1)
+        t = self.rows
+        zero = np.zeros((N, mg, 6))
+        out["slots"] = [(np.concatenate([t.ia, bodies[0]]), np.concatenate([ev["Fa"], F[0]], axis=1)),
+                        (np.concatenate([t.ib, bodies[1]]), np.concatenate([ev["Fb"], F[1]], axis=1)),
+                        (np.concatenate([-np.ones(mg, dtype=int), bodies[2]]), np.concatenate([zero, F[2]], axis=1)),
+                        (np.concatenate([-np.ones(mg, dtype=int), bodies[3]]), np.concatenate([zero, F[3]], axis=1))]
+        return out
 
     # -- joint motion subspaces from relative poses --------------------------
     def _motion_basis(self, i):
@@ -355,7 +458,7 @@ class MaximalModel:
         ndarray, shape (nrows,) or (N, nrows)
         """
         P, _, _, _, single = self._check_poses(poses)
-        g = R.evaluate(self.rows, P, rows=False)["g"]
+        g = self.evaluate(P, rows=False)["g"]
         return g[0] if single else g
 
     def energy(self, poses, twists):
@@ -407,17 +510,34 @@ class MaximalModel:
                     f[:, p] -= _ad_inv_T_apply(X[:, i], w)
         return f
 
+    def native_plan(self):
+        """The native Euler kernel's frozen arrays (:mod:`gear.maximal.native`),
+        built once; None when the model is outside what the kernel covers."""
+        if getattr(self, "_native", None) is None:
+            from .native import build
+
+            self._native = build(self)
+        return self._native[0]
+
+    def step(self, P, V, h, integrator="euler", tau=None, f_ext=None, stabilization=None, beta=None,
+             gains=None):
+        """One step of a batch (trusted inputs, as
+        :func:`gear.maximal.stepping.step`): the native kernel where it
+        covers the call (:func:`gear.maximal.native.step`), NumPy otherwise."""
+        from .native import step
+
+        return step(self, P, V, h, integrator, tau, f_ext, stabilization, beta, gains)
+
     def _J(self, ev, n):
         """``J`` of state ``n`` as CSR (nrows, 6 nb)."""
         import scipy.sparse as sp
 
-        t = self.rows
         rows, cols, vals = [], [], []
-        for side, body in (("Fa", t.ia), ("Fb", t.ib)):
+        for body, F in ev["slots"]:
             on = np.flatnonzero(body >= 0)
             rows.append(np.repeat(on, 6))
             cols.append((6 * body[on][:, None] + np.arange(6)).ravel())
-            vals.append(ev[side][n, on].ravel())
+            vals.append(F[n, on].ravel())
         return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                              shape=(self.nrows, 6 * self.nbodies))
 
@@ -461,7 +581,7 @@ class MaximalModel:
         beta^2 g`` instead of ``J dV + b = 0``."""
         N, nb = P.shape[0], self.nbodies
         f = self._forces(P, V, tau, f_ext)
-        ev = R.evaluate(self.rows, P, V)
+        ev = self.evaluate(P, V)
         Mf = np.einsum("bij,nbj->nbi", self.Minv, f)
         if self.compliant:
             lam = -self.stiffness * ev["g"] - self.damping * rs_J_apply(self, ev, V)
@@ -502,7 +622,7 @@ class MaximalModel:
                                                      else np.zeros((self.nbodies, 6)), tau, f_ext)
         if not single:
             raise ValueError("system() takes one state: poses of shape (nb, 4, 4)")
-        ev = R.evaluate(self.rows, P, V)
+        ev = self.evaluate(P, V)
         J = self._J(ev, 0)
         self._Minv_sparse()
         KKT = sp.bmat([[self._M_sp, J.T], [J, None]], format="csc")
@@ -513,17 +633,19 @@ class MaximalModel:
 # ---------------------------------------------------------------------------
 def rs_J_apply(mx, ev, V):
     """``J V`` of every state without forming ``K`` (compliant rows)."""
-    Va = np.where((mx.rows.ia >= 0)[None, :, None], V[:, np.maximum(mx.rows.ia, 0)], 0.0)
-    Vb = np.where((mx.rows.ib >= 0)[None, :, None], V[:, np.maximum(mx.rows.ib, 0)], 0.0)
-    return np.einsum("nri,nri->nr", ev["Fa"], Va) + np.einsum("nri,nri->nr", ev["Fb"], Vb)
+    out = np.zeros(ev["g"].shape)
+    for body, F in ev["slots"]:
+        Vb = np.where((body >= 0)[None, :, None], V[:, np.maximum(body, 0)], 0.0)
+        out += np.einsum("nri,nri->nr", F, Vb)
+    return out
 
 
 def _minv_jt(mx, ev, lam):
     """``M^{-1} J^T lam`` of every state without forming ``K``."""
     F = np.zeros((lam.shape[0], mx.nbodies, 6))
-    for side, body in (("Fa", mx.rows.ia), ("Fb", mx.rows.ib)):
+    for body, Fs in ev["slots"]:
         on = np.flatnonzero(body >= 0)
-        np.add.at(F, (slice(None), body[on]), ev[side][:, on] * lam[:, on, None])
+        np.add.at(F, (slice(None), body[on]), Fs[:, on] * lam[:, on, None])
     return np.einsum("bij,nbj->nbi", mx.Minv, F)
 
 

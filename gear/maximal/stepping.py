@@ -32,7 +32,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..spatial.stacks import dexp_inv_se3_rows, exp_se3_rows
-from . import rows as R
 from .kkt import RowSystem
 from .model import _minv_jt, rs_J_apply
 
@@ -50,7 +49,7 @@ def _velocity_step(mx, P, V, h, tau, f_ext, stabilization, beta, implicit):
     vfree = V + h * np.einsum("bij,nbj->nbi", mx.Minv, f)
     if mx.nrows == 0:
         return P @ exp_se3_rows(h * vfree), vfree, np.zeros((P.shape[0], 0))
-    ev = R.evaluate(mx.rows, P)
+    ev = mx.evaluate(P)
     g = ev["g"]
     if mx.compliant and not implicit:
         lam = -mx.stiffness * g - mx.damping * rs_J_apply(mx, ev, V)
@@ -176,7 +175,7 @@ def project(mx, P, V, tol=1e-12, max_iter=10):
     """
     if mx.nrows == 0 or mx.compliant:
         return P, V, 0.0
-    ev = R.evaluate(mx.rows, P)
+    ev = mx.evaluate(P)
     g = ev["g"]
     before = float(np.abs(g).max(initial=0.0))
     rs = RowSystem(mx, ev)
@@ -184,7 +183,7 @@ def project(mx, P, V, tol=1e-12, max_iter=10):
         if np.abs(g).max(initial=0.0) <= tol:
             break
         P = P @ exp_se3_rows(-rs.minv_jt_apply(rs.solve(g)))
-        g = R.evaluate(mx.rows, P, rows=False)["g"]
-    rs = RowSystem(mx, R.evaluate(mx.rows, P))
+        g = mx.evaluate(P, rows=False)["g"]
+    rs = RowSystem(mx, mx.evaluate(P))
     V = V - rs.minv_jt_apply(rs.solve(rs.J_apply(V)))
     return P, V, before
