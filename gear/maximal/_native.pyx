@@ -1,0 +1,584 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The velocity-level maximal step, natively: Ruan, "Articulated rigid body
+systems", eq. 12, on the dense route (the twin of
+``gear.maximal.stepping._velocity_step`` for hard rows and the Euler
+integrator).
+
+Per state, with every body free (pose ``T_b``, body twist ``V_b``):
+
+    f_b   = ad*_{V_b} (I_b V_b) + I_b (0, R_b^T g) + f_ext,b + joint wrenches
+    V*    = V + h M^{-1} f                          (the free step)
+    K     = J M^{-1} J^T,   K mu = r - J V*,  r = -(beta / h) g or 0
+    V+    = V* + M^{-1} J^T mu,   T+ = T exp(h V+)  (Kim eq. 15)
+
+``g`` and ``J`` come from the poses, row by row, as in
+:func:`gear.maximal.rows.evaluate` (types pos, axis, dot, dist, helix);
+every row meets at most two bodies, so ``J`` is kept as two 6-vectors a
+row (``F``, and ``G = M_b^{-1} F``) and ``K_rs`` sums ``F_r . G_s`` over
+the bodies the two rows share.  ``K`` is solved like
+:meth:`gear.maximal.kkt.RowSystem.solve`: Cholesky of ``K + delta I``
+(``delta`` = 1e-12 of ``K``'s largest ``|entry|``; redundant rows make ``K``
+singular) and up to four steps of refinement on ``K`` itself.
+
+Joint torques are equal and opposite wrenches, ``w = S (S^T S)^{-1} tau``
+on the child (``S^T w = tau``; ``S`` in the child frame, constant for most
+kinds, from the relative rotation for universal and planar joints) and
+``-Ad*_{X^{-1}} w`` on the parent (``X = T_p^{-1} T_b``, Kim eq. 8).
+
+Storage: poses in and out as NumPy's (nb, 4, 4) row-major blocks; inside,
+SE(3) as ``gear/spatial/_spatial.pxd`` (R row-major, then p).  Nothing here
+validates input: ``gear/maximal/native.py`` does.
+"""
+from cython.parallel cimport prange, parallel
+from libc.stdlib cimport malloc, free
+from libc.math cimport sqrt, sin, cos, fabs, atan2, rint, M_PI
+
+from gear.spatial._spatial cimport (cross3, matmul3, matvec3, matTvec3, se3_mul, se3_inv, dAd_inv, dad,
+                                    mat6_vec)
+from gear.algorithms._dense cimport chol_factor, chol_solve
+
+import numpy as np
+
+cdef enum:
+    POS = 0
+    AXIS = 1
+    DOT = 2
+    DIST = 3
+    HELIX = 4
+
+cdef enum:
+    ST_OK = 0
+    ST_DIST = 1          # a distance row's two points coincide
+    ST_CHOL = 2          # K + delta I not positive definite
+
+cdef double REG = 1e-12          # kkt._REG
+cdef int REFINE = 4              # kkt._REFINE
+cdef double SMALL = 1e-6         # gear.spatial.stacks._SMALL
+
+
+cdef struct PlanC:
+    int nb, m, nv
+    const double* I6        # (nb, 36) body inertias (Kim eq. 22)
+    const double* Minv      # (nb, 36) their inverses
+    const int* parent       # (nb,)
+    double gravity[3]
+    const int* ty           # rows: type, bodies of {A}, {B} (-1: world), axis indices
+    const int* ia
+    const int* ib
+    const int* ci
+    const int* cj
+    const double* RA        # (m, 9), (m, 3), (m, 9), (m, 3): the frames on their bodies
+    const double* pA
+    const double* RB
+    const double* pB
+    const double* offset    # (m,)
+    const double* pitch     # (m,)
+    const int* nvb          # (nb,) joint torques: each body's joint's dof count ...
+    const int* iv           # (nb,) ... its first velocity coordinate ...
+    const int* vary         # (nb,) ... S constant (0), universal (1) or planar (2) ...
+    const double* S         # (nb, 36) ... S (6 x nvb, column-major) where constant ...
+    const double* RPl       # (nb, 9) ... the rotation of the joint's placement ...
+    const double* axes      # (nb, 9) ... and (a1, a2, -) or (e1, e2, n) where S varies
+
+
+cdef inline int scratch_size(const PlanC* p) noexcept nogil:
+    # T, f / V*: 18 nb; F, G: 24 m; g, rhs, x, res: 4 m; K, L: 2 m^2
+    return 18 * p.nb + 28 * p.m + 2 * p.m * p.m + 8
+
+
+cdef inline void pose_in(const double* P16, double* T) noexcept nogil:
+    # NumPy's 4x4 row-major block -> (R row-major, p)
+    cdef int i, j
+    for i in range(3):
+        for j in range(3):
+            T[3 * i + j] = P16[4 * i + j]
+        T[9 + i] = P16[4 * i + 3]
+
+
+cdef inline void pose_out(const double* T, double* P16) noexcept nogil:
+    cdef int i, j
+    for i in range(3):
+        for j in range(3):
+            P16[4 * i + j] = T[3 * i + j]
+        P16[4 * i + 3] = T[9 + i]
+    P16[12] = 0.0
+    P16[13] = 0.0
+    P16[14] = 0.0
+    P16[15] = 1.0
+
+
+cdef inline void exp_se3(const double* xi, double* E) noexcept nogil:
+    """Kim eq. 15: exp((w, v)) = (I + a W + b W^2, (I + b W + c W^2) v) with
+    a = sin t / t, b = (1 - cos t) / t^2, c = (t - sin t) / t^3, t = |w|,
+    and their Taylor series below 1e-6 (as gear.spatial.stacks)."""
+    cdef double t = sqrt(xi[0] * xi[0] + xi[1] * xi[1] + xi[2] * xi[2])
+    cdef double t2 = t * t, a, b, c
+    cdef double W[9]
+    cdef double W2[9]
+    cdef double Jl[9]
+    cdef int i
+    if t < SMALL:
+        a, b, c = 1.0 - t2 / 6.0, 0.5 - t2 / 24.0, 1.0 / 6.0 - t2 / 120.0
+    else:
+        a, b, c = sin(t) / t, (1.0 - cos(t)) / t2, (t - sin(t)) / (t2 * t)
+    W[0] = 0.0; W[1] = -xi[2]; W[2] = xi[1]
+    W[3] = xi[2]; W[4] = 0.0; W[5] = -xi[0]
+    W[6] = -xi[1]; W[7] = xi[0]; W[8] = 0.0
+    matmul3(W, W, W2)
+    for i in range(9):
+        E[i] = a * W[i] + b * W2[i]
+        Jl[i] = b * W[i] + c * W2[i]
+    for i in range(3):
+        E[4 * i] += 1.0
+        Jl[4 * i] += 1.0
+    matvec3(Jl, xi + 3, E + 9)
+
+
+cdef inline double dot6(const double* a, const double* b) noexcept nogil:
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5]
+
+
+cdef inline void joint_wrench(const PlanC* p, int b, const double* X, const double* tau,
+                              double* w) noexcept nogil:
+    """w = S (S^T S)^{-1} tau on body b (S^T w = tau), S in the child frame:
+    constant, or from the joint's relative rotation R_Y = R_pl^T R_X for the
+    universal ((R_Y^T a1, 0), (a2, 0)) and planar ((0, R_Y^T e1), (0, R_Y^T
+    e2), (n, 0)) joints (MaximalModel._motion_basis)."""
+    cdef int n = p.nvb[b], i, j, k
+    cdef double S[36]
+    cdef double A[36]
+    cdef double y[6]
+    cdef double RY[9]
+    cdef const double* ax = p.axes + 9 * b
+    for k in range(6 * n):
+        S[k] = p.S[36 * b + k]
+    if p.vary[b] != 0:
+        for i in range(3):                   # R_Y = R_pl^T R_X
+            for j in range(3):
+                RY[3 * i + j] = (p.RPl[9 * b + i] * X[j] + p.RPl[9 * b + 3 + i] * X[3 + j]
+                                 + p.RPl[9 * b + 6 + i] * X[6 + j])
+        if p.vary[b] == 1:
+            matTvec3(RY, ax, S)
+        else:
+            matTvec3(RY, ax, S + 3)
+            matTvec3(RY, ax + 3, S + 9)
+    for i in range(n):
+        for j in range(n):
+            A[n * i + j] = dot6(S + 6 * i, S + 6 * j)
+        y[i] = tau[i]
+    chol_factor(A, n, 0.0)
+    chol_solve(A, n, y, 1)
+    for k in range(6):
+        w[k] = 0.0
+        for i in range(n):
+            w[k] += S[6 * i + k] * y[i]
+
+
+cdef inline void body_forces(const PlanC* p, const double* T, const double* V, const double* tau,
+                             const double* fext, double* f) noexcept nogil:
+    """f_b = ad*_V (I V) + I (0, R^T g) + f_ext (Kim eq. 29), then the joint
+    torques: w_b on the child, -Ad*_{X^{-1}} w_b on the parent (X = T_p^{-1} T_b)."""
+    cdef double IV[6]
+    cdef double ag[6]
+    cdef double Ig[6]
+    cdef double Ti[12]
+    cdef double X[12]
+    cdef double wp[6]
+    cdef int b, k, par
+    for b in range(p.nb):
+        mat6_vec(p.I6 + 36 * b, V + 6 * b, IV)
+        dad(V + 6 * b, IV, f + 6 * b)
+        ag[0] = 0.0
+        ag[1] = 0.0
+        ag[2] = 0.0
+        matTvec3(T + 12 * b, p.gravity, ag + 3)
+        mat6_vec(p.I6 + 36 * b, ag, Ig)
+        for k in range(6):
+            f[6 * b + k] += Ig[k]
+            if fext != NULL:
+                f[6 * b + k] += fext[6 * b + k]
+    if tau == NULL or p.nv == 0:
+        return
+    for b in range(p.nb):
+        if p.nvb[b] == 0:
+            continue
+        par = p.parent[b]
+        if par >= 0:
+            se3_inv(T + 12 * par, Ti)
+            se3_mul(Ti, T + 12 * b, X)
+        else:
+            for k in range(12):
+                X[k] = T[12 * b + k]
+        joint_wrench(p, b, X, tau + p.iv[b], wp)
+        for k in range(6):
+            f[6 * b + k] += wp[k]
+        if par >= 0:
+            dAd_inv(X, wp, Ig)
+            for k in range(6):
+                f[6 * par + k] -= Ig[k]
+
+
+cdef inline void frame(const double* T, int body, const double* R, const double* pos,
+                       double* Rw, double* pw) noexcept nogil:
+    # a row's frame in the world: (R_b R, R_b p + p_b), or (R, p) on the world
+    cdef int k
+    if body < 0:
+        for k in range(9):
+            Rw[k] = R[k]
+        for k in range(3):
+            pw[k] = pos[k]
+        return
+    matmul3(T + 12 * body, R, Rw)
+    matvec3(T + 12 * body, pos, pw)
+    for k in range(3):
+        pw[k] += T[12 * body + 9 + k]
+
+
+cdef inline void to_body(const double* T, int body, const double* pos, const double* cw,
+                         const double* cv, double* F) noexcept nogil:
+    """World coefficients of (w, v_origin) of the frame at ``pos`` to body
+    twist coefficients: F = (R^T c_w + p x R^T c_v, R^T c_v)."""
+    cdef double t[3]
+    cdef int k
+    if body < 0:
+        for k in range(6):
+            F[k] = 0.0
+        return
+    matTvec3(T + 12 * body, cv, F + 3)
+    matTvec3(T + 12 * body, cw, F)
+    cross3(pos, F + 3, t)
+    for k in range(3):
+        F[k] += t[k]
+
+
+cdef inline double dot3(const double* a, const double* b) noexcept nogil:
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+cdef inline int row(const PlanC* p, const double* T, int r, double* g, double* F) noexcept nogil:
+    """Residual g_r and the row of J on {A}'s and {B}'s bodies, F[0:6] and
+    F[6:12] (rows.py: dg/dt = F_a . V_a + F_b . V_b)."""
+    cdef double RAw[9]
+    cdef double RBw[9]
+    cdef double pAw[3]
+    cdef double pBw[3]
+    cdef double d[3]
+    cdef double u[3]
+    cdef double wj[3]
+    cdef double cwA[3]
+    cdef double cvA[3]
+    cdef double cwB[3]
+    cdef double cvB[3]
+    cdef double a1[3]
+    cdef double a2[3]
+    cdef double b1[3]
+    cdef double pp[3]
+    cdef double rr[3]
+    cdef double L, h, th, sn, cs, rho, nth
+    cdef int k, i = p.ci[r], j = p.cj[r], i1, i2, t = p.ty[r]
+    frame(T, p.ia[r], p.RA + 9 * r, p.pA + 3 * r, RAw, pAw)
+    frame(T, p.ib[r], p.RB + 9 * r, p.pB + 3 * r, RBw, pBw)
+    for k in range(3):
+        d[k] = pBw[k] - pAw[k]
+        u[k] = RAw[3 * k + i]             # column i of R_A
+        wj[k] = RBw[3 * k + j]            # column j of R_B
+        cwA[k] = 0.0
+        cvA[k] = 0.0
+        cwB[k] = 0.0
+        cvB[k] = 0.0
+    if t == POS:                          # e_i . d
+        g[0] = d[i]
+        cvB[i] = 1.0
+        cvA[i] = -1.0
+    elif t == AXIS or t == HELIX:         # u_A . d
+        g[0] = dot3(u, d)
+        cross3(u, d, cwA)
+        for k in range(3):
+            cvA[k] = -u[k]
+            cvB[k] = u[k]
+        if t == HELIX:
+            # - h theta, theta the angle of {B} about z_A (unwrapped to the
+            # turn the translation says); theta' = (c s' - s c') / rho
+            h = p.pitch[r]
+            i1, i2 = (i + 1) % 3, (i + 2) % 3
+            for k in range(3):
+                a1[k] = RAw[3 * k + i1]
+                a2[k] = RAw[3 * k + i2]
+                b1[k] = RBw[3 * k + i1]
+            sn, cs = dot3(a2, b1), dot3(a1, b1)
+            th = atan2(sn, cs)
+            if h != 0.0:
+                th = th + 2.0 * M_PI * rint((g[0] / h - th) / (2.0 * M_PI))
+            g[0] -= h * th
+            cross3(a2, b1, pp)
+            cross3(a1, b1, rr)
+            rho = sn * sn + cs * cs
+            for k in range(3):
+                nth = (cs * pp[k] - sn * rr[k]) / rho
+                cwA[k] -= h * nth
+                cwB[k] += h * nth
+    elif t == DOT:                        # u_A . w_B - c
+        g[0] = dot3(u, wj) - p.offset[r]
+        cross3(wj, u, cwB)
+        for k in range(3):
+            cwA[k] = -cwB[k]
+    else:                                 # DIST: |d| - L
+        L = sqrt(dot3(d, d))
+        if L < 1e-12:
+            return ST_DIST
+        g[0] = L - p.offset[r]
+        for k in range(3):
+            cvB[k] = d[k] / L
+            cvA[k] = -cvB[k]
+    to_body(T, p.ia[r], p.pA + 3 * r, cwA, cvA, F)
+    to_body(T, p.ib[r], p.pB + 3 * r, cwB, cvB, F + 6)
+    return ST_OK
+
+
+cdef inline double max_abs(const double* a, int n) noexcept nogil:
+    cdef double s = 0.0
+    cdef int k
+    for k in range(n):
+        if fabs(a[k]) > s:
+            s = fabs(a[k])
+    return s
+
+
+cdef inline int solve_K(const double* K, double* L, int m, const double* rhs, double* x,
+                        double* res) noexcept nogil:
+    """x with K x = rhs: Cholesky of K + delta I, refined on K (kkt.RowSystem.solve)."""
+    cdef double delta = REG * max_abs(K, m * m)
+    cdef double tol = 1e-14 * max_abs(rhs, m)
+    cdef int r, s, it
+    if delta < 1e-300 * REG:
+        delta = 1e-300 * REG
+    if tol < 1e-14:
+        tol = 1e-14
+    for r in range(m * m):
+        L[r] = K[r]
+    for r in range(m):
+        L[r * m + r] += delta
+    if chol_factor(L, m, 0.0) != 0:
+        return ST_CHOL
+    for r in range(m):
+        x[r] = rhs[r]
+    chol_solve(L, m, x, 1)
+    for it in range(REFINE):
+        for r in range(m):
+            res[r] = rhs[r]
+            for s in range(m):
+                res[r] -= K[r * m + s] * x[s]
+        if max_abs(res, m) <= tol:
+            break
+        chol_solve(L, m, res, 1)
+        for r in range(m):
+            x[r] += res[r]
+    return ST_OK
+
+
+cdef int euler_one(const PlanC* p, const double* P16, const double* V, const double* tau,
+                   const double* fext, double h, double gain, double* Pout, double* Vout,
+                   double* lam, double* ws) noexcept nogil:
+    """One step of one state (eq. 12).  ``gain``: beta / h (Baumgarte) or 0.
+    ``Pout``/``Vout`` may be ``P16``/``V``."""
+    cdef int nb = p.nb, m = p.m, b, r, s, k, sa, sb, st
+    cdef double* T = ws                   # (nb, 12)
+    cdef double* Vs = T + 12 * nb         # (nb, 6) f, then V* and V+
+    cdef double* F = Vs + 6 * nb          # (m, 12) rows of J, per side
+    cdef double* G = F + 12 * m           # (m, 12) M^{-1} F
+    cdef double* g = G + 12 * m
+    cdef double* rhs = g + m
+    cdef double* x = rhs + m
+    cdef double* res = x + m
+    cdef double* K = res + m              # (m, m)
+    cdef double* L = K + m * m            # (m, m)
+    cdef double E[12]
+    cdef double Tn[12]
+    cdef double xi[6]
+    cdef double Mf[6]
+    cdef double s_
+    cdef int bodies[2]
+    cdef int bodies_s[2]
+    for b in range(nb):
+        pose_in(P16 + 16 * b, T + 12 * b)
+    # the free step V* = V + h M^{-1} f
+    body_forces(p, T, V, tau, fext, Vs)
+    for b in range(nb):
+        mat6_vec(p.Minv + 36 * b, Vs + 6 * b, Mf)
+        for k in range(6):
+            Vs[6 * b + k] = V[6 * b + k] + h * Mf[k]
+    if m > 0:
+        # rows, K = J M^{-1} J^T, and K mu = -gain g - J V*
+        for r in range(m):
+            st = row(p, T, r, g + r, F + 12 * r)
+            if st != ST_OK:
+                return st
+            for sa in range(2):
+                b = p.ia[r] if sa == 0 else p.ib[r]
+                if b >= 0:
+                    mat6_vec(p.Minv + 36 * b, F + 12 * r + 6 * sa, G + 12 * r + 6 * sa)
+                else:
+                    for k in range(6):
+                        G[12 * r + 6 * sa + k] = 0.0
+        for r in range(m):
+            bodies[0], bodies[1] = p.ia[r], p.ib[r]
+            rhs[r] = -gain * g[r]
+            for sa in range(2):
+                if bodies[sa] >= 0:
+                    rhs[r] -= dot6(F + 12 * r + 6 * sa, Vs + 6 * bodies[sa])
+            for s in range(r, m):
+                bodies_s[0], bodies_s[1] = p.ia[s], p.ib[s]
+                s_ = 0.0
+                for sa in range(2):
+                    for sb in range(2):
+                        if bodies[sa] >= 0 and bodies[sa] == bodies_s[sb]:
+                            s_ += dot6(F + 12 * r + 6 * sa, G + 12 * s + 6 * sb)
+                K[r * m + s] = s_
+                K[s * m + r] = s_
+        st = solve_K(K, L, m, rhs, x, res)
+        if st != ST_OK:
+            return st
+        # V+ = V* + M^{-1} J^T mu;  lam = mu / h
+        for r in range(m):
+            bodies[0], bodies[1] = p.ia[r], p.ib[r]
+            for sa in range(2):
+                if bodies[sa] >= 0:
+                    for k in range(6):
+                        Vs[6 * bodies[sa] + k] += G[12 * r + 6 * sa + k] * x[r]
+            lam[r] = x[r] / h
+    # T+ = T exp(h V+)
+    for b in range(nb):
+        for k in range(6):
+            xi[k] = h * Vs[6 * b + k]
+            Vout[6 * b + k] = Vs[6 * b + k]
+        exp_se3(xi, E)
+        se3_mul(T + 12 * b, E, Tn)
+        pose_out(Tn, Pout + 16 * b)
+    return ST_OK
+
+
+cdef class Plan:
+    """The frozen arrays of one MaximalModel for the kernel (built by
+    ``gear.maximal.native.plan``)."""
+    cdef PlanC c
+    cdef readonly object arrays
+    cdef readonly int nb, m, nv
+
+    def __init__(self, I6, Minv, parent, gravity, ty, ia, ib, ci, cj, RA, pA, RB, pB, offset, pitch,
+                 nvb, iv, vary, S, RPl, axes):
+        f8 = lambda a, n: np.ascontiguousarray(np.asarray(a, dtype=np.float64).reshape(-1, n))
+        i4 = lambda a: np.ascontiguousarray(np.asarray(a, dtype=np.int32).reshape(-1))
+        a = dict(I6=f8(I6, 36), Minv=f8(Minv, 36), parent=i4(parent), ty=i4(ty), ia=i4(ia), ib=i4(ib),
+                 ci=i4(ci), cj=i4(cj), RA=f8(RA, 9), pA=f8(pA, 3), RB=f8(RB, 9), pB=f8(pB, 3),
+                 offset=f8(offset, 1), pitch=f8(pitch, 1), nvb=i4(nvb), iv=i4(iv), vary=i4(vary),
+                 S=f8(S, 36), RPl=f8(RPl, 9), axes=f8(axes, 9))
+        self.arrays = a
+        self.nb = self.c.nb = a["I6"].shape[0]
+        self.m = self.c.m = a["ty"].shape[0]
+        self.nv = self.c.nv = int(a["nvb"].sum())
+        self.c.I6 = _dptr(a["I6"])
+        self.c.Minv = _dptr(a["Minv"])
+        self.c.parent = _iptr(a["parent"])
+        for k in range(3):
+            self.c.gravity[k] = float(gravity[k])
+        self.c.ty = _iptr(a["ty"])
+        self.c.ia = _iptr(a["ia"])
+        self.c.ib = _iptr(a["ib"])
+        self.c.ci = _iptr(a["ci"])
+        self.c.cj = _iptr(a["cj"])
+        self.c.RA = _dptr(a["RA"])
+        self.c.pA = _dptr(a["pA"])
+        self.c.RB = _dptr(a["RB"])
+        self.c.pB = _dptr(a["pB"])
+        self.c.offset = _dptr(a["offset"])
+        self.c.pitch = _dptr(a["pitch"])
+        self.c.nvb = _iptr(a["nvb"])
+        self.c.iv = _iptr(a["iv"])
+        self.c.vary = _iptr(a["vary"])
+        self.c.S = _dptr(a["S"])
+        self.c.RPl = _dptr(a["RPl"])
+        self.c.axes = _dptr(a["axes"])
+
+
+cdef const double* _dptr(a):
+    cdef const double[:, ::1] v = a
+    return &v[0, 0] if v.shape[0] > 0 else NULL
+
+
+cdef const int* _iptr(a):
+    cdef const int[::1] v = a
+    return &v[0] if v.shape[0] > 0 else NULL
+
+
+cdef const double* _opt(const double[:, ::1] a):
+    return &a[0, 0] if a is not None and a.shape[0] > 0 and a.shape[1] > 0 else NULL
+
+
+def euler_step(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double h, double gain,
+               const double[:, ::1] tau, const double[:, ::1] fext, double[:, ::1] Pout,
+               double[:, ::1] Vout, double[:, ::1] lam, int[::1] status, int nthreads):
+    """One Euler step (eq. 12) of N states: P (N, 16 nb), V (N, 6 nb), tau
+    (N, nv) or None, fext (N, 6 nb) or None; writes Pout, Vout, lam (N, m)
+    and status (N,) (0, or 1: a distance row's points coincide, 2: K not
+    positive definite)."""
+    cdef Py_ssize_t N = P.shape[0], k
+    cdef const PlanC* p = &plan.c
+    cdef int wsize = scratch_size(p), nv = p.nv, nb = p.nb, m = p.m
+    cdef const double* tp = _opt(tau)
+    cdef const double* fp = _opt(fext)
+    cdef double* lp = &lam[0, 0] if m > 0 else NULL
+    cdef double* ws
+    cdef int nt = max(1, min(nthreads, N))
+    if N == 0:
+        return
+    with nogil, parallel(num_threads=nt):
+        ws = <double*> malloc(wsize * sizeof(double))
+        for k in prange(N, schedule='static'):
+            status[k] = euler_one(p, &P[k, 0], &V[k, 0], tp + k * nv if tp != NULL else NULL,
+                                  fp + k * 6 * nb if fp != NULL else NULL, h, gain, &Pout[k, 0],
+                                  &Vout[k, 0], lp + k * m if lp != NULL else NULL, ws)
+        free(ws)
+
+
+def euler_run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, double gain, int steps,
+              int every, const double[:, ::1] tau, const double[:, ::1] fext, double[:, :, ::1] Prec,
+              double[:, :, ::1] Vrec, double[:, :, ::1] lamrec, int[::1] status, int nthreads):
+    """``steps`` Euler steps of N states, each state on its own thread: P, V
+    (advanced in place) and, at steps 0, every, 2 every, ... (and the last),
+    the frames Prec (N, T, 16 nb), Vrec (N, T, 6 nb), lamrec (N, T, m) (the
+    row forces of the step that led there; zero at step 0).  A state stops
+    at its first failing step (status != 0; P, V are those before it)."""
+    cdef Py_ssize_t N = P.shape[0], k
+    cdef const PlanC* p = &plan.c
+    cdef int wsize = scratch_size(p), nv = p.nv, nb = p.nb, m = p.m, n, fr, st, j
+    cdef const double* tp = _opt(tau)
+    cdef const double* fp = _opt(fext)
+    cdef double* ws
+    cdef double* lam
+    cdef int nt = max(1, min(nthreads, N))
+    if N == 0:
+        return
+    with nogil, parallel(num_threads=nt):
+        ws = <double*> malloc((wsize + m + 1) * sizeof(double))
+        lam = ws + wsize
+        for k in prange(N, schedule='static'):
+            fr = 0
+            st = ST_OK
+            for n in range(steps + 1):
+                if n % every == 0 or n == steps:
+                    for j in range(16 * nb):
+                        Prec[k, fr, j] = P[k, j]
+                    for j in range(6 * nb):
+                        Vrec[k, fr, j] = V[k, j]
+                    for j in range(m):
+                        lamrec[k, fr, j] = lam[j] if n > 0 else 0.0
+                    fr = fr + 1
+                if n == steps:
+                    break
+                st = euler_one(p, &P[k, 0], &V[k, 0], tp + k * nv if tp != NULL else NULL,
+                               fp + k * 6 * nb if fp != NULL else NULL, h, gain, &P[k, 0], &V[k, 0],
+                               lam, ws)
+                if st != ST_OK:
+                    break
+            status[k] = st
+        free(ws)

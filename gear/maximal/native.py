@@ -1,0 +1,197 @@
+"""The native velocity-level maximal step (Ruan, "Articulated rigid body
+systems", eq. 12; the kernel is ``gear/maximal/_native.pyx``).
+
+:func:`native_step` has the contract of :func:`gear.maximal.stepping.step`
+with ``integrator="euler"`` and runs the batch in parallel without the GIL;
+:func:`step` takes every integrator and uses the native kernel where it
+covers the call, NumPy otherwise; :func:`native_run` advances a batch
+through many steps in one native call, recording every k-th frame.
+
+The kernel covers hard rows on the dense route (at most
+:data:`gear.maximal.kkt.DENSE_ROWS` rows) of all five row types (pos, axis,
+dot, dist, helix: every joint kind and loop closure), with joint torques on
+every joint kind.  It does not cover compliant rows, joint couplers, the
+other integrators, or more rows than the dense route takes: there
+:func:`native_step` returns None (:func:`why_not` says why).  The
+Gauss-Newton projection stays :func:`gear.maximal.stepping.project`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import joints as JT
+from . import stepping
+from .kkt import DENSE_ROWS
+
+__all__ = ["native_step", "native_run", "step", "plan", "why_not", "build"]
+
+
+def build(mx):
+    """``(plan, reason, gravity)`` for ``mx``: the kernel's frozen arrays,
+    or None and the reason when the model is outside what the kernel
+    covers, and the gravity they were built with."""
+    from ._native import Plan
+
+    g = tuple(np.asarray(mx.model.gravity, dtype=float))
+    if mx.compliant:
+        return None, "compliant rows (stiffness=) take the NumPy step", g
+    if mx.nrows > DENSE_ROWS:
+        return None, f"{mx.nrows} rows: the native step takes the dense route, at most {DENSE_ROWS} rows", g
+    if getattr(mx, "_couplers", None):
+        return None, "joint couplers (rows on joint coordinates) take the NumPy step", g
+    m, t, nb = mx.model, mx.rows, mx.nbodies
+    # joint torques: S (6 x nv_i, column-major) where constant, else the
+    # placement's rotation and the axes S is built from
+    nvb = np.array([j.nv for j in m.joints], dtype=np.int32)
+    iv = np.array([m._iv[i] for i in range(nb)], dtype=np.int32)
+    vary = np.zeros(nb, dtype=np.int32)
+    S, RPl, axes = np.zeros((nb, 36)), np.zeros((nb, 9)), np.zeros((nb, 9))
+    for i, j in enumerate(m.joints):
+        RPl[i] = m.placements[i].R.ravel()
+        if j.kind == JT.UNIVERSAL:
+            vary[i] = 1
+            axes[i, :6] = np.concatenate([j.axis1, j.axis2])
+        elif j.kind == JT.PLANAR:
+            vary[i] = 2
+            axes[i] = np.concatenate([j.e1, j.e2, j.normal])
+        Si = mx._S[i](np.eye(3)[None])[0] if j.nv else np.zeros((6, 0))   # R_Y = 1 for the varying ones
+        S[i, :Si.size] = Si.T.ravel()
+    p = Plan(mx.I6, mx.Minv, mx._parents, m.gravity, t.types, t.ia, t.ib, t.i, t.j, t.RA, t.pA, t.RB, t.pB,
+             t.offset, t.pitch, nvb, iv, vary, S, RPl, axes)
+    return p, None, g
+
+
+def plan(mx):
+    """The kernel's plan for ``mx`` (:meth:`gear.MaximalModel.native_plan`,
+    rebuilt when the model's gravity changed); None when the model is
+    outside what the kernel covers (:func:`why_not` says why)."""
+    cached = getattr(mx, "_native", None)
+    if cached is not None and cached[2] != tuple(np.asarray(mx.model.gravity, dtype=float)):
+        mx._native = None
+    return mx.native_plan()
+
+
+def why_not(mx, integrator="euler"):
+    """None when the native step covers the call, else the reason."""
+    if integrator != "euler":
+        return f"integrator {integrator!r}: the native step is Euler's (eq. 12)"
+    return None if plan(mx) is not None else mx._native[1]
+
+
+def _threads():
+    from ..algorithms.dynamics import get_num_threads
+
+    return get_num_threads()
+
+
+def _inputs(mx, P, V, tau, f_ext):
+    nb = mx.nbodies
+    P = np.ascontiguousarray(P, dtype=float)
+    V = np.ascontiguousarray(V, dtype=float)
+    if P.ndim != 4 or P.shape[1:] != (nb, 4, 4) or V.shape != (P.shape[0], nb, 6):
+        raise ValueError(f"P must have shape (N, {nb}, 4, 4) and V (N, {nb}, 6), got {P.shape} and {V.shape}")
+    N = P.shape[0]
+    tau = None if tau is None or not mx.model.nv else np.ascontiguousarray(
+        np.broadcast_to(np.asarray(tau, dtype=float), (N, mx.model.nv)))
+    if f_ext is not None:
+        f_ext = np.ascontiguousarray(np.broadcast_to(np.asarray(f_ext, dtype=float), (N, nb, 6))).reshape(N, 6 * nb)
+    return P.reshape(N, 16 * nb), V.reshape(N, 6 * nb), tau, f_ext
+
+
+def _gain(h, stabilization, beta):
+    if not (np.isfinite(h) and h > 0):
+        raise ValueError(f"the step h must be positive and finite, got {h!r}")
+    b = stepping.BAUMGARTE_BETA if beta is None else float(beta)
+    return b / h if stabilization == "baumgarte" else 0.0
+
+
+def native_step(mx, P, V, h, tau=None, f_ext=None, stabilization=None, beta=None):
+    """One Euler step (Ruan's eq. 12) of a batch, natively.
+
+    Parameters and results as :func:`gear.maximal.stepping.step` with
+    ``integrator="euler"``: ``P`` (N, nb, 4, 4), ``V`` (N, nb, 6), ``tau``
+    (N, nv) or None, ``f_ext`` (N, nb, 6) or None; returns ``(P, V, lam)``
+    after the step, or None when the kernel does not cover the call
+    (:func:`why_not`), so that the caller takes the NumPy step.
+    """
+    if why_not(mx) is not None:
+        return None
+    from ._native import euler_step
+
+    gain = _gain(h, stabilization, beta)
+    N = np.shape(P)[0]
+    Pf, Vf, tau, f_ext = _inputs(mx, P, V, tau, f_ext)
+    Po, Vo = np.empty_like(Pf), np.empty_like(Vf)
+    lam = np.zeros((N, mx.nrows))
+    status = np.zeros(N, dtype=np.int32)
+    euler_step(plan(mx), Pf, Vf, float(h), gain, tau, f_ext, Po, Vo, lam, status, _threads())
+    if status.any():
+        return None            # a coincident distance row or an indefinite K: NumPy's step says which
+    return Po.reshape(N, mx.nbodies, 4, 4), Vo.reshape(N, mx.nbodies, 6), lam
+
+
+def step(mx, P, V, h, integrator, tau=None, f_ext=None, stabilization=None, beta=None, gains=None):
+    """:func:`gear.maximal.stepping.step`, natively where the kernel covers
+    the call (Euler, hard rows, the dense route), NumPy otherwise."""
+    if integrator == "euler":
+        out = native_step(mx, P, V, h, tau, f_ext, stabilization, beta)
+        if out is not None:
+            return out
+    return stepping.step(mx, P, V, h, integrator, tau, f_ext, stabilization, beta, gains)
+
+
+def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabilization=None, beta=None):
+    """``steps`` Euler steps of a batch in one native call, every state on
+    its own thread.
+
+    Parameters
+    ----------
+    mx : gear.MaximalModel
+    P, V : ndarray, shape (N, nb, 4, 4) and (N, nb, 6)
+    h : float
+    steps, record_every : int
+        Frames are recorded at steps 0, k, 2k, ... and at the last step.
+    tau, f_ext, stabilization, beta
+        As :func:`native_step` (constant over the run).
+
+    Returns
+    -------
+    poses : ndarray, shape (N, T, nb, 4, 4)
+    twists : ndarray, shape (N, T, nb, 6)
+    lam : ndarray, shape (N, T, nrows)
+        The row forces of the step that led to each frame (zero at step 0).
+
+    Raises
+    ------
+    NotImplementedError
+        When the kernel does not cover the model or call (use
+        :func:`gear.simulate`).
+    FloatingPointError
+        When a state's step fails (coincident distance points, or ``K``
+        not positive definite) or its state becomes non-finite.
+    """
+    reason = why_not(mx)
+    if reason is not None:
+        raise NotImplementedError(f"native_run does not cover this call: {reason}")
+    steps, every = int(steps), int(record_every)
+    if steps < 0 or every < 1:
+        raise ValueError(f"steps must be >= 0 and record_every >= 1, got {steps} and {every}")
+    from ._native import euler_run
+
+    gain = _gain(h, stabilization, beta)
+    N, nb = np.shape(P)[0], mx.nbodies
+    Pf, Vf, tau, f_ext = _inputs(mx, P, V, tau, f_ext)
+    Pf, Vf = Pf.copy(), Vf.copy()
+    T = len(range(0, steps, every)) + 1 if steps else 1
+    Prec, Vrec = np.empty((N, T, 16 * nb)), np.empty((N, T, 6 * nb))
+    lam = np.empty((N, T, mx.nrows))
+    status = np.zeros(N, dtype=np.int32)
+    euler_run(plan(mx), Pf, Vf, float(h), gain, steps, every, tau, f_ext, Prec, Vrec, lam, status,
+              _threads())
+    bad = np.flatnonzero(status)
+    if bad.size:
+        what = {1: "a distance row's two points coincide", 2: "K + delta I is not positive definite"}
+        raise FloatingPointError(f"state {bad[0]}: {what.get(int(status[bad[0]]), 'the step failed')}")
+    if not (np.isfinite(Prec).all() and np.isfinite(Vrec).all()):
+        raise FloatingPointError("the maximal-coordinate state became non-finite; reduce h")
+    return Prec.reshape(N, T, nb, 4, 4), Vrec.reshape(N, T, nb, 6), lam

@@ -1,0 +1,207 @@
+"""The native velocity-level maximal step (gear.maximal.native; Ruan,
+"Articulated rigid body systems", eq. 12) against the NumPy step
+(gear.maximal.stepping.step, integrator "euler").
+
+Tolerances.  Poses agree to 1e-13.  Twists: where ``K = J M^{-1} J^T`` is
+regular (RSSR, Stewart platform, trees) to 1e-12 relative; where the rows
+are redundant (planar closed chains built of revolute joints in space)
+``K`` is singular and both routes regularise it by 1e-12 of its largest
+entry and refine, but solve it differently (LAPACK's inverse, Cholesky), so
+their twists agree to the conditioning of ``K`` on its range (~1e5 here):
+1e-10 relative.  Row forces are compared where ``K`` is regular (elsewhere
+their part in ``K``'s null space is arbitrary), to 1e-11 relative.
+
+Redundant chains start on their rows (Euler's drift moves them off within
+the plane): a random twist of their bodies out of the plane makes ``K``
+regular but with an eigenvalue of the order of the drift squared, and the
+step itself then amplifies rounding (both routes agree only to ~1e-8 there,
+each as far from the exact solve); the regular systems start 1e-3 off their
+rows in every direction."""
+import numpy as np
+import pytest
+
+import gear
+import gear.testing
+from gear import mechanisms as mech
+from gear.maximal import native, stepping
+from gear.spatial.stacks import exp_se3_rows
+
+H = 1e-3
+
+MECHS = {
+    "four_bar": mech.four_bar,
+    "slider_crank": mech.slider_crank,
+    "five_bar": mech.five_bar,
+    "stewart": mech.stewart,
+    "n_four_bar_3": lambda: mech.n_four_bar(3),
+    "rssr": mech.rssr,
+    "bricard": mech.bricard,
+}
+REGULAR = {"stewart", "rssr"}
+
+
+def _batch(mx, sys, q0, N, rng, drift=0.0):
+    """N states near q0 (velocities on the rows), moved off the rows by
+    ``drift`` so that Baumgarte has something to remove."""
+    m = sys.model
+    P, V = [], []
+    for _ in range(N):
+        dq = sys.project_velocity(q0, rng.standard_normal(m.nv))
+        p, v = mx.state(q0, dq)
+        P.append(p @ exp_se3_rows(drift * rng.standard_normal((mx.nbodies, 6))))
+        V.append(v)
+    return np.array(P), np.array(V)
+
+
+def _compare(mx, P, V, tau, f_ext, stab, steps, rtol_v, lam_too):
+    Pa, Va, Pb, Vb = P, V, P, V
+    for _ in range(steps):
+        Pa, Va, la = stepping.step(mx, Pa, Va, H, "euler", tau, f_ext, stab)
+        out = native.native_step(mx, Pb, Vb, H, tau, f_ext, stab)
+        assert out is not None, native.why_not(mx)
+        Pb, Vb, lb = out
+        assert Pb.shape == Pa.shape and Vb.shape == Va.shape and lb.shape == la.shape
+        np.testing.assert_allclose(Pb, Pa, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(Vb, Va, rtol=0, atol=rtol_v * np.abs(Va).max())
+        if lam_too:
+            np.testing.assert_allclose(lb, la, rtol=0, atol=1e-11 * max(1.0, np.abs(la).max()))
+    return Pb, Vb
+
+
+@pytest.mark.parametrize("stab", [None, "baumgarte", "projection"])
+@pytest.mark.parametrize("name", list(MECHS))
+def test_equals_the_numpy_step_on_closed_chains(name, stab):
+    sys, q0 = MECHS[name]()
+    mx = gear.MaximalModel(sys)
+    rng = np.random.default_rng(7)
+    rtol_v = 1e-12 if name in REGULAR else 1e-10
+    for N in (1, 4):
+        P, V = _batch(mx, sys, q0, N, rng, 1e-3 if name in REGULAR else 0.0)
+        tau = rng.standard_normal((N, sys.model.nv))
+        f_ext = 0.3 * rng.standard_normal((N, mx.nbodies, 6))
+        _compare(mx, P, V, None, None, stab, 5, rtol_v, name in REGULAR)
+        _compare(mx, P, V, tau, f_ext, stab, 5, rtol_v, name in REGULAR)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_equals_the_numpy_step_on_random_trees_of_every_joint_kind(seed):
+    rng = np.random.default_rng(seed)
+    m = gear.testing.random_tree(rng, nbodies=10)
+    mx = gear.MaximalModel(m)
+    kinds = {type(j).__name__ for j in m.joints}
+    assert len(kinds) >= 8                       # helical (helix rows), universal, planar among them
+    N = 3
+    q = np.array([m.random_configuration(rng) for _ in range(N)])
+    P, V = mx.state(q, rng.standard_normal((N, m.nv)))
+    P = P @ exp_se3_rows(1e-3 * rng.standard_normal((N, mx.nbodies, 6)))
+    tau = rng.standard_normal((N, m.nv))
+    f_ext = rng.standard_normal((N, mx.nbodies, 6))
+    for stab in (None, "baumgarte"):
+        _compare(mx, P, V, tau, f_ext, stab, 4, 1e-12, True)
+
+
+def test_batches_equal_single_states_and_threads_do_not_matter():
+    sys, q0 = mech.n_four_bar(3)
+    mx = gear.MaximalModel(sys)
+    rng = np.random.default_rng(1)
+    P, V = _batch(mx, sys, q0, 7, rng)
+    tau = rng.standard_normal((7, sys.model.nv))
+    before = gear.get_num_threads()
+    try:
+        gear.set_num_threads(1)
+        one = native.native_step(mx, P, V, H, tau, None, "baumgarte")
+        gear.set_num_threads(2)
+        two = native.native_step(mx, P, V, H, tau, None, "baumgarte")
+    finally:
+        gear.set_num_threads(before)
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
+    for n in range(7):
+        single = native.native_step(mx, P[n:n + 1], V[n:n + 1], H, tau[n:n + 1], None, "baumgarte")
+        for a, b in zip(single, one):
+            np.testing.assert_array_equal(a[0], b[n])
+
+
+def test_run_records_the_steps_of_native_step():
+    sys, q0 = mech.four_bar()
+    mx = gear.MaximalModel(sys)
+    rng = np.random.default_rng(2)
+    P, V = _batch(mx, sys, q0, 3, rng)
+    tau = rng.standard_normal((3, sys.model.nv))
+    Prec, Vrec, lam = native.native_run(mx, P, V, H, 7, record_every=3, tau=tau, stabilization="baumgarte")
+    assert Prec.shape == (3, 4, 3, 4, 4) and Vrec.shape == (3, 4, 3, 6) and lam.shape == (3, 4, 18)
+    np.testing.assert_array_equal(Prec[:, 0], P)
+    np.testing.assert_array_equal(lam[:, 0], 0.0)
+    Pk, Vk = P, V
+    frames = {0: 0, 3: 1, 6: 2, 7: 3}
+    for k in range(1, 8):
+        Pk, Vk, lk = native.native_step(mx, Pk, Vk, H, tau, None, "baumgarte")
+        if k in frames:
+            np.testing.assert_array_equal(Prec[:, frames[k]], Pk)
+            np.testing.assert_array_equal(Vrec[:, frames[k]], Vk)
+            np.testing.assert_array_equal(lam[:, frames[k]], lk)
+    # Baumgarte keeps the run on its rows; without it, the run stays
+    # within Euler's drift of the NumPy step
+    g = mx.joint_residual(Prec[:, -1])
+    assert np.abs(g).max() < 1e-3
+
+
+def test_baumgarte_target_holds_after_the_step():
+    sys, q0 = mech.five_bar()
+    mx = gear.MaximalModel(sys)
+    rng = np.random.default_rng(4)
+    P, V = _batch(mx, sys, q0, 2, rng, drift=1e-2)
+    Pn, Vn, _ = native.native_step(mx, P, V, H, None, None, "baumgarte", beta=0.3)
+    assert np.abs(mx.joint_residual(P)).max() > 1e-4
+    from gear.maximal.kkt import RowSystem
+
+    ev = mx.evaluate(P)
+    rs = RowSystem(mx, ev)
+    np.testing.assert_allclose(rs.J_apply(Vn), -(0.3 / H) * ev["g"], atol=1e-9 * np.abs(ev["g"]).max() / H)
+
+
+def test_model_step_dispatches_and_falls_back():
+    sys, q0 = mech.four_bar()
+    mx = gear.MaximalModel(sys)
+    rng = np.random.default_rng(3)
+    P, V = _batch(mx, sys, q0, 2, rng)
+    a = native.step(mx, P, V, H, "euler", stabilization="baumgarte")
+    b = native.native_step(mx, P, V, H, stabilization="baumgarte")
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    # other integrators: NumPy's step, unchanged
+    a = native.step(mx, P, V, H, "rkmk4")
+    b = stepping.step(mx, P, V, H, "rkmk4")
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    assert native.why_not(mx, "rk4").startswith("integrator 'rk4'")
+    assert native.why_not(mx) is None
+
+
+def test_outside_the_kernel_native_step_returns_none():
+    sys, q0 = mech.four_bar()
+    soft = gear.MaximalModel(sys, stiffness=1e4, damping=10.0)
+    P, V = soft.state(q0, np.zeros(sys.model.nv))
+    assert native.native_step(soft, P[None], V[None], H) is None
+    assert "compliant" in native.why_not(soft)
+    a = native.step(soft, P[None], V[None], H, "euler")
+    b = stepping.step(soft, P[None], V[None], H, "euler")
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    big = gear.MaximalModel(mech.n_four_bar(8)[0])
+    assert big.nrows > 96
+    assert "dense route" in native.why_not(big)
+    with pytest.raises(NotImplementedError, match="dense route"):
+        native.native_run(big, np.zeros((1, big.nbodies, 4, 4)), np.zeros((1, big.nbodies, 6)), H, 1)
+
+
+def test_bad_arguments():
+    sys, q0 = mech.four_bar()
+    mx = gear.MaximalModel(sys)
+    P, V = mx.state(q0, np.zeros(sys.model.nv))
+    with pytest.raises(ValueError, match="shape"):
+        native.native_step(mx, P, V, H)                       # not batched
+    with pytest.raises(ValueError, match="positive"):
+        native.native_step(mx, P[None], V[None], -H)
+    with pytest.raises(ValueError, match="record_every"):
+        native.native_run(mx, P[None], V[None], H, 3, record_every=0)
