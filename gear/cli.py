@@ -12,7 +12,8 @@
 ``MODEL`` is a URDF (``.urdf``) or MJCF (``.xml``) path, a model bundled in
 ``gear/data`` (``arm7``, ``quadruped``, ``fourbar``), or a bundled mechanism:
 ``four-bar``, ``slider-crank``, ``five-bar``, ``rssr``, ``stewart``,
-``bricard``, ``rolling-ball``, ``n-four-bar:N``.  Errors are one line on
+``bricard``, ``rolling-ball``, ``n-four-bar:N`` (``n-four-bar:N:ground``
+for its tree with every crank on the ground).  Errors are one line on
 stderr naming the problem (``GEAR_DEBUG=1`` shows the traceback); the exit code is 0 on success, 1 when the work
 failed (bad model file, loops that do not close...), 2 for bad usage.
 """
@@ -26,7 +27,7 @@ import sys
 __all__ = ["main", "load", "build_parser", "CLIError", "MECHANISMS"]
 
 MECHANISMS = ("four-bar", "slider-crank", "five-bar", "rssr", "stewart", "bricard", "rolling-ball",
-              "n-four-bar:N")
+              "n-four-bar:N", "n-four-bar:N:ground")
 
 
 class CLIError(Exception):
@@ -81,15 +82,19 @@ def load(spec, floating_base=False):
         sys_, q0 = builders[key]()
         return sys_, q0, key
     if key.startswith("n-four-bar"):
-        _, _, n = key.partition(":")
+        _, _, rest = key.partition(":")
+        n, _, tree = rest.partition(":")
         try:
             n = int(n) if n else 10
         except ValueError:
             raise CLIError(f"n-four-bar:N needs an integer N, got {n!r}") from None
         if not 1 <= n <= 100000:
             raise CLIError(f"n-four-bar:N needs 1 <= N <= 100000, got {n}")
-        sys_, q0 = M.n_four_bar(n)
-        return sys_, q0, f"n-four-bar:{n}"
+        tree = tree or "chain"
+        if tree not in ("chain", "ground"):
+            raise CLIError(f"n-four-bar:N:TREE takes the spanning tree chain or ground, got {tree!r}")
+        sys_, q0 = M.n_four_bar(n, tree=tree)
+        return sys_, q0, f"n-four-bar:{n}" + ("" if tree == "chain" else ":ground")
     path = spec
     if not os.path.exists(path):
         data = gear.data_path()
@@ -147,6 +152,19 @@ def cmd_info(args):
     for k, c in enumerate(sys_.constraints):
         kind = getattr(c, "kind", None) or type(c).__name__
         print(f"    {getattr(c, 'name', None) or f'constraint{k}'}: {kind}, {sys_._nrows[k]} rows")
+    st = sys_.tree_statistics(q0)
+    print(f"  spanning tree: depth {st['depth']} (joints with dofs on the longest root path); "
+          f"K = A M^-1 A^T couples {st['fill_K']:.1%} of its {st['rows']}x{st['rows']} entries "
+          f"(nnz A {st['nnz_A']}, nnz K {st['nnz_K']})")
+    if name.startswith("n-four-bar:"):
+        import gear
+
+        n = int(name.split(":")[1])
+        for tree in ("chain", "ground"):
+            other_sys, other_q = gear.mechanisms.n_four_bar(n, tree=tree)
+            other = other_sys.tree_statistics(other_q)
+            print(f"    tree={tree}: depth {other['depth']}, K fill {other['fill_K']:.1%}"
+                  + ("  (this one)" if name.endswith(":ground") == (tree == "ground") else ""))
     mob = sys_.mobility(q0)
     res = float(np.abs(sys_.constraint_residual(q0)).max(initial=0.0))
     print(f"  mobility at the assembled configuration (residual {res:.1e}): dof {mob.dof}, "
@@ -222,17 +240,31 @@ def cmd_compare(args):
     if not solvers:
         raise UsageError("--solvers is empty; name at least one solver, e.g. --solvers kkt,projection")
     _solver_names("--solvers", solvers)
+    integrators = [s.strip() for s in args.integrator.split(",") if s.strip()]
+    bad = [s for s in integrators if s not in ("euler", "rk4", "rkmk4")]
+    if not integrators or bad:
+        raise UsageError(f"--integrator: expected one or more of euler, rk4, rkmk4 (comma-separated), "
+                         f"got {args.integrator!r}")
     claim_directory(args.out, "compare report", overwrite=args.overwrite, option="--overwrite")
     obj, q0, name = load(args.model, args.floating_base)
-    print(f"gear compare {name}: {args.t:g} s at dt = {args.dt:g} s, "
-          f"runs: {', '.join(solvers + ([] if args.no_maximal else ['maximal-coordinates']))}",
-          flush=True)
-    rep = gear.compare(obj, q0, t_final=args.t, dt=args.dt, integrator=args.integrator,
-                       solvers=solvers, maximal=not args.no_maximal, name=name,
+    trees = None
+    if name.startswith("n-four-bar:"):
+        # the N-four-bar has two spanning trees: time the reduced solvers on both
+        n = int(name.partition(":")[2])
+        trees = {"chain": (obj, q0), "ground": gear.mechanisms.n_four_bar(n, tree="ground")}
+    runs = [f"{'maximal solver' if s == 'maximal' else s} / {i}" for s in solvers for i in integrators]
+    if not args.no_maximal:
+        runs += [f"maximal / {i}" + x for i in integrators for x in ("", ", unstabilised")]
+    print(f"gear compare {name}: {args.t:g} s at dt = {args.dt:g} s, runs: {', '.join(runs)}; "
+          "then work precision, stability limits" + (", spanning trees" if trees else ""), flush=True)
+    rep = gear.compare(obj, q0, t_final=args.t, dt=args.dt, integrators=integrators,
+                       solvers=solvers, maximal=not args.no_maximal, name=name, trees=trees,
                        progress=False if args.no_progress else None)
     paths = rep.save(args.out)
     print()
     print(rep.table())
+    print(rep.summary())
+    print()
     print("wrote " + ", ".join(paths))
     for reason in rep.failed.values():
         print(f"gear compare: {_cli_terms(reason)}", file=sys.stderr)
@@ -416,15 +448,20 @@ def build_parser():
 
     s = sub.add_parser("compare", help="maximal vs reduced coordinates: table, PNGs and JSON",
                        description="Simulate the mechanism with every hard solver in reduced "
-                       "coordinates, with soft constraints and in maximal coordinates; write "
-                       "report.json, report.md and PNGs to --out.")
+                       "coordinates, with soft constraints and in maximal coordinates (projected and "
+                       "unstabilised), each with every --integrator; measure every run against a "
+                       "reference (kkt, rkmk4 + projection at dt/64): work precision, stability limits "
+                       "and, for n-four-bar:N, both spanning trees; write report.json, report.md and "
+                       "PNGs to --out.")
     model_arg(s)
     s.add_argument("--t", type=_positive(float), default=1.0, help="duration in s (default 1)")
     s.add_argument("--dt", type=_positive(float), default=1e-3, help="time step in s (default 1e-3)")
-    s.add_argument("--integrator", default="rk4", choices=["euler", "rk4", "rkmk4"])
+    s.add_argument("--integrator", default="euler,rk4",
+                   help="comma-separated integrators, each run by every formulation: euler, rk4, rkmk4 "
+                   "(default euler,rk4)")
     s.add_argument("--solvers", default="kkt,projection,maximal,soft",
                    help="comma-separated reduced-coordinate runs (default kkt,projection,maximal,soft)")
-    s.add_argument("--no-maximal", action="store_true", help="skip the maximal-coordinate run")
+    s.add_argument("--no-maximal", action="store_true", help="skip the maximal-coordinate runs")
     s.add_argument("--out", default="gear-compare",
                    help="output directory, new or empty (default ./gear-compare)")
     s.add_argument("--overwrite", action="store_true",

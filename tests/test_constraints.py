@@ -438,3 +438,32 @@ def test_urdf_mimic_becomes_a_coupler(tmp_path):
         (cp,) = panda.loop_closures
         assert (cp.joint, cp.source) == ("panda_finger_joint2", "panda_finger_joint1")
         assert gear.ConstrainedModel(panda).mobility(panda.neutral()).dof == panda.nv - 1
+
+
+@pytest.mark.parametrize("n", [3, 12])
+def test_tree_statistics_of_the_two_spanning_trees(n):
+    """The chain tree is 2N + 1 deep and couples every loop row with every
+    other; the ground tree is two deep and K is banded (its fill falls as
+    1/N).  The predicted pattern covers K's actual non-zeros."""
+    chain, qc = gear.mechanisms.n_four_bar(n, tree="chain")
+    ground, qg = gear.mechanisms.n_four_bar(n, tree="ground")
+    sc, sg = chain.tree_statistics(qc), ground.tree_statistics(qg)
+    assert sc["depth"] == 2 * n + 1 and sg["depth"] == 2
+    assert sc["rows"] == sg["rows"] == 3 * n
+    assert sc["fill_K"] == pytest.approx(4 / 9)           # the in-plane rows, all coupled
+    assert sg["fill_K"] < 0.5 * sc["fill_K"] if n > 3 else sg["fill_K"] <= sc["fill_K"]
+    for s, q, st in ((chain, qc, sc), (ground, qg, sg)):
+        A = s.constraint_jacobian(q)
+        K = A @ np.linalg.solve(gear.mass_matrix(s.model, q), A.T)
+        actual = int((np.abs(K) > 1e-12 * np.abs(K).max()).sum())
+        assert actual <= st["nnz_K"]
+
+
+def test_cli_info_prints_both_spanning_trees(capsys):
+    from gear.cli import main
+
+    assert main(["info", "n-four-bar:4:ground"]) == 0
+    out = capsys.readouterr().out
+    assert "spanning tree: depth 2" in out and "tree=chain: depth 9" in out and "(this one)" in out
+    assert main(["info", "n-four-bar:4:star"]) == 1
+    assert "chain or ground" in capsys.readouterr().err

@@ -372,6 +372,60 @@ class ConstrainedModel:
             return np.stack([self.constraint_bias(x, v) for x, v in zip(q, dq)])
         return self._rows(q, dq)[1]
 
+    # -- the spanning tree -----------------------------------------------------
+    def tree_statistics(self, q=None):
+        """How the spanning tree shapes the reduced-coordinate solve.
+
+        A closure's rows move the dofs on the two root paths of its bodies
+        (less their common part); ``K = A M^{-1} A^T`` couples two rows
+        when their dofs share a root path (``M^{-1} = L^{-1} L^{-T}`` with
+        the tree-sparse factor ``L``).  A shallow tree whose loops close
+        between neighbouring branches gives a sparse, banded ``K``; a deep
+        chain whose every loop spans it gives a dense one.
+
+        Parameters
+        ----------
+        q : array_like, shape (nq,), optional
+            Where to read the rows' supports (default: the neutral
+            configuration).  Only their pattern matters, but a row that
+            vanishes at ``q`` (a planar loop's out-of-plane row) counts as
+            empty: pass an assembled configuration.
+
+        Returns
+        -------
+        dict
+            ``depth`` (the most joints with a degree of freedom on a root
+            path), ``rows`` (``nc``), ``nnz_A`` (non-zeros of ``A``),
+            ``fill_K`` (the fraction of ``K``'s entries that are not
+            structurally zero) and ``nnz_K``.
+        """
+        model = self.model
+        q = model.neutral() if q is None else self._q(q)
+        A = self.constraint_jacobian(q)
+        m, nv = A.shape
+        depth_of, anc = [], []
+        for i, j in enumerate(model.joints):
+            p = model.parents[i]
+            up = set() if p < 0 else set(anc[p])
+            if j.nv:
+                up |= set(range(model._iv[i], model._iv[i] + j.nv))
+            anc.append(up)
+            depth_of.append((0 if p < 0 else depth_of[p]) + (1 if j.nv else 0))
+        # the ancestors (root paths) of every dof
+        dof_anc = [set() for _ in range(nv)]
+        for i, j in enumerate(model.joints):
+            for d in range(model._iv[i], model._iv[i] + j.nv):
+                dof_anc[d] = anc[i]
+        scale = np.abs(A).max(initial=0.0)
+        closures = []
+        for r in range(m):
+            sup = np.flatnonzero(np.abs(A[r]) > 1e-12 * max(scale, 1e-300))
+            closures.append(set().union(*(dof_anc[d] for d in sup)) if sup.size else set())
+        nnz_K = sum(1 for a in closures for b in closures if a & b)
+        return {"depth": max(depth_of, default=0), "rows": m,
+                "nnz_A": int((np.abs(A) > 1e-12 * max(scale, 1e-300)).sum()),
+                "nnz_K": nnz_K, "fill_K": nnz_K / (m * m) if m else 0.0}
+
     # -- mechanism analysis ----------------------------------------------------
     def _rank(self, A):
         if A.size == 0:
