@@ -10,6 +10,8 @@ dt = 1 ms:
   (``gear.maximal.native.native_run``: the state from ``q``, ``dq``, then
   every step and frame in one call; "-" above the dense route's 96 rows);
 * ``maximal euler+proj``: the same with Gauss-Newton projection;
+* ``maximal euler+proj (native)``: both natively (``native_run`` with
+  ``stabilization="projection"``);
 * ``maximal rkmk4``: Runge-Kutta-Munthe-Kaas, no stabilisation;
 * ``reduced euler``, ``reduced rk4``: gear's native rollout loop with the
   kkt solver and projection (``gear.simulate(sys, ...)``);
@@ -50,12 +52,12 @@ def per_step(fn, steps):
     return best / steps
 
 
-def native_run(mx, q, dq, dt, steps):
+def native_run(mx, q, dq, dt, steps, stabilization):
     """The native kernel's run from a joint-space state, every frame kept."""
     from gear.maximal import native
 
     P, V = mx.state(q, dq)
-    return native.native_run(mx, P[None], V[None], dt, steps, stabilization="baumgarte")
+    return native.native_run(mx, P[None], V[None], dt, steps, stabilization=stabilization)
 
 
 def main(argv=None):
@@ -67,8 +69,8 @@ def main(argv=None):
     dt = 1e-3
     print(f"# gear {gear.__version__} | numpy {np.__version__} | one thread | dt = {dt:g} s")
     print("\nus per step, one state (N-four-bar, chain tree)\n")
-    cols = ["maximal euler+bg", "maximal euler+bg (native)", "maximal euler+proj", "maximal rkmk4", "reduced euler",
-            "reduced rk4", "exudyn", "maximal e+bg / exudyn"]
+    cols = ["maximal euler+bg", "maximal euler+bg (native)", "maximal euler+proj", "maximal euler+proj (native)",
+            "maximal rkmk4", "reduced euler", "reduced rk4", "exudyn", "maximal e+bg / exudyn"]
     print(f"{'N':>5} {'bodies':>7} {'rows':>6} " + " ".join(f"{c:>26}" for c in cols))
     try:
         from bench_maximal import exudyn_time
@@ -84,8 +86,10 @@ def main(argv=None):
         t = {
             "maximal euler+bg": per_step(lambda: gear.simulate(mx, q, dq, T, dt, integrator="euler",
                                                                stabilization="baumgarte"), steps),
-            "maximal euler+bg (native)": (per_step(lambda: native_run(mx, q, dq, dt, steps), steps)
+            "maximal euler+bg (native)": (per_step(lambda: native_run(mx, q, dq, dt, steps, "baumgarte"), steps)
                                           if why_not(mx) is None else None),
+            "maximal euler+proj (native)": (per_step(lambda: native_run(mx, q, dq, dt, steps, "projection"), steps)
+                                            if why_not(mx) is None else None),
             "maximal euler+proj": per_step(lambda: gear.simulate(mx, q, dq, T, dt, integrator="euler",
                                                                  stabilization="projection"), steps),
             "maximal rkmk4": per_step(lambda: gear.simulate(mx, q, dq, T, dt, integrator="rkmk4",
@@ -96,7 +100,7 @@ def main(argv=None):
         tex = None
         if exudyn_time is not None and not a.no_exudyn:
             tex, _ = exudyn_time(s, N, q)
-        cells = [f"{'-':>26}" if t[c] is None else f"{t[c] * 1e6:26,.1f}" for c in cols[:6]]
+        cells = [f"{'-':>26}" if t[c] is None else f"{t[c] * 1e6:26,.1f}" for c in cols[:7]]
         cells.append(f"{'-':>26}" if tex is None else f"{tex * 1e6:26,.1f}")
         cells.append(f"{'-':>26}" if tex is None else f"{t['maximal euler+bg'] / tex:26.2f}")
         print(f"{N:>5} {mx.nbodies:>7} {mx.nrows:>6} " + " ".join(cells))

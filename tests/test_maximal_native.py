@@ -146,6 +146,43 @@ def test_run_records_the_steps_of_native_step():
     assert np.abs(g).max() < 1e-3
 
 
+@pytest.mark.parametrize("name", list(MECHS))
+def test_projection_equals_the_numpy_projection(name):
+    sys, q0 = MECHS[name]()
+    mx = gear.MaximalModel(sys)
+    rng = np.random.default_rng(5)
+    # redundant chains: off their rows within the tolerance of rounding
+    # there (see the module's docstring), regular ones by 1e-3
+    P, V = _batch(mx, sys, q0, 3, rng, 1e-3 if name in REGULAR else 1e-6)
+    V = V + 0.1 * rng.standard_normal(V.shape)
+    Pa, Va, ra = stepping.project(mx, P, V)
+    Pb, Vb, rb = native.native_project(mx, P, V)
+    # every native state stops once its own |g| <= 1e-12, NumPy's batch
+    # once all of them do (its states take the same iterations or more):
+    # the answers agree to the tolerance
+    np.testing.assert_allclose(Pb, Pa, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(Vb, Va, rtol=0, atol=1e-10 * np.abs(Va).max())
+    assert rb == pytest.approx(ra, rel=1e-12) and rb > 1e-7
+    assert np.abs(mx.joint_residual(Pb)).max() <= 1e-12
+
+
+def test_run_with_projection_equals_steps_and_projections():
+    sys, q0 = mech.slider_crank()
+    mx = gear.MaximalModel(sys)
+    rng = np.random.default_rng(6)
+    P, V = _batch(mx, sys, q0, 2, rng)
+    tau = rng.standard_normal((2, sys.model.nv))
+    Pr, Vr, lam = native.native_run(mx, P, V, H, 12, record_every=4, tau=tau, stabilization="projection")
+    Pa, Va, _ = stepping.project(mx, P, V)
+    for k in range(1, 13):
+        Pa, Va, la = stepping.step(mx, Pa, Va, H, "euler", tau, None, "projection")
+        Pa, Va, _ = stepping.project(mx, Pa, Va)
+        if k % 4 == 0:
+            np.testing.assert_allclose(Pr[:, k // 4], Pa, rtol=0, atol=1e-13)
+            np.testing.assert_allclose(Vr[:, k // 4], Va, rtol=0, atol=1e-10 * np.abs(Va).max())
+    assert np.abs(mx.joint_residual(Pr[:, -1])).max() <= 1e-12
+
+
 def test_baumgarte_target_holds_after_the_step():
     sys, q0 = mech.five_bar()
     mx = gear.MaximalModel(sys)
@@ -203,5 +240,7 @@ def test_bad_arguments():
         native.native_step(mx, P, V, H)                       # not batched
     with pytest.raises(ValueError, match="positive"):
         native.native_step(mx, P[None], V[None], -H)
+    with pytest.raises(ValueError, match="stabilization"):
+        native.native_step(mx, P[None], V[None], H, stabilization="bg")
     with pytest.raises(ValueError, match="record_every"):
         native.native_run(mx, P[None], V[None], H, 3, record_every=0)

@@ -20,6 +20,11 @@ the bodies the two rows share.  ``K`` is solved like
 (``delta`` = 1e-12 of ``K``'s largest ``|entry|``; redundant rows make ``K``
 singular) and up to four steps of refinement on ``K`` itself.
 
+The Gauss-Newton projection (``gear.maximal.stepping.project``) reuses
+the same pieces: ``T <- T exp(-M^{-1} J^T K^{-1} g)`` with ``J`` and the
+factor of ``K`` from the start until ``max |g| <= tol``, then ``V <- V -
+M^{-1} J^T K^{-1} J V`` at the new poses.
+
 Joint torques are equal and opposite wrenches, ``w = S (S^T S)^{-1} tau``
 on the child (``S^T w = tau``; ``S`` in the child frame, constant for most
 kinds, from the relative rotation for universal and planar joints) and
@@ -35,7 +40,7 @@ from libc.math cimport sqrt, sin, cos, fabs, atan2, rint, M_PI
 
 from gear.spatial._spatial cimport (cross3, matmul3, matvec3, matTvec3, se3_mul, se3_inv, dAd_inv, dad,
                                     mat6_vec)
-from gear.algorithms._dense cimport chol_factor, chol_solve
+from gear.algorithms._dense cimport chol_factor, chol_solve, dot
 
 import numpy as np
 
@@ -82,8 +87,8 @@ cdef struct PlanC:
 
 
 cdef inline int scratch_size(const PlanC* p) noexcept nogil:
-    # T, f / V*: 18 nb; F, G: 24 m; g, rhs, x, res: 4 m; K, L: 2 m^2
-    return 18 * p.nb + 28 * p.m + 2 * p.m * p.m + 8
+    # T, V, D: 24 nb; F, G: 24 m; g, rhs, x, res: 4 m; K, L: 2 m^2; m ints
+    return 24 * p.nb + 29 * p.m + 2 * p.m * p.m + 8
 
 
 cdef inline void pose_in(const double* P16, double* T) noexcept nogil:
@@ -344,36 +349,151 @@ cdef inline double max_abs(const double* a, int n) noexcept nogil:
     return s
 
 
-cdef inline int solve_K(const double* K, double* L, int m, const double* rhs, double* x,
-                        double* res) noexcept nogil:
-    """x with K x = rhs: Cholesky of K + delta I, refined on K (kkt.RowSystem.solve)."""
+cdef inline int cholesky(double* A, int n, int* first) noexcept nogil:
+    """In-place lower Cholesky factor of the SPD n x n row-major A, row by
+    row (Cholesky-Banachiewicz) on its envelope: row i of L is zero left
+    of ``first[i]``, the first non-zero of row i of A (every row of J meets
+    two bodies, so K is mostly zeros), and every entry is one contiguous
+    dot product of two rows of L.  Returns 0, or 1 + the first pivot that
+    is not positive."""
+    cdef int i, j, k
+    cdef double s
+    for i in range(n):
+        first[i] = i
+        for k in range(i):
+            if A[i * n + k] != 0.0:
+                first[i] = k
+                break
+        for j in range(first[i], i + 1):
+            k = first[i] if first[i] > first[j] else first[j]
+            s = A[i * n + j] - dot(A + i * n + k, A + j * n + k, j - k)
+            if j < i:
+                A[i * n + j] = s / A[j * n + j]
+            elif s > 0.0:
+                A[i * n + i] = sqrt(s)
+            else:
+                return 1 + i
+    return 0
+
+
+cdef inline void cho_solve(const double* L, int n, const int* first, double* x) noexcept nogil:
+    """x <- (L L^T)^{-1} x: L y = x by rows, then L^T x = y by columns of
+    L^T (rows of L), both contiguous and on the envelope."""
+    cdef int i, k, f
+    cdef double a
+    for i in range(n):
+        f = first[i]
+        x[i] = (x[i] - dot(L + i * n + f, x + f, i - f)) / L[i * n + i]
+    for i in range(n - 1, -1, -1):
+        x[i] /= L[i * n + i]
+        a = x[i]
+        for k in range(first[i], i):
+            x[k] -= L[i * n + k] * a
+
+
+cdef inline int factor_K(const double* K, double* L, int* first, int m) noexcept nogil:
+    """L = chol(K + delta I), delta = 1e-12 of K's largest |entry| (kkt.RowSystem)."""
     cdef double delta = REG * max_abs(K, m * m)
-    cdef double tol = 1e-14 * max_abs(rhs, m)
-    cdef int r, s, it
+    cdef int r
     if delta < 1e-300 * REG:
         delta = 1e-300 * REG
-    if tol < 1e-14:
-        tol = 1e-14
     for r in range(m * m):
         L[r] = K[r]
     for r in range(m):
         L[r * m + r] += delta
-    if chol_factor(L, m, 0.0) != 0:
-        return ST_CHOL
+    return ST_OK if cholesky(L, m, first) == 0 else ST_CHOL
+
+
+cdef inline void solve_K(const double* K, const double* L, const int* first, int m, const double* rhs,
+                         double* x, double* res) noexcept nogil:
+    """x with K x = rhs: the factor's solve, refined on K itself
+    (kkt.RowSystem.solve: up to four steps, until |rhs - K x| <= 1e-14
+    max(1, |rhs|))."""
+    cdef double tol = 1e-14 * max_abs(rhs, m)
+    cdef int r, it
+    if tol < 1e-14:
+        tol = 1e-14
     for r in range(m):
         x[r] = rhs[r]
-    chol_solve(L, m, x, 1)
+    cho_solve(L, m, first, x)
     for it in range(REFINE):
         for r in range(m):
-            res[r] = rhs[r]
-            for s in range(m):
-                res[r] -= K[r * m + s] * x[s]
+            res[r] = rhs[r] - dot(K + r * m, x, m)
         if max_abs(res, m) <= tol:
             break
-        chol_solve(L, m, res, 1)
+        cho_solve(L, m, first, res)
         for r in range(m):
             x[r] += res[r]
+
+
+cdef inline int rows_and_K(const PlanC* p, const double* T, double* g, double* F, double* G,
+                           double* K) noexcept nogil:
+    """Every row's residual g_r and its two 6-blocks F_r of J, G_r = M^{-1}
+    F_r, and K = J M^{-1} J^T: K_rs sums F_r . G_s over the bodies rows r
+    and s share (every row meets at most two)."""
+    cdef int m = p.m, r, s, k, sa, sb, b, st
+    cdef double v
+    for r in range(m):
+        st = row(p, T, r, g + r, F + 12 * r)
+        if st != ST_OK:
+            return st
+        for sa in range(2):
+            b = p.ia[r] if sa == 0 else p.ib[r]
+            if b >= 0:
+                mat6_vec(p.Minv + 36 * b, F + 12 * r + 6 * sa, G + 12 * r + 6 * sa)
+            else:
+                for k in range(6):
+                    G[12 * r + 6 * sa + k] = 0.0
+    for r in range(m):
+        for s in range(r, m):
+            v = 0.0
+            for sa in range(2):
+                b = p.ia[r] if sa == 0 else p.ib[r]
+                for sb in range(2):
+                    if b >= 0 and b == (p.ia[s] if sb == 0 else p.ib[s]):
+                        v += dot6(F + 12 * r + 6 * sa, G + 12 * s + 6 * sb)
+            K[r * m + s] = v
+            K[s * m + r] = v
     return ST_OK
+
+
+cdef inline void J_apply(const PlanC* p, const double* F, const double* V, double* out) noexcept nogil:
+    # out_r = F_ra . V_a + F_rb . V_b
+    cdef int r
+    for r in range(p.m):
+        out[r] = 0.0
+        if p.ia[r] >= 0:
+            out[r] += dot6(F + 12 * r, V + 6 * p.ia[r])
+        if p.ib[r] >= 0:
+            out[r] += dot6(F + 12 * r + 6, V + 6 * p.ib[r])
+
+
+cdef inline void add_Minv_Jt(const PlanC* p, const double* G, const double* x, double c,
+                             double* V) noexcept nogil:
+    # V += c M^{-1} J^T x
+    cdef int r, k
+    for r in range(p.m):
+        if p.ia[r] >= 0:
+            for k in range(6):
+                V[6 * p.ia[r] + k] += c * G[12 * r + k] * x[r]
+        if p.ib[r] >= 0:
+            for k in range(6):
+                V[6 * p.ib[r] + k] += c * G[12 * r + 6 + k] * x[r]
+
+
+cdef inline void move(double* T, int nb, const double* V, double h) noexcept nogil:
+    # T_b <- T_b exp(h V_b)  (Kim eq. 15)
+    cdef double E[12]
+    cdef double Tn[12]
+    cdef double xi[6]
+    cdef int b, k
+    for b in range(nb):
+        for k in range(6):
+            xi[k] = h * V[6 * b + k]
+        exp_se3(xi, E)
+        se3_mul(T + 12 * b, E, Tn)
+        for k in range(12):
+            T[12 * b + k] = Tn[k]
 
 
 cdef int euler_one(const PlanC* p, const double* P16, const double* V, const double* tau,
@@ -381,10 +501,10 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
                    double* lam, double* ws) noexcept nogil:
     """One step of one state (eq. 12).  ``gain``: beta / h (Baumgarte) or 0.
     ``Pout``/``Vout`` may be ``P16``/``V``."""
-    cdef int nb = p.nb, m = p.m, b, r, s, k, sa, sb, st
+    cdef int nb = p.nb, m = p.m, b, r, k, st
     cdef double* T = ws                   # (nb, 12)
     cdef double* Vs = T + 12 * nb         # (nb, 6) f, then V* and V+
-    cdef double* F = Vs + 6 * nb          # (m, 12) rows of J, per side
+    cdef double* F = Vs + 12 * nb         # (m, 12) rows of J, per side (after D of project_one)
     cdef double* G = F + 12 * m           # (m, 12) M^{-1} F
     cdef double* g = G + 12 * m
     cdef double* rhs = g + m
@@ -392,13 +512,8 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
     cdef double* res = x + m
     cdef double* K = res + m              # (m, m)
     cdef double* L = K + m * m            # (m, m)
-    cdef double E[12]
-    cdef double Tn[12]
-    cdef double xi[6]
+    cdef int* first = <int*> (L + m * m)  # (m,) the envelope of K
     cdef double Mf[6]
-    cdef double s_
-    cdef int bodies[2]
-    cdef int bodies_s[2]
     for b in range(nb):
         pose_in(P16 + 16 * b, T + 12 * b)
     # the free step V* = V + h M^{-1} f
@@ -408,52 +523,82 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
         for k in range(6):
             Vs[6 * b + k] = V[6 * b + k] + h * Mf[k]
     if m > 0:
-        # rows, K = J M^{-1} J^T, and K mu = -gain g - J V*
-        for r in range(m):
-            st = row(p, T, r, g + r, F + 12 * r)
-            if st != ST_OK:
-                return st
-            for sa in range(2):
-                b = p.ia[r] if sa == 0 else p.ib[r]
-                if b >= 0:
-                    mat6_vec(p.Minv + 36 * b, F + 12 * r + 6 * sa, G + 12 * r + 6 * sa)
-                else:
-                    for k in range(6):
-                        G[12 * r + 6 * sa + k] = 0.0
-        for r in range(m):
-            bodies[0], bodies[1] = p.ia[r], p.ib[r]
-            rhs[r] = -gain * g[r]
-            for sa in range(2):
-                if bodies[sa] >= 0:
-                    rhs[r] -= dot6(F + 12 * r + 6 * sa, Vs + 6 * bodies[sa])
-            for s in range(r, m):
-                bodies_s[0], bodies_s[1] = p.ia[s], p.ib[s]
-                s_ = 0.0
-                for sa in range(2):
-                    for sb in range(2):
-                        if bodies[sa] >= 0 and bodies[sa] == bodies_s[sb]:
-                            s_ += dot6(F + 12 * r + 6 * sa, G + 12 * s + 6 * sb)
-                K[r * m + s] = s_
-                K[s * m + r] = s_
-        st = solve_K(K, L, m, rhs, x, res)
+        # K mu = -gain g - J V*,  V+ = V* + M^{-1} J^T mu,  lam = mu / h
+        st = rows_and_K(p, T, g, F, G, K)
+        if st == ST_OK:
+            st = factor_K(K, L, first, m)
         if st != ST_OK:
             return st
-        # V+ = V* + M^{-1} J^T mu;  lam = mu / h
+        J_apply(p, F, Vs, rhs)
         for r in range(m):
-            bodies[0], bodies[1] = p.ia[r], p.ib[r]
-            for sa in range(2):
-                if bodies[sa] >= 0:
-                    for k in range(6):
-                        Vs[6 * bodies[sa] + k] += G[12 * r + 6 * sa + k] * x[r]
+            rhs[r] = -gain * g[r] - rhs[r]
+        solve_K(K, L, first, m, rhs, x, res)
+        add_Minv_Jt(p, G, x, 1.0, Vs)
+        for r in range(m):
             lam[r] = x[r] / h
     # T+ = T exp(h V+)
+    move(T, nb, Vs, h)
     for b in range(nb):
+        pose_out(T + 12 * b, Pout + 16 * b)
         for k in range(6):
-            xi[k] = h * Vs[6 * b + k]
             Vout[6 * b + k] = Vs[6 * b + k]
-        exp_se3(xi, E)
-        se3_mul(T + 12 * b, E, Tn)
-        pose_out(Tn, Pout + 16 * b)
+    return ST_OK
+
+
+cdef int project_one(const PlanC* p, const double* P16, const double* V, double tol, int max_iter,
+                     double* Pout, double* Vout, double* before, double* ws) noexcept nogil:
+    """stepping.project for one state: Gauss-Newton on the poses, ``T <- T
+    exp(-M^{-1} J^T K^{-1} g)`` with J and the factor of K from the start,
+    until max |g| <= tol; then V <- V - M^{-1} J^T K^{-1} J V at the new
+    poses.  ``before``: max |g| at the start."""
+    cdef int nb = p.nb, m = p.m, b, r, k, it, st
+    cdef double* T = ws
+    cdef double* Vs = T + 12 * nb
+    cdef double* D = Vs + 6 * nb          # (nb, 6) the Gauss-Newton step
+    cdef double* F = D + 6 * nb
+    cdef double* G = F + 12 * m
+    cdef double* g = G + 12 * m
+    cdef double* rhs = g + m
+    cdef double* x = rhs + m
+    cdef double* res = x + m
+    cdef double* K = res + m
+    cdef double* L = K + m * m
+    cdef int* first = <int*> (L + m * m)
+    cdef double Fr[12]
+    for b in range(nb):
+        pose_in(P16 + 16 * b, T + 12 * b)
+        for k in range(6):
+            Vs[6 * b + k] = V[6 * b + k]
+    st = rows_and_K(p, T, g, F, G, K)
+    if st == ST_OK:
+        st = factor_K(K, L, first, m)
+    if st != ST_OK:
+        return st
+    before[0] = max_abs(g, m)
+    for it in range(max_iter):
+        if max_abs(g, m) <= tol:
+            break
+        solve_K(K, L, first, m, g, x, res)
+        for k in range(6 * nb):               # D = -M^{-1} J^T K^{-1} g
+            D[k] = 0.0
+        add_Minv_Jt(p, G, x, -1.0, D)
+        move(T, nb, D, 1.0)
+        for r in range(m):
+            st = row(p, T, r, g + r, Fr)
+            if st != ST_OK:
+                return st
+    st = rows_and_K(p, T, g, F, G, K)
+    if st == ST_OK:
+        st = factor_K(K, L, first, m)
+    if st != ST_OK:
+        return st
+    J_apply(p, F, Vs, rhs)
+    solve_K(K, L, first, m, rhs, x, res)
+    add_Minv_Jt(p, G, x, -1.0, Vs)
+    for b in range(nb):
+        pose_out(T + 12 * b, Pout + 16 * b)
+        for k in range(6):
+            Vout[6 * b + k] = Vs[6 * b + k]
     return ST_OK
 
 
@@ -540,14 +685,16 @@ def euler_step(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double
         free(ws)
 
 
-def euler_run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, double gain, int steps,
+def euler_run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, double gain, bint proj, int steps,
               int every, const double[:, ::1] tau, const double[:, ::1] fext, double[:, :, ::1] Prec,
               double[:, :, ::1] Vrec, double[:, :, ::1] lamrec, int[::1] status, int nthreads):
     """``steps`` Euler steps of N states, each state on its own thread: P, V
     (advanced in place) and, at steps 0, every, 2 every, ... (and the last),
     the frames Prec (N, T, 16 nb), Vrec (N, T, 6 nb), lamrec (N, T, m) (the
-    row forces of the step that led there; zero at step 0).  A state stops
-    at its first failing step (status != 0; P, V are those before it)."""
+    row forces of the step that led there; zero at step 0).  ``proj``: the
+    state projected (tolerance 1e-12, at most 10 iterations) at the start
+    and after every step, as gear.simulate does.  A state stops at its first
+    failing step (status != 0; P, V are those before it)."""
     cdef Py_ssize_t N = P.shape[0], k
     cdef const PlanC* p = &plan.c
     cdef int wsize = scratch_size(p), nv = p.nv, nb = p.nb, m = p.m, n, fr, st, j
@@ -564,7 +711,11 @@ def euler_run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, double ga
         for k in prange(N, schedule='static'):
             fr = 0
             st = ST_OK
+            if proj and m > 0:
+                st = project_one(p, &P[k, 0], &V[k, 0], 1e-12, 10, &P[k, 0], &V[k, 0], lam + m, ws)
             for n in range(steps + 1):
+                if st != ST_OK:
+                    break
                 if n % every == 0 or n == steps:
                     for j in range(16 * nb):
                         Prec[k, fr, j] = P[k, j]
@@ -578,7 +729,25 @@ def euler_run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, double ga
                 st = euler_one(p, &P[k, 0], &V[k, 0], tp + k * nv if tp != NULL else NULL,
                                fp + k * 6 * nb if fp != NULL else NULL, h, gain, &P[k, 0], &V[k, 0],
                                lam, ws)
-                if st != ST_OK:
-                    break
+                if st == ST_OK and proj and m > 0:
+                    st = project_one(p, &P[k, 0], &V[k, 0], 1e-12, 10, &P[k, 0], &V[k, 0], lam + m, ws)
             status[k] = st
+        free(ws)
+
+def project(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double tol, int max_iter,
+            double[:, ::1] Pout, double[:, ::1] Vout, double[::1] before, int[::1] status, int nthreads):
+    """stepping.project of N states (P (N, 16 nb), V (N, 6 nb)) into Pout,
+    Vout; ``before`` (N,) the largest |g| of each state before."""
+    cdef Py_ssize_t N = P.shape[0], k
+    cdef const PlanC* p = &plan.c
+    cdef int wsize = scratch_size(p)
+    cdef double* ws
+    cdef int nt = max(1, min(nthreads, N))
+    if N == 0:
+        return
+    with nogil, parallel(num_threads=nt):
+        ws = <double*> malloc(wsize * sizeof(double))
+        for k in prange(N, schedule='static'):
+            status[k] = project_one(p, &P[k, 0], &V[k, 0], tol, max_iter, &Pout[k, 0], &Vout[k, 0],
+                                    &before[k], ws)
         free(ws)

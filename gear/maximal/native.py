@@ -12,8 +12,9 @@ The kernel covers hard rows on the dense route (at most
 dot, dist, helix: every joint kind and loop closure), with joint torques on
 every joint kind.  It does not cover compliant rows, joint couplers, the
 other integrators, or more rows than the dense route takes: there
-:func:`native_step` returns None (:func:`why_not` says why).  The
-Gauss-Newton projection stays :func:`gear.maximal.stepping.project`.
+:func:`native_step` returns None (:func:`why_not` says why).
+:func:`native_project` (and :func:`project`, with the NumPy fallback) is
+the Gauss-Newton projection of :func:`gear.maximal.stepping.project`.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from .. import joints as JT
 from . import stepping
 from .kkt import DENSE_ROWS
 
-__all__ = ["native_step", "native_run", "step", "plan", "why_not", "build"]
+__all__ = ["native_step", "native_project", "native_run", "step", "project", "plan", "why_not", "build"]
 
 
 def build(mx):
@@ -101,6 +102,8 @@ def _inputs(mx, P, V, tau, f_ext):
 def _gain(h, stabilization, beta):
     if not (np.isfinite(h) and h > 0):
         raise ValueError(f"the step h must be positive and finite, got {h!r}")
+    if stabilization not in stepping.STABILIZATIONS:
+        raise ValueError(f"stabilization must be 'baumgarte', 'projection' or None, got {stabilization!r}")
     b = stepping.BAUMGARTE_BETA if beta is None else float(beta)
     return b / h if stabilization == "baumgarte" else 0.0
 
@@ -140,6 +143,36 @@ def step(mx, P, V, h, integrator, tau=None, f_ext=None, stabilization=None, beta
     return stepping.step(mx, P, V, h, integrator, tau, f_ext, stabilization, beta, gains)
 
 
+def native_project(mx, P, V, tol=1e-12, max_iter=10):
+    """:func:`gear.maximal.stepping.project` of a batch, natively: the
+    poses moved onto the rows by Gauss-Newton (``T <- T exp(-M^{-1} J^T
+    K^{-1} g)``, ``J`` and the factor of ``K`` from the start), then the
+    twists onto ``J V = 0``.  Returns ``(P, V, residual)`` (the largest
+    ``|g|`` before), or None when the kernel does not cover the model."""
+    if why_not(mx) is not None:
+        return None
+    if mx.nrows == 0:
+        return P, V, 0.0
+    from ._native import project as _project
+
+    N, nb = np.shape(P)[0], mx.nbodies
+    Pf, Vf, _, _ = _inputs(mx, P, V, None, None)
+    Po, Vo = np.empty_like(Pf), np.empty_like(Vf)
+    before = np.zeros(N)
+    status = np.zeros(N, dtype=np.int32)
+    _project(plan(mx), Pf, Vf, float(tol), int(max_iter), Po, Vo, before, status, _threads())
+    if status.any():
+        return None
+    return Po.reshape(N, nb, 4, 4), Vo.reshape(N, nb, 6), float(before.max(initial=0.0))
+
+
+def project(mx, P, V, tol=1e-12, max_iter=10):
+    """:func:`gear.maximal.stepping.project`, natively where the kernel
+    covers the model, NumPy otherwise."""
+    out = native_project(mx, P, V, tol, max_iter)
+    return out if out is not None else stepping.project(mx, P, V, tol, max_iter)
+
+
 def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabilization=None, beta=None):
     """``steps`` Euler steps of a batch in one native call, every state on
     its own thread.
@@ -152,7 +185,9 @@ def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabili
     steps, record_every : int
         Frames are recorded at steps 0, k, 2k, ... and at the last step.
     tau, f_ext, stabilization, beta
-        As :func:`native_step` (constant over the run).
+        As :func:`native_step` (constant over the run); ``"projection"``
+        projects the state (:func:`native_project`) at the start and after
+        every step, as :func:`gear.simulate` does.
 
     Returns
     -------
@@ -186,8 +221,8 @@ def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabili
     Prec, Vrec = np.empty((N, T, 16 * nb)), np.empty((N, T, 6 * nb))
     lam = np.empty((N, T, mx.nrows))
     status = np.zeros(N, dtype=np.int32)
-    euler_run(plan(mx), Pf, Vf, float(h), gain, steps, every, tau, f_ext, Prec, Vrec, lam, status,
-              _threads())
+    euler_run(plan(mx), Pf, Vf, float(h), gain, stabilization == "projection", steps, every, tau, f_ext, Prec, Vrec,
+              lam, status, _threads())
     bad = np.flatnonzero(status)
     if bad.size:
         what = {1: "a distance row's two points coincide", 2: "K + delta I is not positive definite"}
