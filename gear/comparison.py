@@ -1,41 +1,71 @@
-"""Maximal versus reduced coordinates: one mechanism, every formulation.
+"""Maximal versus reduced coordinates: one mechanism, every formulation,
+several integrators, measured against a high-accuracy reference.
 
 :func:`compare` simulates the same closed chain (or tree) from the same
-state
+state, once per *run*; a run is a formulation, an integrator and a
+stabilisation:
 
-* in **reduced coordinates** with each hard solver (``"kkt"``, Kim's
-  articulated-body route; ``"projection"``, a null-space basis of ``A``;
-  ``"maximal"``, the sparse maximal KKT system mapped back to joint
-  accelerations), integrated by :func:`gear.simulate` with position and
-  velocity projection;
-* with **soft constraints** (``"soft"``, compliant rows, no projection).
+* **reduced coordinates** (formulation ``"reduced"``), one run per hard
+  solver and integrator: ``"kkt"`` (Kim's articulated-body route),
+  ``"projection"`` (a null-space basis of ``A``), ``"maximal"`` (the
+  sparse maximal KKT system mapped back to joint accelerations), each
+  integrated by :func:`gear.simulate` with position and velocity
+  projection.  The joints hold exactly by construction; only the loop
+  closures can drift, and the projection removes that drift.
+* **soft constraints** (``"soft"``): compliant loop rows, no projection.
   Ruan's soft constraint ("Articulated rigid body systems", eq. 13,
-  ``lam = -k J v``) pushes back on the velocity error ``J v``; the soft
-  solver does so through its ``damping`` option, which compare sets to
-  ``1 / (5 dt)`` (the velocity error decays over about five steps, the
-  time constant of :func:`gear.simulate`'s Baumgarte default).  With the
-  solver's own default (no damping) nothing pulls a velocity error back:
-  it grows, and on the N-four-bar chain at N = 50 the explicit RK4 run
-  diverges at t = 0.5 s; with ``1 / (5 dt)`` it stays within 1e-5 rad of
-  the hard solvers (``h * damping = 0.2`` lies well inside the stability
-  interval of RK4 and of semi-implicit Euler);
-* in **maximal coordinates**: the state is every body's world pose ``T_i``
-  and body twist ``V_i`` (6 coordinates per body); the accelerations ``dV``
-  come from the maximal KKT system (Ruan, "Articulated rigid body
-  systems", eq. 12) solved by CHOLMOD at the joint coordinates nearest to
-  the body states (:func:`gear.maximal.to_reduced`), and every body is
-  advanced on SE(3) by semi-implicit Euler, ``V <- V + h dV``, ``T <- T
-  exp(h V)``, with no stabilisation, so the joints and loops drift as they
-  do in a maximal-coordinate code.
+  ``lam = -k J v``) pushes back on the velocity error; the soft solver
+  does so through its ``damping`` option, which compare sets to ``1 / (5
+  dt)`` (the velocity error decays over about five steps of the study's
+  ``dt``; without it the N-four-bar chain at N = 50 diverges).
+* **maximal coordinates** (``"maximal"``): :class:`gear.MaximalModel`
+  advanced by :func:`gear.simulate`: every body's world pose and twist is
+  the state, joints and loops are rows of ``J``; ``"euler"`` is Ruan's
+  velocity-level step (eq. 12), ``"rk4"``/``"rkmk4"`` the classical
+  tableau on the acceleration-level system.  Each integrator runs with
+  projection onto the rows and once without any stabilisation, so that
+  the joints' drift is shown as it is.
 
-and reports, for each run: problem sizes (``nv``, constraint rows, the
-maximal system's rows and nonzeros), cost per step and per solver call,
-constraint drift, energy drift and the deviation from the reference run
-(the first run that completed) over time; as a table
-(:meth:`Comparison.table`), PNG plots (:meth:`Comparison.plot`) and JSON
-(:meth:`Comparison.to_json`, schema :data:`SCHEMA`).  :func:`scaling`
-times one solver call of each solver on the N-four-bar chain for growing
-N: which formulation is faster at which size.
+By default every formulation runs with ``"euler"`` and ``"rk4"``.  Run
+names read ``"kkt / rk4"``, ``"soft / euler"``, ``"maximal / rk4"``
+(maximal coordinates, projected) and ``"maximal / rk4, unstabilised"``;
+the reduced run with the ``"maximal"`` solver is ``"maximal solver /
+rk4"``.
+
+**The reference.**  Every run is measured against one reference
+trajectory: the reduced ``"kkt"`` solver with ``"rkmk4"`` and projection
+at ``dt / 64`` (:data:`REFERENCE`).  It is a fourth-order method run with
+a step 64 times smaller than any run's, so its error is about ``64^-4 =
+6e-8`` times that of the rk4 runs at ``dt`` and far below every first-order
+run's; compare measures it (``settings["reference_error"]``: the
+Richardson estimate ``|q(dt/32) - q(dt/64)| / 15`` at ``t_final``) and
+states it under the table and in the work-precision plot.  The reduced
+formulation keeps the joints exact, so its only position error is the
+integrator's; scipy's DOP853 was not chosen because gear's adaptive
+integrators do not project onto the loops.
+
+The report (:class:`Comparison`) holds, per run, the problem sizes, cost
+per step and per solver call, constraint drift, energy drift, the error
+at ``t_final`` and the deviation over time from the reference, and three
+studies:
+
+* **work precision** (``work_precision``): every run again at ``dt``
+  times each factor of ``work_precision=`` (default 1, 2, 4, 8): the error
+  at ``t_final`` against the reference versus the wall time per
+  simulated second (a work-precision diagram, as Hairer, Lubich and
+  Wanner, "Geometric Numerical Integration", compare integrators);
+* **stability limits** (``stability``): the largest ``dt`` at which each
+  run stays stable over a short horizon, by bisection
+  (:data:`STABILITY` states the criterion);
+* **spanning trees** (``trees=``): the reduced cost per step on each
+  spanning tree of the same mechanism, beside the maximal one (the
+  maximal formulation has no tree: its rows are the same whichever joints
+  are cut).
+
+as a table (:meth:`Comparison.table`), PNG plots (:meth:`Comparison.plot`)
+and JSON (:meth:`Comparison.to_json`, schema :data:`SCHEMA`).
+:func:`scaling` times one solver call of each solver on the N-four-bar
+chain for growing N.
 
 A run that fails (its state diverges, its solver raises) does not stop the
 others: it is kept in the report as failed, with a one-line reason that
@@ -49,24 +79,53 @@ import time
 
 import numpy as np
 
-__all__ = ["compare", "Comparison", "scaling", "plot_scaling", "SCHEMA", "validate", "check_output"]
+__all__ = ["compare", "Comparison", "scaling", "plot_scaling", "SCHEMA", "validate", "check_output",
+           "REFERENCE", "STABILITY"]
 
 #: what :func:`check_output` and :meth:`Comparison.save` call the directory's contents
 OUTPUT_KIND = "compare report"
 
-_METRICS = ("wall_s", "step_s", "solve_s", "max_constraint_residual", "max_energy_drift", "max_deviation")
+#: the reference run every run is measured against: solver, integrator,
+#: stabilisation and how many times smaller its step is than ``dt``
+REFERENCE = {"solver": "kkt", "integrator": "rkmk4", "stabilization": "projection", "refine": 64}
 
-#: JSON Schema (draft 2020-12) of :meth:`Comparison.to_dict`.  Version 2:
-#: runs carry ``status`` (``"ok"`` or ``"failed"``) and ``error`` (the
-#: reason, or null); a failed run's measurements are null and it has no
-#: series; ``settings`` name the ``reference`` run and the ``energy_scale``.
+#: the stability study's criterion and search.  A run is *stable* at
+#: ``dt`` when, simulated over ``horizon`` seconds from the study's initial
+#: state, it completes with finite states, its energy stays within
+#: ``energy * E_s`` of ``E0`` (``E_s`` the report's energy scale; the
+#: systems compared are conservative, and an explicit integrator that goes
+#: unstable gains energy without bound) and the largest position residual
+#: of its rows (loop closures; joints too in maximal coordinates) stays
+#: below ``rows`` (m, or the sine of an angle: a mechanism whose joints
+#: open by more is no longer the mechanism, whatever its energy).
+#: ``horizon`` None: ``min(t_final, 1 s)``.  The search starts at the
+#: study's ``dt``, multiplies it by ``grow`` until a ``dt`` fails or
+#: ``horizon / min_steps`` is reached (reported as a lower bound, in
+#: ``settings["stability"]["capped"]``), or divides it (twice at most)
+#: when ``dt`` itself fails; then it bisects geometrically ``bisections``
+#: times between the last stable and the first unstable ``dt`` (4 with
+#: ``grow`` 4: within 9 %).  It assumes stability is lost once as ``dt``
+#: grows, and it holds for this horizon and state only.
+STABILITY = {"energy": 1.0, "rows": 1e-2, "horizon": None, "grow": 4.0, "min_steps": 10, "bisections": 4}
+
+_METRICS = ("wall_s", "step_s", "solve_s", "max_constraint_residual", "max_energy_drift", "max_deviation",
+            "final_error")
+_SERIES = ("residual", "position_residual", "energy_drift", "deviation")
+
+#: JSON Schema (draft 2020-12) of :meth:`Comparison.to_dict`.  Version 3:
+#: runs are a formulation x integrator x stabilisation (``name`` like
+#: ``"kkt / rk4"``), ``final_error`` against the reference run of
+#: :data:`REFERENCE` (``settings.reference``, ``settings.reference_error``),
+#: ``series.position_residual`` (joint and loop rows' position error),
+#: ``work_precision``, ``stability`` and ``trees``.
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "gear comparison report",
     "type": "object",
-    "required": ["schema", "gear_version", "name", "sizes", "settings", "runs", "series"],
+    "required": ["schema", "gear_version", "name", "sizes", "settings", "runs", "series", "work_precision",
+                 "stability", "trees"],
     "properties": {
-        "schema": {"const": "gear.compare/2"},
+        "schema": {"const": "gear.compare/3"},
         "gear_version": {"type": "string"},
         "name": {"type": "string"},
         "sizes": {
@@ -79,10 +138,15 @@ SCHEMA = {
         },
         "settings": {
             "type": "object",
-            "required": ["t_final", "dt", "integrator", "steps", "record_every", "reference",
-                         "energy_scale"],
+            "required": ["t_final", "dt", "integrators", "steps", "record_every", "reference",
+                         "reference_error", "energy_scale", "work_precision_factors", "stability"],
             "properties": {"reference": {"type": ["string", "null"]},
-                           "energy_scale": {"type": "number", "minimum": 0}},
+                           "reference_error": {"type": ["number", "null"], "minimum": 0},
+                           "energy_scale": {"type": "number", "minimum": 0},
+                           "integrators": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                           "work_precision_factors": {"type": "array", "items": {"type": "number",
+                                                                                  "minimum": 0}},
+                           "stability": {"type": ["object", "null"]}},
         },
         "runs": {
             "type": "array",
@@ -107,12 +171,42 @@ SCHEMA = {
         },
         "series": {
             "type": "object",
-            "required": ["t", "residual", "energy_drift", "deviation"],
-            "properties": {
-                "t": {"type": "array", "items": {"type": "number"}},
-                "residual": {"type": "object"},
-                "energy_drift": {"type": "object"},
-                "deviation": {"type": "object"},
+            "required": ["t", *_SERIES],
+            "properties": {"t": {"type": "array", "items": {"type": "number"}},
+                           **{k: {"type": "object"} for k in _SERIES}},
+        },
+        "work_precision": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["run", "formulation", "integrator", "stabilization", "dt", "error", "cost_s"],
+                "properties": {
+                    "run": {"type": "string"},
+                    "formulation": {"enum": ["reduced", "soft", "maximal"]},
+                    "integrator": {"type": "string"},
+                    "stabilization": {"type": ["string", "null"]},
+                    "dt": {"type": "number", "minimum": 0},
+                    "error": {"type": "number", "minimum": 0},
+                    "cost_s": {"type": "number", "minimum": 0},
+                },
+            },
+        },
+        "stability": {"type": "object"},
+        "trees": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["tree", "nv", "constraint_rows", "depth", "maximal_rows", "step_s",
+                             "body_deviation"],
+                "properties": {
+                    "tree": {"type": "string"},
+                    "nv": {"type": "integer"},
+                    "constraint_rows": {"type": "integer"},
+                    "depth": {"type": "integer"},
+                    "maximal_rows": {"type": ["integer", "null"]},
+                    "step_s": {"type": "object"},
+                    "body_deviation": {"type": ["number", "null"], "minimum": 0},
+                },
             },
         },
     },
@@ -121,8 +215,25 @@ SCHEMA = {
 
 def validate(report):
     """Check a report dict (or JSON file path) against :data:`SCHEMA`
-    without third-party packages; raises ``ValueError`` naming the first
-    problem, returns the dict."""
+    without third-party packages, and the cross-references the schema
+    cannot express (every completed run has its series and a number for
+    every measurement, a failed run has its reason, work-precision points
+    and stability limits name runs of the report).
+
+    Parameters
+    ----------
+    report : dict or str or path-like
+
+    Returns
+    -------
+    dict
+        The report.
+
+    Raises
+    ------
+    ValueError
+        Naming the first problem.
+    """
     if isinstance(report, (str, bytes)) or hasattr(report, "__fspath__"):
         with open(report) as fh:
             report = json.load(fh)
@@ -160,6 +271,9 @@ def validate(report):
     check(report, SCHEMA, "report")
     series = report["series"]
     n = len(series["t"])
+    names = [r["name"] for r in report["runs"]]
+    if len(set(names)) != len(names):
+        raise ValueError(f"report.runs: run names must be unique, got {names}")
     for i, r in enumerate(report["runs"]):
         where = f"report.runs[{i}] ({r['name']!r})"
         if r["status"] == "failed":
@@ -167,11 +281,20 @@ def validate(report):
                 raise ValueError(f"{where}: a failed run needs its reason in 'error'")
             continue
         for k in _METRICS:
-            if r[k] is None:
+            # final_error needs the separate reference (settings.reference_error says there was one)
+            if r[k] is None and not (k == "final_error" and report["settings"]["reference_error"] is None):
                 raise ValueError(f"{where}: a completed run needs a number for {k!r}")
-        for key in ("residual", "energy_drift", "deviation"):
+        for key in _SERIES:
             if r["name"] not in series[key] or len(series[key][r["name"]]) != n:
                 raise ValueError(f"report.series.{key}: run {r['name']!r} needs {n} values")
+    for i, p in enumerate(report["work_precision"]):
+        if p["run"] not in names:
+            raise ValueError(f"report.work_precision[{i}]: {p['run']!r} is not a run of the report")
+    for k, v in report["stability"].items():
+        if k not in names:
+            raise ValueError(f"report.stability: {k!r} is not a run of the report")
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
+            raise ValueError(f"report.stability[{k!r}]: expected a positive dt or null, got {v!r}")
     return report
 
 
@@ -211,154 +334,6 @@ def check_output(directory, overwrite=False, option="overwrite=True"):
 
 
 # ---------------------------------------------------------------------------
-def _exp_se3_batch(W):
-    """``exp`` of body twists ``(w, v)``, shape (n, 6) -> (n, 4, 4)
-    (Rodrigues, with the left Jacobian of SO(3) for the translation)."""
-    w, v = W[:, :3], W[:, 3:]
-    th = np.linalg.norm(w, axis=1)
-    small = th < 1e-8
-    ths = np.where(small, 1.0, th)
-    A = np.where(small, 1.0 - th**2 / 6.0, np.sin(ths) / ths)
-    B = np.where(small, 0.5 - th**2 / 24.0, (1.0 - np.cos(ths)) / ths**2)
-    C = np.where(small, 1.0 / 6.0 - th**2 / 120.0, (ths - np.sin(ths)) / ths**3)
-    K = np.zeros((len(W), 3, 3))
-    K[:, 0, 1], K[:, 0, 2], K[:, 1, 2] = -w[:, 2], w[:, 1], -w[:, 0]
-    K[:, 1, 0], K[:, 2, 0], K[:, 2, 1] = w[:, 2], -w[:, 1], w[:, 0]
-    K2 = K @ K
-    I = np.eye(3)
-    T = np.zeros((len(W), 4, 4))
-    T[:, :3, :3] = I + A[:, None, None] * K + B[:, None, None] * K2
-    T[:, :3, 3] = np.einsum("nij,nj->ni", I + B[:, None, None] * K + C[:, None, None] * K2, v)
-    T[:, 3, 3] = 1.0
-    return T
-
-
-class _MaximalRun:
-    """Semi-implicit Euler in maximal coordinates (body poses and twists)."""
-
-    def __init__(self, sys):
-        from .maximal import MaximalSystem
-
-        self.sys = sys.with_solver("maximal")
-        self.ms = MaximalSystem(self.sys)
-        self.model = model = sys.model
-        from . import joints as J
-
-        self.angles = np.zeros(model.nq, dtype=bool)       # coordinates that are angles
-        for name, j in zip(model.joint_names, model.joints):
-            k = model.idx_q(name).start
-            if isinstance(j, (J.Revolute, J.Universal)) or (isinstance(j, J.Helical) and j.pitch == 0.0):
-                self.angles[k:k + j.nq] = True
-            elif isinstance(j, J.Cylindrical):
-                self.angles[k] = True
-            elif isinstance(j, J.Planar):
-                self.angles[k + 2] = True
-        self._fast = self._setup_fast()
-        I6 = self.ms.I6
-        self.I6 = I6
-        self.mass = I6[:, 3, 3].copy()
-        Sx = I6[:, :3, 3:]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            self.com = np.stack([Sx[:, 2, 1], Sx[:, 0, 2], Sx[:, 1, 0]], axis=1) / np.where(
-                self.mass > 0, self.mass, 1.0)[:, None]
-
-    def energy(self, P, V):
-        ke = 0.5 * np.einsum("bi,bij,bj->", V, self.I6, V)
-        com_w = np.einsum("bij,bj->bi", P[:, :3, :3], self.com) + P[:, :3, 3]
-        return ke - float(np.einsum("b,bi,i->", self.mass, com_w, self.model.gravity))
-
-    def _setup_fast(self):
-        """Batched joint-coordinate recovery when every joint is revolute or
-        prismatic (the mechanisms' case): the per-body Python loop of
-        :func:`gear.maximal.to_reduced` costs ~0.2 ms per body and step."""
-        from . import joints as J
-
-        model = self.model
-        if not all(isinstance(j, (J.Revolute, J.Prismatic)) for j in model.joints):
-            return None
-        nb = model.nbodies
-        Pl = np.array([model.placements[i].homogeneous() for i in range(nb)])
-        Pl_inv = np.zeros_like(Pl)
-        Pl_inv[:, :3, :3] = np.transpose(Pl[:, :3, :3], (0, 2, 1))
-        Pl_inv[:, :3, 3] = -np.einsum("bji,bj->bi", Pl[:, :3, :3], Pl[:, :3, 3])
-        Pl_inv[:, 3, 3] = 1.0
-        return dict(Pl_inv=Pl_inv, axis=np.array([j.axis for j in model.joints]),
-                    rev=np.array([isinstance(j, J.Revolute) for j in model.joints]),
-                    par=np.array(model.parents), iq=np.array([model.idx_q(n).start for n in model.joint_names]))
-
-    def _reduced_fast(self, P, V):
-        f = self._fast
-        par, nb = f["par"], len(f["par"])
-        Tp = np.broadcast_to(np.eye(4), (nb, 4, 4)).copy()
-        Tp[par >= 0] = P[par[par >= 0]]
-        Tp_inv = np.zeros_like(Tp)
-        Tp_inv[:, :3, :3] = np.transpose(Tp[:, :3, :3], (0, 2, 1))
-        Tp_inv[:, :3, 3] = -np.einsum("bji,bj->bi", Tp[:, :3, :3], Tp[:, :3, 3])
-        Tp_inv[:, 3, 3] = 1.0
-        X = f["Pl_inv"] @ Tp_inv @ P                               # J(q_i), the joint's own motion
-        R, p, a = X[:, :3, :3], X[:, :3, 3], f["axis"]
-        vee = np.stack([R[:, 2, 1] - R[:, 1, 2], R[:, 0, 2] - R[:, 2, 0], R[:, 1, 0] - R[:, 0, 1]], axis=1)
-        ang = np.arctan2(0.5 * np.einsum("bi,bi->b", a, vee), 0.5 * (np.trace(R, axis1=1, axis2=2) - 1.0))
-        disp = np.einsum("bi,bi->b", a, p)
-        q = np.zeros(self.model.nq)
-        q[f["iq"]] = np.where(f["rev"], ang, disp)
-        # dq: the part of V_i - Ad_{T_{i,p}} V_p along S_i = (a, 0) or (0, a)
-        Tip = np.linalg.inv(P) @ Tp                                # T_{i, parent}
-        Rr, pr = Tip[:, :3, :3], Tip[:, :3, 3]
-        Vp = np.zeros((nb, 6))
-        Vp[par >= 0] = V[par[par >= 0]]
-        w = np.einsum("bij,bj->bi", Rr, Vp[:, :3])
-        v = np.einsum("bij,bj->bi", Rr, Vp[:, 3:]) + np.cross(pr, w)
-        rel = V - np.concatenate([w, v], axis=1)
-        dq = np.zeros(self.model.nv)
-        dq[f["iq"]] = np.where(f["rev"], np.einsum("bi,bi->b", a, rel[:, :3]),
-                               np.einsum("bi,bi->b", a, rel[:, 3:]))
-        return q, dq
-
-    def reduced(self, P, V, prev=None):
-        """Joint coordinates nearest to the body states; angles continued
-        from ``prev`` (to_reduced returns them in (-pi, pi])."""
-        from .maximal import to_reduced
-
-        if self._fast is not None:
-            q, dq = self._reduced_fast(P, V)
-        else:
-            q, dq = to_reduced(self.model, P, V, tol=np.inf)
-        if prev is not None:
-            m = self.angles
-            q[m] = prev[m] + np.remainder(q[m] - prev[m] + np.pi, 2 * np.pi) - np.pi
-        return q, dq
-
-    def residual(self, P, q):
-        """Largest joint violation (the poses against the poses of the
-        nearest joint coordinates) or loop residual ``|g(q)|``."""
-        from .algorithms import forward_kinematics
-
-        Pq = forward_kinematics(self.model, q)
-        joint = float(np.abs(Pq[:, :3, :] - P[:, :3, :]).max()) if len(P) else 0.0
-        loop = float(np.abs(self.sys.constraint_residual(q)).max(initial=0.0))
-        return max(joint, loop)
-
-    def body_accelerations(self, q, dq, ddq):
-        """``dV_i = Ad_{T^{-1}} dV_p + S_i ddq_i + eta_i`` (Kim eq. 41)."""
-        from .spatial.stacks import ad_inv_mats as _ad_inv_mats
-
-        ms = self.ms
-        t = ms._terms(q, dq)
-        X = _ad_inv_mats(t["T"])
-        dV = np.empty((ms.nb, 6))
-        for i in range(ms.nb):
-            n, k = int(ms.nvi[i]), int(ms.iv[i])
-            a = t["eta"][i].copy()
-            if n:
-                a += t["S"][i].reshape(6, 6)[:n, :].T @ ddq[k:k + n]
-            p = ms.parents[i]
-            if p >= 0:
-                a += X[i] @ dV[p]
-            dV[i] = a
-        return dV
-
-
 def _time_call(fn, min_time=0.05):
     """Best time per call of ``fn()`` (seconds): repeat until ``min_time``."""
     fn()
@@ -393,6 +368,10 @@ _STYLES = ["-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3))]
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 
 
+def _fmt_dt(h):
+    return "–" if h is None else (f"{h * 1e3:.3g} ms" if h < 1 else f"{h:.3g} s")
+
+
 class Comparison:
     """What :func:`compare` measured.
 
@@ -406,35 +385,59 @@ class Comparison:
         ``nnz_K`` (its Schur complement ``J Mb^-1 J^T``) and
         ``nnz_factor`` (CHOLMOD's factor); None where not applicable.
     settings : dict
-        ``t_final``, ``dt``, ``integrator``, ``steps``, ``record_every``,
-        ``reference`` (the run the deviations are measured against: the
-        first one that completed, None if none did), ``E0`` (the energy at
-        the start, J), ``energy_scale`` (J, see ``max_energy_drift``) and
-        ``coordinate_unit`` (``"rad"``, ``"m"`` or ``"rad or m"``).
+        ``t_final``, ``dt``, ``integrators``, ``steps``, ``record_every``,
+        ``reference`` (the reference run, :data:`REFERENCE`, e.g. ``"kkt /
+        rkmk4 + projection at dt/64"``; when it failed, the first run that
+        completed stands in for deviations and there are no errors at
+        ``t_final``), ``reference_error`` (its estimated error at
+        ``t_final``, ``|q(dt/32) - q(dt/64)| / 15``), ``E0`` (the energy at
+        the start, J), ``energy_scale`` (J, see ``max_energy_drift``),
+        ``coordinate_unit`` (``"rad"``, ``"m"`` or ``"rad or m"``),
+        ``work_precision_factors``, ``stability`` (the criterion's
+        settings, with ``horizon`` and ``capped``: the runs stable up to
+        the largest ``dt`` tried) and ``trees_horizon``.
     runs : list of dict
-        One per formulation: ``name``, ``formulation`` (``"reduced"``,
-        ``"soft"``, ``"maximal"``), ``solver``, ``integrator``,
-        ``stabilization``, ``solver_options`` (the soft run's),
-        ``status`` (``"ok"`` or ``"failed"``), ``error`` (a failed run's
-        one-line reason, else None), ``steps``, ``wall_s`` (whole run),
-        ``step_s`` (wall time per step), ``solve_s`` (one solver call at
-        the initial state, best of repeats), ``max_constraint_residual``,
-        ``max_energy_drift`` (``max |E - E0| / E_s``, with the energy scale
-        ``E_s = max(|E0|, kinetic energy at t = 0, total weight x 1 cm)``),
-        ``max_deviation`` (largest ``|q - q_ref|`` on the manifold, against
-        the reference run).  A failed run's measurements are None.
+        One per run: ``name``, ``formulation`` (``"reduced"``, ``"soft"``,
+        ``"maximal"``), ``solver``, ``integrator``, ``stabilization``,
+        ``solver_options`` (the soft runs'), ``status`` (``"ok"`` or
+        ``"failed"``), ``error`` (a failed run's one-line reason, else
+        None), ``steps``, ``wall_s`` (whole run), ``step_s`` (wall time
+        per step), ``solve_s`` (one acceleration solve at the initial
+        state, best of repeats), ``max_constraint_residual`` (position or
+        velocity, joints included in maximal coordinates),
+        ``max_energy_drift`` (``max |E - E0| / E_s``, with the energy
+        scale ``E_s = max(|E0|, kinetic energy at t = 0, total weight x 1
+        cm)``), ``max_deviation`` (largest ``|q - q_ref|`` on the
+        manifold over time, against the reference) and ``final_error``
+        (``|q - q_ref|`` at ``t_final``).  A failed run's measurements
+        are None.
     t : ndarray, shape (T,)
     series : dict
-        ``residual``, ``energy_drift``, ``deviation``: ``{run name: ndarray
-        (T,)}``, for the runs that completed.
+        ``residual``, ``position_residual`` (largest ``|g|`` of the rows:
+        joints and loops in maximal coordinates, loops in reduced ones),
+        ``energy_drift``, ``deviation``: ``{run name: ndarray (T,)}``,
+        for the runs that completed.
     trajectories : dict
         ``{run name: (q (T, nq), dq (T, nv))}``, for the runs that
-        completed.
+        completed (maximal runs: the joint coordinates read back).
+    work_precision : list of dict
+        ``{"run", "formulation", "integrator", "stabilization", "dt",
+        "error", "cost_s"}``: the error at ``t_final`` against the
+        reference (coordinate unit) and the wall time per simulated second.
+    stability : dict
+        ``{run name: largest dt found stable (s), or None}``.
+    trees : list of dict
+        ``{"tree", "nv", "constraint_rows", "depth", "maximal_rows",
+        "step_s": {run name: s}, "body_deviation"}`` per spanning tree.
     """
 
-    def __init__(self, name, sizes, settings, runs, t, series, trajectories):
+    def __init__(self, name, sizes, settings, runs, t, series, trajectories, work_precision=(),
+                 stability=None, trees=()):
         self.name, self.sizes, self.settings, self.runs = name, sizes, settings, runs
         self.t, self.series, self.trajectories = t, series, trajectories
+        self.work_precision = list(work_precision)
+        self.stability = dict(stability or {})
+        self.trees = list(trees)
 
     def __repr__(self):
         bad = f", failed={list(self.failed)}" if self.failed else ""
@@ -455,18 +458,19 @@ class Comparison:
         """A JSON-ready dict (schema :data:`SCHEMA`)."""
         from . import __version__
 
-        def num(x):
-            return None if x is None else float(x)
-
         def clean(v):
             if isinstance(v, (float, np.floating)):
-                return num(v)
+                return float(v)
+            if isinstance(v, (np.integer,)):
+                return int(v)
             if isinstance(v, dict):
                 return {k: clean(x) for k, x in v.items()}
+            if isinstance(v, (list, tuple)):
+                return [clean(x) for x in v]
             return v
 
         return {
-            "schema": "gear.compare/2",
+            "schema": "gear.compare/3",
             "gear_version": __version__,
             "name": self.name,
             "sizes": {k: (None if v is None else int(v)) for k, v in self.sizes.items()},
@@ -474,7 +478,10 @@ class Comparison:
             "runs": [clean(dict(r)) for r in self.runs],
             "series": {"t": [float(x) for x in self.t],
                        **{key: {n: [float(x) for x in s] for n, s in self.series[key].items()}
-                          for key in ("residual", "energy_drift", "deviation")}},
+                          for key in _SERIES}},
+            "work_precision": [clean(dict(p)) for p in self.work_precision],
+            "stability": clean(dict(self.stability)),
+            "trees": [clean(dict(t)) for t in self.trees],
         }
 
     def to_json(self, path=None):
@@ -485,19 +492,22 @@ class Comparison:
                 fh.write(text + "\n")
         return text
 
+    # -- text --------------------------------------------------------------------------
     def table(self):
         """A Markdown table: one row per run; failed runs with their
-        reason below it."""
+        reason below it, and what the columns measure."""
         s = self.sizes
         st = self.settings
+        unit = st.get("coordinate_unit", "rad or m")
         head = (f"**{self.name}**: nv = {s['nv']}, {s['constraint_rows']} constraint rows, "
                 f"dof {s['dof']}; maximal: {s['maximal_coordinates']} coordinates, "
                 f"{s['maximal_rows']} rows, nnz(J) = {s['nnz_J']}, nnz(K) = {s['nnz_K']}, "
                 f"nnz(L) = {s['nnz_factor']}.  {st['steps']} steps of "
                 f"dt = {st['dt']:g} s.\n\n")
         rows = ["| run | formulation | integrator | stabilisation | µs per step | µs per solve "
-                "| max residual | max energy drift | max deviation |",
-                "|---|---|---|---|---|---|---|---|---|"]
+                f"| max residual | max energy drift | error at t_final ({unit}) | largest stable dt |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        capped = set((st.get("stability") or {}).get("capped", []))
         for r in self.runs:
             stab = r["stabilization"] or "none"
             damping = (r.get("solver_options") or {}).get("damping")
@@ -505,19 +515,24 @@ class Comparison:
                 stab += f"; damping {damping:g}/s"
             lead = f"| {r['name']} | {r['formulation']} | {r['integrator']} | {stab} | "
             if r.get("status") == "failed":
-                rows.append(lead + "failed | – | – | – | – |")
+                rows.append(lead + "failed | – | – | – | – | – |")
                 continue
+            fe = r.get("final_error")
+            lim = self.stability.get(r["name"]) if self.stability else None
+            lim_text = "–" if r["name"] not in self.stability else (
+                "none found" if lim is None else ("≥ " if r["name"] in capped else "") + _fmt_dt(lim))
             rows.append(lead + f"{r['step_s'] * 1e6:,.1f} | {r['solve_s'] * 1e6:,.1f} | "
                         f"{r['max_constraint_residual']:.1e} | {r['max_energy_drift']:.1e} | "
-                        f"{r['max_deviation']:.1e} |")
-        done = self.completed
-        ref = st.get("reference")
-        dt = st["dt"]
+                        + ("–" if fe is None else f"{fe:.1e}") + f" | {lim_text} |")
         tail = ""
-        if ref is not None and len(done) > 1:
-            agree = ", ".join(f"{r['name']} {r['max_deviation']:.1e} ({r['max_deviation'] / dt:.3g} dt)"
-                              for r in done if r["name"] != ref)
-            tail += f"\nLargest deviation from the reference run `{ref}` over {st['t_final']:g} s: {agree}.\n"
+        ref = st.get("reference")
+        if ref is not None and st.get("reference_is_separate", True):
+            err = st.get("reference_error")
+            tail += (f"\nErrors are `|q − q_ref|` against the reference run `{ref}` (estimated error "
+                     + ("–" if err is None else f"{err:.1e}") + f" {unit} at t_final = {st['t_final']:g} s).\n")
+        elif ref is not None:
+            tail += (f"\nThe reference run failed: deviations are measured against `{ref}`, the first run "
+                     "that completed, and there are no errors at t_final.\n")
         if "energy_scale" in st:
             tail += (f"\nEnergy drift: max |E − E0| / E_s, with E0 = {st['E0']:.4g} J and the energy scale "
                      f"E_s = max(|E0|, kinetic energy at t = 0, total weight × 1 cm) = "
@@ -527,12 +542,156 @@ class Comparison:
                 f"- `{n}`: {reason}" for n, reason in self.failed.items()) + "\n"
         return head + "\n".join(rows) + "\n" + tail
 
+    def _cheapest(self, target):
+        """The cheapest work-precision point with ``error <= target``,
+        overall and per formulation: ``{formulation or "all": point}``."""
+        out = {}
+        for p in self.work_precision:
+            if p["error"] is None or p["error"] > target:
+                continue
+            for key in ("all", p["formulation"]):
+                if key not in out or p["cost_s"] < out[key]["cost_s"]:
+                    out[key] = p
+        return out
+
+    def summary(self):
+        """Who wins where, from the measurements: a list of Markdown
+        bullets (accuracy, work precision, drift, stability, trees)."""
+        st = self.settings
+        unit = st.get("coordinate_unit", "rad or m")
+        done = self.completed
+        lines = []
+        with_err = [r for r in done if r.get("final_error") is not None]
+        if with_err:
+            best = {}
+            for r in with_err:
+                f = r["formulation"]
+                if f not in best or r["final_error"] < best[f]["final_error"]:
+                    best[f] = r
+            lines.append("**Accuracy at dt = " + f"{st['dt']:g} s** (error at t_final = {st['t_final']:g} s): "
+                         + "; ".join(f"best {f} run `{r['name']}` {r['final_error']:.1e} {unit}"
+                                     for f, r in best.items()) + ".")
+        if self.work_precision:
+            errs = sorted(p["error"] for p in self.work_precision)
+            # the tolerances some runs reach and others do not
+            targets = [10.0 ** k for k in range(-2, -13, -2) if errs[0] <= 10.0 ** k < errs[-1]]
+            parts = []
+            for target in targets:
+                ch = self._cheapest(target)
+                if "all" not in ch:
+                    continue
+                a = ch["all"]
+                txt = (f"error ≤ {target:.0e} {unit}: cheapest `{a['run']}` at dt = {_fmt_dt(a['dt'])}, "
+                       f"{a['cost_s'] * 1e3:.3g} ms per simulated second")
+                others = [f"{f} {ch[f]['cost_s'] / a['cost_s']:.3g}× that (`{ch[f]['run']}`)"
+                          for f in ("reduced", "soft", "maximal") if f in ch and f != a["formulation"]]
+                missing = [f for f in ("reduced", "soft", "maximal")
+                           if f not in ch and any(p["formulation"] == f for p in self.work_precision)]
+                if others:
+                    txt += "; " + ", ".join(others)
+                if missing:
+                    txt += "; no " + " or ".join(missing) + " run reaches it"
+                parts.append(txt)
+            if parts:
+                lines.append("**Work precision**: " + ". ".join(parts) + ".")
+        drift = [r for r in done if r["formulation"] == "maximal"]
+        if drift and "position_residual" in self.series:
+            pr = self.series["position_residual"]
+            txt = "; ".join(f"`{r['name']}` {float(np.max(pr[r['name']])):.1e}" for r in drift if r["name"] in pr)
+            red = [r for r in done if r["formulation"] != "maximal" and r["name"] in pr]
+            if red:
+                worst = max(red, key=lambda r: float(np.max(pr[r["name"]])))
+                txt += (f"; the reduced and soft runs' loops at most {float(np.max(pr[worst['name']])):.1e} "
+                        f"(`{worst['name']}`), their joints exact")
+            lines.append("**Joint drift** (largest row residual over the run, m or sine of an angle): " + txt + ".")
+        if self.stability:
+            capped = set((st.get("stability") or {}).get("capped", []))
+            items = sorted(((k, v) for k, v in self.stability.items()), key=lambda kv: -(kv[1] or 0.0))
+            lines.append("**Largest stable dt** over " + f"{(st.get('stability') or {}).get('horizon', 0):g} s: "
+                         + ", ".join(f"`{k}` " + ("none found" if v is None else
+                                                 ("≥ " if k in capped else "") + _fmt_dt(v)) for k, v in items)
+                         + ".")
+        if self.trees:
+            parts = []
+            for t in self.trees:
+                costs = ", ".join(f"{k} {v * 1e6:,.1f} µs" for k, v in t["step_s"].items())
+                parts.append(f"`{t['tree']}` (depth {t['depth']}): {costs}")
+            lines.append("**Spanning trees** (µs per step): " + "; ".join(parts) + ".")
+        return "\n".join(f"- {ln}" for ln in lines)
+
+    def report(self):
+        """The whole ``report.md``: the table, the studies, what every
+        figure shows and who wins where (:meth:`summary`), with the
+        reasons (Ruan, "Articulated rigid body systems", Sec. 5)."""
+        st = self.settings
+        unit = st.get("coordinate_unit", "rad or m")
+        out = [f"# gear compare: {self.name}", "", self.table(), "## Who wins where", "", self.summary(), "",
+               "Why (Ruan, \"Articulated rigid body systems\", Sec. 5): maximal coordinates give every body "
+               "6 coordinates and every joint its rows, so the system they solve is larger (here "
+               f"{self.sizes['maximal_coordinates']} coordinates and {self.sizes['maximal_rows']} rows against "
+               f"nv = {self.sizes['nv']}) but sparse, and loops are just more rows; the joints are "
+               "satisfied only as well as the integrator keeps the rows, so they drift unless stabilised. "
+               "Reduced coordinates keep every joint exact by construction and solve a smaller, denser "
+               "system; loops need multipliers (and their drift a projection).", ""]
+        out += ["## Figures", "",
+                "- `residual.png`: the largest constraint residual over time, position `|g|` or velocity "
+                "(`|A dq|`, `|J V|`), whichever is larger; joints count in maximal coordinates only "
+                "(reduced ones cannot violate them).",
+                "- `energy.png`: `|E − E0|` over time (J); the system is conservative, so this is the "
+                "integrators' energy error.",
+                f"- `deviation.png`: `|q − q_ref|` over time ({unit}) against the reference run "
+                f"`{st.get('reference')}`.",
+                "- `cost.png`: wall time per step of each run's whole loop, and of one acceleration solve at "
+                "the initial state.",
+                "- `drift.png`: the joints' drift. Left, the maximal-coordinate runs' largest row residual "
+                "(joints and loops) with and without stabilisation; right, the reduced and soft runs' loop "
+                "residual `|g(q)|` (their joints are exact)."]
+        if self.work_precision:
+            fac = ", ".join(f"{f:g}" for f in st.get("work_precision_factors", []))
+            out.append(f"- `work_precision.png`: each run repeated at dt × ({fac}); the error at t_final against "
+                       "the reference versus the wall time per simulated second (down and left is better; the "
+                       "slope of a line is the integrator's order; the dotted line is the reference's own "
+                       "estimated error).")
+        out.append("")
+        if self.stability:
+            c = st.get("stability") or {}
+            out += ["## Stability limits", "",
+                    f"The largest dt found stable for each run, by bisection: over {c.get('horizon', 0):g} s from "
+                    f"the same initial state, a run is stable when it completes with finite states, "
+                    f"`max |E − E0| ≤ {c.get('energy', 1):g} E_s` and its rows' position residual stays below "
+                    f"{c.get('rows', 0):g} (m, or the sine of an angle). The search grows dt by "
+                    f"{c.get('grow', 4):g}× from the study's dt until a run fails or dt reaches horizon / "
+                    f"{c.get('min_steps', 10):g} (shown as ≥), then bisects {c.get('bisections', 4):g} times "
+                    "between the last stable and the first unstable dt; it assumes stability is lost once, "
+                    "and it is a property of this horizon and state, not a proof.", ""]
+        if self.trees:
+            names = list(dict.fromkeys(k for t in self.trees for k in t["step_s"]))
+            out += ["## Spanning trees", "",
+                    f"The same mechanism on each spanning tree: µs per step over "
+                    f"{st.get('trees_horizon') or 0:g} s (reduced: the hard solvers with projection; maximal: "
+                    "projection, 20 steps). The maximal formulation has no tree: its rows are the same "
+                    "whichever joints are cut, so its cost hardly moves; the reduced cost follows the tree's "
+                    "depth (a deep chain has a dense mass matrix). `body deviation`: the largest distance (m) "
+                    "of a body's centre of mass from the first tree's at the end of the first run (bodies "
+                    "matched by name): the trees simulate the same motion.", "",
+                    "| tree | depth | nv | loop rows | " + " | ".join(names) + " | body deviation (m) |",
+                    "|---|---|---|---|" + "---|" * len(names) + "---|"]
+            for t in self.trees:
+                cells = [f"{t['step_s'][n] * 1e6:,.1f}" if n in t["step_s"] else "–" for n in names]
+                bd = t["body_deviation"]
+                out.append(f"| {t['tree']} | {t['depth']} | {t['nv']} | {t['constraint_rows']} | "
+                           + " | ".join(cells) + " | " + ("–" if bd is None else f"{bd:.1e}") + " |")
+            out.append("")
+        return "\n".join(out)
+
+    # -- plots ------------------------------------------------------------------------------
     def plot(self, directory, prefix="", overwrite=False):
         """Write the PNGs: ``residual.png`` (constraint drift),
         ``energy.png`` (energy drift, J), ``deviation.png`` (distance to
-        the reference run) over time (log scale), and ``cost.png`` (time
-        per step and per solver call).  Failed runs are listed in the
-        legends with their reason.
+        the reference) over time (log scale), ``cost.png`` (time per step
+        and per solver call), ``drift.png`` (the joints' drift with and
+        without stabilisation) and ``work_precision.png``.  Failed runs
+        are listed in the legends with their reason.
 
         Parameters
         ----------
@@ -552,7 +711,7 @@ class Comparison:
         return self._plot(directory, prefix)
 
     _FILES = {"residual": "residual.png", "energy_drift": "energy.png", "deviation": "deviation.png",
-              "cost": "cost.png"}
+              "cost": "cost.png", "drift": "drift.png", "work_precision": "work_precision.png"}
 
     def _plot(self, directory, prefix=""):
         import os
@@ -573,69 +732,96 @@ class Comparison:
             paths.append(p)
         return paths
 
+    def _styles(self):
+        order = [r["name"] for r in self.runs]
+        import matplotlib
+
+        # tab10's colours, then their lighter tab20 partners: twelve runs stay apart
+        tab20 = matplotlib.colormaps["tab20"].colors
+        colors = [tab20[2 * k] for k in range(10)] + [tab20[2 * k + 1] for k in range(10)]
+        return order, {n: dict(color=colors[k % 20], ls=_STYLES[k % len(_STYLES)], marker=_MARKERS[k % len(_MARKERS)])
+                       for k, n in enumerate(order)}
+
     def figures(self):
         """The figures of :meth:`plot`, not saved: ``{"residual", "energy_drift",
-        "deviation", "cost": matplotlib Figure}`` (close them when done)."""
+        "deviation", "cost", "drift", "work_precision": matplotlib Figure}``
+        (close them when done)."""
         import matplotlib.pyplot as plt
 
         figs = {}
         st = self.settings
         ref = st.get("reference")
+        separate = st.get("reference_is_separate", True)
         unit = st.get("coordinate_unit", "rad or m")
-        escale = float(st.get("energy_scale", 1.0))
         E0 = st.get("E0")
-        order = [r["name"] for r in self.runs]
-        style = {n: dict(color=f"C{k % 10}", ls=_STYLES[k % len(_STYLES)], marker=_MARKERS[k % len(_MARKERS)])
-                 for k, n in enumerate(order)}
+        order, style = self._styles()
         failed = self.failed
         t = np.asarray(self.t, dtype=float)
         panels = {
-            "residual": ("constraint residual: |g(q)| (m, rad) and |A dq| (m/s, rad/s), the larger",
-                         "constraint residual (m, rad; m/s, rad/s)", 1.0),
+            "residual": ("constraint residual: |g| (m, rad) or velocity |A dq|, |J V| (m/s, rad/s), the larger",
+                         "constraint residual (m, rad; m/s, rad/s)"),
             "energy_drift": ("energy drift |E − E0|" + (f", E0 = {E0:.4g} J" if E0 is not None else ""),
-                             "|E − E0| (J)", escale),
-            "deviation": (f"deviation from the reference run {ref!r}" if ref else "deviation (no run completed)",
-                          f"max |q − q_{ref or 'ref'}| ({unit})", 1.0),
+                             "|E − E0| (J)"),
+            "deviation": (f"deviation from the reference {ref!r}" if ref else "deviation (no run completed)",
+                          f"max |q − q_ref| ({unit})"),
         }
-        for key, (title, ylabel, factor) in panels.items():
-            fig, ax = plt.subplots(figsize=(9.5, 4.2))
-            shown = [n for n in order if n in self.series[key] and not (key == "deviation" and n == ref)]
-            ys = {n: np.maximum(np.asarray(self.series[key][n], dtype=float) * factor, 1e-17) for n in shown}
-            # runs whose curves lie on top of each other: say so in the legend
-            groups, seen = [], set()
-            for a in shown:
-                if a in seen:
-                    continue
-                g = [a] + [b for b in shown if b != a and b not in seen and _coincide(ys[a], ys[b])]
-                seen.update(g)
-                if len(g) > 1:
-                    groups.append(g)
-            every = max(1, len(t) // 8)
-            for k, n in enumerate(shown):
-                # markers at sparse, staggered points: coinciding curves all stay visible
-                ax.semilogy(t, ys[n], label=n, lw=1.4, ms=5, mfc="none",
-                            markevery=(min(k * every // max(len(shown), 1), max(len(t) - 1, 0)), every),
-                            **style[n])
-            for g in groups:
-                ax.plot([], [], " ", label=" and ".join([", ".join(g[:-1]), g[-1]]) + " coincide")
-            if key == "deviation" and ref:
+        for key, (title, ylabel) in panels.items():
+            fig, ax = plt.subplots(figsize=(10, 4.6))
+            factor = float(st.get("energy_scale", 1.0)) if key == "energy_drift" else 1.0
+            shown = [n for n in order if n in self.series[key] and not (key == "deviation" and n == ref
+                                                                         and not separate)]
+            self._lines(ax, t, {n: np.asarray(self.series[key][n], dtype=float) * factor for n in shown},
+                        style, failed)
+            if key == "deviation" and ref and not separate:
                 ax.plot([], [], " ", label=f"{ref}: the reference (deviation 0)")
-            for n, reason in failed.items():
-                ax.plot([], [], " ", label=f"{n} (failed: {_short(reason)})")
-            if not shown:
-                ax.text(0.5, 0.5, "no run to show" if not failed else "no run completed", ha="center",
-                        va="center", transform=ax.transAxes)
             ax.set_xlabel("t (s)")
             ax.set_ylabel(ylabel)
-            ax.set_title(f"{self.name}: {title}", fontsize=10)
-            ax.grid(alpha=0.3, which="both")
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+            ax.set_title(f"{self.name}\n{title}", fontsize=10)
+            self._legend(ax)
             fig.tight_layout()
             figs[key] = fig
+        figs["cost"] = self._cost_figure(order, style, failed)
+        figs["drift"] = self._drift_figure(t, style, failed)
+        figs["work_precision"] = self._wp_figure(style, failed)
+        return figs
+
+    @staticmethod
+    def _legend(ax):
+        ax.grid(alpha=0.3, which="both")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+    @staticmethod
+    def _lines(ax, t, ys, style, failed, note_failed=True):
+        """Log-scale lines with sparse staggered markers; coinciding curves named."""
+        shown = list(ys)
+        ys = {n: np.maximum(v, 1e-17) for n, v in ys.items()}
+        groups, seen = [], set()
+        for a in shown:
+            if a in seen:
+                continue
+            g = [a] + [b for b in shown if b != a and b not in seen and _coincide(ys[a], ys[b])]
+            seen.update(g)
+            if len(g) > 1:
+                groups.append(g)
+        every = max(1, len(t) // 8)
+        for k, n in enumerate(shown):
+            ax.semilogy(t, ys[n], label=n, lw=1.3, ms=5, mfc="none",
+                        markevery=(min(k * every // max(len(shown), 1), max(len(t) - 1, 0)), every), **style[n])
+        for g in groups:
+            ax.plot([], [], " ", label=" and ".join([", ".join(g[:-1]), g[-1]]) + " coincide")
+        if note_failed:
+            for n, reason in failed.items():
+                ax.plot([], [], " ", label=f"{n} (failed: {_short(reason)})")
+        if not shown:
+            ax.text(0.5, 0.5, "no run to show" if not failed else "no run completed", ha="center",
+                    va="center", transform=ax.transAxes)
+
+    def _cost_figure(self, order, style, failed):
+        import matplotlib.pyplot as plt
         from matplotlib.patches import Patch
 
-        fig, ax = plt.subplots(figsize=(9.5, 4.2))
+        fig, ax = plt.subplots(figsize=(10, 4.8))
         x = np.arange(len(order))
         ok = [r.get("status", "ok") == "ok" for r in self.runs]
         step = [r["step_s"] * 1e6 if o else np.nan for r, o in zip(self.runs, ok)]
@@ -644,23 +830,78 @@ class Comparison:
         ax.bar(x - 0.2, step, 0.4, color=colors)
         ax.bar(x + 0.2, solve, 0.4, color=colors, alpha=0.5, hatch="//")
         handles = [Patch(facecolor="0.35", label="per step (whole loop)"),
-                   Patch(facecolor="0.35", alpha=0.5, hatch="//", label="per solver call")]
-        ax.set_xticks(x, [n + ("\n(failed)" if not o else "") for n, o in zip(order, ok)], rotation=15)
+                   Patch(facecolor="0.35", alpha=0.5, hatch="//", label="per acceleration solve")]
+        ax.set_xticks(x, [n + ("\n(failed)" if not o else "") for n, o in zip(order, ok)], rotation=30,
+                      ha="right", fontsize=7.5)
         if any(ok):
             ax.set_yscale("log")
         ax.set_ylabel("time (µs)")
         ax.set_title(f"{self.name}: cost", fontsize=10)
         handles += [Patch(facecolor="none", edgecolor="none", label=f"{n} (failed: {_short(reason)})")
                     for n, reason in failed.items()]
-        ax.legend(handles=handles, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
         ax.grid(alpha=0.3, axis="y", which="both")
         fig.tight_layout()
-        figs["cost"] = fig
-        return figs
+        return fig
+
+    def _drift_figure(self, t, style, failed):
+        import matplotlib.pyplot as plt
+
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
+        pr = self.series.get("position_residual", {})
+        kinds = {r["name"]: r["formulation"] for r in self.runs}
+        mx = {n: np.asarray(v, dtype=float) for n, v in pr.items() if kinds.get(n) == "maximal"}
+        red = {n: np.asarray(v, dtype=float) for n, v in pr.items() if kinds.get(n) != "maximal"}
+        fm = {n: r for n, r in failed.items() if kinds.get(n) == "maximal"}
+        fr = {n: r for n, r in failed.items() if kinds.get(n) != "maximal"}
+        self._lines(a1, t, mx, style, fm)
+        self._lines(a2, t, red, style, fr)
+        a1.set_title("maximal coordinates: joint and loop rows, max |g|", fontsize=10)
+        a2.set_title("reduced coordinates: loop closures, max |g(q)| (joints exact)", fontsize=10)
+        a1.set_ylabel("largest row residual (m, or sine of an angle)")
+        for a in (a1, a2):
+            a.set_xlabel("t (s)")
+            a.grid(alpha=0.3, which="both")
+            if a.get_legend_handles_labels()[0]:
+                a.legend(fontsize=7, loc="best")
+        fig.suptitle(f"{self.name}: joint drift with and without stabilisation", fontsize=11)
+        fig.tight_layout()
+        return fig
+
+    def _wp_figure(self, style, failed):
+        import matplotlib.pyplot as plt
+
+        st = self.settings
+        unit = st.get("coordinate_unit", "rad or m")
+        fig, ax = plt.subplots(figsize=(10, 5.4))
+        by = {}
+        for p in self.work_precision:
+            by.setdefault(p["run"], []).append(p)
+        for n, pts in by.items():
+            pts = sorted(pts, key=lambda p: p["dt"])
+            ax.loglog([p["cost_s"] * 1e3 for p in pts], [max(p["error"], 1e-17) for p in pts], label=n,
+                      lw=1.3, ms=5, mfc="none", **style[n])
+        err = st.get("reference_error")
+        if err is not None and by:
+            ax.axhline(max(err, 1e-17), color="0.4", ls=":", lw=1.0,
+                       label=f"reference's own error ≈ {err:.0e} ({st.get('reference')})")
+        for n, reason in failed.items():
+            ax.plot([], [], " ", label=f"{n} (failed: {_short(reason)})")
+        if not by:
+            ax.text(0.5, 0.5, "no work-precision study (no reference, or work_precision=None)", ha="center",
+                    va="center", transform=ax.transAxes)
+        ax.set_xlabel("wall time per simulated second (ms)")
+        ax.set_ylabel(f"error at t = {st['t_final']:g} s, max |q − q_ref| ({unit})")
+        fac = ", ".join(f"{f:g}" for f in st.get("work_precision_factors", []))
+        ax.set_title(f"{self.name}\nwork precision: each run at dt × ({fac}), dt = {st['dt']:g} s; "
+                     "the smallest dt is each line's rightmost point", fontsize=10)
+        self._legend(ax)
+        fig.tight_layout()
+        return fig
 
     def save(self, directory, overwrite=False):
-        """Write ``report.json``, ``report.md`` (the table) and the PNGs of
-        :meth:`plot` to ``directory``.
+        """Write ``report.json``, ``report.md`` (:meth:`report`) and the
+        PNGs of :meth:`plot` to ``directory``.
 
         Parameters
         ----------
@@ -693,7 +934,7 @@ class Comparison:
         self.to_json(pj)
         pm = os.path.join(directory, "report.md")
         with open(pm, "w") as fh:
-            fh.write(self.table())
+            fh.write(self.report())
         return [pj, pm] + self._plot(directory)
 
 
@@ -702,7 +943,7 @@ class Comparison:
 _SIMULATE_ADVICE = re.compile(r";\s*reduce dt\b.*$")
 
 
-def _failure(run, exc, dt):
+def _failure(run, exc, dt, formulation="reduced", solver=None):
     """The one-line reason a run failed: what happened and what to change,
     in :func:`compare`'s own terms (``dt``, ``solvers``, ``maximal``)."""
     import numpy.linalg
@@ -713,8 +954,8 @@ def _failure(run, exc, dt):
         text = f"{type(exc).__name__}: {text}"
     diverged = (isinstance(exc, (FloatingPointError, numpy.linalg.LinAlgError))
                 or "non-finite" in text or "not positive definite" in text)
-    leave = ("leave out the maximal-coordinate run (maximal=False)" if run == "maximal-coordinates"
-             else f"leave {run!r} out of solvers")
+    leave = ("leave out the maximal-coordinate runs (maximal=False)" if formulation == "maximal"
+             else f"leave {solver or run!r} out of solvers")
     advice = f"reduce dt (it was {dt:g} s) or {leave}" if diverged else leave
     return f"the {run} run failed: {text}; {advice}"
 
@@ -735,11 +976,263 @@ def _coordinate_unit(model):
     return "rad or m" if angular == linear else ("rad" if angular else "m")
 
 
-def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrator="rk4",
-            solvers=("kkt", "projection", "maximal", "soft"), maximal=True, tau=None,
-            record_every=None, name=None, progress=None, soft_options=None):
-    """Simulate one mechanism in every formulation and compare (see
-    :mod:`gear.comparison`).
+class _Run:
+    """One run family (formulation x integrator x stabilisation): simulates
+    at any ``dt`` and horizon, and measures energy and row residuals of
+    what it simulated."""
+
+    def __init__(self, name, formulation, solver, integrator, stabilization, target, q0, dq0, tau, sys):
+        self.name, self.formulation, self.solver = name, formulation, solver
+        self.integrator, self.stabilization = integrator, stabilization
+        self.target, self.q0, self.dq0, self.tau, self.sys = target, q0, dq0, tau, sys
+
+    def info(self, steps):
+        return dict(name=self.name, formulation=self.formulation, solver=self.solver, integrator=self.integrator,
+                    stabilization=self.stabilization, steps=steps)
+
+    def simulate(self, dt, t_final, record_every):
+        from .simulation import simulate
+
+        return simulate(self.target, self.q0, self.dq0, t_final, dt, integrator=self.integrator, tau=self.tau,
+                        stabilization=self.stabilization, record_every=record_every, progress=False)
+
+    def energy(self, tr):
+        if self.formulation == "maximal":
+            return np.asarray(self.target.energy(tr.poses, tr.twists), dtype=float)
+        from .algorithms import kinetic_energy, potential_energy
+
+        m = self.sys.model
+        q, dq = np.asarray(tr.q), np.asarray(tr.dq)
+        return np.asarray(kinetic_energy(m, q, dq) + potential_energy(m, q), dtype=float)
+
+    def position_residual(self, tr):
+        """Largest ``|g|`` per frame: every row (joints and loops) in maximal
+        coordinates, the loop closures in reduced ones (joints are exact)."""
+        if self.formulation == "maximal":
+            return np.asarray(tr.joint_error, dtype=float)
+        q = np.asarray(tr.q)
+        if not self.sys.nc:
+            return np.zeros(len(q))
+        return np.abs(self.sys.constraint_residual(q)).max(axis=-1)
+
+    def residual(self, tr):
+        """The larger of the position residual and the velocity residual
+        (``|A dq|``; ``|J V|`` of the body twists in maximal coordinates)."""
+        pos = self.position_residual(tr)
+        if self.formulation == "maximal":
+            if self.target.nrows == 0:
+                return pos
+            vel = np.array([float(np.abs(self.target.system(P)["J"] @ V.ravel()).max())
+                            for P, V in zip(tr.poses, tr.twists)])
+            return np.maximum(pos, vel)
+        if not self.sys.nc:
+            return pos
+        q, dq = np.asarray(tr.q), np.asarray(tr.dq)
+        A = self.sys.constraint_jacobian(q)
+        return np.maximum(pos, np.abs(np.einsum("tij,tj->ti", A, dq)).max(axis=-1))
+
+    def solve_time(self):
+        """One acceleration solve at the initial state (best of repeats)."""
+        if self.formulation == "maximal":
+            P, V = self.target.state(self.q0, self.dq0)
+            return _time_call(lambda: self.target.forward_dynamics(P, V, self.tau))
+        return _time_call(lambda: self.target.forward_dynamics(self.q0, self.dq0, self.tau))
+
+
+def _best_wall(fam, dt, t_final, record_every, min_time=0.05, repeats=5):
+    """Simulate and return ``(trajectory, wall seconds)``: the loop's own
+    wall time (``stats["wall_time"]``), the best of up to ``repeats`` runs
+    when one run is shorter than ``min_time`` (timer resolution and
+    caches weigh on short runs)."""
+    tr = fam.simulate(dt, t_final, record_every)
+    wall = float(tr.stats["wall_time"])
+    total, k = wall, 1
+    while total < min_time and k < repeats:
+        w = float(fam.simulate(dt, t_final, record_every).stats["wall_time"])
+        wall, total, k = min(wall, w), total + w, k + 1
+    return tr, wall
+
+
+def _stable(fam, dt, horizon, E0, energy_scale, energy_tol=STABILITY["energy"], rows_tol=STABILITY["rows"]):
+    """The stability criterion of the ``stability`` study (:data:`STABILITY`).
+
+    A run is stable at ``dt`` when, simulated over ``horizon`` seconds
+    (about 50 frames recorded), it completes with finite states, its
+    energy stays within ``energy_tol * energy_scale`` of ``E0`` (the
+    system is conservative: an explicit integrator that goes unstable
+    gains energy without bound) and its rows' position residual stays
+    below ``rows_tol`` (joints and loops that open by more than ``rows_tol``
+    metres, or by an angle whose sine is ``rows_tol``, are no longer the
+    mechanism, even when the energy looks right).
+
+    Parameters
+    ----------
+    fam : run family (internal)
+    dt, horizon : float
+    E0, energy_scale : float
+        J.
+    energy_tol, rows_tol : float
+
+    Returns
+    -------
+    ok : bool
+    why : str
+        What failed (empty when stable).
+    """
+    n = max(1, int(np.ceil(horizon / dt - 1e-9)))
+    try:
+        with np.errstate(all="ignore"):
+            tr = fam.simulate(dt, horizon, max(1, n // 50))
+            E = fam.energy(tr)
+            r = fam.position_residual(tr)
+    except Exception as exc:                   # a diverged run is an unstable one
+        return False, " ".join(str(exc).split())[:80] or type(exc).__name__
+    if not (np.isfinite(np.asarray(tr.q)).all() and np.isfinite(E).all() and np.isfinite(r).all()):
+        return False, "non-finite state"
+    dE = float(np.abs(E - E0).max()) / energy_scale
+    if dE > energy_tol:
+        return False, f"energy drift {dE:.2g} E_s"
+    if float(r.max(initial=0.0)) > rows_tol:
+        return False, f"rows open by {float(r.max()):.2g}"
+    return True, ""
+
+
+def _stability_limit(fam, dt, horizon, E0, escale, opts):
+    """Largest ``dt`` found stable by :func:`_stable`: from ``dt`` grow by
+    ``opts["grow"]`` until a ``dt`` fails or ``horizon / min_steps`` is
+    reached (then that cap is returned), or shrink (twice at most) when
+    ``dt`` itself fails; then bisect geometrically between the last stable
+    and the first unstable ``dt``.  Returns ``(dt or None, capped)``."""
+    cap = horizon / opts["min_steps"]
+
+    def ok(h):
+        return _stable(fam, h, horizon, E0, escale, opts["energy"], opts["rows"])[0]
+
+    lo, hi = None, None
+    h = min(dt, cap)
+    if ok(h):
+        lo = h
+        while hi is None:
+            h = min(lo * opts["grow"], cap)
+            if h <= lo:
+                return lo, True
+            if ok(h):
+                lo = h
+            else:
+                hi = h
+    else:
+        hi = h
+        for _ in range(2):
+            h = hi / opts["grow"]
+            if ok(h):
+                lo = h
+                break
+            hi = h
+        if lo is None:
+            return None, False
+    for _ in range(int(opts["bisections"])):
+        mid = float(np.sqrt(lo * hi))
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, False
+
+
+def _depth(model):
+    """Depth of the kinematic tree (the longest chain of bodies)."""
+    d = []
+    for p in model.parents:
+        d.append(1 if p < 0 else d[p] + 1)
+    return max(d, default=0)
+
+
+def _tree_study(trees, hard, integrators, tau, dt, t_final, maximal_ok, progress_write):
+    """Cost per step of every hard reduced solver and of the maximal
+    formulation (projection) on each spanning tree, and how far apart the
+    trees' bodies' centres of mass end up (they simulate the same
+    mechanism)."""
+    from .algorithms import forward_kinematics
+    from .constraints import ConstrainedModel
+    from .simulation import simulate
+
+    out, first = [], None
+    horizon = min(t_final, 100 * dt)
+    for label, spec in trees.items():
+        tsys, tq0 = spec if isinstance(spec, tuple) else (spec, None)
+        if not isinstance(tsys, ConstrainedModel):
+            tsys = ConstrainedModel(tsys, [])
+        m = tsys.model
+        if tq0 is None:
+            tq0 = tsys.assemble(m.neutral()) if tsys.nc else m.neutral()
+        tq0 = np.asarray(tq0, dtype=float)
+        dq = np.zeros(m.nv)
+        tau_t = None if tau is None or not np.any(tau) else np.asarray(tau, dtype=float)
+        if tau_t is not None and tau_t.shape != (m.nv,):
+            tau_t = None
+        entry = dict(tree=str(label), nv=int(m.nv), constraint_rows=int(tsys.nc), depth=_depth(m),
+                     maximal_rows=None, step_s={}, body_deviation=None)
+        final = None
+        for cls in hard:
+            sx = tsys.with_solver(cls)
+            for integ in integrators:
+                fam = _Run(f"{_solver_label(cls.name)} / {integ}", "reduced", cls.name, integ, "projection",
+                           sx, tq0, dq, tau_t, tsys)
+                tr, wall = _best_wall(fam, dt, horizon, 10 ** 9)
+                entry["step_s"][fam.name] = wall / int(tr.stats["steps"])
+                if final is None:
+                    final = np.asarray(tr.q)[-1]
+        if maximal_ok:
+            from .maximal import MaximalModel
+
+            mx = MaximalModel(tsys)
+            entry["maximal_rows"] = int(mx.nrows)
+            for integ in integrators:
+                fam = _Run(f"maximal / {integ}", "maximal", "maximal", integ, "projection", mx, tq0, dq,
+                           tau_t, tsys)
+                n = 20
+                tr = fam.simulate(dt, n * dt, 10 ** 9)
+                entry["step_s"][fam.name] = float(tr.stats["wall_time"]) / int(tr.stats["steps"])
+        if final is not None:
+            # centres of mass: the same material points whatever frame each tree gives a body
+            P = forward_kinematics(m, final)
+            pos = {b: P[i, :3, :3] @ (np.zeros(3) if m.inertias[i] is None else m.inertias[i].com) + P[i, :3, 3]
+                   for i, b in enumerate(m.body_names)}
+            if first is None:
+                first = pos
+                entry["body_deviation"] = 0.0
+            elif set(first) == set(pos):
+                entry["body_deviation"] = float(max(np.abs(pos[b] - first[b]).max() for b in pos))
+        out.append(entry)
+        progress_write(f"  tree {label}: " + ", ".join(f"{k} {v * 1e6:,.1f} µs" for k, v in entry["step_s"].items()))
+    return out, horizon
+
+
+def _maximal_model(sys):
+    """The :class:`gear.MaximalModel` of the maximal runs (raises when the
+    system has no maximal form: joint-space rows, massless bodies)."""
+    from .maximal import MaximalModel
+
+    return MaximalModel(sys)
+
+
+def _solver_label(s):
+    """A reduced run's name for a solver: the ``"maximal"`` solver is
+    ``"maximal solver"`` (``"maximal / rk4"`` is the maximal-coordinate run)."""
+    return "maximal solver" if s == "maximal" else s
+
+
+class _NoReference(Exception):
+    """compare(reference=False)."""
+
+
+def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrators=("euler", "rk4"),
+            solvers=("kkt", "projection", "maximal", "soft"), maximal=True,
+            maximal_stabilization=("projection", None), tau=None, record_every=None, name=None,
+            progress=None, soft_options=None, reference=True, work_precision=(1, 2, 4, 8), stability=True,
+            trees=None):
+    """Simulate one mechanism in every formulation and integrator, and
+    compare against a high-accuracy reference (see :mod:`gear.comparison`).
 
     A run that fails does not stop the others: it is recorded in the
     report as failed with its reason (:attr:`Comparison.failed`), and the
@@ -749,7 +1242,7 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrator="r
     ----------
     model_or_sys : gear.ConstrainedModel or gear.Model
         A closed chain, or a tree (then the "constraints" are its joints
-        alone, which only the maximal run can violate).
+        alone, which only the maximal runs can violate).
     q0 : array_like, shape (nq,), optional
         Initial configuration (default: the neutral configuration,
         assembled).
@@ -757,18 +1250,23 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrator="r
         Initial velocity (default zero; projected onto the constraints).
     t_final, dt : float
         Duration and step of every run.
-    integrator : str
-        Integrator of the reduced and soft runs (:func:`gear.simulate`);
-        the maximal run is semi-implicit Euler on SE(3).
+    integrators : str or sequence of str
+        Each formulation runs with each of these (``"euler"``, ``"rk4"``,
+        ``"rkmk4"``; a comma-separated string works too).  ``"euler"`` is
+        semi-implicit Euler in reduced coordinates and Ruan's velocity-level
+        step (eq. 12) in maximal ones.
     solvers : sequence of str or gear.solvers.ConstraintSolver subclasses
         Reduced-coordinate runs, in order: the built-in solvers
         (``"kkt"``, ``"projection"``, ``"maximal"``, ``"soft"``), a
         registered plugin's name, or a solver class.  Hard solvers run
-        with projection; soft ones (``hard = False``) without.  The first
-        run that completes is the reference of ``max_deviation``.
+        with projection; soft ones (``hard = False``) without.
     maximal : bool
-        Include the maximal-coordinate run (needs scikit-sparse, and
-        :class:`gear.LoopClosure` constraints only).
+        Include the maximal-coordinate runs (:class:`gear.MaximalModel`:
+        :class:`gear.LoopClosure` constraints only, every body with mass).
+    maximal_stabilization : sequence of {"projection", "baumgarte", None}
+        One maximal-coordinate run per integrator and entry; the default
+        shows the projected run and the joints' drift without any
+        stabilisation.
     tau : array_like, shape (nv,), optional
         Constant joint torques (default zero: the mechanism moves under
         gravity, and its energy is conserved).
@@ -780,15 +1278,42 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrator="r
         A progress bar over the runs, with one line per finished run.
         Default: only when standard error is a terminal.
     soft_options : dict, optional
-        Options of the ``"soft"`` run's solver.  Default ``{"damping": 1 /
-        (5 dt)}``: the constraints' velocity error ``A dq`` decays over
-        about five steps (Ruan, "Articulated rigid body systems", eq. 13:
-        the soft constraint force opposes the velocity error).  Without
-        damping (the solver's own default) nothing pulls a velocity error
-        back: on the N-four-bar chain the soft run then drifts 4e-3 rad
-        from the hard solvers at N = 10 in 1 s and diverges at N = 50;
-        with ``1 / (5 dt)`` it stays within 2e-6 rad at N = 10 and 1e-5
-        rad at N = 50.
+        Options of the ``"soft"`` runs' solver.  Default ``{"damping": 1 /
+        (5 dt)}`` with the study's ``dt`` (kept when the work-precision
+        and stability studies change ``dt``: the same soft model
+        throughout).  Ruan, "Articulated rigid body systems", eq. 13: the
+        soft constraint force opposes the velocity error; without damping
+        the N-four-bar chain drifts 4e-3 rad from the hard solvers at N =
+        10 in 1 s and diverges at N = 50.
+    reference : bool
+        Compute the reference run (:data:`REFERENCE`).  False: no errors
+        at ``t_final`` and no work-precision study; deviations are then
+        measured against the first run that completed (for quick looks:
+        the reference costs ``1.5 x 64`` steps of the kkt solver per
+        ``dt``).
+    work_precision : sequence of float or None
+        Factors of ``dt``: every completed run is repeated at ``dt *
+        factor`` (factor 1 is the run itself) and its error at ``t_final``
+        against the reference and its wall time per simulated second are
+        recorded (:attr:`Comparison.work_precision`).  None or empty: no
+        study.
+    stability : bool or dict
+        Find each completed run's largest stable ``dt`` by bisection
+        (the criterion and the search: :data:`STABILITY`; a dict overrides
+        its entries).
+        False: no study.
+    trees : dict, optional
+        Spanning trees of the same mechanism to time: ``{label: sys}`` or
+        ``{label: (sys, q0)}``, e.g. ``{"chain": gear.mechanisms.n_four_bar(10),
+        "ground": gear.mechanisms.n_four_bar(10, tree="ground")}`` (the
+        mechanism builders return ``(sys, q0)``; without ``q0`` the
+        neutral configuration is assembled).  For each tree: the reduced
+        cost per step of every hard solver in ``solvers`` and of the
+        maximal formulation, over ``min(t_final, 100 dt)``, and the largest
+        distance of a body's centre of mass (bodies matched by name) from
+        the first tree's at the end of its first run
+        (:attr:`Comparison.trees`).  ``gear compare
+        n-four-bar:N`` passes both trees of the N-four-bar.
 
     Returns
     -------
@@ -803,14 +1328,15 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrator="r
     --------
     >>> import gear
     >>> sys, q0 = gear.mechanisms.four_bar()
-    >>> rep = gear.compare(sys, q0, t_final=0.05, dt=1e-3, solvers=("kkt", "soft"), maximal=False)
-    >>> [r["name"] for r in rep.runs], rep.runs[0]["max_deviation"], rep.failed
-    (['kkt', 'soft'], 0.0, {})
+    >>> rep = gear.compare(sys, q0, t_final=0.05, dt=1e-3, integrators="rk4", solvers=("kkt", "soft"),
+    ...                    maximal=False, work_precision=None, stability=False)
+    >>> [r["name"] for r in rep.runs], rep.runs[0]["final_error"] < 1e-9, rep.failed
+    (['kkt / rk4', 'soft / rk4'], True, {})
     """
     from ._progress import progress_bar, wants_progress
     from .constraints import ConstrainedModel
     from .model import Model
-    from .simulation import INTEGRATORS, simulate
+    from .simulation import simulate
     from .solvers import ConstraintSolver, available, get_solver
 
     if isinstance(model_or_sys, Model):
@@ -826,8 +1352,21 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrator="r
         raise ValueError(f"t_final must be a positive number, got {t_final!r}")
     if not (np.isfinite(dt) and 0 < dt <= t_final):
         raise ValueError(f"dt must be in (0, t_final], got {dt!r}")
-    if integrator not in INTEGRATORS:
-        raise ValueError(f"integrator: unknown integrator {integrator!r}; choose one of {list(INTEGRATORS)}")
+    if isinstance(integrators, str):
+        integrators = [s.strip() for s in integrators.split(",") if s.strip()]
+    integrators = list(integrators)
+    if not integrators:
+        raise ValueError("integrators: give at least one of 'euler', 'rk4', 'rkmk4'")
+    for s in integrators:
+        if s not in ("euler", "rk4", "rkmk4"):
+            raise ValueError(f"integrators: unknown integrator {s!r}; choose from 'euler', 'rk4', 'rkmk4' "
+                             "(each runs in reduced and in maximal coordinates)")
+    if len(set(integrators)) != len(integrators):
+        raise ValueError(f"integrators: {integrators} names one more than once")
+    mstab = [None if s in (None, "none") else s for s in maximal_stabilization]
+    for s in mstab:
+        if s not in (None, "baumgarte", "projection"):
+            raise ValueError(f"maximal_stabilization: {s!r} is not 'projection', 'baumgarte' or None")
     if isinstance(solvers, str):
         solvers = [s for s in solvers.split(",") if s]
     classes = []
@@ -841,12 +1380,25 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrator="r
         else:
             raise ValueError(f"solvers: unknown solver {s!r}; choose from {available()} "
                              "or pass a gear.solvers.ConstraintSolver subclass")
-    run_names = [c.name for c in classes]
-    dup = sorted({n for n in run_names if run_names.count(n) > 1})
+    solver_names = [c.name for c in classes]
+    dup = sorted({n for n in solver_names if solver_names.count(n) > 1})
     if dup:
         raise ValueError(f"solvers: {dup} given more than once; give each solver once")
     if not classes and not maximal:
         raise ValueError("nothing to compare: give at least one solver or maximal=True")
+    factors = [] if not work_precision else sorted({float(f) for f in work_precision})
+    if any(not (np.isfinite(f) and f > 0) for f in factors):
+        raise ValueError(f"work_precision: factors of dt must be positive, got {work_precision!r}")
+    stab_opts = None
+    if stability:
+        stab_opts = dict(STABILITY)
+        if isinstance(stability, dict):
+            bad = set(stability) - set(STABILITY)
+            if bad:
+                raise ValueError(f"stability: unknown option(s) {sorted(bad)}; known: {list(STABILITY)}")
+            stab_opts.update(stability)
+    if trees is not None and not isinstance(trees, dict):
+        raise TypeError("trees must be a dict {label: sys or (sys, q0)}")
     soft_options = {"damping": 0.2 / dt} if soft_options is None else dict(soft_options)
     if q0 is None:
         q0 = model.neutral()
@@ -869,7 +1421,7 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrator="r
     record_every = int(record_every)
     name = name or f"{model.nv}-dof model, {sys.nc} constraint rows"
     soft_sys = None
-    if "soft" in run_names:
+    if "soft" in solver_names:
         try:                                  # bad options raise here, before any run
             soft_sys = sys.with_solver("soft", **soft_options)
         except (TypeError, ValueError) as exc:
@@ -877,156 +1429,209 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrator="r
 
     from .algorithms import kinetic_energy, potential_energy
 
-    def energy(q, dq):
-        return kinetic_energy(model, q, dq) + potential_energy(model, q)
-
-    E0 = float(energy(q0, dq0))
+    E0 = float(kinetic_energy(model, q0, dq0) + potential_energy(model, q0))
     Escale = max(abs(E0), float(kinetic_energy(model, q0, dq0)),
                  float(np.sum([0.0 if I is None else I.mass for I in model.inertias]))
                  * float(np.linalg.norm(model.gravity)) * 1e-2, 1e-12)
 
-    runs, series, trajs = [], {"residual": {}, "energy_drift": {}, "deviation": {}}, {}
+    # -- the run families ------------------------------------------------------
+    families = []          # (family or an exception to record, info)
+    for cls in classes:
+        sx = soft_sys if cls.name == "soft" else sys.with_solver(cls)
+        hard = bool(cls.hard)
+        for integ in integrators:
+            fam = _Run(f"{_solver_label(cls.name)} / {integ}", "reduced" if hard else "soft", cls.name, integ,
+                       "projection" if hard else None, sx, q0, dq0, tau0, sys)
+            if not hard:
+                fam.solver_options = dict(sx.solver.options)
+            families.append(fam)
+    mx, mx_error = None, None
+    if maximal:
+        try:
+            mx = _maximal_model(sys)
+        except Exception as exc:              # recorded as the maximal runs' failure
+            mx_error = exc
+        for integ in integrators:
+            for s in mstab:
+                label = f"maximal / {integ}" + ("" if s == "projection" else
+                                                ", unstabilised" if s is None else f", {s}")
+                families.append(_Run(label, "maximal", "maximal", integ, s, mx, q0, dq0, tau0, sys))
+
+    show = wants_progress(progress)
+    n_studies = 1 + len(families) + (len(families) if factors else 0) + (len(families) if stab_opts else 0) \
+        + (1 if trees else 0)
+    bar = progress_bar(show, total=n_studies, desc="gear compare", unit="task")
+
+    def say(text):
+        if show:
+            bar.write(text)
+
+    # -- the reference -------------------------------------------------------------
+    ref = dict(name=None, t=None, q=None, final=None, error=None)
+    refine = int(REFERENCE["refine"])
+    ref_label = (f"{REFERENCE['solver']} / {REFERENCE['integrator']} + {REFERENCE['stabilization']} "
+                 f"at dt/{refine}")
+    try:
+        if not reference:
+            raise _NoReference()
+        bar.set_postfix_str("reference")
+        rsys = sys.with_solver(REFERENCE["solver"])
+        kw = dict(integrator=REFERENCE["integrator"], tau=tau0, stabilization=REFERENCE["stabilization"],
+                  progress=False)
+        tr = simulate(rsys, q0, dq0, t_final, dt / refine, record_every=refine * record_every, **kw)
+        half = simulate(rsys, q0, dq0, t_final, 2 * dt / refine, record_every=10 ** 9, **kw)
+        q_ref = np.asarray(tr.q)
+        if not np.isfinite(q_ref).all():
+            raise FloatingPointError("the state became non-finite")
+        ref.update(name=ref_label, t=np.asarray(tr.t), q=q_ref, final=q_ref[-1],
+                   error=float(np.abs(model.difference(np.asarray(half.q)[-1], q_ref[-1])).max(initial=0.0))
+                   / 15.0)
+        say(f"  reference {ref_label}: {tr.stats['wall_time']:.2f} s, error estimate {ref['error']:.1e}")
+    except _NoReference:
+        pass
+    except Exception as exc:                  # no reference: the first completed run stands in for it
+        say(f"  reference {ref_label} FAILED: {' '.join(str(exc).split())}")
+    bar.update(1)
+
+    def final_error(q_last):
+        if ref["final"] is None:
+            return None
+        return float(np.abs(model.difference(ref["final"], q_last)).max(initial=0.0))
+
+    # -- the runs ----------------------------------------------------------------------
+    runs, series, trajs = [], {k: {} for k in _SERIES}, {}
     t_rec = None
-    ref = {"name": None, "q": None}
-
-    def deviation(q):
-        return np.array([float(np.abs(model.difference(a, b)).max(initial=0.0)) for a, b in zip(ref["q"], q)])
-
-    def residual(sysx, q, dq):
-        if not sysx.nc:
-            return np.zeros(len(q))
-        g = np.abs(sysx.constraint_residual(q)).max(axis=-1)
-        A = sysx.constraint_jacobian(q)
-        v = np.abs(np.einsum("tij,tj->ti", A, dq)).max(axis=-1)
-        return np.maximum(g, v)
-
+    done = []                                 # (family, run dict, final q, wall)
     sizes = {"nq": model.nq, "nv": model.nv, "bodies": model.nbodies, "constraint_rows": sys.nc,
              "dof": int(sys.mobility(q0).dof) if sys.nc else model.nv,
              "maximal_coordinates": 6 * model.nbodies, "maximal_rows": None, "nnz_J": None,
              "nnz_K": None, "nnz_factor": None}
+    if mx is not None:
+        try:
+            P0, _ = mx.state(q0, dq0)
+            J = mx.system(P0)["J"]
+            K = J @ mx._Minv_sparse() @ J.T
+            sizes.update(maximal_rows=int(mx.nrows), nnz_J=int(J.nnz), nnz_K=int(K.nnz))
+            st = sys.with_solver("maximal").forward_dynamics(q0, dq0, tau0).stats
+            sizes.update(nnz_factor=st.get("nnz_factor"))
+        except Exception:                     # sizes stay None where they cannot be had
+            pass
 
-    def finish(run, q, dq, res, E):
-        q, res, E = np.asarray(q), np.asarray(res, dtype=float), np.asarray(E, dtype=float)
-        if not (np.isfinite(q).all() and np.isfinite(res).all() and np.isfinite(E).all()):
-            raise FloatingPointError("the state became non-finite")
-        dev = deviation(q) if ref["q"] is not None else np.zeros(len(q))
-        drift = np.abs(E - E0) / Escale
-        run.update(status="ok", error=None, max_constraint_residual=float(np.max(res)),
-                   max_energy_drift=float(np.max(drift)), max_deviation=float(np.max(dev)))
-        series["residual"][run["name"]] = res
-        series["energy_drift"][run["name"]] = drift
-        series["deviation"][run["name"]] = dev
-        trajs[run["name"]] = (q, np.asarray(dq))
-        if ref["q"] is None:
-            ref.update(name=run["name"], q=q)
+    def deviation_against(q, t):
+        if ref["q"] is not None:
+            rq, rt = ref["q"], ref["t"]
+            if len(rt) != len(t) or not np.allclose(rt, t, rtol=0, atol=1e-9 * max(dt, 1e-300)):
+                rq = np.stack([np.interp(t, rt, rq[:, k]) for k in range(rq.shape[1])], axis=1)
+            return np.array([float(np.abs(model.difference(a, b)).max(initial=0.0)) for a, b in zip(rq, q)])
+        return None
 
-    def reduced_run(cls):
-        nonlocal t_rec
-        s = cls.name
-        sx = soft_sys if s == "soft" else sys.with_solver(cls)
-        stab = "projection" if cls.hard else None
-        run = dict(name=s, formulation="reduced" if cls.hard else "soft", solver=s, integrator=integrator,
-                   stabilization=stab, steps=steps)
-        if s == "soft":
-            run["solver_options"] = dict(sx.solver.options)
+    for fam in families:
+        bar.set_postfix_str(fam.name)
+        run = fam.info(steps)
+        if hasattr(fam, "solver_options"):
+            run["solver_options"] = fam.solver_options
         runs.append(run)
-        tr = simulate(sx, q0, dq0, t_final, dt, integrator=integrator, tau=tau0,
-                      stabilization=stab, record_every=record_every, progress=False)
-        q, dq = np.asarray(tr.q), np.asarray(tr.dq)
-        solve = _time_call(lambda: sx.forward_dynamics(q0, dq0, tau0))
-        if s == "maximal":
-            st = sx.forward_dynamics(q0, dq0, tau0).stats
-            sizes.update(maximal_rows=st.get("rows"), nnz_J=st.get("nnz_J"), nnz_K=st.get("nnz_K"),
-                         nnz_factor=st.get("nnz_factor"))
-        wall = float(tr.stats["wall_time"])
-        run.update(steps=int(tr.stats["steps"]), wall_s=wall, step_s=wall / max(int(tr.stats["steps"]), 1),
-                   solve_s=solve)
-        finish(run, q, dq, residual(sys, q, dq), energy(q, dq))
-        if t_rec is None:
-            t_rec = np.asarray(tr.t)
+        try:
+            if fam.formulation == "maximal" and mx_error is not None:
+                raise mx_error
+            tr = fam.simulate(dt, t_final, record_every)
+            q, dq, t = np.asarray(tr.q), np.asarray(tr.dq), np.asarray(tr.t)
+            E, res, pos = fam.energy(tr), fam.residual(tr), fam.position_residual(tr)
+            if not (np.isfinite(q).all() and np.isfinite(res).all() and np.isfinite(E).all()):
+                raise FloatingPointError("the state became non-finite")
+            wall = float(tr.stats["wall_time"])
+            n = int(tr.stats["steps"])
+            dev = deviation_against(q, t)
+            if dev is None:                   # no reference: against the first completed run
+                dev = (np.zeros(len(q)) if not done else np.array(
+                    [float(np.abs(model.difference(a, b)).max(initial=0.0))
+                     for a, b in zip(trajs[done[0][1]["name"]][0], q)]))
+            drift = np.abs(E - E0) / Escale
+            run.update(steps=n, wall_s=wall, step_s=wall / max(n, 1), solve_s=fam.solve_time(),
+                       status="ok", error=None, max_constraint_residual=float(np.max(res)),
+                       max_energy_drift=float(np.max(drift)), max_deviation=float(np.max(dev)),
+                       final_error=final_error(q[-1]))
+            for key, val in (("residual", res), ("position_residual", pos), ("energy_drift", drift),
+                             ("deviation", dev)):
+                series[key][fam.name] = np.asarray(val, dtype=float)
+            trajs[fam.name] = (q, dq)
+            done.append((fam, run, q[-1], wall))
+            if t_rec is None:
+                t_rec = t
+        except Exception as exc:              # keep the other runs; the reason goes in the report
+            run.update(status="failed", error=_failure(fam.name, exc, dt, fam.formulation, fam.solver),
+                       **{k: None for k in _METRICS})
+            for key in series:
+                series[key].pop(fam.name, None)
+            trajs.pop(fam.name, None)
+        if run["status"] == "failed":
+            say(f"  {run['name']:<28} FAILED: {run['error']}")
+        else:
+            fe = run["final_error"]
+            say(f"  {run['name']:<28} {run['wall_s']:8.2f} s  residual {run['max_constraint_residual']:.1e}"
+                f"  energy drift {run['max_energy_drift']:.1e}  error at t_final "
+                + ("–" if fe is None else f"{fe:.1e}"))
+        bar.update(1)
 
-    def maximal_run():
-        nonlocal t_rec
-        run = dict(name="maximal-coordinates", formulation="maximal", solver="maximal",
-                   integrator="euler (SE(3))", stabilization=None, steps=steps)
-        runs.append(run)
-        mr = _MaximalRun(sys)
-        from .maximal import from_reduced
-
-        P, V = from_reduced(model, q0, dq0)
-        P, V = P.copy(), V.copy()
-        qs, dqs, res, E = [], [], [], []
-        t = 0.0
-        times = [0.0]
-
-        def record(P, V):
-            q, dq = mr.reduced(P, V, qs[-1] if qs else q0)
-            qs.append(q)
-            dqs.append(dq)
-            res.append(mr.residual(P, q))
-            E.append(mr.energy(P, V))
-            return q, dq
-
-        q, dq = record(P, V)
-        t0 = time.perf_counter()
-        for k in range(steps):
-            h = min(dt, t_final - t) if k == steps - 1 else dt
-            if k:
-                q, dq = mr.reduced(P, V, q)
-            r = mr.sys.forward_dynamics(q, dq, tau0)
-            dV = mr.body_accelerations(q, dq, r.ddq)
-            V = V + h * dV
-            P = P @ _exp_se3_batch(h * V)
-            t = t_final if k == steps - 1 else (k + 1) * dt
-            if not (np.isfinite(V).all() and np.isfinite(P).all()):
-                raise FloatingPointError(f"the body states became non-finite at t = {t:g} s (step {k + 1})")
-            if (k + 1) % record_every == 0 or k == steps - 1:
-                record(P, V)
-                times.append(t)
-        wall = time.perf_counter() - t0
-        solve = _time_call(lambda: mr.sys.forward_dynamics(q0, dq0, tau0))
-        st = mr.sys.forward_dynamics(q0, dq0, tau0).stats
-        sizes.update(maximal_rows=st.get("rows"), nnz_J=st.get("nnz_J"), nnz_K=st.get("nnz_K"),
-                     nnz_factor=st.get("nnz_factor"))
-        run.update(wall_s=wall, step_s=wall / steps, solve_s=solve)
-        finish(run, np.array(qs), np.array(dqs), np.array(res), np.array(E))
-        if t_rec is None:
-            t_rec = np.array(times)
-
-    jobs = [(c.name, (lambda c=c: reduced_run(c))) for c in classes]
-    if maximal:
-        jobs.append(("maximal-coordinates", maximal_run))
-    show = wants_progress(progress)
-    bar = progress_bar(show, total=len(jobs), desc="gear compare", unit="run")
-    try:
-        for run_name, job in jobs:
-            bar.set_postfix_str(run_name)
-            try:
-                job()
-            except Exception as exc:          # keep the other runs; the reason goes in the report
-                run = runs[-1] if runs and runs[-1]["name"] == run_name else None
-                if run is None:
-                    run = dict(name=run_name, formulation="reduced", solver=run_name,
-                               integrator=integrator, stabilization=None, steps=steps)
-                    runs.append(run)
-                run.update(status="failed", error=_failure(run_name, exc, dt),
-                           **{k: None for k in _METRICS})
-                for key in series:
-                    series[key].pop(run_name, None)
-                trajs.pop(run_name, None)
-            r = runs[-1]
-            if show:
-                bar.write(f"  {r['name']:<20} FAILED: {r['error']}" if r["status"] == "failed" else
-                          f"  {r['name']:<20} {r['wall_s']:8.2f} s  residual {r['max_constraint_residual']:.1e}"
-                          f"  energy drift {r['max_energy_drift']:.1e}  deviation {r['max_deviation']:.1e}")
+    # -- work precision ------------------------------------------------------------------
+    wp = []
+    if factors and ref["final"] is not None:
+        for fam, run, q_last, wall in done:
+            bar.set_postfix_str(f"work precision: {fam.name}")
+            for f in factors:
+                h = dt * f
+                if h > t_final:
+                    continue
+                if f == 1.0:
+                    err, cost = run["final_error"], wall / t_final
+                else:
+                    try:
+                        # ~100 frames: the angles read back from maximal poses are continued
+                        # frame to frame, which needs less than half a turn between frames
+                        tr, w = _best_wall(fam, h, t_final, max(1, int(np.ceil(t_final / h - 1e-9)) // 100))
+                        ql = np.asarray(tr.q)[-1]
+                        if not np.isfinite(ql).all():
+                            continue
+                        err, cost = final_error(ql), w / t_final
+                    except Exception:         # a coarse step that diverges: no point
+                        continue
+                wp.append(dict(run=fam.name, formulation=fam.formulation, integrator=fam.integrator,
+                               stabilization=fam.stabilization, dt=h, error=err, cost_s=cost))
             bar.update(1)
-    finally:
-        bar.close()
 
-    settings = dict(t_final=t_final, dt=dt, integrator=integrator, steps=steps, record_every=record_every,
-                    reference=ref["name"], E0=E0, energy_scale=Escale,
-                    coordinate_unit=_coordinate_unit(model))
-    return Comparison(name, sizes, settings, runs, np.zeros(0) if t_rec is None else t_rec, series, trajs)
+    # -- stability ----------------------------------------------------------------------------
+    stab, capped, horizon = {}, [], None
+    if stab_opts:
+        horizon = float(stab_opts["horizon"] or min(t_final, 1.0))
+        for fam, run, _, _ in done:
+            bar.set_postfix_str(f"stability: {fam.name}")
+            lim, cap = _stability_limit(fam, dt, horizon, E0, Escale, stab_opts)
+            stab[fam.name] = lim
+            if cap:
+                capped.append(fam.name)
+            say(f"  {fam.name:<28} largest stable dt " + ("none found" if lim is None else
+                                                          f"{'≥ ' if cap else ''}{lim:.3g} s"))
+            bar.update(1)
+
+    # -- spanning trees ----------------------------------------------------------------------
+    tree_rows, tree_horizon = [], None
+    if trees:
+        bar.set_postfix_str("spanning trees")
+        hard = [c for c in classes if c.hard]
+        tree_rows, tree_horizon = _tree_study(trees, hard, integrators, tau, dt, t_final,
+                                              maximal and mx is not None, say)
+        bar.update(1)
+    bar.close()
+
+    settings = dict(t_final=t_final, dt=dt, integrators=integrators, steps=steps, record_every=record_every,
+                    reference=ref["name"] if ref["name"] else (done[0][1]["name"] if done else None),
+                    reference_error=ref["error"], reference_is_separate=ref["name"] is not None,
+                    E0=E0, energy_scale=Escale, coordinate_unit=_coordinate_unit(model),
+                    work_precision_factors=factors,
+                    stability=None if not stab_opts else dict(stab_opts, horizon=horizon, capped=capped),
+                    trees_horizon=tree_horizon)
+    return Comparison(name, sizes, settings, runs, np.zeros(0) if t_rec is None else t_rec, series, trajs,
+                      work_precision=wp, stability=stab, trees=tree_rows)
 
 
 def scaling(ns=(1, 10, 100), solvers=("kkt", "projection", "maximal"), min_time=0.05, progress=None):

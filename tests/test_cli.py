@@ -90,6 +90,7 @@ def test_bad_models_and_arguments_give_one_line_errors(args, needle, tmp_path):
     (["compare", "four-bar", "--solvers", "kkt,nope", "--t", "0.01"], "--solvers: unknown solver 'nope'"),
     (["compare", "four-bar", "--solvers", "", "--t", "0.01"], "--solvers is empty"),
     (["compare", "four-bar", "--solvers", ",", "--no-maximal"], "--solvers is empty"),
+    (["compare", "four-bar", "--integrator", "rk4,leapfrog"], "--integrator: expected one or more of euler, rk4"),
 ])
 def test_bad_usage_exits_2_on_one_line(args, needle, tmp_path):
     """Bad usage exits 2, before any work or output, naming the flag."""
@@ -153,13 +154,29 @@ def test_simulate_batch_of_a_tree_without_progress(tmp_path):
 def test_compare_writes_report_json_and_pngs(tmp_path):
     pytest.importorskip("sksparse", reason="the maximal runs need scikit-sparse (the 'sparse' extra)")
     code, out, err = run("compare", "four-bar", "--t", "0.05", "--dt", "1e-3", "--out", "rep",
-                         "--no-progress", cwd=tmp_path)
+                         "--solvers", "kkt,soft", "--no-progress", cwd=tmp_path)
     assert code == 0, err
     files = sorted(f for f in os.listdir(tmp_path / "rep") if not f.startswith("."))
-    assert files == ["cost.png", "deviation.png", "energy.png", "report.json", "report.md", "residual.png"]
+    assert files == ["cost.png", "deviation.png", "drift.png", "energy.png", "report.json", "report.md",
+                     "residual.png", "work_precision.png"]
     d = gear.comparison.validate(str(tmp_path / "rep" / "report.json"))
-    assert [r["name"] for r in d["runs"]] == ["kkt", "projection", "maximal", "soft", "maximal-coordinates"]
-    assert "| maximal-coordinates |" in out
+    assert [r["name"] for r in d["runs"]] == ["kkt / euler", "kkt / rk4", "soft / euler", "soft / rk4",
+                                             "maximal / euler", "maximal / euler, unstabilised",
+                                             "maximal / rk4", "maximal / rk4, unstabilised"]
+    assert len(d["work_precision"]) >= 3 * 8 and set(d["stability"]) == {r["name"] for r in d["runs"]}
+    assert d["trees"] == []
+    assert "| maximal / euler, unstabilised | maximal |" in out and "**Work precision**" in out
+
+
+def test_compare_n_four_bar_times_both_spanning_trees(tmp_path):
+    pytest.importorskip("sksparse", reason="the maximal runs need scikit-sparse (the 'sparse' extra)")
+    code, out, err = run("compare", "n-four-bar:3", "--t", "0.02", "--dt", "1e-3", "--integrator", "rk4",
+                         "--solvers", "kkt", "--out", "rep", "--no-progress", cwd=tmp_path)
+    assert code == 0, err
+    d = gear.comparison.validate(str(tmp_path / "rep" / "report.json"))
+    assert [t["tree"] for t in d["trees"]] == ["chain", "ground"]
+    assert [t["depth"] for t in d["trees"]] == [7, 2] and d["trees"][1]["body_deviation"] < 1e-9
+    assert "spanning trees" in out and "| ground | 2 | 7 | 9 |" in (tmp_path / "rep" / "report.md").read_text()
 
 
 def test_analyze_writes_json_and_plot(tmp_path):
@@ -223,18 +240,18 @@ def test_compare_keeps_finished_runs_when_one_fails(tmp_path, monkeypatch, capsy
     def boom(*a, **k):
         raise FloatingPointError("the state became non-finite in step 3 (t = 0.002)")
 
-    monkeypatch.setattr(comparison, "_MaximalRun", boom)
-    args = ["compare", "four-bar", "--t", "0.01", "--solvers", "kkt", "--no-progress"]
+    monkeypatch.setattr(comparison, "_maximal_model", boom)
+    args = ["compare", "four-bar", "--t", "0.01", "--solvers", "kkt", "--integrator", "rk4", "--no-progress"]
     assert main(args + ["--out", str(tmp_path / "a")]) == 0
     err = capsys.readouterr().err
-    assert "maximal-coordinates run failed" in err and "--no-maximal" in err and "reduce --dt" in err
+    assert "maximal / rk4 run failed" in err and "--no-maximal" in err and "reduce --dt" in err
     d = json.loads((tmp_path / "a" / "report.json").read_text())
     status = {r["name"]: r["status"] for r in d["runs"]}
-    assert status == {"kkt": "ok", "maximal-coordinates": "failed"}
+    assert status == {"kkt / rk4": "ok", "maximal / rk4": "failed", "maximal / rk4, unstabilised": "failed"}
     assert main(args + ["--out", str(tmp_path / "b"), "--strict"]) == 1
     import gear.simulation as S
 
     monkeypatch.setattr(S, "simulate", boom)
     assert main(args + ["--out", str(tmp_path / "c")]) == 1
     err = capsys.readouterr().err
-    assert "the kkt run failed" in err and "out of --solvers" in err
+    assert "the kkt / rk4 run failed" in err and "out of --solvers" in err

@@ -1,5 +1,6 @@
 """gear.compare (maximal vs reduced coordinates) and gear.analysis.report."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -11,102 +12,235 @@ from gear.comparison import validate
 pytest.importorskip("sksparse", reason="the maximal runs need scikit-sparse (the 'sparse' extra)")
 
 
+NAMES = ["kkt / euler", "kkt / rk4", "projection / euler", "projection / rk4", "maximal solver / euler",
+         "maximal solver / rk4", "soft / euler", "soft / rk4", "maximal / euler", "maximal / euler, unstabilised",
+         "maximal / rk4", "maximal / rk4, unstabilised"]
+
+
 @pytest.fixture(scope="module")
-def fourbar_reports():
-    sysm, q0 = mech.four_bar()
-    a = gear.compare(sysm, q0, t_final=0.3, dt=2e-3, name="four-bar")
-    b = gear.compare(sysm, q0, t_final=0.3, dt=1e-3, solvers=("kkt",), name="four-bar")
-    return a, b
+def four_bar():
+    return mech.four_bar()
 
 
-def test_hard_solvers_agree_and_stay_closed(fourbar_reports):
-    rep, _ = fourbar_reports
+@pytest.fixture(scope="module")
+def rep(four_bar):
+    """Every formulation with euler and rk4, the reference, the work-precision
+    and stability studies, on a short horizon (about 5 s)."""
+    sysm, q0 = four_bar
+    return gear.compare(sysm, q0, t_final=0.2, dt=2e-3, name="four-bar")
+
+
+def test_runs_formulations_and_stabilisations(rep):
     runs = {r["name"]: r for r in rep.runs}
-    assert list(runs) == ["kkt", "projection", "maximal", "soft", "maximal-coordinates"]
-    assert runs["kkt"]["max_deviation"] == 0.0                   # the reference
-    for s in ("kkt", "projection", "maximal"):
-        assert runs[s]["formulation"] == "reduced" and runs[s]["stabilization"] == "projection"
-        assert runs[s]["max_constraint_residual"] <= 1e-10
-        assert runs[s]["max_deviation"] <= 1e-9
-        assert runs[s]["max_energy_drift"] <= 1e-6               # rk4, conservative system
-    # soft: compliant rows drift a little, but stay close at the default stiffness
-    assert 0 < runs["soft"]["max_constraint_residual"] <= 1e-5
-    assert runs["soft"]["max_deviation"] <= 1e-5
+    assert list(runs) == NAMES and rep.failed == {}
+    for n, r in runs.items():
+        assert r["integrator"] == n.split(" / ")[1].split(",")[0]
+        if r["formulation"] == "reduced":
+            assert r["stabilization"] == "projection"
+        elif r["formulation"] == "soft":
+            assert r["stabilization"] is None and r["solver_options"]["damping"] == pytest.approx(100.0)
+        else:
+            assert r["stabilization"] == (None if n.endswith("unstabilised") else "projection")
+    assert [runs[n]["formulation"] for n in NAMES].count("maximal") == 4
     assert rep.sizes["nv"] == 3 and rep.sizes["constraint_rows"] == 3 and rep.sizes["dof"] == 1
     assert rep.sizes["maximal_coordinates"] == 18 and rep.sizes["maximal_rows"] == 18
-    assert rep.sizes["nnz_factor"] > 0 and rep.sizes["nnz_J"] > 0
+    assert rep.sizes["nnz_factor"] > 0 and rep.sizes["nnz_J"] > 0 and rep.sizes["nnz_K"] > 0
     assert all(r["solve_s"] > 0 and r["step_s"] > 0 for r in rep.runs)
 
 
-def test_maximal_coordinates_converge_at_first_order(fourbar_reports):
-    """Semi-implicit Euler on the body states: the deviation from the
-    reduced rk4 reference and the drift of the joints and loops shrink
-    linearly with dt (the tolerance the report states is tied to dt)."""
-    a, b = fourbar_reports
-    ra, rb = a.runs[-1], b.runs[-1]
-    assert ra["name"] == rb["name"] == "maximal-coordinates"
-    ratio = ra["max_deviation"] / rb["max_deviation"]
-    assert 1.6 < ratio < 2.5, ratio
-    assert 1.6 < ra["max_constraint_residual"] / rb["max_constraint_residual"] < 2.5
-    assert rb["max_deviation"] < 50 * 1e-3
-    # same initial state and the same energy, computed from the body states
-    assert a.series["energy_drift"]["maximal-coordinates"][0] <= 1e-12
-    assert a.series["deviation"]["maximal-coordinates"][0] <= 1e-12
-    assert a.series["residual"]["maximal-coordinates"][0] <= 1e-12
-    # the recorded frames line up with the reduced runs'
-    assert len(a.t) == len(a.series["deviation"]["maximal-coordinates"]) == len(a.trajectories["kkt"][0])
+def test_maximal_runs_are_gear_simulate_on_a_maximal_model(rep, four_bar):
+    """The maximal runs are the new simulator's, nothing recomputed in
+    reduced coordinates on the way (the old per-step reduced solve is gone)."""
+    sysm, q0 = four_bar
+    assert not hasattr(gear.comparison, "_MaximalRun")
+    mx = gear.MaximalModel(sysm)
+    for name, integ, stab in [("maximal / rk4", "rk4", "projection"),
+                              ("maximal / euler, unstabilised", "euler", None)]:
+        tr = gear.simulate(mx, q0, None, 0.2, 2e-3, integrator=integ, stabilization=stab,
+                           record_every=rep.settings["record_every"])
+        np.testing.assert_allclose(rep.trajectories[name][0], tr.q, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(rep.series["position_residual"][name], tr.joint_error, rtol=0, atol=1e-15)
+    # projected rk4 in maximal coordinates is the same motion as reduced rk4
+    runs = {r["name"]: r for r in rep.runs}
+    assert runs["maximal / rk4"]["final_error"] < 1e-7 and runs["kkt / rk4"]["final_error"] < 1e-7
+    # the three hard reduced solvers integrate the same equations
+    for integ in ("euler", "rk4"):
+        errs = [runs[f"{s} / {integ}"]["final_error"] for s in ("kkt", "projection", "maximal solver")]
+        assert max(errs) - min(errs) <= 1e-10 * max(1.0, max(errs))
+    # the same initial state and energy, from the body states
+    for n in NAMES:
+        assert rep.series["energy_drift"][n][0] <= 1e-12 and rep.series["deviation"][n][0] <= 1e-12
 
 
-def test_report_json_schema_table_and_plots(fourbar_reports, tmp_path):
-    rep, _ = fourbar_reports
+def test_drift_shown_without_stabilisation_and_removed_with_projection(rep):
+    pr = rep.series["position_residual"]
+    free = pr["maximal / euler, unstabilised"]
+    assert free[-1] > 1e-5 and free[-1] > 10 * free[len(free) // 10]          # grows
+    assert pr["maximal / rk4, unstabilised"][-1] < 1e-3 * free[-1]            # 4th order drifts far less
+    for n in ("maximal / euler", "maximal / rk4", "kkt / euler", "kkt / rk4"):
+        assert pr[n].max() <= 1e-10, n
+    assert pr["soft / euler"].max() > 1e-6                                      # compliant rows give
+    assert "Joint drift" in rep.summary()
+
+
+def test_reference_is_far_more_accurate_than_every_run(rep):
+    st = rep.settings
+    assert st["reference"] == "kkt / rkmk4 + projection at dt/64"
+    assert 0 <= st["reference_error"] < 1e-12
+    errs = [r["final_error"] for r in rep.runs]
+    assert min(errs) > 100 * st["reference_error"]
+    # the estimate is honest: a finer reference moves by less than it claims (plus rounding)
+    sysm, q0 = mech.four_bar()
+    fine = gear.simulate(sysm.with_solver("kkt"), q0, np.zeros(3), 0.2, 2e-3 / 128, integrator="rkmk4",
+                         record_every=10 ** 9)
+    ref = rep.trajectories["kkt / rk4"][0][-1]
+    rk4_err = np.abs(ref - fine.q[-1]).max()
+    assert rk4_err == pytest.approx(rep.runs[1]["final_error"], rel=1e-3, abs=1e-13)
+
+
+def test_work_precision_has_three_dts_per_run_and_the_orders(rep):
+    """Error at t_final against dt: slope 1 for Euler (reduced and maximal),
+    4 for RK4; cost falls as dt grows."""
+    by = {}
+    for p in rep.work_precision:
+        by.setdefault(p["run"], []).append(p)
+        assert set(p) == {"run", "formulation", "integrator", "stabilization", "dt", "error", "cost_s"}
+    assert set(by) == set(NAMES)
+    for n, pts in by.items():
+        pts.sort(key=lambda p: p["dt"])
+        assert len(pts) >= 3, n
+        dts = np.array([p["dt"] for p in pts])
+        errs = np.array([p["error"] for p in pts])
+        cost = np.array([p["cost_s"] for p in pts])
+        assert dts[0] == pytest.approx(2e-3) and cost[-1] < cost[0], n
+        if n.startswith("soft"):
+            continue                                    # the compliance error does not vanish with dt
+        slope = np.polyfit(np.log(dts), np.log(errs), 1)[0]
+        order = 1 if "euler" in n else 4
+        assert abs(slope - order) < 0.5, (n, slope, errs)
+    # maximal coordinates pay for the larger system in NumPy: far more per simulated second
+    cheapest = {f: min(p["cost_s"] for p in rep.work_precision if p["formulation"] == f)
+                for f in ("reduced", "maximal")}
+    assert cheapest["maximal"] > 10 * cheapest["reduced"]
+
+
+def test_stability_limits_by_bisection(rep, four_bar):
+    from gear.comparison import STABILITY, _Run, _stable
+
+    # the default horizon is min(t_final, 1 s); on 0.2 s every run holds up to horizon / 10
+    st = rep.settings["stability"]
+    assert st["horizon"] == 0.2 and st["rows"] == STABILITY["rows"]
+    assert set(rep.stability) == set(NAMES) and set(st["capped"]) == set(NAMES)
+    assert all(v == pytest.approx(0.02) for v in rep.stability.values())
+    assert "≥ 20 ms" in rep.table()
+    # over 0.5 s the soft run's damping (100/s) and the unstabilised Euler run's drift bound dt
+    sysm, q0 = four_bar
+    short = gear.compare(sysm, q0, t_final=0.1, dt=2e-3, integrators="euler", solvers=("kkt", "soft"),
+                         work_precision=None, stability={"horizon": 0.5})
+    lim, capped = short.stability, short.settings["stability"]["capped"]
+    assert capped == ["kkt / euler", "maximal / euler"] and lim["kkt / euler"] == pytest.approx(0.05)
+    for n in ("soft / euler", "maximal / euler, unstabilised"):
+        assert 2e-3 < lim[n] < 0.2 * lim["kkt / euler"], (n, lim[n])
+    # the limit is one: stable there, unstable 10 % above (bisection brackets within 9 %)
+    fam = _Run("soft / euler", "soft", "soft", "euler", None, sysm.with_solver("soft", damping=100.0), q0,
+               np.zeros(3), np.zeros(3), sysm)
+    E0, Es = short.settings["E0"], short.settings["energy_scale"]
+    assert _stable(fam, lim["soft / euler"], 0.5, E0, Es)[0]
+    ok, why = _stable(fam, 1.1 * lim["soft / euler"], 0.5, E0, Es)
+    assert not ok and why
+
+
+def test_report_json_schema_table_and_plots(rep, tmp_path):
     paths = rep.save(tmp_path)
     names = sorted(p.rsplit("/", 1)[-1] for p in map(str, paths))
-    assert names == ["cost.png", "deviation.png", "energy.png", "report.json", "report.md", "residual.png"]
+    assert names == ["cost.png", "deviation.png", "drift.png", "energy.png", "report.json", "report.md",
+                     "residual.png", "work_precision.png"]
     for p in paths:
         assert (tmp_path / p.rsplit("/", 1)[-1]).stat().st_size > 100
     d = validate(str(tmp_path / "report.json"))
-    assert d["schema"] == "gear.compare/2" and d["name"] == "four-bar"
-    assert all(r["status"] == "ok" and r["error"] is None for r in d["runs"]) and rep.failed == {}
-    assert d["settings"]["reference"] == "kkt" and d["settings"]["energy_scale"] > 0
+    assert d["schema"] == "gear.compare/3" and d["name"] == "four-bar"
+    assert all(r["status"] == "ok" and r["error"] is None for r in d["runs"])
+    assert d["settings"]["energy_scale"] > 0 and d["settings"]["integrators"] == ["euler", "rk4"]
+    assert len(d["work_precision"]) == 4 * 12 and d["trees"] == []
     json.dumps(d, allow_nan=False)
-    assert "| maximal-coordinates | maximal |" in rep.table()
+    md = (tmp_path / "report.md").read_text()
+    assert "| maximal / euler, unstabilised | maximal | euler | none |" in md
+    for png in ("residual", "energy", "deviation", "cost", "drift", "work_precision"):
+        assert f"`{png}.png`" in md                       # every figure is explained
+    assert "Ruan" in md and "## Stability limits" in md and "Work precision" in md
     # the validator is not a rubber stamp
-    bad = json.loads(rep.to_json())
-    del bad["runs"][0]["max_deviation"]
-    with pytest.raises(ValueError, match="max_deviation"):
-        validate(bad)
-    bad = json.loads(rep.to_json())
-    bad["runs"][1]["formulation"] = "hybrid"
-    with pytest.raises(ValueError, match="formulation"):
-        validate(bad)
-    bad = json.loads(rep.to_json())
-    bad["series"]["deviation"]["soft"] = bad["series"]["deviation"]["soft"][:-1]
-    with pytest.raises(ValueError, match="soft"):
-        validate(bad)
+    for mutate, needle in [
+            (lambda b: b["runs"][0].pop("final_error"), "final_error"),
+            (lambda b: b["runs"][1].update(formulation="hybrid"), "formulation"),
+            (lambda b: b["series"]["deviation"].update({"soft / rk4": b["series"]["deviation"]["soft / rk4"][:-1]}),
+             "soft / rk4"),
+            (lambda b: b["series"].pop("position_residual"), "position_residual"),
+            (lambda b: b["work_precision"][0].update(run="nope"), "nope"),
+            (lambda b: b["work_precision"][0].pop("cost_s"), "cost_s"),
+            (lambda b: b["stability"].update(nope=1e-3), "nope"),
+            (lambda b: b["stability"].update({"kkt / rk4": -1.0}), "positive"),
+            (lambda b: b.update(schema="gear.compare/2"), "gear.compare/3")]:
+        bad = json.loads(rep.to_json())
+        mutate(bad)
+        with pytest.raises(ValueError, match=re.escape(needle)):
+            validate(bad)
 
 
-def test_jsonschema_agrees_when_available(fourbar_reports):
+def test_jsonschema_agrees_when_available(rep):
     jsonschema = pytest.importorskip("jsonschema", reason="optional: the package's own validator is tested above")
-    rep, _ = fourbar_reports
     jsonschema.validate(rep.to_dict(), gear.comparison.SCHEMA)
+
+
+def test_spanning_trees_cost_beside_the_maximal_one():
+    """The N-four-bar on its chain and its ground tree: the same motion
+    (bodies matched by name), reduced cost on each tree, the maximal one."""
+    chain, ground = mech.n_four_bar(4), mech.n_four_bar(4, tree="ground")
+    rep = gear.compare(*chain, t_final=0.05, dt=1e-3, integrators="rk4", solvers=("kkt",),
+                       work_precision=None, stability=False, trees={"chain": chain, "ground": ground})
+    assert rep.work_precision == [] and rep.stability == {} and rep.failed == {}
+    t = {e["tree"]: e for e in rep.trees}
+    assert list(t) == ["chain", "ground"]
+    assert t["chain"]["depth"] == 9 and t["ground"]["depth"] == 2
+    assert t["chain"]["nv"] == t["ground"]["nv"] == 9 and t["chain"]["constraint_rows"] == 12
+    assert t["chain"]["body_deviation"] == 0.0 and t["ground"]["body_deviation"] < 1e-9
+    for e in t.values():
+        assert set(e["step_s"]) == {"kkt / rk4", "maximal / rk4"} and min(e["step_s"].values()) > 0
+        assert e["maximal_rows"] == 5 * 9 + 3 * 4
+    d = validate(rep.to_dict())
+    assert [e["tree"] for e in d["trees"]] == ["chain", "ground"]
+    assert "## Spanning trees" in rep.report() and "| ground | 2 | 9 | 12 |" in rep.report()
+    with pytest.raises(TypeError, match="trees"):
+        gear.compare(*chain, t_final=0.01, dt=1e-3, trees=[chain])
 
 
 def test_tree_compares_maximal_against_reduced():
     arm = gear.load_urdf(gear.data_path("arm7.urdf"))
     q0 = arm.neutral() + 0.3
-    rep = gear.compare(arm, q0, t_final=0.05, dt=1e-3, solvers=("kkt",))
+    rep = gear.compare(arm, q0, t_final=0.05, dt=1e-3, solvers=("kkt",), integrators="rk4",
+                       work_precision=(1, 2, 4), stability=False)
     assert rep.sizes["constraint_rows"] == 0 and rep.sizes["maximal_rows"] == 6 * 7 - 7
-    mx = rep.runs[-1]
-    assert mx["max_deviation"] < 1e-2 and mx["max_constraint_residual"] < 1e-3
-    assert rep.runs[0]["max_constraint_residual"] == 0.0
+    runs = {r["name"]: r for r in rep.runs}
+    assert list(runs) == ["kkt / rk4", "maximal / rk4", "maximal / rk4, unstabilised"]
+    assert runs["maximal / rk4"]["final_error"] < 1e-6 and runs["kkt / rk4"]["max_constraint_residual"] == 0.0
+    assert 0 < runs["maximal / rk4, unstabilised"]["max_constraint_residual"] < 1e-4
+    assert len(rep.work_precision) == 9
 
 
 def test_compare_bad_input():
     sysm, q0 = mech.four_bar()
-    with pytest.raises(ValueError, match="solvers"):
-        gear.compare(sysm, q0, t_final=0.01, dt=1e-3, solvers=("nope",))
-    with pytest.raises(ValueError, match="dt"):
-        gear.compare(sysm, q0, t_final=0.01, dt=0.0)
+    for kw, err, needle in [
+            (dict(solvers=("nope",)), ValueError, "solvers"),
+            (dict(dt=0.0), ValueError, "dt"),
+            (dict(integrators="leapfrog"), ValueError, "integrators: unknown integrator 'leapfrog'"),
+            (dict(integrators=("rk4", "rk4")), ValueError, "more than once"),
+            (dict(integrators=()), ValueError, "at least one"),
+            (dict(maximal_stabilization=("ode",)), ValueError, "maximal_stabilization"),
+            (dict(work_precision=(1, -2)), ValueError, "work_precision"),
+            (dict(stability={"nope": 1}), ValueError, "stability: unknown option"),
+            (dict(solvers=("kkt", "kkt")), ValueError, "more than once"),
+            (dict(solvers=("soft",), soft_options={"nope": 1}), TypeError, "soft_options")]:
+        with pytest.raises(err, match=re.escape(needle)):
+            gear.compare(sysm, q0, t_final=0.01, **{"dt": 1e-3, **kw})
     with pytest.raises(ValueError, match="assemble"):
         gear.compare(sysm, q0 + 0.1, t_final=0.01, dt=1e-3)
     with pytest.raises(ValueError, match="q0"):
@@ -162,29 +296,6 @@ def test_docs_compare_doctest():
     assert res.attempted >= 8 and res.failed == 0
 
 
-@pytest.mark.parametrize("builder", ["four_bar", "slider_crank", "n_four_bar"])
-def test_batched_joint_recovery_equals_to_reduced_on_drifted_states(builder):
-    """The maximal-coordinate run recovers revolute/prismatic coordinates in
-    one batch; on body states that violate the joints it gives what
-    gear.maximal.to_reduced (the per-body reference) gives."""
-    from gear.comparison import _MaximalRun
-    from gear.maximal import from_reduced, to_reduced
-
-    sysm, q0 = getattr(mech, builder)(*([5] if builder == "n_four_bar" else []))
-    run = _MaximalRun(sysm)
-    assert run._fast is not None
-    rng = np.random.default_rng(2)
-    q = q0 + 0.1 * rng.standard_normal(q0.size)
-    P, V = from_reduced(sysm.model, q, rng.standard_normal(sysm.model.nv))
-    P = P.copy()
-    P[:, :3, 3] += 1e-3 * rng.standard_normal((len(P), 3))             # drifted joints
-    V = V + 1e-3 * rng.standard_normal(V.shape)
-    qa, dqa = run._reduced_fast(P, V)
-    qb, dqb = to_reduced(sysm.model, P, V, tol=np.inf)
-    np.testing.assert_allclose(qa, qb, rtol=0, atol=1e-13)
-    np.testing.assert_allclose(dqa, dqb, rtol=0, atol=1e-13)
-
-
 # ---------------------------------------------------------------------------
 # failed runs are recorded, the others kept
 # ---------------------------------------------------------------------------
@@ -197,43 +308,53 @@ class _Broken(gear.solvers.ConstraintSolver):
         raise RuntimeError("this solver always fails")
 
 
+QUICK = dict(work_precision=None, stability=False)
+
+
 def test_soft_run_of_a_long_chain_completes_by_default():
     """The N-four-bar at N = 50: the soft run used to diverge at t = 0.5 s
     (and take the finished runs down with it); its default velocity damping
-    1 / (5 dt) keeps it within 2e-5 rad of kkt.  Without damping it still
-    diverges, and is recorded as failed with compare's own advice."""
+    1 / (5 dt) keeps it within 5e-5 rad of kkt.  Without damping it
+    still diverges, and is recorded as failed with compare's own advice."""
     sysm, q0 = mech.n_four_bar(50)
-    rep = gear.compare(sysm, q0, t_final=0.6, dt=1e-3, solvers=("kkt", "soft"), maximal=False)
+    kw = dict(t_final=0.6, dt=1e-3, integrators="rk4", solvers=("kkt", "soft"), maximal=False, reference=False,
+              **QUICK)
+    rep = gear.compare(sysm, q0, **kw)
     assert rep.failed == {}
     soft = rep.runs[1]
     assert soft["solver_options"]["damping"] == pytest.approx(200.0)
-    assert soft["max_deviation"] < 5e-5 and soft["max_constraint_residual"] < 1e-4
-    bare = gear.compare(sysm, q0, t_final=0.6, dt=1e-3, solvers=("kkt", "soft"), maximal=False,
-                        soft_options={"damping": 0.0})
-    assert list(bare.failed) == ["soft"] and bare.runs[0]["status"] == "ok"
-    reason = bare.failed["soft"]
-    assert reason.startswith("the soft run failed: ") and "non-finite" in reason
+    assert rep.settings["reference"] == "kkt / rk4" and not rep.settings["reference_is_separate"]
+    assert soft["max_deviation"] < 5e-5 and soft["max_constraint_residual"] < 1e-4 and soft["final_error"] is None
+    assert validate(rep.to_dict())["settings"]["reference_error"] is None
+    bare = gear.compare(sysm, q0, soft_options={"damping": 0.0}, **kw)
+    assert list(bare.failed) == ["soft / rk4"] and bare.runs[0]["status"] == "ok"
+    reason = bare.failed["soft / rk4"]
+    assert reason.startswith("the soft / rk4 run failed: ") and "non-finite" in reason
     assert "reduce dt" in reason and "leave 'soft' out of solvers" in reason
     assert "implicit" not in reason and "\n" not in reason            # compare has no integrator='implicit'
-    assert bare.trajectories.keys() == {"kkt"} and bare.series["residual"].keys() == {"kkt"}
+    assert bare.trajectories.keys() == {"kkt / rk4"} and bare.series["residual"].keys() == {"kkt / rk4"}
 
 
 def test_a_failing_run_is_recorded_with_its_reason_and_the_others_kept(tmp_path):
     sysm, q0 = mech.four_bar()
-    rep = gear.compare(sysm, q0, t_final=0.05, dt=1e-3, solvers=("kkt", _Broken, "soft"))
-    assert [r["name"] for r in rep.runs] == ["kkt", "broken", "soft", "maximal-coordinates"]
-    assert [r["status"] for r in rep.runs] == ["ok", "failed", "ok", "ok"]
-    assert rep.failed == {"broken": "the broken run failed: RuntimeError: this solver always fails; "
-                                    "leave 'broken' out of solvers"}
-    assert rep.runs[2]["max_deviation"] < 1e-6 and rep.settings["reference"] == "kkt"
-    assert "| broken | reduced | rk4 | projection | failed |" in rep.table()
-    assert "- `broken`: the broken run failed: RuntimeError" in rep.table()
+    rep = gear.compare(sysm, q0, t_final=0.05, dt=1e-3, integrators="rk4", solvers=("kkt", _Broken, "soft"),
+                       work_precision=(1, 2, 4), stability={"horizon": 0.02})
+    names = ["kkt / rk4", "broken / rk4", "soft / rk4", "maximal / rk4", "maximal / rk4, unstabilised"]
+    assert [r["name"] for r in rep.runs] == names
+    assert [r["status"] for r in rep.runs] == ["ok", "failed", "ok", "ok", "ok"]
+    assert rep.failed == {"broken / rk4": "the broken / rk4 run failed: RuntimeError: this solver always fails; "
+                                          "leave 'broken' out of solvers"}
+    assert rep.runs[2]["max_deviation"] < 1e-6
+    assert "broken / rk4" not in rep.stability and {p["run"] for p in rep.work_precision} == set(names) - {
+        "broken / rk4"}
+    assert "| broken / rk4 | reduced | rk4 | projection | failed |" in rep.table()
+    assert "- `broken / rk4`: the broken / rk4 run failed: RuntimeError" in rep.table()
     paths = rep.save(tmp_path / "rep")
-    assert len(paths) == 6
+    assert len(paths) == 8
     d = validate(str(tmp_path / "rep" / "report.json"))
     broken = d["runs"][1]
     assert broken["status"] == "failed" and "always fails" in broken["error"]
-    assert broken["max_deviation"] is None and "broken" not in d["series"]["deviation"]
+    assert broken["max_deviation"] is None and "broken / rk4" not in d["series"]["deviation"]
     json.dumps(d, allow_nan=False)
     bad = json.loads(rep.to_json())
     bad["runs"][1]["error"] = None
@@ -248,43 +369,64 @@ def test_a_failing_run_is_recorded_with_its_reason_and_the_others_kept(tmp_path)
 
     figs = rep.figures()
     for key, fig in figs.items():
-        labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-        assert any(lab.startswith("broken (failed: RuntimeError: this solver always fails") for lab in labels), key
+        labels = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+        assert any(lab.startswith("broken / rk4 (failed: RuntimeError: this solver always fails") for lab in labels), key
         plt.close(fig)
+
+
+def test_maximal_runs_fail_together_when_the_model_has_no_maximal_form(monkeypatch):
+    """A MaximalModel that cannot be built (here: stands for joint-space
+    rows) fails every maximal run with its reason; the reduced ones stay."""
+    def no_maximal_form(*a, **k):
+        raise ValueError("constraints[0] (Coupler) is a row in joint space and has no maximal-coordinate form")
+
+    monkeypatch.setattr(gear.comparison, "_maximal_model", no_maximal_form)
+    sysm, q0 = mech.four_bar()
+    rep = gear.compare(sysm, q0, t_final=0.02, dt=1e-3, solvers=("kkt",), **QUICK)
+    assert [r["status"] for r in rep.runs] == ["ok", "ok"] + ["failed"] * 4
+    reason = rep.failed["maximal / euler, unstabilised"]
+    assert "no maximal-coordinate form" in reason and "(maximal=False)" in reason
+    assert rep.sizes["maximal_rows"] is None
 
 
 def test_every_run_failing_still_gives_a_report(tmp_path):
     sysm, q0 = mech.four_bar()
     rep = gear.compare(sysm, q0, t_final=0.01, dt=1e-3, solvers=(_Broken,), maximal=False)
-    assert list(rep.failed) == ["broken"] and len(rep.failed) == len(rep.runs)
-    assert rep.settings["reference"] is None and len(rep.t) == 0
+    assert list(rep.failed) == ["broken / euler", "broken / rk4"] and len(rep.failed) == len(rep.runs)
+    assert len(rep.t) == 0 and rep.work_precision == [] and rep.stability == {}
     rep.save(tmp_path / "rep")
     d = validate(str(tmp_path / "rep" / "report.json"))
     assert d["runs"][0]["status"] == "failed"
 
 
-def test_plots_keep_coinciding_curves_visible_and_say_what_they_show(fourbar_reports):
+def test_plots_keep_coinciding_curves_visible_and_say_what_they_show(rep):
     import matplotlib.pyplot as plt
 
-    rep, _ = fourbar_reports
     figs = rep.figures()
+    assert set(figs) == {"residual", "energy_drift", "deviation", "cost", "drift", "work_precision"}
     ax = figs["energy_drift"].axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "kkt, projection and maximal coincide" in labels
+    assert any(lab.startswith("kkt / rk4, projection / rk4") and lab.endswith("coincide") for lab in labels)
     lines = {ln.get_label(): ln for ln in ax.get_lines() if not ln.get_label().startswith("_")}
-    styles = {(lines[n].get_linestyle(), lines[n].get_marker()) for n in ("kkt", "projection", "maximal")}
-    assert len(styles) == 3                                     # each drawn differently, with markers
-    assert ax.get_ylabel() == "|E − E0| (J)" and "energy scale" not in ax.get_title()
+    styles = {(lines[n].get_linestyle(), lines[n].get_marker(), lines[n].get_color()) for n in NAMES}
+    assert len(styles) == len(NAMES)                            # each drawn differently, with markers
+    assert ax.get_ylabel() == "|E − E0| (J)"
     dev = figs["deviation"].axes[0]
-    assert "reference run 'kkt'" in dev.get_title() and dev.get_ylabel().endswith("(rad)")
+    assert "kkt / rkmk4 + projection at dt/64" in dev.get_title() and dev.get_ylabel().endswith("(rad)")
+    wp = figs["work_precision"].axes[0]
+    assert wp.get_xscale() == wp.get_yscale() == "log" and "simulated second (ms)" in wp.get_xlabel()
+    wl = [t.get_text() for t in wp.get_legend().get_texts()]
+    assert set(NAMES) <= set(wl) and any(lab.startswith("reference's own error") for lab in wl)
+    left, right = figs["drift"].axes
+    assert {ln.get_label() for ln in left.get_lines()} >= {"maximal / euler", "maximal / euler, unstabilised"}
+    assert "kkt / euler" in {ln.get_label() for ln in right.get_lines()} and "joints exact" in right.get_title()
     for fig in figs.values():
-        a = fig.axes[0]
-        assert "(" in a.get_ylabel() and a.get_ylabel().endswith(")")      # a unit on every axis
+        for a in fig.axes:
+            assert "(" in a.get_ylabel() + a.get_xlabel()                  # a unit on every plot
         plt.close(fig)
 
 
-def test_save_never_deletes_user_files(fourbar_reports, tmp_path):
-    rep, _ = fourbar_reports
+def test_save_never_deletes_user_files(rep, tmp_path):
     user = tmp_path / "mine"
     user.mkdir()
     (user / "notes.txt").write_text("keep me")
@@ -295,12 +437,12 @@ def test_save_never_deletes_user_files(fourbar_reports, tmp_path):
     rep.save(out)
     with pytest.raises(FileExistsError, match="overwrite=True"):
         rep.save(out)
-    assert len(rep.save(out, overwrite=True)) == 6
+    assert len(rep.save(out, overwrite=True)) == 8
     # the up-front claim: refused before any work, and save fills the claimed directory
     with pytest.raises(FileExistsError, match="--overwrite"):
         gear.comparison.check_output(out, option="--overwrite")
     fresh = gear.comparison.check_output(tmp_path / "new")
-    assert len(rep.save(fresh)) == 6
+    assert len(rep.save(fresh)) == 8
     with pytest.raises(FileExistsError):
         gear.comparison.check_output(user / "notes.txt")
 
@@ -314,13 +456,3 @@ def test_progress_defaults_to_a_terminal_check(capsys):
     gear.compare(sysm, q0, t_final=0.01, dt=1e-3, solvers=("kkt",), maximal=False)
     out, err = capsys.readouterr()
     assert out == "" and err == ""                              # stderr is not a terminal here
-
-
-def test_compare_solver_names_and_options_are_checked_up_front():
-    sysm, q0 = mech.four_bar()
-    with pytest.raises(ValueError, match="more than once"):
-        gear.compare(sysm, q0, t_final=0.01, dt=1e-3, solvers=("kkt", "kkt"))
-    with pytest.raises(TypeError, match="soft_options"):
-        gear.compare(sysm, q0, t_final=0.01, dt=1e-3, solvers=("soft",), soft_options={"nope": 1})
-    with pytest.raises(ValueError, match="integrator"):
-        gear.compare(sysm, q0, t_final=0.01, dt=1e-3, integrator="leapfrog")
