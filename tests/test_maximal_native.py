@@ -215,6 +215,22 @@ def test_model_step_dispatches_and_falls_back():
     assert native.why_not(mx) is None
 
 
+def test_model_methods_take_the_native_path():
+    """MaximalModel.step and .project: what gear.simulate's loop calls."""
+    sys, q0 = mech.five_bar()
+    mx = gear.MaximalModel(sys)
+    rng = np.random.default_rng(8)
+    P, V = _batch(mx, sys, q0, 2, rng, 1e-6)
+    for x, y in zip(mx.step(P, V, H, "euler", None, None, "baumgarte"),
+                    native.native_step(mx, P, V, H, None, None, "baumgarte")):
+        np.testing.assert_array_equal(x, y)
+    for x, y in zip(mx.project(P, V), native.native_project(mx, P, V)):
+        np.testing.assert_array_equal(x, y)
+    soft = gear.MaximalModel(sys, stiffness=1e4)
+    for x, y in zip(soft.project(P, V), stepping.project(soft, P, V)):
+        np.testing.assert_array_equal(x, y)
+
+
 def test_outside_the_kernel_native_step_returns_none():
     sys, q0 = mech.four_bar()
     soft = gear.MaximalModel(sys, stiffness=1e4, damping=10.0)

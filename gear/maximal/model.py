@@ -528,6 +528,14 @@ class MaximalModel:
 
         return step(self, P, V, h, integrator, tau, f_ext, stabilization, beta, gains)
 
+    def project(self, P, V, tol=1e-12, max_iter=10):
+        """:func:`gear.maximal.stepping.project` of a batch (trusted inputs):
+        the native kernel where it covers the model
+        (:func:`gear.maximal.native.project`), NumPy otherwise."""
+        from .native import project
+
+        return project(self, P, V, tol, max_iter)
+
     def _J(self, ev, n):
         """``J`` of state ``n`` as CSR (nrows, 6 nb)."""
         import scipy.sparse as sp
