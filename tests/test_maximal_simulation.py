@@ -124,8 +124,8 @@ def test_bad_arguments(four_bar):
         gear.simulate(mx, q0, dq0, 0.1, 1e-3, integrator="dop853")
     with pytest.raises(TypeError, match="not a callable"):
         gear.simulate(mx, q0, dq0, 0.1, 1e-3, tau=lambda t, q, v: 0 * v)
-    with pytest.raises(NotImplementedError, match="out="):
-        gear.simulate(mx, q0, dq0, 0.1, 1e-3, out="x.zarr")
+    with pytest.raises(NotImplementedError, match="prescribed="):
+        gear.simulate(mx, q0, dq0, 0.1, 1e-3, prescribed={"crank": lambda t: (0.0, 0.0, 0.0)})
     with pytest.raises(ValueError, match="dt and t_final must be positive"):
         gear.simulate(mx, q0, dq0, 0.1, -1e-3)
     with pytest.raises(TypeError, match="poses0"):

@@ -62,6 +62,66 @@ from .rollout import steps_and_frames
 __all__ = ["simulate", "Trajectory", "INTEGRATORS", "model_hash"]
 
 
+def _claim_campaign(out, mode, resume, chunks):
+    """Check ``resume``, ``chunks`` and ``mode``, and claim the store at
+    ``out`` (:func:`gear._output.claim_store`); returns the checked path."""
+    if not isinstance(resume, bool):
+        raise ValueError(f"resume must be True or False, got {resume!r}")
+    if chunks is not None and (isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer))
+                               or chunks < 1):
+        raise ValueError(f"chunks must be a positive integer or None, got {chunks!r}")
+    if out is not None:
+        try:
+            import zarr  # noqa: F401
+        except ImportError:
+            raise ImportError("out= needs zarr: pip install 'gear[campaign]'") from None
+        return claim_store(out, mode, resume=resume)
+    if mode is not None:
+        raise ValueError("mode= applies to an out= store; give out= too, or leave mode=None")
+    if resume:
+        raise ValueError("resume=True continues an out= store; give out= too")
+    return None
+
+
+def _simulate_maximal(mx, q0, dq0, t_final, dt, integrator, tau, f_ext, stabilization, record_every, progress,
+                      out, client, baumgarte_gains, chunk, mode, chunks, resume, poses0, twists0):
+    """:func:`simulate` for a :class:`gear.MaximalModel`: in memory
+    (:func:`gear.simulation.maximal.run_maximal`), or in chunks, each one
+    ``run_maximal`` on its states, into a store and/or on a cluster."""
+    from . import maximal
+
+    if out is None and client is None:
+        _claim_campaign(None, mode, resume, chunks)
+        return maximal.run_maximal(mx, q0, dq0, t_final, dt, integrator=integrator, tau=tau, f_ext=f_ext,
+                                   stabilization=stabilization, record_every=record_every, progress=progress,
+                                   baumgarte_gains=baumgarte_gains, poses0=poses0, twists0=twists0)
+    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
+    # every argument checked before the store is claimed (mode='w' replaces it)
+    maximal.check_args(mx, t_final, dt, integrator, stabilization, record_every, baumgarte_gains)
+    start = maximal.batch_start(mx, q0, dq0, poses0, twists0)
+    tau, f_ext = maximal._inputs(mx, start[1].shape[0], tau, f_ext)
+    out = _claim_campaign(out, mode, resume, chunks)
+    options = dict(integrator=integrator, stabilization=stabilization, record_every=int(record_every),
+                   baumgarte_gains=baumgarte_gains)
+    if out is None:
+        from . import cluster
+
+        return cluster.run_maximal_gathered(client, mx, start, tau, f_ext, t_final, dt, chunks, progress, options)
+    from .. import __version__
+
+    slots = 1
+    if client is not None:
+        from . import cluster
+
+        slots = 2 * cluster.worker_threads(client)
+    camp = maximal.prepare_campaign(mx, start, tau, f_ext, out, resume, chunks, slots, t_final, dt, integrator,
+                                    stabilization, int(record_every), int(chunk), baumgarte_gains, __version__)
+    if client is not None:
+        return cluster.run_maximal_campaign(client, camp, mx, start, tau, f_ext, progress)
+    return maximal.run_campaign(camp, mx, start, tau, f_ext, progress)
+
+
 def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_ext=None,
              stabilization="projection", record_every=1, progress=None, out=None, client=None,
              baumgarte_gains=None, chunk=256, native=True, prescribed=None, rtol=1e-10, atol=1e-12,
@@ -211,15 +271,12 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     from ..model import Model
 
     if isinstance(model_or_sys, MaximalModel):
-        from .maximal import run_maximal
-
-        if out is not None or client is not None or prescribed is not None:
-            raise NotImplementedError("a MaximalModel simulates in memory and on this machine: out=, "
-                                      "client= and prescribed= take a Model or ConstrainedModel")
-        return run_maximal(model_or_sys, q0, dq0, check_scalar("t_final", t_final), check_scalar("dt", dt),
-                           integrator=integrator, tau=tau, f_ext=f_ext, stabilization=stabilization,
-                           record_every=record_every, progress=progress, baumgarte_gains=baumgarte_gains,
-                           poses0=poses0, twists0=twists0)
+        if prescribed is not None:
+            raise NotImplementedError("prescribed= takes a Model or ConstrainedModel; a MaximalModel's joints "
+                                      "are rows, not driven coordinates")
+        return _simulate_maximal(model_or_sys, q0, dq0, check_scalar("t_final", t_final), check_scalar("dt", dt),
+                                 integrator, tau, f_ext, stabilization, record_every, progress, out, client,
+                                 baumgarte_gains, chunk, mode, chunks, resume, poses0, twists0)
     if poses0 is not None or twists0 is not None:
         raise TypeError("poses0=/twists0= start a MaximalModel; a Model or ConstrainedModel starts from q0, dq0")
     if not isinstance(model_or_sys, (Model, ConstrainedModel)):
@@ -249,21 +306,7 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         raise ValueError(f"dq0 has {v.shape[0]} states but q0 has {N}")
     v = np.array(np.broadcast_to(v, (N, model.nv)), dtype=float, order="C")
     q = np.array(q, dtype=float, order="C")
-    if not isinstance(resume, bool):
-        raise ValueError(f"resume must be True or False, got {resume!r}")
-    if chunks is not None and (isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer))
-                               or chunks < 1):
-        raise ValueError(f"chunks must be a positive integer or None, got {chunks!r}")
-    if out is not None:
-        try:
-            import zarr  # noqa: F401
-        except ImportError:
-            raise ImportError("out= needs zarr: pip install 'gear[campaign]'") from None
-        out = claim_store(out, mode, resume=resume)
-    elif mode is not None:
-        raise ValueError("mode= applies to an out= store; give out= too, or leave mode=None")
-    elif resume:
-        raise ValueError("resume=True continues an out= store; give out= too")
+    out = _claim_campaign(out, mode, resume, chunks)
     if baumgarte_gains is None:
         baumgarte_gains = (1.0 / (5.0 * dt), 1.0 / (5.0 * dt))
     else:

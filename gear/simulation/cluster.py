@@ -31,7 +31,8 @@ from .._progress import progress_bar
 from . import rollout
 from .recorder import Trajectory, _Recorder, open_store
 
-__all__ = ["worker_threads", "dashboard_link", "run_campaign", "run_gathered"]
+__all__ = ["worker_threads", "dashboard_link", "run_campaign", "run_gathered", "run_maximal_campaign",
+           "run_maximal_gathered"]
 
 
 def worker_threads(client):
@@ -68,10 +69,12 @@ def _share_cores(host_threads):
     set_num_threads(max(1, cores // max(1, share)))
 
 
-def _chunk_task(host_threads, *args):
-    """One campaign chunk as a Dask task (:func:`gear.simulation.rollout.run_chunk`)."""
+def _chunk_task(host_threads, run_chunk, *args):
+    """One campaign chunk as a Dask task: ``run_chunk(*args)``
+    (:func:`gear.simulation.rollout.run_chunk`, or
+    :func:`gear.simulation.maximal.run_chunk` for a MaximalModel)."""
     _share_cores(host_threads)
-    return rollout.run_chunk(*args)
+    return run_chunk(*args)
 
 
 def dashboard_link(client, timeout=1.0):
@@ -125,6 +128,47 @@ def run_campaign(client, camp, target, S, q, v, progress=None):
         and ``overhead_per_chunk`` (seconds per chunk beyond the chunks' own
         rollouts, spread over the worker threads).
     """
+    def inputs(a, b):
+        return (np.ascontiguousarray(q[a:b]), np.ascontiguousarray(v[a:b]), rollout._chunk_input(S.tau, a, b),
+                rollout._chunk_input(S.f_ext, a, b))
+    return _submit_campaign(client, camp, target, rollout.run_chunk, inputs, progress)
+
+
+def run_maximal_campaign(client, camp, mx, start, tau, f_ext, progress=None):
+    """:func:`run_campaign` for a :class:`gear.MaximalModel`: each chunk's
+    task is :func:`gear.simulation.maximal.run_chunk`.
+
+    Parameters
+    ----------
+    client : dask.distributed.Client
+    camp : gear.simulation.rollout.Campaign
+        From :func:`gear.simulation.maximal.prepare_campaign`.
+    mx : gear.MaximalModel
+    start : tuple
+        :func:`gear.simulation.maximal.batch_start`'s answer.
+    tau, f_ext : None or ndarray, shape (N, nv), (N, nb, 6)
+    progress : bool, optional
+
+    Returns
+    -------
+    Trajectory
+        As :func:`run_campaign`, with ``poses``, ``twists`` and
+        ``joint_error``.
+    """
+    from . import maximal
+
+    _, A, B, _ = start
+
+    def inputs(a, b):
+        return (np.ascontiguousarray(A[a:b]), np.ascontiguousarray(B[a:b]), rollout._chunk_input(tau, a, b),
+                rollout._chunk_input(f_ext, a, b))
+    return _submit_campaign(client, camp, mx, maximal.run_chunk, inputs, progress)
+
+
+def _submit_campaign(client, camp, target, run_chunk, inputs, progress):
+    """The incomplete chunks of ``camp`` as tasks ``run_chunk(target,
+    *inputs(a, b), camp, c)`` (rows ``[a, b)`` of chunk ``c``); their
+    summaries made into the campaign's :class:`Trajectory`."""
     from distributed import as_completed
 
     root = open_store(camp.out)
@@ -144,9 +188,7 @@ def run_campaign(client, camp, target, S, q, v, progress=None):
         hosts = _host_threads(client)
         for c in todo:
             a, b = camp.rows_of(c)
-            futures.append(client.submit(_chunk_task, hosts, tgt, np.ascontiguousarray(q[a:b]),
-                                         np.ascontiguousarray(v[a:b]), rollout._chunk_input(S.tau, a, b),
-                                         rollout._chunk_input(S.f_ext, a, b), camp, c, pure=False,
+            futures.append(client.submit(_chunk_task, hosts, run_chunk, tgt, *inputs(a, b), camp, c, pure=False,
                                          key=f"gear-chunk-{c}-of-{camp.n_chunks}-{time.time_ns()}"))
     try:
         with progress_bar(progress, total=camp.n_chunks, initial=camp.n_chunks - len(todo), unit="chunk",
@@ -268,4 +310,78 @@ def run_gathered(client, target, S, q, v, t_final, dt, chunks, progress, options
     tr = Trajectory(t, qs, dqs, lam, stats)
     if tau_rec is not None:
         tr.tau = tau_rec
+    return tr
+
+
+def _maximal_rows(rows, mx, kind, A, B, tau, f_ext, single, t_final, dt, options):
+    """One part of a maximal batch in the worker's memory
+    (``run_maximal_gathered``)."""
+    from . import maximal
+
+    t0 = time.perf_counter()
+    tr = maximal.run_rows(mx, kind, A, B, tau, f_ext, single, t_final, dt, options, rows=rows)
+    return tr, time.perf_counter() - t0
+
+
+def run_maximal_gathered(client, mx, start, tau, f_ext, t_final, dt, chunks, progress, options):
+    """Without ``out=``: a :class:`gear.MaximalModel`'s batch in chunks on the
+    workers (each one :func:`gear.simulation.maximal.run_maximal`), gathered
+    into the client in batch order.  The chunks are those of a campaign
+    (``ceil(N / chunks)`` states each), so the arrays equal a store's with
+    the same ``chunks`` bit for bit.
+
+    Parameters
+    ----------
+    client : dask.distributed.Client
+    mx : gear.MaximalModel
+    start : tuple
+        :func:`gear.simulation.maximal.batch_start`'s answer.
+    tau, f_ext : None or ndarray, shape (N, nv), (N, nb, 6)
+    t_final, dt : float
+    chunks : int or None
+        Number of chunks (default twice the worker threads).
+    progress : bool or None
+    options : dict
+        ``integrator``, ``stabilization``, ``record_every``,
+        ``baumgarte_gains``.
+
+    Returns
+    -------
+    Trajectory
+        ``stats`` adds ``chunks``, ``chunks_run``, ``chunks_skipped`` (0),
+        ``chunks_retried`` (tasks that were running on a worker that died),
+        ``workers``, ``chunk_wall_times`` and ``overhead_per_chunk``.
+    """
+    from distributed import as_completed
+
+    from . import maximal
+
+    kind, A, B, single = start
+    N = A.shape[0]
+    slots = worker_threads(client)
+    nworkers = max(1, len(client.scheduler_info().get("workers", {})))
+    rows = 1 if single else -(-N // min(int(chunks) if chunks is not None else 2 * slots, N))
+    parts = [(a, min(a + rows, N)) for a in range(0, N, rows)]
+    _announce_dashboard(client, progress)
+    wall = time.perf_counter()
+    tgt = client.scatter(mx, broadcast=True, hash=False)
+    futures = [client.submit(_maximal_rows, (a, N), tgt, kind, A[a:b], B[a:b], rollout._chunk_input(tau, a, b),
+                             rollout._chunk_input(f_ext, a, b), single, t_final, dt, options, pure=False)
+               for a, b in parts]
+    try:
+        with progress_bar(progress, total=len(futures), unit="chunk",
+                          desc=f"gear.simulate on {nworkers} workers") as bar:
+            for _ in as_completed(futures):
+                bar.update(1)
+        results = client.gather(futures)
+        retried = _lost_worker_chunks(client, [f.key for f in futures])
+    finally:
+        client.cancel([f for f in futures if not f.done()])
+    wall = time.perf_counter() - wall
+    tr = maximal.concatenate([r[0] for r in results], single)
+    chunk_walls = [r[1] for r in results]
+    tr.stats.update(wall_time=wall, batch=N, chunks=len(parts), chunks_run=len(parts), chunks_skipped=0,
+                    chunks_retried=retried, workers=nworkers, chunk_wall_times=chunk_walls,
+                    overhead_per_chunk=max(0.0, wall - sum(chunk_walls) / slots) / len(parts),
+                    state_steps_per_s=tr.stats["steps"] * N / max(wall, 1e-12))
     return tr

@@ -52,18 +52,15 @@ def _inputs(mx, N, tau, f_ext):
     return one("tau", tau, (mx.model.nv,)), one("f_ext", f_ext, (mx.nbodies, 6))
 
 
-def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=None,
-                stabilization="projection", record_every=1, progress=None, baumgarte_gains=None,
-                poses0=None, twists0=None, beta=None):
-    """Simulate a :class:`gear.MaximalModel` (see :func:`gear.simulate`).
+def check_args(mx, t_final, dt, integrator, stabilization, record_every, baumgarte_gains):
+    """Check a maximal run's settings.
 
     Returns
     -------
-    Trajectory
-        ``t``, ``q``, ``dq`` (read back with ``to_reduced``), ``lam``
-        (row forces), ``poses`` (T, nb, 4, 4) / (N, T, nb, 4, 4),
-        ``twists``, ``joint_error`` (T,) / (N, T): the largest ``|g|``
-        of every frame, and ``stats`` (``max_joint_error``...).
+    beta : float or None
+        The velocity-level Baumgarte factor (``euler``/``implicit``).
+    gains : (float, float) or None
+        The acceleration-level Baumgarte gains (``rk4``/``rkmk4``).
     """
     if not dt > 0.0 or not t_final > 0.0:
         raise ValueError(f"dt and t_final must be positive, got dt = {dt}, t_final = {t_final}")
@@ -74,31 +71,78 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
                          f"{list(stepping.INTEGRATORS)}")
     if stabilization not in stepping.STABILIZATIONS:
         raise ValueError(f"stabilization must be 'projection', 'baumgarte' or None, got {stabilization!r}")
-    if poses0 is not None:
-        P, V, _, _, single = mx._check_poses(poses0, twists0 if twists0 is not None
-                                             else np.zeros(np.shape(poses0)[:-2] + (6,)))
-        P, V = P.copy(), V.copy()
-    else:
-        if q0 is None:
-            raise TypeError("give q0 (and dq0), or poses0= (and twists0=)")
-        q = np.asarray(q0, dtype=float)
-        single = q.ndim == 1
-        mx.model.check_configuration(q, "q0")
-        dq = np.zeros(mx.model.nv) if dq0 is None else np.asarray(dq0, dtype=float)
-        if single and dq.ndim == 2:
-            raise ValueError("dq0 is a batch but q0 is one state")
-        qb = q[None] if single else q
-        dqb = np.broadcast_to(dq, (qb.shape[0], mx.model.nv))
-        P, V = mx.state(qb, dqb)
-        P, V = np.ascontiguousarray(P), np.ascontiguousarray(V)
-    N = P.shape[0]
-    tau, f_ext = _inputs(mx, N, tau, f_ext)
-    if integrator in ("euler", "implicit") and baumgarte_gains is not None:
+    if baumgarte_gains is None:
+        return None, None
+    if integrator in ("euler", "implicit"):
         # velocity level: one factor beta (J V+ = -(beta / dt) g)
         if np.ndim(baumgarte_gains) != 0 or not 0.0 < float(baumgarte_gains) <= 1.0:
             raise ValueError("baumgarte_gains of a velocity-level maximal run (euler, implicit) is one number "
                              f"beta in (0, 1], got {baumgarte_gains!r}")
-        beta, baumgarte_gains = float(baumgarte_gains), None
+        return float(baumgarte_gains), None
+    g = np.asarray(baumgarte_gains, dtype=float) if np.ndim(baumgarte_gains) == 1 else None
+    if g is None or g.shape != (2,) or not np.isfinite(g).all() or (g < 0).any():
+        raise ValueError("baumgarte_gains of an acceleration-level maximal run (rk4, rkmk4) is two non-negative "
+                         f"numbers (alpha, beta), got {baumgarte_gains!r}")
+    return None, (float(g[0]), float(g[1]))
+
+
+def batch_start(mx, q0, dq0, poses0=None, twists0=None):
+    """The batch's initial states, checked: ``(kind, A, B, single)`` with
+    ``kind`` ``"q0"`` (``A``, ``B`` the joint-space states, shapes (N, nq),
+    (N, nv)) or ``"poses0"`` (the poses (N, nb, 4, 4) and twists
+    (N, nb, 6)); ``single``: one state, given without the batch axis."""
+    if poses0 is not None:
+        P, V, _, _, single = mx._check_poses(poses0, twists0 if twists0 is not None
+                                             else np.zeros(np.shape(poses0)[:-2] + (6,)))
+        return "poses0", np.array(P, order="C"), np.array(V, order="C"), single
+    if q0 is None:
+        raise TypeError("give q0 (and dq0), or poses0= (and twists0=)")
+    q = np.asarray(q0, dtype=float)
+    single = q.ndim == 1
+    mx.model.check_configuration(q, "q0")
+    dq = np.zeros(mx.model.nv) if dq0 is None else np.asarray(dq0, dtype=float)
+    if single and dq.ndim == 2:
+        raise ValueError("dq0 is a batch but q0 is one state")
+    qb = q[None] if single else q
+    if dq.shape[-1:] != (mx.model.nv,) or dq.ndim > 2 or (dq.ndim == 2 and dq.shape[0] != qb.shape[0]):
+        raise ValueError(f"dq0 must have shape ({mx.model.nv},) or ({qb.shape[0]}, {mx.model.nv}), "
+                         f"got shape {dq.shape}")
+    dqb = np.broadcast_to(dq, (qb.shape[0], mx.model.nv))
+    return "q0", np.array(qb, order="C"), np.array(dqb, order="C"), single
+
+
+def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=None,
+                stabilization="projection", record_every=1, progress=None, baumgarte_gains=None,
+                poses0=None, twists0=None, beta=None, bar=None):
+    """Simulate a :class:`gear.MaximalModel` (see :func:`gear.simulate`).
+
+    Every campaign chunk of a maximal run (``out=``, ``client=``) is one
+    call of this function on the chunk's states.
+
+    Parameters
+    ----------
+    bar : progress bar, optional
+        Receives the steps and is left open (a campaign's bar over its
+        chunks); default: a bar of its own, per ``progress``.
+
+    Returns
+    -------
+    Trajectory
+        ``t``, ``q``, ``dq`` (read back with ``to_reduced``), ``lam``
+        (row forces), ``poses`` (T, nb, 4, 4) / (N, T, nb, 4, 4),
+        ``twists``, ``joint_error`` (T,) / (N, T): the largest ``|g|``
+        of every frame, and ``stats`` (``max_joint_error``...).
+    """
+    b, baumgarte_gains = check_args(mx, t_final, dt, integrator, stabilization, record_every, baumgarte_gains)
+    beta = b if b is not None else beta
+    kind, A, B, single = batch_start(mx, q0, dq0, poses0, twists0)
+    if kind == "poses0":
+        P, V = A.copy(), B.copy()
+    else:
+        P, V = mx.state(A, B)
+        P, V = np.ascontiguousarray(P), np.ascontiguousarray(V)
+    N = P.shape[0]
+    tau, f_ext = _inputs(mx, N, tau, f_ext)
     stab = None if mx.compliant else stabilization
     n, rec_steps = steps_and_frames(t_final, dt, record_every)
     T = len(rec_steps)
@@ -108,7 +152,9 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
     tt = np.empty(T)
     if stab == "projection":
         P, V, _ = stepping.project(mx, P, V)
-    bar = progress_bar(progress, total=n, unit="step", desc=f"gear.simulate maximal {integrator} x{N}")
+    own_bar = bar is None
+    if own_bar:
+        bar = progress_bar(progress, total=n, unit="step", desc=f"gear.simulate maximal {integrator} x{N}")
     wall = time.perf_counter()
     max_err, k_rec, t = 0.0, 0, 0.0
     lam = None
@@ -138,7 +184,8 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
             t = t_final if k == n - 1 else (k + 1) * dt
             bar.update(1)
     finally:
-        bar.close()
+        if own_bar:
+            bar.close()
     wall = time.perf_counter() - wall
     q, dq = mx.to_reduced(out["P"].reshape((N * T, nb, 4, 4)), out["V"].reshape((N * T, nb, 6)))
     q, dq = q.reshape(N, T, -1), dq.reshape(N, T, -1)
@@ -146,9 +193,8 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
     ang = _angle_coordinates(mx.model)
     if ang.any():
         q[:, :, ang] = np.unwrap(q[:, :, ang], axis=1)
-        if poses0 is None:
-            q0b = np.broadcast_to(np.asarray(q0, dtype=float), (N, mx.model.nq))
-            q[:, :, ang] += 2.0 * np.pi * np.round((q0b[:, ang] - q[:, 0, ang]) / (2.0 * np.pi))[:, None, :]
+        if kind == "q0":
+            q[:, :, ang] += 2.0 * np.pi * np.round((A[:, ang] - q[:, 0, ang]) / (2.0 * np.pi))[:, None, :]
     pick = (lambda x: x[0]) if single else (lambda x: x)
     stats = {"steps": n, "wall_time": wall, "integrator": integrator, "dt": dt, "batch": N,
              "state_steps_per_s": n * N / max(wall, 1e-12), "formulation": "maximal",
@@ -156,4 +202,233 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
              "compliant": mx.compliant}
     tr = Trajectory(tt, pick(q), pick(dq), pick(out["lam"]), stats)
     tr.poses, tr.twists, tr.joint_error = pick(out["P"]), pick(out["V"]), pick(out["err"])
+    return tr
+
+
+# ---------------------------------------------------------------------------
+# campaigns: a maximal run chunk by chunk into a store, or gathered
+# ---------------------------------------------------------------------------
+#: the arrays of a maximal run, as on its :class:`Trajectory`
+ARRAYS = ("q", "dq", "lam", "poses", "twists", "joint_error")
+
+
+def frame_shapes(mx):
+    """``{array: shape of one frame}`` of a maximal run's recorded arrays."""
+    nb = mx.nbodies
+    return {"q": (mx.model.nq,), "dq": (mx.model.nv,), "lam": (mx.nrows,), "poses": (nb, 4, 4),
+            "twists": (nb, 6), "joint_error": ()}
+
+
+def _row_setting(x):
+    """A row parameter in a campaign's identity: None (hard rows), one
+    number when every row has it, else the hash of the per-row array."""
+    from .recorder import _array_id
+
+    if x is None:
+        return None
+    x = np.asarray(x, dtype=float)
+    return float(x[0]) if x.size and (x == x[0]).all() else _array_id(x)
+
+
+def rows_hash(mx):
+    """SHA-256 of a :class:`gear.MaximalModel`'s row table (the rows' types,
+    bodies, frames, axes, offsets and pitches)."""
+    import hashlib
+
+    t = mx.rows
+    h = hashlib.sha256(str(t.m).encode())
+    for k in ("types", "ia", "ib", "i", "j", "RA", "pA", "RB", "pB", "offset", "pitch"):
+        h.update(k.encode())
+        h.update(np.ascontiguousarray(getattr(t, k)).tobytes())
+    return h.hexdigest()
+
+
+def identity_extras(mx, kind):
+    """What a maximal run adds to a campaign's identity
+    (:func:`gear.simulation.recorder.campaign_identity`'s ``maximal=``):
+    the formulation, the rows' hash, their ``stiffness`` and ``damping``
+    (None for hard rows) and how the run starts (``"q0"`` or
+    ``"poses0"``)."""
+    return {"formulation": "maximal", "rows": rows_hash(mx), "stiffness": _row_setting(mx.stiffness),
+            "damping": _row_setting(mx.damping), "start": kind}
+
+
+def prepare_campaign(mx, start, tau, f_ext, out, resume, chunks, slots, t_final, dt, integrator, stabilization,
+                     record_every, frames, baumgarte_gains, version):
+    """Create a maximal campaign's store at ``out``, or (``resume=True`` and
+    a store there) check that it was made by this campaign.
+
+    Parameters
+    ----------
+    mx : gear.MaximalModel
+    start : tuple
+        :func:`batch_start`'s answer.
+    tau, f_ext : None or ndarray, shape (N, nv), (N, nb, 6)
+        Checked and broadcast (:func:`_inputs`).
+    out : str
+        Checked by :func:`gear._output.claim_store`.
+    resume : bool
+    chunks : int or None
+        Requested number of chunks; None: the store's when resuming, else
+        :func:`gear.simulation.recorder.default_rows` for ``slots``, with a
+        chunk's whole trajectory (which :func:`run_maximal` holds in
+        memory) in the size bound.
+    slots : int
+        Parallel slots (worker threads; 1 locally).
+    t_final, dt, integrator, stabilization, record_every, frames, baumgarte_gains, version
+        As for :func:`gear.simulate` (``frames`` is its ``chunk=``).
+
+    Returns
+    -------
+    gear.simulation.rollout.Campaign
+    """
+    import os
+
+    from .._output import _is_url
+    from .recorder import campaign_identity, check_identity, create_store, default_rows, model_hash, open_store
+    from .rollout import Campaign
+
+    beta, gains = check_args(mx, t_final, dt, integrator, stabilization, record_every, baumgarte_gains)
+    kind, A, B, single = start
+    N = A.shape[0]
+    stab = None if mx.compliant else stabilization
+    if integrator in ("euler", "implicit"):
+        gains_id = [beta if beta is not None else stepping.BAUMGARTE_BETA]
+    else:
+        gains_id = list(gains) if gains is not None else [1.0 / (5.0 * dt)] * 2
+    n, rec_steps = steps_and_frames(t_final, dt, record_every)
+    T = len(rec_steps)
+    shapes = frame_shapes(mx)
+    out = str(out) if _is_url(out) else os.path.abspath(os.fspath(out))
+    root = open_store(out) if resume else None
+    stored = None
+    if root is not None:
+        stored = root.attrs.get("campaign")
+        if chunks is None and isinstance(stored, dict) and stored.get("rows_per_chunk"):
+            chunks = int(stored["chunks"])
+    if single:
+        rows = 1
+    elif chunks is not None:
+        rows = -(-N // min(int(chunks), N))
+    else:
+        rows = default_rows(N, T, sum(int(np.prod(s)) for s in shapes.values()), T, slots)
+    n_chunks = -(-N // rows)
+    mh = model_hash(mx.model)
+    ident = campaign_identity(mh, A, B, tau, f_ext, None, t_final, dt, integrator, "", str(stab), gains_id,
+                              record_every, frames, rows, n_chunks, False, None, None, single, version,
+                              maximal=identity_extras(mx, kind))
+    if root is not None:
+        check_identity(stored, ident, out)
+    else:
+        meta = {"model_hash": mh, "formulation": "maximal", "integrator": integrator, "dt": dt,
+                "t_final": t_final, "steps": n, "record_every": int(record_every), "batch": N,
+                "gear_version": version, "stabilization": str(stab), "solver": "", "nq": mx.model.nq,
+                "nv": mx.model.nv, "nbodies": mx.nbodies, "nrows": mx.nrows, "compliant": mx.compliant,
+                "chunks": n_chunks}
+        t = np.array([t_final if k == n else k * dt for k in rec_steps])
+        root = create_store(out, meta, ident, shapes, N, T, single, rows, n_chunks, frames, t)
+    return Campaign(out=out, store_id=root.attrs.get("campaign_id"), N=N, T=T, single=single, rows=rows,
+                    n_chunks=n_chunks, frames=int(frames), nc=None, integrator=integrator, t_final=t_final,
+                    dt=dt, record_every=int(record_every), stabilization=stabilization, gains=baumgarte_gains,
+                    prescribed=None, native=False, rtol=None, atol=None, steps=n, formulation="maximal",
+                    start=kind, effective_stabilization=stab, compliant=mx.compliant)
+
+
+def run_rows(mx, kind, A, B, tau, f_ext, single, t_final, dt, options, bar=None, rows=None):
+    """:func:`run_maximal` on a part of a batch: the states ``A``, ``B``
+    (as :func:`batch_start` gives them; ``single``: one state, returned
+    without the batch axis), ``options`` the keywords ``integrator``,
+    ``stabilization``, ``record_every``, ``baumgarte_gains``.  A state
+    that blows up is named by ``rows = (first, N)``: its place in the
+    whole batch."""
+    pick = (lambda x: None if x is None else x[0]) if single else (lambda x: x)
+    start = dict(q0=pick(A), dq0=pick(B)) if kind == "q0" else dict(q0=None, dq0=None, poses0=pick(A),
+                                                                      twists0=pick(B))
+    try:
+        return run_maximal(mx, t_final=t_final, dt=dt, tau=tau, f_ext=f_ext, progress=False, bar=bar,
+                           **start, **options)
+    except FloatingPointError as exc:
+        if rows is None or single:
+            raise
+        a, total = rows
+        raise FloatingPointError(f"{exc} (in one of rollouts {a} to {a + A.shape[0] - 1} of {total})") from None
+
+
+def _options(camp):
+    return dict(integrator=camp.integrator, stabilization=camp.stabilization, record_every=camp.record_every,
+                baumgarte_gains=camp.gains)
+
+
+def run_chunk(mx, A, B, tau, f_ext, camp, c, bar=None):
+    """Run chunk ``c`` of a maximal campaign into its store, unless it is
+    complete: one :func:`run_maximal` on the chunk's states, its arrays
+    written to the chunk's rows, then ``chunk_stats[c]`` (wall time, NaN,
+    largest joint error, 0) and, last, ``done[c] = 1``
+    (:func:`gear.simulation.rollout.begin_chunk`, ``finish_chunk``).
+    Runs in the process that calls it: a Dask worker, or the local one.
+
+    Parameters
+    ----------
+    mx : gear.MaximalModel
+    A, B : ndarray
+        The chunk's initial states (:func:`batch_start`'s ``A``, ``B``).
+    tau, f_ext : None or ndarray
+        The chunk's rows of the inputs.
+    camp : gear.simulation.rollout.Campaign
+    c : int
+    bar : progress bar, optional
+
+    Returns
+    -------
+    dict
+        ``chunk``, ``ran`` and, when it ran, ``wall_time``.
+    """
+    from .rollout import begin_chunk, finish_chunk
+
+    root, guard = begin_chunk(camp, c)
+    if guard is None:
+        return {"chunk": c, "ran": False}
+    a, b = camp.rows_of(c)
+    tr = run_rows(mx, camp.start, A, B, tau, f_ext, camp.single, camp.t_final, camp.dt, _options(camp), bar=bar,
+                  rows=(a, camp.N))
+    guard()
+    for k in ARRAYS:
+        if camp.single:
+            root[k][...] = getattr(tr, k)
+        else:
+            root[k][a:b] = getattr(tr, k)
+    st = tr.stats
+    finish_chunk(root, guard, c, [st["wall_time"], float("nan"), st["max_joint_error"], 0.0])
+    return {"chunk": c, "ran": True, "wall_time": st["wall_time"], "solver_counters": {}}
+
+
+def run_campaign(camp, mx, start, tau, f_ext, progress):
+    """Run a maximal campaign's incomplete chunks one after the other in
+    this process (:func:`gear.simulation.rollout.run_chunks_here`).
+
+    Returns
+    -------
+    Trajectory
+        The store's arrays (with ``poses``, ``twists``, ``joint_error``).
+    """
+    from .rollout import _chunk_input, run_chunks_here
+
+    _, A, B, _ = start
+
+    def call(c, bar):
+        a, b = camp.rows_of(c)
+        return run_chunk(mx, A[a:b], B[a:b], _chunk_input(tau, a, b), _chunk_input(f_ext, a, b), camp, c, bar=bar)
+    return run_chunks_here(camp, call, progress)
+
+
+def concatenate(parts, single):
+    """One :class:`Trajectory` of the parts of a batch, in batch order
+    (``stats`` from the first, with the batch-wide ``max_joint_error``)."""
+    first = parts[0]
+    cat = (lambda k: getattr(first, k)) if single else \
+        (lambda k: np.concatenate([getattr(p, k) for p in parts]))
+    stats = dict(first.stats)
+    stats["max_joint_error"] = max(p.stats["max_joint_error"] for p in parts)
+    tr = Trajectory(first.t, cat("q"), cat("dq"), cat("lam"), stats)
+    tr.poses, tr.twists, tr.joint_error = cat("poses"), cat("twists"), cat("joint_error")
     return tr

@@ -4,9 +4,11 @@ The store of ``gear.simulate(..., out=STORE)`` (format
 :data:`gear._output.STORE_FORMAT`):
 
 * arrays ``t`` (T,), ``q`` (N, T, nq), ``dq`` (N, T, nv), ``lam`` (N, T, nc)
-  on constrained models, ``tau`` (N, T, nv) with ``prescribed=``; a single
-  rollout drops the leading N.  Their Zarr chunks are ``(rows, frames,
-  width)``: ``rows`` is the campaign chunk's number of rollouts, so that
+  on constrained models, ``tau`` (N, T, nv) with ``prescribed=``; a
+  :class:`gear.MaximalModel`'s run adds ``poses`` (N, T, nb, 4, 4),
+  ``twists`` (N, T, nb, 6) and ``joint_error`` (N, T), with ``lam`` its
+  row forces (N, T, nrows); a single rollout drops the leading N.  Their
+  Zarr chunks are ``(rows, frames, width)``: ``rows`` is the campaign chunk's number of rollouts, so that
   each campaign chunk (one task on one worker) writes Zarr chunks no other
   chunk touches, and ``frames`` is ``simulate``'s ``chunk=``;
 * per campaign chunk ``c``: ``attempts[c]`` (uint32, incremented when a
@@ -74,7 +76,7 @@ class Trajectory:
         self.t, self.q, self.dq, self.lam, self.stats = t, q, dq, lam, stats
 
     def __repr__(self):
-        return (f"Trajectory(T={len(self.t)}, q shape={tuple(self.q.shape)}, "
+        return (f"Trajectory(T={self.t.shape[0]}, q shape={tuple(self.q.shape)}, "
                 f"steps={self.stats.get('steps')}, integrator={self.stats.get('integrator')!r})")
 
 
@@ -204,7 +206,7 @@ def version_policy(version):
 
 def campaign_identity(model_hash_, q, v, tau, f_ext, prescribed, t_final, dt, integrator, solver,
                       stabilization, gains, record_every, frames, rows, n_chunks, native, rtol, atol,
-                      single, version):
+                      single, version, maximal=None):
     """What makes two runs the same campaign, in the order
     ``resume=True`` compares it (the first difference is reported).
 
@@ -229,6 +231,11 @@ def campaign_identity(model_hash_, q, v, tau, f_ext, prescribed, t_final, dt, in
         A single rollout (no batch axis).
     version : str
         gear's version, compared by :func:`version_policy`.
+    maximal : dict, optional
+        A run of a :class:`gear.MaximalModel`: what its rows add to the
+        identity (see :func:`gear.simulation.maximal.prepare_campaign`:
+        the formulation, the rows' hash, ``stiffness``, ``damping``, how
+        the run starts), compared right after the model hash.
 
     Returns
     -------
@@ -239,6 +246,7 @@ def campaign_identity(model_hash_, q, v, tau, f_ext, prescribed, t_final, dt, in
     ident = {
         "gear_version": version_policy(version),
         "model_hash": model_hash_,
+        **(maximal or {}),
         "solver": solver,
         "stabilization": stabilization,
         "integrator": integrator,
@@ -270,7 +278,16 @@ def check_identity(stored, now, where):
         raise ValueError(f"resume=True: {where!r} is a gear store without a campaign record (written by "
                          "an earlier gear, or interrupted while it was being laid out); overwrite it "
                          "(mode='w', gear simulate --overwrite) or choose a new path")
-    for key, value in now.items():
+    # the formulation first (a reduced run's identity has no such key);
+    # keys only the stored campaign has are differences too
+    kinds = [d.get("formulation", "reduced") for d in (stored, now)]
+    if kinds[0] != kinds[1]:
+        raise ValueError(f"resume=True: {where!r} holds a different campaign: its formulation is "
+                         f"{kinds[0]!r}, this run's is {kinds[1]!r}; overwrite it (mode='w', gear simulate "
+                         "--overwrite) or choose a new path")
+    keys = list(now) + [k for k in stored if k not in now]
+    for key in keys:
+        value = now.get(key, "(missing)")
         old = stored.get(key, "(missing)")
         if old != value:
             what = "gear version (major.minor)" if key == "gear_version" else key
@@ -299,6 +316,10 @@ def create_store(out, meta, identity, widths, N, T, single, rows, n_chunks, fram
     Zarr mode ``"w-"``; :func:`gear._output.claim_store` has checked the
     path) and write ``t``.  The ``campaign`` attribute is written last.
 
+    ``widths`` maps each recorded array to what follows its (N, T) axes:
+    a width, or a shape (``()`` for one number per frame, ``(nb, 4, 4)``
+    for a maximal run's poses).
+
     Returns
     -------
     zarr.Group
@@ -311,7 +332,8 @@ def create_store(out, meta, identity, widths, N, T, single, rows, n_chunks, fram
     lead, lead_chunk = ((), ()) if single else ((N,), (rows,))
     zt = root.create_array("t", shape=(T,), chunks=(min(T, 4096),), dtype="f8")
     for k, w in widths.items():
-        root.create_array(k, shape=lead + (T, w), chunks=lead_chunk + (min(T, frames), w), dtype="f8")
+        tail = (int(w),) if np.ndim(w) == 0 else tuple(int(x) for x in w)
+        root.create_array(k, shape=lead + (T,) + tail, chunks=lead_chunk + (min(T, frames),) + tail, dtype="f8")
     root.create_array("done", shape=(n_chunks,), chunks=(1,), dtype="u1", fill_value=0, compressors=None)
     root.create_array("attempts", shape=(n_chunks,), chunks=(1,), dtype="u4", fill_value=0,
                       compressors=None)
@@ -352,6 +374,7 @@ def chunk_done(root, c):
 def store_trajectory(root, stats):
     """The :class:`Trajectory` whose arrays are the store's Zarr arrays."""
     tr = Trajectory(root["t"], root["q"], root["dq"], root["lam"] if "lam" in root else None, stats)
-    if "tau" in root:
-        tr.tau = root["tau"]
+    for k in ("tau", "poses", "twists", "joint_error"):
+        if k in root:
+            setattr(tr, k, root[k])
     return tr

@@ -309,18 +309,11 @@ def run_chunk(target, q, v, tau, f_ext, camp, c, bar=None):
     """
     from .._progress import progress_bar
     from .integrators import _System
-    from .recorder import _Recorder, check_store_id, chunk_done, open_store
+    from .recorder import _Recorder
 
-    root = open_store(camp.out)
-    if root is None or "done" not in root:
-        raise FileNotFoundError(f"the campaign store {camp.out!r} is not readable here: put it on a file "
-                                "system every worker sees at the same path, or give a URL (s3://...)")
-    guard = (lambda: check_store_id(camp.out, camp.store_id))
-    guard()
-    if chunk_done(root, c):
+    root, guard = begin_chunk(camp, c)
+    if guard is None:
         return {"chunk": c, "ran": False}
-    attempts = root["attempts"]
-    attempts[c] = int(attempts[c]) + 1
     a, b = camp.rows_of(c)
     S = _System(target, tau, f_ext, b - a, camp.single, camp.stabilization, camp.gains, camp.prescribed)
     S.row0, S.total = a, camp.N                     # messages name rollouts of the whole batch
@@ -329,13 +322,40 @@ def run_chunk(target, q, v, tau, f_ext, camp, c, bar=None):
     st = run(S, q, v, camp.t_final, camp.dt, camp.integrator, camp.record_every, camp.frames, camp.native,
              camp.rtol, camp.atol, rec, bar)
     rec.flush()
-    guard()
     nan = float("nan")
-    root["chunk_stats"][c] = [st["wall_time"], nan if st["evaluations"] is None else float(st["evaluations"]),
-                              float(st.get("max_residual", nan)), float(st["native"])]
-    root["done"][c] = 1              # last: the chunk is complete
+    finish_chunk(root, guard, c, [st["wall_time"], nan if st["evaluations"] is None else float(st["evaluations"]),
+                                  float(st.get("max_residual", nan)), float(st["native"])])
     return {"chunk": c, "ran": True, "wall_time": st["wall_time"],
             "solver_counters": st.get("solver_counters", {})}
+
+
+def begin_chunk(camp, c):
+    """Open the store of ``camp`` for chunk ``c``: ``(root, guard)``, where
+    ``guard()`` raises unless the store is still this campaign's
+    (:func:`gear.simulation.recorder.check_store_id`), or ``(root, None)``
+    when the chunk is complete already.  Increments ``attempts[c]``."""
+    from .recorder import check_store_id, chunk_done, open_store
+
+    root = open_store(camp.out)
+    if root is None or "done" not in root:
+        raise FileNotFoundError(f"the campaign store {camp.out!r} is not readable here: put it on a file "
+                                "system every worker sees at the same path, or give a URL (s3://...)")
+    guard = (lambda: check_store_id(camp.out, camp.store_id))
+    guard()
+    if chunk_done(root, c):
+        return root, None
+    attempts = root["attempts"]
+    attempts[c] = int(attempts[c]) + 1
+    return root, guard
+
+
+def finish_chunk(root, guard, c, chunk_stats):
+    """After every array of chunk ``c`` is written: ``chunk_stats[c]`` (wall
+    time, evaluations, largest residual, native), then, last,
+    ``done[c] = 1``; ``guard()`` first."""
+    guard()
+    root["chunk_stats"][c] = chunk_stats
+    root["done"][c] = 1              # last: the chunk is complete
 
 
 def prepare_campaign(S, q, v, out, resume, chunks, slots, t_final, dt, integrator, record_every, frames,
@@ -450,6 +470,10 @@ def campaign_result(root, camp, summaries, before, wall, extra=None):
              "chunks_retried": int(((attempts - before)[ran] > 1).sum()) if ran else 0,
              "chunk_wall_times": [float(s["wall_time"]) for s in summaries if s["ran"]],
              "complete": bool(done.all())}
+    if getattr(camp, "formulation", "reduced") == "maximal":
+        stats.update(formulation="maximal", stabilization=str(camp.effective_stabilization),
+                     compliant=camp.compliant,
+                     max_joint_error=float(np.nanmax(res)) if not np.isnan(res).all() else 0.0)
     if camp.nc is not None:
         stats["solver"] = a.get("solver", "")
         stats["solver_counters"] = counters
@@ -469,6 +493,23 @@ def run_campaign(camp, target, S, q, v, progress):
     Trajectory
         The store's arrays; ``stats`` as :func:`campaign_result`.
     """
+    def call(c, bar):
+        a, b = camp.rows_of(c)
+        return run_chunk(target, q[a:b], v[a:b], _chunk_input(S.tau, a, b), _chunk_input(S.f_ext, a, b),
+                         camp, c, bar=bar)
+    return run_chunks_here(camp, call, progress)
+
+
+def run_chunks_here(camp, call, progress):
+    """Run the incomplete chunks of ``camp`` one after the other in this
+    process: ``call(c, bar)`` runs chunk ``c`` (and returns its summary),
+    ``bar`` a progress bar over all their steps.
+
+    Returns
+    -------
+    Trajectory
+        As :func:`campaign_result`.
+    """
     from .._progress import progress_bar
     from .recorder import open_store
 
@@ -481,7 +522,5 @@ def run_campaign(camp, target, S, q, v, progress):
     with progress_bar(progress, total=camp.steps * len(todo), unit="step",
                       desc=f"gear.simulate {camp.integrator} x{camp.N} ({len(todo)} of {camp.n_chunks} chunks)") as bar:
         for c in todo:
-            a, b = camp.rows_of(c)
-            summaries.append(run_chunk(target, q[a:b], v[a:b], _chunk_input(S.tau, a, b),
-                                       _chunk_input(S.f_ext, a, b), camp, c, bar=bar))
+            summaries.append(call(c, bar))
     return campaign_result(root, camp, summaries, before, time.perf_counter() - wall)
