@@ -100,6 +100,47 @@ def test_equals_the_numpy_step_on_random_trees_of_every_joint_kind(seed):
         _compare(mx, P, V, tau, f_ext, stab, 4, 1e-12, True)
 
 
+def _with_rods(mx, rods):
+    """``mx`` with distance rows added to its table: ``(body_a, p_a, body_b,
+    p_b)`` each, the length taken at the model's neutral pose.
+    (MaximalModel cannot build a "distance" LoopClosure today: its row
+    table is given ``None`` for the row's axis index.)"""
+    from gear.maximal import rows as R
+
+    t = mx.rows
+    name = {v: k for k, v in R._TYPES.items()}
+    table = R.RowTable()
+    for r in range(t.m):
+        table.add(t.owner[r], name[t.types[r]], t.ia[r], t.ib[r], t.RA[r], t.pA[r], t.RB[r], t.pB[r], t.i[r], t.j[r],
+                  t.offset[r], t.pitch[r])
+    P0, _ = mx.state(mx.model.neutral())
+    for k, (a, pa, b, pb) in enumerate(rods):
+        wa = pa if a < 0 else P0[a, :3, :3] @ pa + P0[a, :3, 3]
+        wb = pb if b < 0 else P0[b, :3, :3] @ pb + P0[b, :3, 3]
+        table.add(f"loop:rod{k}", "dist", a, b, np.eye(3), pa, np.eye(3), pb, 0, 0, float(np.linalg.norm(wb - wa)))
+    mx.rows = table.freeze()
+    mx.nrows, mx.row_names = table.m, list(table.owner)
+    return mx
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_distance_rows_equal_the_numpy_step(seed):
+    rng = np.random.default_rng(seed)
+    m = gear.testing.random_tree(rng, nbodies=5)
+    mx = _with_rods(gear.MaximalModel(m), [(4, np.array([0.1, 0.0, 0.05]), -1, np.array([0.3, 0.2, -0.4])),
+                                           (1, np.array([0.0, 0.1, 0.0]), 3, np.array([0.05, 0.0, 0.1]))])
+    assert (mx.rows.types == 3).sum() == 2
+    N = 3
+    P, V = mx.state(np.array([m.neutral() for _ in range(N)]), 0.3 * rng.standard_normal((N, m.nv)))
+    P = P @ exp_se3_rows(1e-2 * rng.standard_normal((N, mx.nbodies, 6)))
+    tau = rng.standard_normal((N, m.nv))
+    for stab in (None, "baumgarte"):
+        _compare(mx, P, V, tau, None, stab, 4, 1e-12, True)
+    a = stepping.project(mx, P, V)
+    b = native.native_project(mx, P, V)
+    np.testing.assert_allclose(b[0], a[0], rtol=0, atol=1e-11)
+
+
 def test_batches_equal_single_states_and_threads_do_not_matter():
     sys, q0 = mech.n_four_bar(3)
     mx = gear.MaximalModel(sys)
