@@ -249,9 +249,11 @@ def cmd_compare(args):
     obj, q0, name = load(args.model, args.floating_base)
     trees = None
     if name.startswith("n-four-bar:"):
-        # the N-four-bar has two spanning trees: time the reduced solvers on both
-        n = int(name.partition(":")[2])
-        trees = {"chain": (obj, q0), "ground": gear.mechanisms.n_four_bar(n, tree="ground")}
+        # the N-four-bar has two spanning trees: time the reduced solvers on both, the loaded one first
+        n, _, tree = name.partition(":")[2].partition(":")
+        tree = tree or "chain"
+        other = "ground" if tree == "chain" else "chain"
+        trees = {tree: (obj, q0), other: gear.mechanisms.n_four_bar(int(n), tree=other)}
     runs = [f"{'maximal solver' if s == 'maximal' else s} / {i}" for s in solvers for i in integrators]
     if not args.no_maximal:
         runs += [f"maximal / {i}" + x for i in integrators for x in ("", ", unstabilised")]

@@ -98,6 +98,24 @@ def test_reference_is_far_more_accurate_than_every_run(rep):
     assert rk4_err == pytest.approx(rep.runs[1]["final_error"], rel=1e-3, abs=1e-13)
 
 
+def test_an_unconverged_reference_is_measured_and_said():
+    """The N-four-bar's parallelograms lie flat at t = 0.55 s (a singular
+    configuration: the loops' rows lose rank and the motion branches).
+    Before it the reference converges; past it no step size agrees with
+    another, and the report says so instead of ranking noise."""
+    sysm, q0 = mech.n_four_bar(1)
+    kw = dict(dt=2e-3, integrators="rk4", solvers=("kkt",), maximal=False, stability=False)
+    before = gear.compare(sysm, q0, t_final=0.5, **kw)
+    assert before.settings["reference_error"] < 1e-11 and "not converged" not in before.table()
+    errs = [p["error"] for p in before.work_precision]
+    assert errs == sorted(errs) and errs[-1] > 1e3 * errs[0]              # 4th order, resolved
+    past = gear.compare(sysm, q0, t_final=0.7, **kw)
+    err = past.settings["reference_error"]
+    assert err > 1e-5 and "**Warning: the reference is not converged here.**" in past.table()
+    assert all(abs(p["error"] - err) < 0.01 * err for p in past.work_precision)   # every dt: the same "error"
+    assert "Work precision" not in past.summary()                       # nothing is ranked below the floor
+
+
 def test_work_precision_has_three_dts_per_run_and_the_orders(rep):
     """Error at t_final against dt: slope 1 for Euler (reduced and maximal),
     4 for RK4; cost falls as dt grows."""
