@@ -43,6 +43,8 @@ The package's parts, each importing only those listed before it:
   identity (what ``resume=True`` compares) and completion markers;
 * :mod:`gear.simulation.rollout`: the loop driver (native or Python) and a
   campaign's chunks run in this process;
+* :mod:`gear.simulation.maximal`: the loop of a :class:`gear.MaximalModel`
+  (``run_maximal``) and its campaigns' chunks, each one ``run_maximal``;
 * :mod:`gear.simulation.cluster`: a campaign's chunks as Dask tasks;
 * this module: :func:`simulate`, which checks its arguments and hands the
   run to one of them.
@@ -140,7 +142,10 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         step, eq. 14), ``"rk4"`` and ``"rkmk4"`` (see
         :mod:`gear.maximal.stepping`), ``stabilization=None`` lets the rows
         drift, and the trajectory adds ``poses``, ``twists`` and
-        ``joint_error`` (see :mod:`gear.simulation.maximal`).
+        ``joint_error`` (see :mod:`gear.simulation.maximal`; with ``out=``
+        they are arrays of the store too).  Its campaigns run each chunk
+        as one batch whose solves share their stopping tests, so their
+        bits depend on the chunking (see Notes).
     q0 : array_like, shape (nq,) or (N, nq)
     dq0 : array_like, shape (nv,) or (N, nv)
         A single ``dq0`` is used for every state of a batch.
@@ -169,7 +174,8 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         only when standard error is a terminal.
     out : str or path, optional
         Write the trajectory to this Zarr store (arrays ``t``, ``q``,
-        ``dq``, ``lam``, ``tau`` shaped as on the trajectory, plus the
+        ``dq``, ``lam``, ``tau``, and a MaximalModel's ``poses``,
+        ``twists``, ``joint_error``, shaped as on the trajectory, plus the
         per-chunk ``done``, ``attempts`` and ``chunk_stats``; attributes:
         ``model_hash``, ``integrator``, ``dt``, ``gear_version``, the
         ``campaign`` identity...; see :mod:`gear.simulation.recorder`)
@@ -194,7 +200,9 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         ``q0``, ``dq0`` and of ``tau``/``f_ext``/``prescribed`` arrays or
         pickled callables, ``dt``, ``t_final``, integrator, solver,
         stabilisation, ``record_every``, chunking, ``native``, and gear's
-        major.minor version), else :class:`ValueError` names the first
+        major.minor version; for a MaximalModel also the formulation, a
+        hash of its rows, their ``stiffness`` and ``damping``, and whether
+        it starts from ``q0`` or ``poses0``), else :class:`ValueError` names the first
         difference; only the chunks not marked complete run
         (``stats["chunks_skipped"]`` counts the others).  With no store at
         ``out`` a new campaign starts.  Not with ``mode="w"``.
@@ -206,7 +214,9 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         resuming.  Default: when resuming, the store's; on a cluster, two
         per worker thread; locally, one; in both cases more when one Zarr
         chunk of all the recorded arrays (rows x ``chunk`` frames) would
-        exceed 32 MiB.  Without ``out=`` only a cluster run uses it.
+        exceed 32 MiB (a MaximalModel's chunk holds all its frames in
+        memory: the bound is on all of them).  Without ``out=`` only a
+        cluster run uses it.
     client : dask.distributed.Client, optional
         Run the chunks on the client's workers (see
         :mod:`gear.simulation.cluster`).  With ``out=`` each worker writes
@@ -251,7 +261,15 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     The rollouts of one chunk are integrated together: ``"dop853"`` and
     ``"rk45"`` choose their step sizes per chunk, so their results depend
     on the chunking (every other integrator treats each rollout on its
-    own, and any chunking gives the same bits).
+    own, and any chunking gives the same bits).  So do a
+    :class:`gear.MaximalModel`'s runs: the row solves' refinement and the
+    projection's Gauss-Newton iterations stop when every state of the
+    chunk has converged (differences of about 1e-12 with ``"euler"`` and
+    projection).  A maximal store equals bit for bit the in-memory runs
+    of its chunks' states (``simulate(mx, q0[a:b], dq0[a:b], ...)``), and
+    the whole batch's run when it has one chunk (the local default); a
+    cluster, with or without ``out=``, gives the local store's bits for
+    the same ``chunks``.
 
     Joint limits (a URDF's ``<limit lower upper>``, an MJCF ``range``)
     are not enforced: they are read with the model and used by
