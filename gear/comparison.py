@@ -407,7 +407,8 @@ class Comparison:
         ``"maximal"``), ``solver``, ``integrator``, ``stabilization``,
         ``solver_options`` (the soft runs'), ``status`` (``"ok"`` or
         ``"failed"``), ``error`` (a failed run's one-line reason, else
-        None), ``steps``, ``wall_s`` (whole run), ``step_s`` (wall time
+        None), ``steps``, ``native`` (whether gear.simulate ran it in its
+        native loop), ``wall_s`` (whole run), ``step_s`` (wall time
         per step), ``solve_s`` (one acceleration solve at the initial
         state, best of repeats), ``max_constraint_residual`` (position or
         velocity, joints included in maximal coordinates),
@@ -648,6 +649,14 @@ class Comparison:
                "satisfied only as well as the integrator keeps the rows, so they drift unless stabilised. "
                "Reduced coordinates keep every joint exact by construction and solve a smaller, denser "
                "system; loops need multipliers (and their drift a projection).", ""]
+        kinds = {r.get("native") for r in self.completed if "native" in r}
+        if kinds == {True, False}:
+            slow = [r["name"] for r in self.completed if r.get("native") is False]
+            out += [f"Cost caveat: {', '.join(f'`{n}`' for n in slow)} step in NumPy (gear.simulate has no "
+                    "native loop for them yet), the others in gear's native loop, so their cost ratio measures "
+                    "implementations as much as formulations; `gear.comparison.scaling` compares one native "
+                    "acceleration solve of each formulation on the N-four-bar. Timings are wall times of one run "
+                    "each (the best of a few for runs under 50 ms).", ""]
         out += ["## Figures", "",
                 "- `residual.png`: the largest constraint residual over time, position `|g|` or velocity "
                 "(`|A dq|`, `|J V|`), whichever is larger; joints count in maximal coordinates only "
@@ -888,7 +897,7 @@ class Comparison:
 
         st = self.settings
         unit = st.get("coordinate_unit", "rad or m")
-        fig, ax = plt.subplots(figsize=(10, 5.4))
+        fig, ax = plt.subplots(figsize=(11, 5.6))
         by = {}
         for p in self.work_precision:
             by.setdefault(p["run"], []).append(p)
@@ -899,8 +908,7 @@ class Comparison:
         err = st.get("reference_error")
         if err is not None and by:
             ax.axhline(max(err, 1e-17), color="0.4", ls=":", lw=1.0,
-                       label=f"reference's own error ≤ {err:.0e} ({st.get('reference')}; the change "
-                             "when its step is halved)")
+                       label=f"reference's own error ≤ {err:.0e}\n(its change when its step is halved)")
         for n, reason in failed.items():
             ax.plot([], [], " ", label=f"{n} (failed: {_short(reason)})")
         if not by:
@@ -909,8 +917,8 @@ class Comparison:
         ax.set_xlabel("wall time per simulated second (ms)")
         ax.set_ylabel(f"error at t = {st['t_final']:g} s, max |q − q_ref| ({unit})")
         fac = ", ".join(f"{f:g}" for f in st.get("work_precision_factors", []))
-        ax.set_title(f"{self.name}\nwork precision: each run at dt × ({fac}), dt = {st['dt']:g} s; "
-                     "the smallest dt is each line's rightmost point", fontsize=10)
+        ax.set_title(f"{self.name}: work precision, each run at dt × ({fac}), dt = {_fmt_dt(st['dt'])}\n"
+                     f"(rightmost point: dt) against {st.get('reference')}", fontsize=10)
         self._legend(ax)
         fig.tight_layout()
         return fig
@@ -1571,6 +1579,7 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrators=(
                      for a, b in zip(trajs[done[0][1]["name"]][0], q)]))
             drift = np.abs(E - E0) / Escale
             run.update(steps=n, wall_s=wall, step_s=wall / max(n, 1), solve_s=fam.solve_time(),
+                       native=bool(tr.stats.get("native", False)),
                        status="ok", error=None, max_constraint_residual=float(np.max(res)),
                        max_energy_drift=float(np.max(drift)), max_deviation=float(np.max(dev)),
                        final_error=final_error(q[-1]))
