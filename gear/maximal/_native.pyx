@@ -665,7 +665,7 @@ def euler_step(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double
     """One Euler step (eq. 12) of N states: P (N, 16 nb), V (N, 6 nb), tau
     (N, nv) or None, fext (N, 6 nb) or None; writes Pout, Vout, lam (N, m)
     and status (N,) (0, or 1: a distance row's points coincide, 2: K not
-    positive definite)."""
+    positive definite); returns the number of states that failed."""
     cdef Py_ssize_t N = P.shape[0], k
     cdef const PlanC* p = &plan.c
     cdef int wsize = scratch_size(p), nv = p.nv, nb = p.nb, m = p.m
@@ -673,16 +673,28 @@ def euler_step(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double
     cdef const double* fp = _opt(fext)
     cdef double* lp = &lam[0, 0] if m > 0 else NULL
     cdef double* ws
-    cdef int nt = max(1, min(nthreads, N))
+    cdef int nt = max(1, min(nthreads, N)), failed = 0
     if N == 0:
-        return
-    with nogil, parallel(num_threads=nt):
+        return 0
+    if nt == 1:                           # one thread: no parallel region
         ws = <double*> malloc(wsize * sizeof(double))
-        for k in prange(N, schedule='static'):
-            status[k] = euler_one(p, &P[k, 0], &V[k, 0], tp + k * nv if tp != NULL else NULL,
-                                  fp + k * 6 * nb if fp != NULL else NULL, h, gain, &Pout[k, 0],
-                                  &Vout[k, 0], lp + k * m if lp != NULL else NULL, ws)
+        with nogil:
+            for k in range(N):
+                status[k] = euler_one(p, &P[k, 0], &V[k, 0], tp + k * nv if tp != NULL else NULL,
+                                      fp + k * 6 * nb if fp != NULL else NULL, h, gain, &Pout[k, 0],
+                                      &Vout[k, 0], lp + k * m if lp != NULL else NULL, ws)
         free(ws)
+    else:
+        with nogil, parallel(num_threads=nt):
+            ws = <double*> malloc(wsize * sizeof(double))
+            for k in prange(N, schedule='static'):
+                status[k] = euler_one(p, &P[k, 0], &V[k, 0], tp + k * nv if tp != NULL else NULL,
+                                      fp + k * 6 * nb if fp != NULL else NULL, h, gain, &Pout[k, 0],
+                                      &Vout[k, 0], lp + k * m if lp != NULL else NULL, ws)
+            free(ws)
+    for k in range(N):
+        failed += status[k] != 0
+    return failed
 
 
 def euler_run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, double gain, bint proj, int steps,

@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import joints as JT
-from . import stepping
+from ..algorithms.dynamics import get_num_threads
+from . import _native, stepping
 from .kkt import DENSE_ROWS
 
 __all__ = ["native_step", "native_project", "native_run", "step", "project", "plan", "why_not", "build"]
@@ -31,8 +32,6 @@ def build(mx):
     """``(plan, reason, gravity)`` for ``mx``: the kernel's frozen arrays,
     or None and the reason when the model is outside what the kernel
     covers, and the gravity they were built with."""
-    from ._native import Plan
-
     g = tuple(np.asarray(mx.model.gravity, dtype=float))
     if mx.compliant:
         return None, "compliant rows (stiffness=) take the NumPy step", g
@@ -57,7 +56,7 @@ def build(mx):
             axes[i] = np.concatenate([j.e1, j.e2, j.normal])
         Si = mx._S[i](np.eye(3)[None])[0] if j.nv else np.zeros((6, 0))   # R_Y = 1 for the varying ones
         S[i, :Si.size] = Si.T.ravel()
-    p = Plan(mx.I6, mx.Minv, mx._parents, m.gravity, t.types, t.ia, t.ib, t.i, t.j, t.RA, t.pA, t.RB, t.pB,
+    p = _native.Plan(mx.I6, mx.Minv, mx._parents, m.gravity, t.types, t.ia, t.ib, t.i, t.j, t.RA, t.pA, t.RB, t.pB,
              t.offset, t.pitch, nvb, iv, vary, S, RPl, axes)
     return p, None, g
 
@@ -77,12 +76,6 @@ def why_not(mx, integrator="euler"):
     if integrator != "euler":
         return f"integrator {integrator!r}: the native step is Euler's (eq. 12)"
     return None if plan(mx) is not None else mx._native[1]
-
-
-def _threads():
-    from ..algorithms.dynamics import get_num_threads
-
-    return get_num_threads()
 
 
 def _inputs(mx, P, V, tau, f_ext):
@@ -117,20 +110,19 @@ def native_step(mx, P, V, h, tau=None, f_ext=None, stabilization=None, beta=None
     after the step, or None when the kernel does not cover the call
     (:func:`why_not`), so that the caller takes the NumPy step.
     """
-    if why_not(mx) is not None:
+    pl = plan(mx)
+    if pl is None:
         return None
-    from ._native import euler_step
-
     gain = _gain(h, stabilization, beta)
-    N = np.shape(P)[0]
     Pf, Vf, tau, f_ext = _inputs(mx, P, V, tau, f_ext)
-    Po, Vo = np.empty_like(Pf), np.empty_like(Vf)
-    lam = np.zeros((N, mx.nrows))
-    status = np.zeros(N, dtype=np.int32)
-    euler_step(plan(mx), Pf, Vf, float(h), gain, tau, f_ext, Po, Vo, lam, status, _threads())
-    if status.any():
+    N, nb = Pf.shape[0], mx.nbodies
+    Po, Vo = np.empty((N, nb, 4, 4)), np.empty((N, nb, 6))
+    lam = np.empty((N, mx.nrows))
+    status = np.empty(N, dtype=np.int32)
+    if _native.euler_step(pl, Pf, Vf, float(h), gain, tau, f_ext, Po.reshape(N, 16 * nb), Vo.reshape(N, 6 * nb),
+                          lam, status, get_num_threads()):
         return None            # a coincident distance row or an indefinite K: NumPy's step says which
-    return Po.reshape(N, mx.nbodies, 4, 4), Vo.reshape(N, mx.nbodies, 6), lam
+    return Po, Vo, lam
 
 
 def step(mx, P, V, h, integrator, tau=None, f_ext=None, stabilization=None, beta=None, gains=None):
@@ -153,14 +145,12 @@ def native_project(mx, P, V, tol=1e-12, max_iter=10):
         return None
     if mx.nrows == 0:
         return P, V, 0.0
-    from ._native import project as _project
-
     N, nb = np.shape(P)[0], mx.nbodies
     Pf, Vf, _, _ = _inputs(mx, P, V, None, None)
     Po, Vo = np.empty_like(Pf), np.empty_like(Vf)
     before = np.zeros(N)
     status = np.zeros(N, dtype=np.int32)
-    _project(plan(mx), Pf, Vf, float(tol), int(max_iter), Po, Vo, before, status, _threads())
+    _native.project(plan(mx), Pf, Vf, float(tol), int(max_iter), Po, Vo, before, status, get_num_threads())
     if status.any():
         return None
     return Po.reshape(N, nb, 4, 4), Vo.reshape(N, nb, 6), float(before.max(initial=0.0))
@@ -211,8 +201,6 @@ def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabili
     steps, every = int(steps), int(record_every)
     if steps < 0 or every < 1:
         raise ValueError(f"steps must be >= 0 and record_every >= 1, got {steps} and {every}")
-    from ._native import euler_run
-
     gain = _gain(h, stabilization, beta)
     N, nb = np.shape(P)[0], mx.nbodies
     Pf, Vf, tau, f_ext = _inputs(mx, P, V, tau, f_ext)
@@ -221,8 +209,8 @@ def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabili
     Prec, Vrec = np.empty((N, T, 16 * nb)), np.empty((N, T, 6 * nb))
     lam = np.empty((N, T, mx.nrows))
     status = np.zeros(N, dtype=np.int32)
-    euler_run(plan(mx), Pf, Vf, float(h), gain, stabilization == "projection", steps, every, tau, f_ext, Prec, Vrec,
-              lam, status, _threads())
+    _native.euler_run(plan(mx), Pf, Vf, float(h), gain, stabilization == "projection", steps, every, tau, f_ext,
+                      Prec, Vrec, lam, status, get_num_threads())
     bad = np.flatnonzero(status)
     if bad.size:
         what = {1: "a distance row's two points coincide", 2: "K + delta I is not positive definite"}
