@@ -179,10 +179,13 @@ def project(mx, P, V, tol=1e-12, max_iter=10):
     g = ev["g"]
     before = float(np.abs(g).max(initial=0.0))
     rs = RowSystem(mx, ev)
+    active = np.ones(P.shape[0], dtype=bool)
     for _ in range(max_iter):
-        if np.abs(g).max(initial=0.0) <= tol:
+        # each state iterates until its own rows hold (batch-independent bits)
+        active &= np.abs(g).max(axis=1, initial=0.0) > tol
+        if not active.any():
             break
-        P = P @ exp_se3_rows(-rs.minv_jt_apply(rs.solve(g)))
+        P = np.where(active[:, None, None, None], P @ exp_se3_rows(-rs.minv_jt_apply(rs.solve(g))), P)
         g = mx.evaluate(P, rows=False)["g"]
     rs = RowSystem(mx, mx.evaluate(P))
     V = V - rs.minv_jt_apply(rs.solve(rs.J_apply(V)))

@@ -143,9 +143,7 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         :mod:`gear.maximal.stepping`), ``stabilization=None`` lets the rows
         drift, and the trajectory adds ``poses``, ``twists`` and
         ``joint_error`` (see :mod:`gear.simulation.maximal`; with ``out=``
-        they are arrays of the store too).  Its campaigns run each chunk
-        as one batch whose solves share their stopping tests, so their
-        bits depend on the chunking (see Notes).
+        they are arrays of the store too).
     q0 : array_like, shape (nq,) or (N, nq)
     dq0 : array_like, shape (nv,) or (N, nv)
         A single ``dq0`` is used for every state of a batch.
@@ -261,15 +259,11 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     The rollouts of one chunk are integrated together: ``"dop853"`` and
     ``"rk45"`` choose their step sizes per chunk, so their results depend
     on the chunking (every other integrator treats each rollout on its
-    own, and any chunking gives the same bits).  So do a
-    :class:`gear.MaximalModel`'s runs: the row solves' refinement and the
-    projection's Gauss-Newton iterations stop when every state of the
-    chunk has converged (differences of about 1e-12 with ``"euler"`` and
-    projection).  A maximal store equals bit for bit the in-memory runs
-    of its chunks' states (``simulate(mx, q0[a:b], dq0[a:b], ...)``), and
-    the whole batch's run when it has one chunk (the local default); a
-    cluster, with or without ``out=``, gives the local store's bits for
-    the same ``chunks``.
+    own, and any chunking gives the same bits).  A
+    :class:`gear.MaximalModel`'s runs do too: each state's row solves and
+    projection iterate until that state has converged, so a maximal store
+    equals the in-memory run of the whole batch bit for bit, for any
+    ``chunks``, locally or on a cluster.
 
     Joint limits (a URDF's ``<limit lower upper>``, an MJCF ``range``)
     are not enforced: they are read with the model and used by
