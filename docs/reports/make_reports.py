@@ -80,7 +80,7 @@ def fill_docs():
             return "\n".join(rows)
         md = open(os.path.join(here, name, "report.md")).read()
         if kind == "summary":
-            part = md.split("## Who wins where", 1)[1]
+            part = md.split("## Who wins where", 1)[1].split("\n## ", 1)[0]
             return "\n".join(ln for ln in part.strip().splitlines() if ln.startswith("- "))
         if kind == "trees":
             return tables(md.split("## Spanning trees", 1)[1])[0]
