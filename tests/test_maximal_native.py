@@ -315,3 +315,19 @@ def test_bad_arguments():
         native.native_step(mx, P[None], V[None], H, stabilization="bg")
     with pytest.raises(ValueError, match="record_every"):
         native.native_run(mx, P[None], V[None], H, 3, record_every=0)
+
+
+def test_a_model_that_ran_natively_still_pickles():
+    """Dask ships the model to its workers: the native plan is left out of
+    the pickle and rebuilt where it is used."""
+    import pickle
+
+    sys, q0 = gear.mechanisms.four_bar()
+    mx = gear.MaximalModel(sys)
+    tr = gear.simulate(mx, q0, sys.project_velocity(q0, [1.0, 0, 0], locked=["crank"]), 0.01, 1e-3,
+                       integrator="euler")
+    assert tr.stats["native"]
+    back = pickle.loads(pickle.dumps(mx))
+    tr2 = gear.simulate(back, q0, sys.project_velocity(q0, [1.0, 0, 0], locked=["crank"]), 0.01, 1e-3,
+                        integrator="euler")
+    np.testing.assert_array_equal(tr.poses, tr2.poses)

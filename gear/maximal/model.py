@@ -128,7 +128,7 @@ class MaximalModel:
             length = sys._lengths.get(k, 0.0) if c.kind == "distance" else 0.0
             for typ, a, b in _ROWS[c.kind]:
                 table.add(f"loop:{name}", typ, ia, ib, c.placement_a.R, c.placement_a.p,
-                          c.placement_b.R, c.placement_b.p, a, 0 if b is None else b,
+                          c.placement_b.R, c.placement_b.p, 0 if a is None else a, 0 if b is None else b,
                           length if typ == "dist" else 0.0)
         self.rows = table.freeze()
         self._couplers = [self._coupler(k, c.coupler) for k, c in enumerate(sys.constraints)
@@ -155,6 +155,19 @@ class MaximalModel:
         if not np.isfinite(v).all() or (v < 0).any() or (name == "stiffness" and (v <= 0).any()):
             raise ValueError(f"{name} must be finite and {'positive' if name == 'stiffness' else 'non-negative'}")
         return v
+
+    def __getstate__(self):
+        """Pickles (for Dask workers, multiprocessing) without the native
+        kernel's plan, which each process builds again on first use, and
+        without the joints' motion-subspace closures."""
+        state = self.__dict__.copy()
+        state.pop("_native", None)
+        state.pop("_S", None)                    # closures: rebuilt by __setstate__
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._S = [self._motion_basis(i) for i in range(self.nbodies)]
 
     @property
     def compliant(self):

@@ -1,5 +1,7 @@
 """The rollout loop of a :class:`gear.MaximalModel`: body poses and twists
-advanced by :func:`gear.maximal.stepping.step`, recorded with their joint
+advanced by :meth:`gear.MaximalModel.step` (the native Euler kernel of
+:mod:`gear.maximal.native` where it covers the model, else
+:func:`gear.maximal.stepping.step`), recorded with their joint
 coordinates read back (:meth:`gear.MaximalModel.to_reduced`) and the
 largest row violation of every frame.
 """
@@ -11,6 +13,7 @@ import numpy as np
 
 from .._progress import progress_bar
 from ..maximal import stepping
+from ..maximal.native import why_not
 from .recorder import Trajectory
 from .rollout import steps_and_frames
 
@@ -151,7 +154,7 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
                err=np.empty((N, T)))
     tt = np.empty(T)
     if stab == "projection":
-        P, V, _ = stepping.project(mx, P, V)
+        P, V, _ = mx.project(P, V)
     own_bar = bar is None
     if own_bar:
         bar = progress_bar(progress, total=n, unit="step", desc=f"gear.simulate maximal {integrator} x{N}")
@@ -173,10 +176,10 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
             h = dt if k < n - 1 else t_final - (n - 1) * dt
             # a state that blows up is reported below, as one error
             with np.errstate(over="ignore", invalid="ignore"):
-                P, V, lam = stepping.step(mx, P, V, h, integrator, tau, f_ext, stab,
+                P, V, lam = mx.step(P, V, h, integrator, tau, f_ext, stab,
                                           beta, baumgarte_gains)
             if stab == "projection" and np.isfinite(P).all():
-                P, V, _ = stepping.project(mx, P, V)
+                P, V, _ = mx.project(P, V)
             if not (np.isfinite(P).all() and np.isfinite(V).all()):
                 raise FloatingPointError(f"the maximal-coordinate state became non-finite in step {k + 1} "
                                          f"(t = {t:g}); reduce dt, or use integrator='implicit' for stiff "
@@ -198,7 +201,7 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
     pick = (lambda x: x[0]) if single else (lambda x: x)
     stats = {"steps": n, "wall_time": wall, "integrator": integrator, "dt": dt, "batch": N,
              "state_steps_per_s": n * N / max(wall, 1e-12), "formulation": "maximal",
-             "stabilization": str(stab), "max_joint_error": max_err, "native": False,
+             "stabilization": str(stab), "max_joint_error": max_err, "native": why_not(mx, integrator) is None,
              "compliant": mx.compliant}
     tr = Trajectory(tt, pick(q), pick(dq), pick(out["lam"]), stats)
     tr.poses, tr.twists, tr.joint_error = pick(out["P"]), pick(out["V"]), pick(out["err"])
