@@ -114,6 +114,77 @@ def batch_start(mx, q0, dq0, poses0=None, twists0=None):
     return "q0", np.array(qb, order="C"), np.array(dqb, order="C"), single
 
 
+def _blown_up(k, t):
+    return FloatingPointError(f"the maximal-coordinate state became non-finite in step {k} (t = {t:g}); "
+                              "reduce dt, or use integrator='implicit' for stiff compliant rows")
+
+
+def _python_loop(mx, P, V, n, rec_steps, t_final, dt, integrator, tau, f_ext, stab, beta, gains, out, tt, bar):
+    """Step by step through :meth:`gear.MaximalModel.step` (any integrator)."""
+    k_rec, t, lam = 0, 0.0, None
+    for k in range(n + 1):
+        if k == rec_steps[k_rec]:
+            out["P"][:, k_rec], out["V"][:, k_rec] = P, V
+            if lam is not None:
+                out["lam"][:, k_rec] = lam
+            tt[k_rec] = t
+            k_rec += 1
+        if k == n:
+            break
+        h = dt if k < n - 1 else t_final - (n - 1) * dt
+        P, V, lam = mx.step(P, V, h, integrator, tau, f_ext, stab, beta, gains)
+        if stab == "projection" and np.isfinite(P).all():
+            P, V, _ = mx.project(P, V)
+        if not (np.isfinite(P).all() and np.isfinite(V).all()):
+            raise _blown_up(k + 1, t)
+        t = t_final if k == n - 1 else (k + 1) * dt
+        bar.update(1)
+
+
+def _native_loop(mx, P, V, n, rec_steps, t_final, dt, integrator, tau, f_ext, stab, beta, gains, out, tt, bar):
+    """The Euler steps in native segments (:func:`gear.maximal.native.native_run`,
+    a few hundred recorded frames each, for the progress bar), the last
+    one shortened to land on ``t_final`` through :meth:`MaximalModel.step`."""
+    from ..maximal.native import native_run
+
+    every = rec_steps[1] - rec_steps[0] if len(rec_steps) > 1 else 1
+    last = t_final - (n - 1) * dt
+    full = n if abs(last - dt) <= 1e-12 * dt else n - 1          # steps of exactly dt
+    seg = 256 * every
+    k0, k_rec = 0, 0
+    while True:
+        steps = min(seg, full - k0)
+        try:
+            Ps, Vs, Ls = native_run(mx, P, V, dt, steps, every, tau, f_ext, stab, beta)
+        except FloatingPointError:
+            raise _blown_up(k0 + 1, k0 * dt) from None
+        # frames at k0, k0 + every, ..., and k0 + steps (always kept by native_run)
+        ks = list(range(0, steps + 1, every))
+        if ks[-1] != steps:
+            ks.append(steps)
+        for j, kk in enumerate(ks):
+            k = k0 + kk
+            if (j == 0 and k0 > 0) or k_rec >= len(rec_steps) or k != rec_steps[k_rec]:
+                continue
+            out["P"][:, k_rec], out["V"][:, k_rec], out["lam"][:, k_rec] = Ps[:, j], Vs[:, j], Ls[:, j]
+            tt[k_rec] = t_final if k == n else k * dt
+            k_rec += 1
+        P, V = np.ascontiguousarray(Ps[:, -1]), np.ascontiguousarray(Vs[:, -1])
+        k0 += steps
+        bar.update(steps)
+        if k0 >= full:
+            break
+    if full < n:                                   # the shortened last step
+        P, V, lam = mx.step(P, V, last, integrator, tau, f_ext, stab, beta, gains)
+        if stab == "projection" and np.isfinite(P).all():
+            P, V, _ = mx.project(P, V)
+        if not (np.isfinite(P).all() and np.isfinite(V).all()):
+            raise _blown_up(n, (n - 1) * dt)
+        out["P"][:, k_rec], out["V"][:, k_rec], out["lam"][:, k_rec] = P, V, lam
+        tt[k_rec] = t_final
+        bar.update(1)
+
+
 def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=None,
                 stabilization="projection", record_every=1, progress=None, baumgarte_gains=None,
                 poses0=None, twists0=None, beta=None, bar=None):
@@ -150,8 +221,7 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
     n, rec_steps = steps_and_frames(t_final, dt, record_every)
     T = len(rec_steps)
     nb = mx.nbodies
-    out = dict(P=np.empty((N, T, nb, 4, 4)), V=np.empty((N, T, nb, 6)), lam=np.zeros((N, T, mx.nrows)),
-               err=np.empty((N, T)))
+    out = dict(P=np.empty((N, T, nb, 4, 4)), V=np.empty((N, T, nb, 6)), lam=np.zeros((N, T, mx.nrows)))
     tt = np.empty(T)
     if stab == "projection":
         P, V, _ = mx.project(P, V)
@@ -159,36 +229,19 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
     if own_bar:
         bar = progress_bar(progress, total=n, unit="step", desc=f"gear.simulate maximal {integrator} x{N}")
     wall = time.perf_counter()
-    max_err, k_rec, t = 0.0, 0, 0.0
-    lam = None
+    native = why_not(mx, integrator) is None
+    loop = _native_loop if native else _python_loop
     try:
-        for k in range(n + 1):
-            if k == rec_steps[k_rec]:
-                err = np.abs(mx.joint_residual(P)).max(axis=-1, initial=0.0)
-                max_err = max(max_err, float(err.max()))
-                out["P"][:, k_rec], out["V"][:, k_rec], out["err"][:, k_rec] = P, V, err
-                if lam is not None:
-                    out["lam"][:, k_rec] = lam
-                tt[k_rec] = t
-                k_rec += 1
-            if k == n:
-                break
-            h = dt if k < n - 1 else t_final - (n - 1) * dt
-            # a state that blows up is reported below, as one error
-            with np.errstate(over="ignore", invalid="ignore"):
-                P, V, lam = mx.step(P, V, h, integrator, tau, f_ext, stab,
-                                          beta, baumgarte_gains)
-            if stab == "projection" and np.isfinite(P).all():
-                P, V, _ = mx.project(P, V)
-            if not (np.isfinite(P).all() and np.isfinite(V).all()):
-                raise FloatingPointError(f"the maximal-coordinate state became non-finite in step {k + 1} "
-                                         f"(t = {t:g}); reduce dt, or use integrator='implicit' for stiff "
-                                         "compliant rows")
-            t = t_final if k == n - 1 else (k + 1) * dt
-            bar.update(1)
+        # a state that blows up is reported by the loop, as one error
+        with np.errstate(over="ignore", invalid="ignore"):
+            loop(mx, P, V, n, rec_steps, t_final, dt, integrator, tau, f_ext, stab, beta, baumgarte_gains,
+                 out, tt, bar)
     finally:
         if own_bar:
             bar.close()
+    frames = out["P"].reshape((N * T, nb, 4, 4))
+    out["err"] = np.abs(mx.evaluate(frames, rows=False)["g"]).max(axis=-1, initial=0.0).reshape(N, T)
+    max_err = float(out["err"].max(initial=0.0))
     wall = time.perf_counter() - wall
     q, dq = mx.to_reduced(out["P"].reshape((N * T, nb, 4, 4)), out["V"].reshape((N * T, nb, 6)))
     q, dq = q.reshape(N, T, -1), dq.reshape(N, T, -1)
@@ -201,7 +254,7 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
     pick = (lambda x: x[0]) if single else (lambda x: x)
     stats = {"steps": n, "wall_time": wall, "integrator": integrator, "dt": dt, "batch": N,
              "state_steps_per_s": n * N / max(wall, 1e-12), "formulation": "maximal",
-             "stabilization": str(stab), "max_joint_error": max_err, "native": why_not(mx, integrator) is None,
+             "stabilization": str(stab), "max_joint_error": max_err, "native": native,
              "compliant": mx.compliant}
     tr = Trajectory(tt, pick(q), pick(dq), pick(out["lam"]), stats)
     tr.poses, tr.twists, tr.joint_error = pick(out["P"]), pick(out["V"]), pick(out["err"])
