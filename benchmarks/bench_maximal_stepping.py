@@ -5,7 +5,9 @@ The IFToMM N-four-bar (``gear.mechanisms.n_four_bar``) on its chain tree,
 dt = 1 ms:
 
 * ``maximal euler+bg``: Ruan's eq. 12 with velocity-level Baumgarte
-  (``integrator="euler", stabilization="baumgarte"``);
+  (``gear.simulate(mx, integrator="euler", stabilization="baumgarte")``,
+  which runs natively where the kernel covers the model, with recording
+  and the read-back of joint coordinates);
 * ``maximal euler+bg (native)``: the same step in gear's native kernel
   (``gear.maximal.native.native_run``: the state from ``q``, ``dq``, then
   every step and frame in one call; "-" above the dense route's 96 rows);
@@ -83,15 +85,18 @@ def main(argv=None):
         mx = gear.MaximalModel(s)
         steps = 20 if N <= 10 else 5
         T = steps * dt
+        # gear.simulate's Euler runs natively where the kernel covers the
+        # model: time 200 steps there, so that start-up counts as for reduced runs
+        se = 200 if why_not(mx) is None else steps
         t = {
-            "maximal euler+bg": per_step(lambda: gear.simulate(mx, q, dq, T, dt, integrator="euler",
-                                                               stabilization="baumgarte"), steps),
+            "maximal euler+bg": per_step(lambda: gear.simulate(mx, q, dq, se * dt, dt, integrator="euler",
+                                                               stabilization="baumgarte"), se),
             "maximal euler+bg (native)": (per_step(lambda: native_run(mx, q, dq, dt, steps, "baumgarte"), steps)
                                           if why_not(mx) is None else None),
             "maximal euler+proj (native)": (per_step(lambda: native_run(mx, q, dq, dt, steps, "projection"), steps)
                                             if why_not(mx) is None else None),
-            "maximal euler+proj": per_step(lambda: gear.simulate(mx, q, dq, T, dt, integrator="euler",
-                                                                 stabilization="projection"), steps),
+            "maximal euler+proj": per_step(lambda: gear.simulate(mx, q, dq, se * dt, dt, integrator="euler",
+                                                                 stabilization="projection"), se),
             "maximal rkmk4": per_step(lambda: gear.simulate(mx, q, dq, T, dt, integrator="rkmk4",
                                                             stabilization=None), steps),
             "reduced euler": per_step(lambda: gear.simulate(s, q, dq, 20 * T, dt, integrator="euler"), 20 * steps),
