@@ -539,7 +539,9 @@ class Comparison:
                      "step moves it by " + ("–" if err is None else f"{err:.1e}")
                      + f" {unit} at t_final = {st['t_final']:g} s (its error is below that once it converges).\n")
             errs = [r["final_error"] for r in self.completed if r.get("final_error") is not None]
-            if err is not None and errs and err > 0.1 * min(errs):
+            # not converged: the reference moves by as much as the best run's error (at rounding
+            # level a tenth of it is normal, the runs are then ranked to within that)
+            if err is not None and errs and err > 0.5 * min(errs):
                 tail += (f"\n**Warning: the reference is not converged here.** It moves by {err:.1e} {unit} when its "
                          f"step is halved, {err / max(min(errs), 1e-300):.2g}× the smallest error of a run: errors "
                          f"below about {err:.0e} {unit} are not resolved, and runs whose errors lie there cannot be "
@@ -591,13 +593,20 @@ class Comparison:
             # the tolerances some runs reach and others do not
             floor = 10.0 * (st.get("reference_error") or 0.0)      # what the reference resolves
             targets = [10.0 ** k for k in range(-2, -13, -2) if max(errs[0], floor) <= 10.0 ** k < errs[-1]]
-            parts = []
+            parts, seen = [], []
             for target in targets:
                 ch = self._cheapest(target)
                 if "all" not in ch:
                     continue
+                key = sorted((f, p["run"], p["dt"]) for f, p in ch.items())
+                if seen and seen[-1][0] == key:        # the same answer as the looser tolerance
+                    seen[-1][1].append(target)
+                    continue
+                seen.append((key, [target], ch))
+            for key, tols, ch in seen:
                 a = ch["all"]
-                txt = (f"error ≤ {target:.0e} {unit}: cheapest `{a['run']}` at dt = {_fmt_dt(a['dt'])}, "
+                tol = f"{tols[0]:.0e}" + (f" down to {tols[-1]:.0e}" if len(tols) > 1 else "")
+                txt = (f"error ≤ {tol} {unit}: cheapest `{a['run']}` at dt = {_fmt_dt(a['dt'])}, "
                        f"{a['cost_s'] * 1e3:.3g} ms per simulated second")
                 others = [f"{f} {ch[f]['cost_s'] / a['cost_s']:.3g}× that (`{ch[f]['run']}`)"
                           for f in ("reduced", "soft", "maximal") if f in ch and f != a["formulation"]]
@@ -833,7 +842,10 @@ class Comparison:
             ax.semilogy(t, ys[n], label=n, lw=1.3, ms=5, mfc="none",
                         markevery=(min(k * every // max(len(shown), 1), max(len(t) - 1, 0)), every), **style[n])
         for g in groups:
-            ax.plot([], [], " ", label=" and ".join([", ".join(g[:-1]), g[-1]]) + " coincide")
+            import textwrap
+
+            text = " and ".join([", ".join(g[:-1]), g[-1]]) + " coincide"
+            ax.plot([], [], " ", label="\n".join(textwrap.wrap(text, 48)))
         if note_failed:
             for n, reason in failed.items():
                 ax.plot([], [], " ", label=f"{n} (failed: {_short(reason)})")
@@ -855,12 +867,12 @@ class Comparison:
         ax.bar(x + 0.2, solve, 0.4, color=colors, alpha=0.5, hatch="//")
         handles = [Patch(facecolor="0.35", label="per step (whole loop)"),
                    Patch(facecolor="0.35", alpha=0.5, hatch="//", label="per acceleration solve")]
-        ax.set_xticks(x, [n + ("\n(failed)" if not o else "") for n, o in zip(order, ok)], rotation=30,
-                      ha="right", fontsize=7.5)
+        ax.set_xticks(x, [n + ("\n(failed)" if not o else "\n(NumPy loop)" if r.get("native") is False else "")
+                          for n, o, r in zip(order, ok, self.runs)], rotation=30, ha="right", fontsize=7.5)
         if any(ok):
             ax.set_yscale("log")
         ax.set_ylabel("time (µs)")
-        ax.set_title(f"{self.name}: cost", fontsize=10)
+        ax.set_title(f"{self.name}: cost (gear's native loop unless marked)", fontsize=10)
         handles += [Patch(facecolor="none", edgecolor="none", label=f"{n} (failed: {_short(reason)})")
                     for n, reason in failed.items()]
         ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
@@ -871,7 +883,7 @@ class Comparison:
     def _drift_figure(self, t, style, failed):
         import matplotlib.pyplot as plt
 
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 5.6), sharey=True)
         pr = self.series.get("position_residual", {})
         kinds = {r["name"]: r["formulation"] for r in self.runs}
         mx = {n: np.asarray(v, dtype=float) for n, v in pr.items() if kinds.get(n) == "maximal"}
@@ -886,8 +898,8 @@ class Comparison:
         for a in (a1, a2):
             a.set_xlabel("t (s)")
             a.grid(alpha=0.3, which="both")
-            if a.get_legend_handles_labels()[0]:
-                a.legend(fontsize=7, loc="best")
+            if a.get_legend_handles_labels()[0]:      # below the axes: the curves fill them
+                a.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
         fig.suptitle(f"{self.name}: joint drift with and without stabilisation", fontsize=11)
         fig.tight_layout()
         return fig
@@ -1571,6 +1583,8 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrators=(
             if not (np.isfinite(q).all() and np.isfinite(res).all() and np.isfinite(E).all()):
                 raise FloatingPointError("the state became non-finite")
             wall = float(tr.stats["wall_time"])
+            if wall < 0.05:                   # a short run: the best of a few (timer, caches, a busy machine)
+                wall = min(wall, _best_wall(fam, dt, t_final, record_every)[1])
             n = int(tr.stats["steps"])
             dev = deviation_against(q, t)
             if dev is None:                   # no reference: against the first completed run

@@ -136,10 +136,11 @@ def test_work_precision_has_three_dts_per_run_and_the_orders(rep):
         slope = np.polyfit(np.log(dts), np.log(errs), 1)[0]
         order = 1 if "euler" in n else 4
         assert abs(slope - order) < 0.5, (n, slope, errs)
-    # maximal coordinates pay for the larger system in NumPy: far more per simulated second
+    # maximal coordinates pay for the larger system (18 rows and coordinates against 3): more per
+    # simulated second, even with the native Euler kernel
     cheapest = {f: min(p["cost_s"] for p in rep.work_precision if p["formulation"] == f)
                 for f in ("reduced", "maximal")}
-    assert cheapest["maximal"] > 10 * cheapest["reduced"]
+    assert cheapest["maximal"] > 2 * cheapest["reduced"]
 
 
 def test_stability_limits_by_bisection(rep, four_bar):
