@@ -1650,9 +1650,13 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrators=(
                     err, cost = run["final_error"], wall / t_final
                 else:
                     try:
-                        # ~100 frames: the angles read back from maximal poses are continued
-                        # frame to frame, which needs less than half a turn between frames
-                        tr, w = _best_wall(fam, h, t_final, max(1, int(np.ceil(t_final / h - 1e-9)) // 100))
+                        # the angles read back from maximal poses are continued frame to frame,
+                        # which needs less than half a turn between frames: frames 1 rad apart at
+                        # the run's fastest joint rate (read-back is part of the wall time)
+                        n_h = int(np.ceil(t_final / h - 1e-9))
+                        vmax = float(np.abs(trajs[fam.name][1]).max(initial=0.0))
+                        every = max(1, min(n_h, int(1.0 / max(vmax * h, 1e-12))))
+                        tr, w = _best_wall(fam, h, t_final, every if fam.formulation == "maximal" else n_h)
                         ql = np.asarray(tr.q)[-1]
                         if not np.isfinite(ql).all():
                             continue
