@@ -21,19 +21,33 @@ __all__ = ["run_maximal"]
 
 
 def _angle_coordinates(model):
-    """Mask of the configuration coordinates that are angles."""
+    """The configuration coordinates that are angles, and their velocity
+    coordinates: two index arrays."""
     from .. import joints as JT
 
-    mask = np.zeros(model.nq, dtype=bool)
+    qi, vi = [], []
     for i, j in enumerate(model.joints):
-        a = model._iq[i]
+        a, b = model._iq[i], model._iv[i]
         if j.kind in (JT.REVOLUTE, JT.HELICAL, JT.CYLINDRICAL):
-            mask[a] = True
+            qi.append(a), vi.append(b)
         elif j.kind == JT.UNIVERSAL:
-            mask[a:a + 2] = True
+            qi += [a, a + 1]
+            vi += [b, b + 1]
         elif j.kind == JT.PLANAR:
-            mask[a + 2] = True
-    return mask
+            qi.append(a + 2), vi.append(b + 2)
+    return np.array(qi, dtype=int), np.array(vi, dtype=int)
+
+
+def _continue_angles(th, w, t):
+    """Angles (N, T, k) read back in (-pi, pi], continued along the frames:
+    each frame takes the turn nearest to the previous frame advanced by
+    the trapezoid of the two frames' rates (so frames far apart keep their
+    whole turns)."""
+    out = th.copy()
+    for k in range(1, th.shape[1]):
+        pred = out[:, k - 1] + 0.5 * (t[k] - t[k - 1]) * (w[:, k - 1] + w[:, k])
+        out[:, k] = th[:, k] + 2.0 * np.pi * np.round((pred - th[:, k]) / (2.0 * np.pi))
+    return out
 
 
 def _inputs(mx, N, tau, f_ext):
@@ -246,11 +260,11 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
     q, dq = mx.to_reduced(out["P"].reshape((N * T, nb, 4, 4)), out["V"].reshape((N * T, nb, 6)))
     q, dq = q.reshape(N, T, -1), dq.reshape(N, T, -1)
     # angles read back lie in (-pi, pi]: continue them along the run, from q0's turn
-    ang = _angle_coordinates(mx.model)
-    if ang.any():
-        q[:, :, ang] = np.unwrap(q[:, :, ang], axis=1)
+    qi, vi = _angle_coordinates(mx.model)
+    if qi.size:
+        q[:, :, qi] = _continue_angles(q[:, :, qi], dq[:, :, vi], tt)
         if kind == "q0":
-            q[:, :, ang] += 2.0 * np.pi * np.round((A[:, ang] - q[:, 0, ang]) / (2.0 * np.pi))[:, None, :]
+            q[:, :, qi] += 2.0 * np.pi * np.round((A[:, qi] - q[:, 0, qi]) / (2.0 * np.pi))[:, None, :]
     pick = (lambda x: x[0]) if single else (lambda x: x)
     stats = {"steps": n, "wall_time": wall, "integrator": integrator, "dt": dt, "batch": N,
              "state_steps_per_s": n * N / max(wall, 1e-12), "formulation": "maximal",
