@@ -364,21 +364,8 @@ class MaximalModel:
             raise ValueError(f"poses must be rigid transforms: rotation blocks orthonormal with determinant "
                              f"+1 (largest |R^T R - I| is {err:.2e}) and last row (0, 0, 0, 1)")
         N = P.shape[0]
-
-        def batch(name, x, shape):
-            if x is None:
-                return None
-            a = np.asarray(x, dtype=float)
-            if a.shape == shape:
-                a = np.broadcast_to(a, (N,) + shape)
-            elif a.shape != (N,) + shape:
-                raise ValueError(f"{name} must have shape {shape} or ({N}, {', '.join(map(str, shape))}), "
-                                 f"got shape {a.shape}")
-            if not np.isfinite(a).all():
-                raise ValueError(f"{name} contains non-finite values (NaN or inf)")
-            return np.ascontiguousarray(a)
-        return (np.ascontiguousarray(P), batch("twists", twists, (nb, 6)),
-                batch("tau", tau, (self.model.nv,)), batch("f_ext", f_ext, (nb, 6)), single)
+        return (np.ascontiguousarray(P), batch_input("twists", twists, (nb, 6), N),
+                batch_input("tau", tau, (self.model.nv,), N), batch_input("f_ext", f_ext, (nb, 6), N), single)
 
     def to_reduced(self, poses, twists=None):
         """The nearest joint coordinates of a maximal state (least squares
@@ -652,6 +639,22 @@ class MaximalModel:
 
 
 # ---------------------------------------------------------------------------
+def batch_input(name, x, shape, N):
+    """``x`` of one state (``shape``, broadcast) or of ``N``, as a finite
+    C-contiguous ``(N,) + shape`` array; None stays None."""
+    if x is None:
+        return None
+    a = np.asarray(x, dtype=float)
+    if a.shape == shape:
+        a = np.broadcast_to(a, (N,) + shape)
+    elif a.shape != (N,) + shape:
+        raise ValueError(f"{name} must have shape {shape} or ({N}, {', '.join(map(str, shape))}), "
+                         f"got shape {a.shape}")
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+    return np.ascontiguousarray(a)
+
+
 def rs_J_apply(mx, ev, V):
     """``J V`` of every state without forming ``K`` (compliant rows)."""
     out = np.zeros(ev["g"].shape)

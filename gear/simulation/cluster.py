@@ -237,6 +237,22 @@ def _lost_worker_chunks(client, keys):
         return None
 
 
+def _gather(client, futures, progress, nworkers):
+    """The chunks' results in submission order, with a bar over finished
+    chunks, and the chunks a lost worker made Dask rerun; unfinished tasks
+    are cancelled if the client stops early."""
+    from distributed import as_completed
+
+    try:
+        with progress_bar(progress, total=len(futures), unit="chunk",
+                          desc=f"gear.simulate on {nworkers} workers") as bar:
+            for _ in as_completed(futures):
+                bar.update(1)
+        return client.gather(futures), _lost_worker_chunks(client, [f.key for f in futures])
+    finally:
+        client.cancel([f for f in futures if not f.done()])
+
+
 def run_gathered(client, target, S, q, v, t_final, dt, chunks, progress, options):
     """Without ``out=``: run chunks of the batch on the workers and gather
     their trajectories into the client, in batch order (identical to the
@@ -265,8 +281,6 @@ def run_gathered(client, target, S, q, v, t_final, dt, chunks, progress, options
         ``chunks_retried`` (tasks that were running on a worker that died),
         ``workers``, ``chunk_wall_times`` and ``overhead_per_chunk``.
     """
-    from distributed import as_completed
-
     N = S.N
     slots = worker_threads(client)
     nworkers = max(1, len(client.scheduler_info().get("workers", {})))
@@ -282,15 +296,7 @@ def run_gathered(client, target, S, q, v, t_final, dt, chunks, progress, options
                              rollout._chunk_input(S.f_ext, p[0], p[-1] + 1), S.single, S.stabilization,
                              S.gains, S.prescribed_input, t_final, dt, options, pure=False)
                for p in parts]
-    try:
-        with progress_bar(progress, total=len(futures), unit="chunk",
-                          desc=f"gear.simulate on {nworkers} workers") as bar:
-            for _ in as_completed(futures):
-                bar.update(1)
-        results = client.gather(futures)
-        retried = _lost_worker_chunks(client, [f.key for f in futures])
-    finally:
-        client.cancel([f for f in futures if not f.done()])
+    results, retried = _gather(client, futures, progress, nworkers)
     wall = time.perf_counter() - wall
     t = results[0][0]
     cat = (lambda i: None if results[0][i] is None else
@@ -352,8 +358,6 @@ def run_maximal_gathered(client, mx, start, tau, f_ext, t_final, dt, chunks, pro
         ``chunks_retried`` (tasks that were running on a worker that died),
         ``workers``, ``chunk_wall_times`` and ``overhead_per_chunk``.
     """
-    from distributed import as_completed
-
     from . import maximal
 
     kind, A, B, single = start
@@ -368,15 +372,7 @@ def run_maximal_gathered(client, mx, start, tau, f_ext, t_final, dt, chunks, pro
     futures = [client.submit(_maximal_rows, (a, N), tgt, kind, A[a:b], B[a:b], rollout._chunk_input(tau, a, b),
                              rollout._chunk_input(f_ext, a, b), single, t_final, dt, options, pure=False)
                for a, b in parts]
-    try:
-        with progress_bar(progress, total=len(futures), unit="chunk",
-                          desc=f"gear.simulate on {nworkers} workers") as bar:
-            for _ in as_completed(futures):
-                bar.update(1)
-        results = client.gather(futures)
-        retried = _lost_worker_chunks(client, [f.key for f in futures])
-    finally:
-        client.cancel([f for f in futures if not f.done()])
+    results, retried = _gather(client, futures, progress, nworkers)
     wall = time.perf_counter() - wall
     tr = maximal.concatenate([r[0] for r in results], single)
     chunk_walls = [r[1] for r in results]

@@ -13,6 +13,7 @@ import numpy as np
 
 from .._progress import progress_bar
 from ..maximal import stepping
+from ..maximal.model import batch_input
 from ..maximal.native import why_not
 from .recorder import Trajectory
 from .rollout import steps_and_frames
@@ -52,20 +53,10 @@ def _continue_angles(th, w, t):
 
 def _inputs(mx, N, tau, f_ext):
     def one(name, x, shape):
-        if x is None:
-            return None
         if callable(x):
             raise TypeError(f"{name}: a maximal-coordinate run takes a constant array (shape {shape} or "
                             f"(N, {', '.join(map(str, shape))})), not a callable")
-        a = np.asarray(x, dtype=float)
-        if a.shape == shape:
-            a = np.broadcast_to(a, (N,) + shape)
-        if a.shape != (N,) + shape:
-            raise ValueError(f"{name} must have shape {shape} or ({N}, {', '.join(map(str, shape))}), "
-                             f"got shape {a.shape}")
-        if not np.isfinite(a).all():
-            raise ValueError(f"{name} contains non-finite values (NaN or inf)")
-        return np.ascontiguousarray(a)
+        return batch_input(name, x, shape, N)
     return one("tau", tau, (mx.model.nv,)), one("f_ext", f_ext, (mx.nbodies, 6))
 
 
