@@ -22,7 +22,8 @@ from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_deri
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear.algorithms._rollout cimport RollC, rollout as _rollout, rollout_scratch
-from gear.constraints._closed cimport (ClosC, CWork, cwork_from, cwork_size, cwork_from_c,
+from gear.algorithms._spchol cimport SpChol
+from gear.constraints._closed cimport (ClosC, SpKKT, CWork, cwork_from, cwork_size, cwork_from_c,
                                        cwork_size_c, constraint_rows as _crows,
                                        closed_dynamics as _cdyn_aba,
                                        closed_dense as _cdense,
@@ -618,6 +619,7 @@ cdef class ClosureData:
     cdef double[::1] cws
     cdef readonly int m, cwsize
     cdef readonly object maximal      # the MaximalData attached (route 3), or None
+    cdef readonly object sparse       # the SparseKKTData attached (route 1, sparse K), or None
     cdef gear_chol* h0                # its CHOLMOD handle (serial calls)
 
     def __init__(self, ModelData md, rtype, ri, rj, rk, rcoef, roff, rqi, rqj,
@@ -664,8 +666,20 @@ cdef class ClosureData:
         self.cws = np.zeros(self.cwsize)
         self.c.mx = NULL
         self.c.mxws = 0
+        self.c.sp = NULL
         self.maximal = None
+        self.sparse = None
         self.h0 = NULL
+
+    def attach_sparse(self, ModelData md, SparseKKTData sp):
+        """The dense route (route 1) with ``K`` kept sparse through ``sp``
+        (``gear/constraints/sparse.py``); the workspace grows by its scratch."""
+        if sp.c.ch.n != self.m or self.c.mx != NULL:
+            raise ValueError("attach_sparse: the plan does not match these rows")
+        self.sparse = sp
+        self.c.sp = &sp.c
+        self.cwsize = cwork_size_c(&self.c, md.nb, md.nv, self.m, True)
+        self.cws = np.zeros(self.cwsize)
 
     def attach_maximal(self, ModelData md, MaximalData mx):
         """Route 3 (the maximal-coordinate kernel) through ``mx``; this
@@ -771,6 +785,130 @@ cdef class MaximalData:
     def factor_nnz(self):
         """Non-zeros of the factor (0 before analysis)."""
         return gear_chol_lnz(self.h)
+
+
+cdef class SparseKKTData:
+    """The fixed plan of the dense route's sparse ``K`` (SpKKT of
+    ``gear/constraints/_closed.pxd``): the factor's pattern
+    (:func:`sparse_symbolic`), the row permutation and the group pairs'
+    destinations.  Built by ``gear/constraints/sparse.py``."""
+    cdef SpKKT c
+    cdef readonly object arrays
+
+    def __init__(self, int n, Lp, Li, Rp, Rk, Rpos, pinv, pga, pgb, poff, dst, int nnmax):
+        cdef int[::1] a_lp = _padded(Lp, np.int32)
+        cdef int[::1] a_li = _padded(Li, np.int32)
+        cdef int[::1] a_rp = _padded(Rp, np.int32)
+        cdef int[::1] a_rk = _padded(Rk, np.int32)
+        cdef int[::1] a_rpos = _padded(Rpos, np.int32)
+        cdef int[::1] a_pinv = _padded(pinv, np.int32)
+        cdef int[::1] a_pga = _padded(pga, np.int32)
+        cdef int[::1] a_pgb = _padded(pgb, np.int32)
+        cdef int[::1] a_poff = _padded(poff, np.int32)
+        cdef int[::1] a_dst = _padded(dst, np.int32)
+        self.arrays = (a_lp, a_li, a_rp, a_rk, a_rpos, a_pinv, a_pga, a_pgb, a_poff, a_dst)
+        npair = a_pga.shape[0] - 1
+        if (a_lp.shape[0] != n + 2 or a_rp.shape[0] != n + 2 or a_pinv.shape[0] != n + 1
+                or a_pgb.shape[0] != npair + 1 or a_poff.shape[0] != npair + 2
+                or a_lp[n] != a_li.shape[0] - 1 or a_rp[n] != a_rk.shape[0] - 1
+                or a_rpos.shape[0] != a_rk.shape[0] or a_poff[npair] != a_dst.shape[0] - 1):
+            raise ValueError("SparseKKTData: inconsistent plan arrays")
+        self.c.ch.n = n
+        self.c.ch.nnz = a_lp[n]
+        self.c.ch.nnmax = min(n, nnmax)
+        self.c.ch.Lp = &a_lp[0]
+        self.c.ch.Li = &a_li[0]
+        self.c.ch.Rp = &a_rp[0]
+        self.c.ch.Rk = &a_rk[0]
+        self.c.ch.Rpos = &a_rpos[0]
+        self.c.pinv = &a_pinv[0]
+        self.c.npair = npair
+        self.c.pga = &a_pga[0]
+        self.c.pgb = &a_pgb[0]
+        self.c.poff = &a_poff[0]
+        self.c.dst = &a_dst[0]
+
+    @property
+    def factor_nnz(self):
+        """Entries of the factor L (its diagonal included)."""
+        return self.c.ch.nnz
+
+
+def sparse_symbolic(int n, const int[::1] Rp, const int[::1] Ri):
+    """Symbolic Cholesky factorisation of a symmetric pattern given by the
+    rows of its lower triangle (``Ri[Rp[j]:Rp[j+1]]``: the columns k < j of
+    row j; the diagonal implied).  Elimination tree by Liu's algorithm,
+    then each row of ``L`` as the nodes its entries reach up the tree
+    (Davis, "Direct methods for sparse linear systems", Secs. 4.1-4.3):
+    O(nnz(L)).  Returns ``(Lp, Li, LRp, LRk, LRpos)``: the columns of L
+    (diagonal first, rows ascending) and, for each row j, its off-diagonal
+    entries' columns and positions in ``Li``."""
+    cdef int j, p, i, inext, k, t, top
+    parent_a = np.full(n, -1, dtype=np.int32)
+    anc_a = np.full(n, -1, dtype=np.int32)
+    mark_a = np.full(n, -1, dtype=np.int32)
+    cnt_a = np.ones(n, dtype=np.int32)
+    cdef int[::1] parent = parent_a
+    cdef int[::1] anc = anc_a
+    cdef int[::1] mark = mark_a
+    cdef int[::1] cnt = cnt_a
+    cdef long nrow = 0
+    # elimination tree (path compression through anc)
+    for j in range(n):
+        for p in range(Rp[j], Rp[j + 1]):
+            i = Ri[p]
+            while i != -1 and i < j:
+                inext = anc[i]
+                anc[i] = j
+                if inext == -1:
+                    parent[i] = j
+                i = inext
+    # pass 1: column counts; pass 2: fill
+    for j in range(n):
+        mark[j] = j
+        for p in range(Rp[j], Rp[j + 1]):
+            i = Ri[p]
+            while i != -1 and i < j and mark[i] != j:
+                mark[i] = j
+                cnt[i] += 1
+                nrow += 1
+                i = parent[i]
+    Lp_a = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(cnt_a, out=Lp_a[1:])
+    cdef int[::1] Lp = Lp_a
+    Li_a = np.empty(Lp_a[n], dtype=np.int32)
+    LRp_a = np.zeros(n + 1, dtype=np.int32)
+    LRk_a = np.empty(nrow, dtype=np.int32)
+    LRpos_a = np.empty(nrow, dtype=np.int32)
+    nxt_a = Lp_a[:n].copy()
+    cdef int[::1] Li = Li_a
+    cdef int[::1] LRp = LRp_a
+    cdef int[::1] LRk = LRk_a
+    cdef int[::1] LRpos = LRpos_a
+    cdef int[::1] nxt = nxt_a
+    mark_a[:] = -1
+    t = 0
+    for j in range(n):
+        Li[nxt[j]] = j
+        nxt[j] += 1
+        mark[j] = j
+        top = t
+        for p in range(Rp[j], Rp[j + 1]):
+            i = Ri[p]
+            while i != -1 and i < j and mark[i] != j:
+                mark[i] = j
+                LRk[t] = i
+                t += 1
+                i = parent[i]
+        # columns ascending within the row (a fixed order of the updates)
+        LRk_a[top:t].sort()
+        for k in range(top, t):
+            i = LRk[k]
+            LRpos[k] = nxt[i]
+            Li[nxt[i]] = j
+            nxt[i] += 1
+        LRp[j + 1] = t
+    return Lp_a, Li_a, LRp_a, LRk_a, LRpos_a
 
 
 def cholmod_ordering(int n, Kp, Ki, int ordering):
@@ -1198,8 +1336,11 @@ cdef class ConstraintResult:
     def stats(self):
         if self._stats is _LAZY:
             if self._extra is not None:
+                # (an extra "rank": None asks for the kernel's rank)
                 self._stats = dict(self._extra)
                 self._stats.update(factorizations=self._nfac, native=True)
+                if "rank" in self._stats and self._stats["rank"] is None:
+                    self._stats["rank"] = self._rank
             else:
                 self._stats = {"factorizations": self._nfac, "rank": self._rank, "native": True}
         return _field(self._stats, "stats")

@@ -238,7 +238,7 @@ def test_dense_and_aba_routes_agree(name):
             one = d.hybrid_dynamics(q, dq, ddq, tau, pres)
             assert np.array_equal(hb.ddq[1], one.ddq) and np.array_equal(hb.tau[1], one.tau)
     with pytest.raises(ValueError, match="route"):
-        sysm.with_solver("kkt", route="sparse")
+        sysm.with_solver("kkt", route="banded")
 
 
 @pytest.mark.parametrize("name", sorted(k for k in MECHS if k != "rolling_ball"))
@@ -555,7 +555,7 @@ def test_constraint_result_fields_pickle_and_missing_fields():
     dq = _consistent(sysm, q, rng)
     res = sysm.forward_dynamics(q, dq, np.zeros(3))            # the native single-call path
     assert isinstance(res, gear.constraints.ConstraintResult)
-    assert res.stats == {"factorizations": 1, "rank": 2, "native": True} and res.success
+    assert res.stats == {"route": "dense", "factorizations": 1, "rank": 2, "native": True} and res.success
     back = pickle.loads(pickle.dumps(res))
     assert np.array_equal(back.ddq, res.ddq) and back.stats == res.stats and back.solver == "kkt"
     inv = sysm.inverse_dynamics(q, dq, res.ddq, actuated=["crank"])

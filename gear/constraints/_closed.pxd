@@ -43,6 +43,7 @@ from gear.algorithms._dense cimport (chol_factor, chol_solve, tree_factor, tree_
                                      tree_path_solve_Lt, dot, gather_dot)
 from gear.spatial._spatial cimport (se3_mul, Ad_inv, dAd_inv, cross3, matvec3, matTvec3,
                                     matmul3, mat6_vec)
+from gear.algorithms._spchol cimport SpChol, spchol_scratch, spchol_factor, spchol_solve
 
 
 cdef enum:
@@ -55,6 +56,22 @@ cdef enum:
     ST_DIST_COINCIDE = -3
     ST_MASS_NOT_PD = -4
     ST_INEXACT = -5       # closed inverse dynamics: A_p^T lam = rhs has no solution (under-actuated)
+    ST_SPARSE_REDUNDANT = -6   # the sparse route: more dependent rows than its completion takes
+
+
+cdef struct SpKKT:
+    # the dense route's K = Y^T Y kept sparse (closed_dense): the pattern of
+    # its factor (rows of K in the factor's fill-reducing order) and where
+    # each group pair's block goes; built once per rows by
+    # gear/constraints/sparse.py
+    SpChol ch
+    const int* pinv        # (m,) row r of K is row pinv[r] of the factor
+    int npair              # group pairs a <= b whose rows' supports meet
+    const int* pga
+    const int* pgb
+    const int* poff        # (npair + 1,) offsets into dst
+    const int* dst         # position in the factor's values of entry (i, j) of the
+                           # pair's block (row-major, g_a x g_b); -1: the upper triangle
 
 
 cdef struct ClosC:
@@ -80,6 +97,7 @@ cdef struct ClosC:
     double damping         # and rhs - damping A dq; 0 for hard constraints
     const void* mx         # the maximal-coordinate plan (MaxC of _maximal.pxd), or NULL
     int mxws               # its scratch size (doubles per thread)
+    const SpKKT* sp        # the sparse route's plan (dense route with a sparse K), or NULL
 
 
 cdef struct CWork:
@@ -114,6 +132,7 @@ cdef struct CWork:
     double* lc     # (m,)  their multipliers
     double* gd     # (8 m,) the dense route's RowGroup array (cast)
     double* mws    # the maximal-coordinate kernel's scratch (ClosC.mxws), or NULL
+    double* sws    # the sparse route's values and scratch (sparse_scratch), or NULL
     void* chol     # its CHOLMOD handle (gear_chol, one per thread), or NULL
 
 
@@ -138,6 +157,7 @@ cdef inline int cwork_layout(CWork* c, double* base, int nb, int nv, int m,
     c.acc = _carve(base, &off, 6 * nb)
     c.ja = _carve(base, &off, 6 * nb)
     c.mws = NULL
+    c.sws = NULL
     c.chol = NULL
     if compact:
         c.F = _carve(base, &off, 12 * m)
@@ -181,12 +201,20 @@ cdef inline int cwork_size(int nb, int nv, int m) noexcept nogil:
     return cwork_layout(&c, NULL, nb, nv, m, False)
 
 
+cdef inline int sparse_scratch(const ClosC* cc) noexcept nogil:
+    # the sparse route's values of the factor and its scratch (0: no plan)
+    if cc == NULL or cc.sp == NULL:
+        return 0
+    return cc.sp.ch.nnz + spchol_scratch(&cc.sp.ch)
+
+
 cdef inline int cwork_size_c(const ClosC* cc, int nb, int nv, int m, bint full) noexcept nogil:
     # with a maximal-coordinate plan: its scratch after the rows' fields
-    # (only those, unless ``full``: the rollout's projection needs the rest)
+    # (only those, unless ``full``: the rollout's projection needs the rest);
+    # with a sparse plan: its scratch after the full layout
     cdef CWork c
     if cc == NULL or cc.mx == NULL:
-        return cwork_size(nb, nv, m)
+        return cwork_size(nb, nv, m) + sparse_scratch(cc)
     return cwork_layout(&c, NULL, nb, nv, m, not full) + cc.mxws
 
 
@@ -205,6 +233,8 @@ cdef inline CWork cwork_from_c(const ClosC* cc, double* base, int nb, int nv, in
     cdef int n = cwork_layout(&c, base, nb, nv, m, cc != NULL and cc.mx != NULL and not full)
     if cc != NULL and cc.mx != NULL:
         c.mws = base + n
+    elif cc != NULL and cc.sp != NULL:
+        c.sws = base + n
     return c
 
 
@@ -1030,10 +1060,11 @@ cdef inline int path_len(const ModelC* m, int k) noexcept nogil:
 
 
 cdef inline int dense_groups(const ModelC* m, const ClosC* c, const Work* w, CWork* cw,
-                             RowGroup* G, int* na_out, const double* fixed) noexcept nogil:
+                             RowGroup* G, int* na_out, const double* fixed,
+                             bint keep) noexcept nogil:
     """The row groups of the dense route and A's values on their pieces
-    (in ``cw.Ad``), rows of A that are exactly zero left out (the soft
-    solver keeps every row).  ``fixed`` (nv,) or NULL: dofs whose columns
+    (in ``cw.Ad``), rows of A that are exactly zero left out unless
+    ``keep`` (the soft solver and the sparse route keep every row).  ``fixed`` (nv,) or NULL: dofs whose columns
     are left out (set to zero: the prescribed dofs of hybrid dynamics).
     Writes the active rows into ``cw.act``, their count into ``na_out``;
     returns the number of groups."""
@@ -1089,7 +1120,7 @@ cdef inline int dense_groups(const ModelC* m, const ClosC* c, const Work* w, CWo
         # keep the rows that are not exactly zero, compacted in place
         ga = 0
         for j in range(g):
-            nz = c.cfm > 0.0
+            nz = keep
             p = 0
             while not nz and p < n0:
                 nz = V0[j * n0 + p] != 0.0
@@ -1139,12 +1170,12 @@ cdef inline void group_pieces(const ModelC* m, const CWork* cw, const RowGroup* 
     Y[1] = Y[0] + hi[0] * G.g
 
 
-cdef inline void dense_gram(const ModelC* m, CWork* cw, const RowGroup* G, int ng,
-                            int na) noexcept nogil:
-    """``cw.K = Y^T Y`` (na x na) from the groups' columns of Y, block by
-    block: two pieces meet on the depths both cover, up to their paths'
-    common ancestors."""
-    cdef int a, b, i, j, s1, s2, lo, hi
+cdef inline void group_block(const ModelC* m, const CWork* cw, const RowGroup* Ga,
+                             const RowGroup* Gb, double* K, int ld) noexcept nogil:
+    """``K[:g_a, :g_b] += Y_a^T Y_b`` (leading dimension ld) for two groups'
+    columns of Y: two pieces meet on the depths both cover, up to their
+    paths' common ancestors."""
+    cdef int s1, s2, lo, hi
     cdef int pk[2]
     cdef int plo[2]
     cdef int phi[2]
@@ -1153,32 +1184,78 @@ cdef inline void dense_gram(const ModelC* m, CWork* cw, const RowGroup* G, int n
     cdef int qhi[2]
     cdef double* pY[2]
     cdef double* qY[2]
+    group_pieces(m, cw, Ga, pk, plo, phi, pY)
+    group_pieces(m, cw, Gb, qk, qlo, qhi, qY)
+    for s1 in range(2):
+        if pk[s1] < 0:
+            continue
+        for s2 in range(2):
+            if qk[s2] < 0:
+                continue
+            lo = plo[s1] if plo[s1] > qlo[s2] else qlo[s2]
+            hi = phi[s1] if phi[s1] < qhi[s2] else qhi[s2]
+            hi = path_common(m, pk[s1], qk[s2], lo, hi)
+            if hi > lo:
+                block_add(pY[s1] + lo - plo[s1], phi[s1] - plo[s1], Ga.g,
+                          qY[s2] + lo - qlo[s2], qhi[s2] - qlo[s2], Gb.g, hi - lo, K, ld)
+
+
+cdef inline void dense_gram(const ModelC* m, CWork* cw, const RowGroup* G, int ng,
+                            int na) noexcept nogil:
+    """``cw.K = Y^T Y`` (na x na) from the groups' columns of Y, block by
+    block (the blocks on and above the diagonal, then mirrored)."""
+    cdef int a, b, i, j
     cdef double* Kr
     for i in range(na * na):
         cw.K[i] = 0.0
     for a in range(ng):
-        group_pieces(m, cw, &G[a], pk, plo, phi, pY)
         for b in range(a, ng):
-            group_pieces(m, cw, &G[b], qk, qlo, qhi, qY)
-            Kr = cw.K + G[a].a0 * na + G[b].a0
-            for s1 in range(2):
-                if pk[s1] < 0:
-                    continue
-                for s2 in range(2):
-                    if qk[s2] < 0:
-                        continue
-                    lo = plo[s1] if plo[s1] > qlo[s2] else qlo[s2]
-                    hi = phi[s1] if phi[s1] < qhi[s2] else qhi[s2]
-                    hi = path_common(m, pk[s1], qk[s2], lo, hi)
-                    if hi > lo:
-                        block_add(pY[s1] + lo - plo[s1], phi[s1] - plo[s1], G[a].g,
-                                  qY[s2] + lo - qlo[s2], qhi[s2] - qlo[s2], G[b].g, hi - lo,
-                                  Kr, na)
-    # the blocks on and above the diagonal are complete: mirror them
+            group_block(m, cw, &G[a], &G[b], cw.K + G[a].a0 * na + G[b].a0, na)
     for i in range(na):
         Kr = cw.K + i * na
         for j in range(i):
             Kr[j] = cw.K[j * na + i]
+
+
+cdef inline int sparse_solve(const ModelC* m, const ClosC* c, CWork* cw,
+                             const RowGroup* G) noexcept nogil:
+    """The sparse route's ``lam`` (``cw.lc``) from ``cw.rhs``: ``K = Y^T Y``
+    (plus ``cfm I`` for soft rows) assembled block by block into the
+    pattern of its factor -- only the group pairs whose rows' supports meet
+    -- and solved by ``_spchol.pxd`` (minimum-norm on dependent rows).
+    Every row is kept (``dense_groups(keep=True)``: row r is group row r).
+    Returns the rank, or -1 when too many rows are dependent."""
+    cdef const SpKKT* sp = c.sp
+    cdef int n = sp.ch.n, p, i, j, t, ga, gb
+    cdef double* Lx = cw.sws
+    cdef double* dep = Lx + sp.ch.nnz
+    cdef double* x = dep + n
+    cdef double* y = x + n
+    cdef double blk[36]
+    cdef int rank
+    for t in range(sp.ch.nnz):
+        Lx[t] = 0.0
+    for p in range(sp.npair):
+        ga = G[sp.pga[p]].g
+        gb = G[sp.pgb[p]].g
+        for i in range(ga * gb):
+            blk[i] = 0.0
+        group_block(m, cw, &G[sp.pga[p]], &G[sp.pgb[p]], blk, gb)
+        for i in range(ga * gb):
+            t = sp.dst[sp.poff[p] + i]
+            if t >= 0:
+                Lx[t] += blk[i]
+    if c.cfm > 0.0:
+        for j in range(n):
+            Lx[sp.ch.Lp[j]] += c.cfm
+    rank = spchol_factor(&sp.ch, Lx, x, dep, c.rcond)
+    for i in range(n):
+        y[sp.pinv[i]] = cw.rhs[i]
+    if spchol_solve(&sp.ch, Lx, dep, y, y + n) != 0:
+        return -1
+    for i in range(n):
+        cw.lc[i] = y[sp.pinv[i]]
+    return rank
 
 
 cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const double* q,
@@ -1318,7 +1395,7 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
     st = closure_rows(m, c, q, w, cw, True)
     if st != 0:
         return st
-    ng = dense_groups(m, c, w, cw, G, &na, fixed)
+    ng = dense_groups(m, c, w, cw, G, &na, fixed, c.cfm > 0.0 or c.sp != NULL)
     if pres != NULL:
         world_rows_times(m, c, w, cw, cw.us, Aud)         # A_u ddq_u
     if c.damping != 0.0 and dq != NULL:
@@ -1342,8 +1419,14 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
             if pres != NULL:
                 t += Aud[<int> cw.act[i]]
             cw.rhs[i] = -t
-    dense_gram(m, cw, G, ng, na)
-    if c.cfm > 0.0:
+    if c.sp != NULL:
+        # the sparse route: K never formed dense
+        st = sparse_solve(m, c, cw, G)
+        if st < 0:
+            return ST_SPARSE_REDUNDANT
+        info[0] = st
+    elif c.cfm > 0.0:
+        dense_gram(m, cw, G, ng, na)
         # soft: (K + cfm I) lam = rhs, positive definite
         for a in range(na):
             cw.K[a * na + a] += c.cfm
@@ -1353,6 +1436,7 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
         chol_solve(cw.K, na, cw.lc, 1)
         info[0] = na
     else:
+        dense_gram(m, cw, G, ng, na)
         info[0] = psd_solve(cw.K, na, cw.rhs, cw.lc, cw, c.rcond)
     scatter_lam(nr, na, cw, lam)
     # ddq = L^{-1} (x + Y lam)                                           (eq. 69)

@@ -108,7 +108,11 @@ class _NativeClosed:
         if nd is None:
             return None
         return _core.FastForward(sys._md, nd, self._route, self.name, self.counters,
-                                 self._native_factorizations)
+                                 self._native_factorizations, self._extra_stats())
+
+    def _extra_stats(self):
+        """Stats every native call of this solver adds (None: none)."""
+        return None
 
     def _batch_stats(self, N, info):
         self.counters["calls"] += N
@@ -161,7 +165,8 @@ class _NativeHybrid(_NativeClosed):
         nd = self._native_data()
         if nd is None:
             return None
-        return _core.FastHybrid(self.system._md, lambda key: (nd, self._route, None), self.name,
+        extra = self._extra_stats()
+        return _core.FastHybrid(self.system._md, lambda key: (nd, self._route, extra), self.name,
                                 self.counters, self._native_factorizations)
 
 
@@ -210,28 +215,98 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
             raise ValueError(f"rcond must be in (0, 1), got {r}")
         self.options["rcond"] = self._rcond = r
         route = self.options["route"]
-        if route not in ("auto", "aba", "dense"):
-            raise ValueError(f"route must be 'auto', 'aba' or 'dense', got {route!r}")
+        if route not in ("auto", "aba", "dense", "sparse"):
+            raise ValueError(f"route must be 'auto', 'aba', 'dense' or 'sparse', got {route!r}")
+        self._sparse_nd = None
         if route == "auto":
-            route = "dense" if self._dense_cost() < 165.0 else "aba"
-        self._route = 1 if route == "dense" else 0
+            route = self._auto_route()
+        self.route = route
+        self._route = 0 if route == "aba" else 1
 
-    def _dense_cost(self):
-        """The dense route's work relative to the articulated-body route's,
-        from the shapes alone (``route="auto"``).  With d_k the depth of dof
-        k in the dof tree, nz the rows of A that are not exactly zero at a
-        random configuration (the dense route skips zero rows: the
-        out-of-plane rows of balls closing planar loops are zero
-        everywhere) and s their mean number of non-zeros:
+    def _native_data(self):
+        if self.route != "sparse":
+            return super()._native_data()
+        if self._sparse_nd is None:
+            nd = self.system._native(self.options["rcond"], fresh=True)
+            if nd is None:
+                return None
+            nd.attach_sparse(self.system._md, self._pattern(nd).plan())
+            self._sparse_nd = nd
+        return self._sparse_nd
 
-            dense ~ sum d_k^2 + 2 nz s mean(d) + nz^2 s / 2 + nz^3 / 6
-                    (L^T L, the columns of Y, K = Y^T Y, the pivoted solve)
-            aba   ~ nbodies (nc + 2)    (articulated-body and unit passes)
+    def _pattern(self, nd=None):
+        """The structure of ``K`` (``gear.constraints.sparse.KKTPattern``),
+        built once per solver."""
+        if getattr(self, "_kpattern", None) is None:
+            from ..constraints.sparse import KKTPattern
 
-        ``dense / aba < 165`` picks the dense route: fitted on this
-        project's machine class to the benchmark mechanisms and to serial
-        chains of revolute joints held at the tip by a ball (the routes
-        cross at about 45 bodies, cost 167)."""
+            nd = nd if nd is not None else self.system._native(self.options["rcond"])
+            self._kpattern = KKTPattern(self.system.model, nd)
+        return self._kpattern
+
+    def __getstate__(self):
+        # the sparse plan is rebuilt on first use (pickle, Dask workers)
+        state = self.__dict__.copy()
+        state.update(_sparse_nd=None, _kpattern=None)
+        return state
+
+    def _native_status(self, st, k, q, dq):
+        if st == -6:
+            from ..constraints.sparse import MAX_COMPLETION
+
+            raise np.linalg.LinAlgError(
+                f"state {k}: more than {MAX_COMPLETION} constraint rows depend on the others "
+                "(redundant closures); the sparse route completes at most that many to the "
+                "minimum-norm multiplier: use route='dense'")
+
+    def _extra_stats(self):
+        return {"route": self.route, "rank": None}        # rank: the kernel's
+
+    def _batch_stats(self, N, info):
+        return {**super()._batch_stats(N, info), "route": self.route}
+
+    def _forward(self, q, dq, tau, f_ext):
+        ddq, lam, stats = super()._forward(q, dq, tau, f_ext)
+        if stats.get("native"):
+            stats["route"] = self.route
+        return ddq, lam, stats
+
+    def _hybrid(self, q, dq, ddq, tau, u, f_ext):
+        out = super()._hybrid(q, dq, ddq, tau, u, f_ext)
+        if out[3].get("native"):
+            out[3]["route"] = self.route
+        return out
+
+    def _auto_route(self):
+        """``route="auto"``: the cheapest of the three routes by a cost model
+        from the shapes alone (:meth:`route_costs`)."""
+        costs = self.route_costs()
+        return min(costs, key=costs.get)
+
+    def route_costs(self):
+        """The modelled work of each route, in units of one body's share of
+        an articulated-body pass (what ``route="auto"`` compares).
+
+        With ``d_k`` the depth of dof k in the dof tree, ``nz`` the rows of
+        ``A`` that are not exactly zero at a random configuration (the dense
+        route skips zero rows: the out-of-plane rows of balls closing planar
+        loops are zero everywhere), ``s`` their mean number of non-zeros,
+        ``nnz_K`` and ``f`` the entries of ``K`` and the flops of its sparse
+        factor (``gear/constraints/sparse.py``, structural: every row kept):
+
+            aba    ~ 165 nbodies (nc + 2)           articulated-body and unit passes
+            dense  ~ sum d_k^2 + 2 nz s mean(d) + nz^2 s / 2 + nz^3 / 6
+                                                    L^T L, Y, K = Y^T Y, pivoted solve
+            sparse ~ sum d_k^2 + 2 nc s mean(d) + 3 nnz_K s' + f + 30 nc
+                                                    the same with K's pairs only
+
+        (``s'`` the mean overlap of two meeting rows' supports).  The factor
+        165 was fitted on this project's machine class to the benchmark
+        mechanisms and to serial chains of revolute joints held at the tip
+        by a ball (the aba and dense routes cross at about 45 bodies); the
+        sparse terms count its bookkeeping per entry (``benchmarks/
+        bench_trees.py`` times the three routes on two spanning trees of the
+        N-four-bar, ``benchmarks/bench_constraints.py`` on chains)."""
         sys = self.system
         model = sys.model
         vp = model.data.dof_parents()
@@ -247,8 +322,24 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
         nz = int(rows.sum())
         s = float(np.count_nonzero(A[rows]) / nz) if nz else 0.0
         dmean = float(depth.mean()) if model.nv else 0.0
-        dense = float((depth ** 2).sum()) + 2 * nz * s * dmean + nz * nz * s / 2 + nz ** 3 / 6
-        return dense / (model.nbodies * (sys.nc + 2))
+        tree = float((depth ** 2).sum())
+        dense = tree + 2 * nz * s * dmean + nz * nz * s / 2 + nz ** 3 / 6
+        costs = {"aba": 165.0 * model.nbodies * (sys.nc + 2), "dense": dense}
+        if sys._native(self.options["rcond"]) is not None and sys.nc > 0 and dense > 2000.0:
+            costs["sparse"] = self._sparse_cost(A, depth, tree, dmean)
+        return costs
+
+    def _sparse_cost(self, A, depth, tree, dmean):
+        """The sparse route's modelled work (see :meth:`route_costs`)."""
+        m = self.system.nc
+        s = float(np.count_nonzero(A) / max(m, 1))
+        # a dense K (the deep chain) is the dense route's work and more:
+        # leave the pattern unbuilt
+        pat = self._pattern()
+        if pat.pair_fill > 0.25 and len(pat.groups) > 40:
+            return float("inf")            # K dense: the dense route's work and more
+        return (tree + 2 * m * s * dmean + 3 * pat.nnz_K * min(s, dmean + 1)
+                + pat.factor_flops + 30 * m)
 
     def _forward_numpy(self, q, dq, tau, f_ext):
         from scipy.linalg import cho_factor, cho_solve

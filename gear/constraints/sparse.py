@@ -1,0 +1,217 @@
+"""The plan of the sparse route of the ``kkt`` solver: which entries of
+``K = A M^{-1} A^T`` can be non-zero, in which order to factorise it, and
+where each block goes.
+
+On the dense route (``gear/constraints/_closed.pxd``, ``closed_dense``),
+``M = L^T L`` is factorised by Featherstone's tree-sparse algorithm
+(Featherstone, "Rigid Body Dynamics Algorithms", Sec. 6.5: no fill-in) and
+``Y = L^{-T} A^T`` is computed column by column on each row's root paths:
+the column of a row is non-zero only on the dofs of the root paths of the
+bodies it acts on.  So ``K = Y^T Y`` couples two rows only when those
+paths share a dof.  On a shallow spanning tree whose loops close between
+neighbouring branches (every crank of the N-four-bar pivoted on the
+ground) ``K`` is banded and the whole solve linear in the number of loops;
+on a deep chain whose every loop spans it, ``K`` is dense and the sparse
+route does the dense route's work with more bookkeeping.
+
+The plan is structural, built once per set of rows:
+
+- the rows' groups as the kernel forms them (the rows of one closure, at
+  most six; a coupler row alone) and each group's support (a set of dofs,
+  closed under dof ancestors);
+- the group pairs whose supports meet (the blocks of ``K`` that can be
+  non-zero);
+- a fill-reducing order of the rows (CHOLMOD's AMD when gear is built with
+  CHOLMOD, else SciPy's reverse Cuthill--McKee), the factor's pattern and
+  row lists (``gear._core.sparse_symbolic``);
+- for each pair, where each entry of its block lands among the factor's
+  values (the lower triangle in the factor's order).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import _core
+
+__all__ = ["KKTPattern", "row_groups", "MAX_COMPLETION"]
+
+#: dependent rows that are not negligible (see ``gear/algorithms/_spchol.pxd``)
+#: the sparse route completes to the minimum-norm multiplier per state
+MAX_COMPLETION = 64
+
+_COUPLER = 4
+
+
+def row_groups(rtype, rk):
+    """The kernel's row groups: ``(start, count)`` per group, in order --
+    the rows of one closure together (at most six), a coupler row alone
+    (``dense_groups`` of ``_closed.pxd``)."""
+    groups, r0, m = [], 0, len(rtype)
+    while r0 < m:
+        g = 1
+        if rtype[r0] != _COUPLER:
+            while g < 6 and r0 + g < m and rtype[r0 + g] != _COUPLER and rk[r0 + g] == rk[r0]:
+                g += 1
+        groups.append((r0, g))
+        r0 += g
+    return groups
+
+
+def _dof_paths(model):
+    """Per dof, the set of dofs on its root path (itself included)."""
+    vp = np.asarray(model.data.dof_parents())
+    paths = []
+    for k in range(model.nv):
+        p = int(vp[k])
+        paths.append((paths[p] if p >= 0 else frozenset()) | {k})
+    return paths
+
+
+def _body_dof(model, b):
+    """The deepest dof on the root path of body ``b`` (-1: none)."""
+    while b >= 0 and model.joints[b].nv == 0:
+        b = model.parents[b]
+    return -1 if b < 0 else model._iv[b] + model.joints[b].nv - 1
+
+
+def _group_support(model, paths, rtype, ri, rj, rk, ba, bb, r0):
+    if rtype[r0] == _COUPLER:
+        ends = (int(ri[r0]), int(rj[r0]))
+    else:
+        k = int(rk[r0])
+        ends = (_body_dof(model, int(ba[k])), _body_dof(model, int(bb[k])))
+    out = set()
+    for d in ends:
+        if d >= 0:
+            out |= paths[d]
+    return out
+
+
+def _ordering(pattern):
+    """A fill-reducing permutation of the symmetric ``pattern`` (CSC):
+    ``perm[k]`` is the row that becomes row k."""
+    n = pattern.shape[0]
+    low = sp.tril(pattern, format="csc")
+    low.sort_indices()
+    if _core.cholmod_available():
+        return np.asarray(_core.cholmod_ordering(n, low.indptr, low.indices, 2), dtype=np.int64)
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    return np.asarray(reverse_cuthill_mckee(pattern.tocsr(), symmetric_mode=True), dtype=np.int64)
+
+
+class KKTPattern:
+    """The structure of ``K`` for the rows encoded in ``nd`` (a
+    ``gear._core.ClosureData``) on ``model``: the groups, the meeting pairs,
+    the fill-reducing order and the factor's pattern (see the module
+    docstring).
+
+    Attributes
+    ----------
+    groups : list of (int, int)
+        ``(first row, rows)`` of every group.
+    pga, pgb : ndarray of int32
+        The meeting group pairs, ``pga <= pgb``.
+    nnz_K : int
+        Structurally non-zero entries of ``K`` (both triangles).
+    factor_nnz : int
+        Entries of its Cholesky factor in the chosen order.
+    factor_flops : float
+        Multiply-adds of the numeric factorisation (sum of squared column
+        counts).
+    """
+
+    def __init__(self, model, nd):
+        rtype, ri, rj, rk = (np.asarray(a)[:-1] for a in nd.arrays[:4])
+        ba, bb = (np.asarray(a)[:-1] for a in nd.arrays[8:10])
+        self.m = m = len(rtype)
+        self.groups = row_groups(rtype, rk)
+        paths = _dof_paths(model)
+        supports = [_group_support(model, paths, rtype, ri, rj, rk, ba, bb, r0)
+                    for r0, _ in self.groups]
+        # group pairs whose supports meet: through a group x dof incidence
+        ng = len(self.groups)
+        inc_r = np.repeat(np.arange(ng), [len(s) for s in supports])
+        inc_c = np.fromiter((d for s in supports for d in sorted(s)), dtype=np.int64,
+                            count=len(inc_r))
+        B = sp.csr_matrix((np.ones(len(inc_r)), (inc_r, inc_c)), shape=(ng, max(model.nv, 1)))
+        G = sp.triu(B @ B.T, format="coo")
+        order = np.lexsort((G.col, G.row))
+        self.pga = G.row[order].astype(np.int32)
+        self.pgb = G.col[order].astype(np.int32)
+        self.pair_fill = len(self.pga) / max(ng * (ng + 1) / 2, 1)
+        self.size = np.array([g for _, g in self.groups], dtype=np.int64)
+        self.start = np.array([r0 for r0, _ in self.groups], dtype=np.int64)
+        self._symbolic = None
+
+    @property
+    def symbolic(self):
+        """``(Lp, Li, LRp, LRk, LRpos)`` of ``gear._core.sparse_symbolic`` in
+        the fill-reducing order (computed on first use)."""
+        if self._symbolic is None:
+            self._analyse()
+        return self._symbolic
+
+    @property
+    def nnz_K(self):
+        self.symbolic
+        return self._nnz_K
+
+    @property
+    def factor_nnz(self):
+        return int(np.diff(self.symbolic[0]).sum())
+
+    @property
+    def factor_flops(self):
+        return float((np.diff(self.symbolic[0]).astype(float) ** 2).sum())
+
+    def _analyse(self):
+        m = self.m
+        # every entry of every pair's block (row-major per block), as rows of K
+        ra, rb, self.poff = self._entries()
+        pat = sp.coo_matrix((np.ones(len(ra)), (ra, rb)), shape=(m, m)).tocsc()
+        pat = ((pat + pat.T + sp.identity(m, format="csc")) != 0).astype(float).tocsc()
+        self._nnz_K = int(pat.nnz)
+        perm = _ordering(pat)
+        self.pinv = np.empty(m, dtype=np.int64)
+        self.pinv[perm] = np.arange(m)
+        # rows of the lower triangle of the permuted pattern -> the factor's pattern
+        P = sp.coo_matrix(pat)
+        pr, pc = self.pinv[P.row], self.pinv[P.col]
+        low = pr > pc
+        R = sp.csr_matrix((np.ones(int(low.sum())), (pr[low], pc[low])), shape=(m, m))
+        R.sort_indices()
+        self._symbolic = _core.sparse_symbolic(m, R.indptr.astype(np.int32),
+                                               R.indices.astype(np.int32))
+        self._entry_rows = (ra, rb)
+
+    def _entries(self):
+        """Rows (i, j) of K of every entry of every pair's block, and the
+        blocks' offsets."""
+        ga, gb = self.size[self.pga], self.size[self.pgb]
+        n = ga * gb
+        poff = np.concatenate([[0], np.cumsum(n)]).astype(np.int64)
+        pid = np.repeat(np.arange(len(n)), n)
+        local = np.arange(int(poff[-1])) - poff[pid]
+        i = self.start[self.pga][pid] + local // gb[pid]
+        j = self.start[self.pgb][pid] + local % gb[pid]
+        return i, j, poff
+
+    def plan(self, nnmax=None):
+        """The kernel's plan, ``gear._core.SparseKKTData``."""
+        m = self.m
+        Lp, Li, LRp, LRk, LRpos = self.symbolic
+        # where each entry lands: the lower entry of the factor (column
+        # min(i, j), row max(i, j)); Li is sorted within columns
+        col_of = np.repeat(np.arange(m, dtype=np.int64), np.diff(Lp))
+        key = col_of * m + Li
+        i, j = (self.pinv[r] for r in self._entry_rows)
+        want = np.minimum(i, j) * m + np.maximum(i, j)
+        dst = np.searchsorted(key, want)
+        if len(key) and not np.array_equal(key[np.minimum(dst, len(key) - 1)], want):
+            raise RuntimeError("sparse KKT plan: an entry of K is outside its factor's pattern")
+        diag = np.repeat(self.pga == self.pgb, np.diff(self.poff))
+        dst[diag & (i < j)] = -1                         # diagonal blocks: lower entries only
+        return _core.SparseKKTData(m, Lp, Li, LRp, LRk, LRpos, self.pinv, self.pga, self.pgb,
+                                   self.poff, dst, MAX_COMPLETION if nnmax is None else nnmax)
