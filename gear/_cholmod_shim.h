@@ -1,5 +1,5 @@
 /* The few CHOLMOD calls of the native maximal-coordinate kernel
- * (gear/constraints/_maximal.pxd), behind one small handle.
+ * (gear/maximal/_kernel.pxd), behind one small handle.
  *
  * Built with CHOLMOD when meson finds libcholmod and <suitesparse/cholmod.h>
  * (Debian: libsuitesparse-dev) and defines GEAR_HAVE_CHOLMOD; otherwise every

@@ -23,16 +23,17 @@ from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear.algorithms._rollout cimport RollC, rollout as _rollout, rollout_scratch
 from gear.algorithms._spchol cimport SpChol
-from gear.constraints._closed cimport (ClosC, SpKKT, CWork, cwork_from, cwork_size, cwork_from_c,
-                                       cwork_size_c, constraint_rows as _crows,
-                                       closed_dynamics as _cdyn_aba,
-                                       closed_dense as _cdense,
-                                       closed_forward_projection as _cproj,
-                                       closed_inverse as _cinv)
-from gear.constraints._maximal cimport (MaxC, MaxW, maxwork, maximal_scratch, maximal_assemble, joint_frames,
-                                        maximal_forward as _cmax, gear_chol, gear_chol_available,
-                                        gear_chol_new, gear_chol_clone, gear_chol_free, gear_chol_lnz,
-                                        gear_chol_perm)
+from gear.constraints._cwork cimport (ClosC, SpKKT, CWork, cwork_from, cwork_size, cwork_from_c,
+                                      cwork_size_c)
+from gear.constraints._rows cimport constraint_rows as _crows
+from gear.constraints._aba_route cimport closed_dynamics as _cdyn_aba
+from gear.constraints._dense_route cimport closed_dense as _cdense
+from gear.constraints._projection cimport closed_forward_projection as _cproj
+from gear.constraints._inverse cimport closed_inverse as _cinv
+from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_scratch, maximal_assemble, joint_frames,
+                                   maximal_forward as _cmax, gear_chol, gear_chol_available,
+                                   gear_chol_new, gear_chol_clone, gear_chol_free, gear_chol_lnz,
+                                   gear_chol_perm)
 
 
 def omp_max_threads():
@@ -602,7 +603,7 @@ def _check_congruence(const double[::1] T, const double[:, ::1] P):
 
 
 # ---------------------------------------------------------------------------
-# Closed loops (Kim Sec. 3): gear/constraints/_closed.pxd
+# Closed loops (Kim Sec. 3): gear/constraints/_cwork.pxd and the route files it lists
 # ---------------------------------------------------------------------------
 def _padded(x, dtype):
     # a C-contiguous copy with one spare element (so that empty arrays have
@@ -613,7 +614,8 @@ def _padded(x, dtype):
 
 cdef class ClosureData:
     """Frozen constraint rows of a :class:`gear.ConstrainedModel` for the
-    native kernels (see _closed.pxd for the row encoding)."""
+    native kernels (see ``gear/constraints/_cwork.pxd`` and ``_rows.pxd`` for
+    the row encoding)."""
     cdef ClosC c
     cdef readonly object arrays
     cdef double[::1] cws
@@ -696,7 +698,7 @@ cdef class ClosureData:
 
 cdef class MaximalData:
     """The fixed plan of the native maximal-coordinate kernel (MaxC of
-    ``gear/constraints/_maximal.pxd``) and, when ``analyse``, the CHOLMOD
+    ``gear/maximal/_kernel.pxd``) and, when ``analyse``, the CHOLMOD
     symbolic factorisation of its ``K`` pattern."""
     cdef MaxC c
     cdef readonly object arrays
@@ -789,7 +791,7 @@ cdef class MaximalData:
 
 cdef class SparseKKTData:
     """The fixed plan of the dense route's sparse ``K`` (SpKKT of
-    ``gear/constraints/_closed.pxd``): the factor's pattern
+    ``gear/constraints/_cwork.pxd``): the factor's pattern
     (:func:`sparse_symbolic`), the row permutation and the group pairs'
     destinations.  Built by ``gear/constraints/sparse.py``."""
     cdef SpKKT c
@@ -1072,7 +1074,7 @@ def closed_inverse(ModelData md, ClosureData cd, const double[:, ::1] q, const d
                    const double[:, :, ::1] fext, double rcond, double[:, ::1] lam,
                    double[:, ::1] info, int[::1] status, int nthreads):
     """Closed-system inverse dynamics (``closed_inverse`` of
-    gear/constraints/_closed.pxd) of each row: ``tau`` holds the passive
+    gear/constraints/_inverse.pxd) of each row: ``tau`` holds the passive
     dofs' torques on entry and gets the actuated ones (``act`` (nv,) 1 on
     them); ``lam`` (N, m) and ``info`` (N, 2: rank, relative residual of
     eq. 57) written; ``status`` 0, ST_INEXACT (-5: fall back to hybrid

@@ -404,7 +404,7 @@ def test_schur_pattern_grows_when_an_entry_outside_it_becomes_nonzero():
 
 
 # ---------------------------------------------------------------------------
-# the native kernel (gear/constraints/_maximal.pxd, CHOLMOD's C API)
+# the native kernel (gear/maximal/_kernel.pxd, CHOLMOD's C API)
 # ---------------------------------------------------------------------------
 native = pytest.mark.skipif(not gear._core.cholmod_available(),
                             reason="gear was built without CHOLMOD (no native maximal kernel)")

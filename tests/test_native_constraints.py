@@ -1,6 +1,7 @@
-"""The native closed-loop kernels (gear/constraints/_closed.pxd) against
-the NumPy implementation they replace (rows from the frame kinematics,
-dynamics through the dense mass matrix) and against their own batching."""
+"""The native closed-loop kernels (gear/constraints/_cwork.pxd and the
+route files it lists) against the NumPy implementation they replace (rows
+from the frame kinematics, dynamics through the dense mass matrix) and
+against their own batching."""
 import numpy as np
 import pytest
 

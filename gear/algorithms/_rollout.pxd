@@ -6,8 +6,10 @@ Integrators: semi-implicit Euler and classical RK4, with the stages
 combined in the tangent space and applied with the joints' exponential
 maps (``integrate_config``), as in ``gear/simulation.py``.  The
 right-hand side is the articulated-body algorithm (a tree) or the
-constrained forward dynamics of ``gear/constraints/_closed.pxd`` (a
-closed chain).  Closed chains can be projected back onto the
+constrained forward dynamics of a closed chain (one of the routes in
+``gear/constraints/``: ``_aba_route.pxd``, ``_dense_route.pxd``,
+``_projection.pxd``), or the maximal-coordinate kernel of
+``gear/maximal/_kernel.pxd``.  Closed chains can be projected back onto the
 constraint manifold after each step.  The position step is Gauss-Newton
 ``dq = -A^T (A A^T)^+ g`` to ``tol``, and the velocity is then projected
 by ``v -= A^T (A A^T)^+ A v``, with the same minimum-norm PSD solve as
@@ -26,10 +28,13 @@ from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._aba cimport hybrid
 from gear.algorithms._rnea cimport rnea
 from gear.joints._integrate cimport integrate_config
-from gear.constraints._maximal cimport maximal_forward
-from gear.constraints._closed cimport (ClosC, CWork, closed_dynamics, closed_forward_dense,
-                                       closed_forward_projection,
-                                       constraint_rows, psd_solve)
+from gear.maximal._kernel cimport maximal_forward
+from gear.constraints._cwork cimport ClosC, CWork
+from gear.constraints._rows cimport constraint_rows
+from gear.constraints._psd cimport psd_solve
+from gear.constraints._aba_route cimport closed_dynamics
+from gear.constraints._dense_route cimport closed_forward_dense
+from gear.constraints._projection cimport closed_forward_projection
 
 
 cdef struct RollC:

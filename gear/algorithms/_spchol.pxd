@@ -1,7 +1,7 @@
 # cython: language_level=3
 """Sparse Cholesky factorisation of a symmetric positive semi-definite
 matrix with a fixed pattern, and its minimum-norm solve, inside nogil
-kernels (the sparse route of ``gear/constraints/_closed.pxd``).
+kernels (the sparse route, ``gear/constraints/_sparse_route.pxd``).
 
 The symbolic work is done once per pattern, in Python
 (``gear/constraints/sparse.py``): a fill-reducing order (CHOLMOD's AMD),
@@ -19,7 +19,7 @@ solution of large sparse positive definite systems", Sec. 5; Davis,
 in the pattern's positions only: its cost is the factor's flop count.
 
 Semi-definite ``K`` (dependent rows).  As the dense route's pivoted
-Cholesky (``psd_solve`` in ``_closed.pxd``): a pivot ``x_j`` not above
+Cholesky (``psd_solve`` in ``gear/constraints/_psd.pxd``): a pivot ``x_j`` not above
 ``rtol`` times the largest diagonal of ``K`` marks row j dependent and its
 column of ``L`` is set to zero.  The basic solution takes ``lam_D = 0``;
 the minimum-norm one adds the null-space correction of ``psd_solve``: with

@@ -150,7 +150,7 @@ class ConstraintSolver:
     def _inverse_native(self, q, dq, ddq, a, tau_p, f_ext):
         """Closed inverse dynamics for the default objective on a batch
         (2-D arrays) through the native kernel (``closed_inverse`` in
-        ``gear/constraints/_closed.pxd``: one RNEA, the rows, the pivoted QR
+        ``gear/constraints/_inverse.pxd``: one RNEA, the rows, the pivoted QR
         of ``A_p^T`` and the minimum-norm ``lam``), in parallel over the
         states.  Returns ``(tau, lam, exact, rank)`` -- the states that are
         not exact (under-actuated) are left for :meth:`hybrid` -- or None

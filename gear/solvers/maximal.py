@@ -79,7 +79,7 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
     ``libcholmod`` and ``suitesparse/cholmod.h``: Debian's
     ``libsuitesparse-dev``; :meth:`MaximalSolver.native_available` tells),
     forward dynamics runs in one native call
-    (``gear/constraints/_maximal.pxd``): the rows, ``K``'s values in a
+    (``gear/maximal/_kernel.pxd``): the rows, ``K``'s values in a
     fixed pattern, CHOLMOD's numeric factorisation and solves, and the
     joint accelerations, with the arithmetic above (``C_i`` from a
     Householder QR of ``S_i`` instead of an SVD: another orthonormal
@@ -169,7 +169,7 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
 
     def _build_native(self, prune, leave_out=(), pres=None):
         """The fixed plan of the native kernel (``MaxC`` of
-        ``gear/constraints/_maximal.pxd``): every row's two bodies, each
+        ``gear/maximal/_kernel.pxd``): every row's two bodies, each
         body's segments and segment pairs, and K's pattern: CHOLMOD's
         fill-reducing order, then the upper triangle of the permuted matrix
         with its symbolic analysis.  With ``prune``, entries of the

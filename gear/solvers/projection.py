@@ -34,7 +34,7 @@ class ProjectionSolver(_NativeHybrid, ConstraintSolver):
 
     When every constraint is a :class:`gear.LoopClosure` or a joint coupler,
     forward and hybrid dynamics run natively (``closed_forward_projection``
-    in ``gear/constraints/_closed.pxd``, single states, batches in parallel
+    in ``gear/constraints/_projection.pxd``, single states, batches in parallel
     and the native rollout loop): the null space comes from a Householder
     QR of ``A^T`` with column pivoting (rank where ``|R_kk| <= rcond
     |R_00|``) instead of the SVD, and gives the same ``ddq`` and minimum-norm

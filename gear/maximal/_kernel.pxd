@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""Maximal-coordinate forward and hybrid dynamics in one native call (seed
-004, eq. 12).
+"""Maximal-coordinate forward and hybrid dynamics in one native call (Ruan,
+Articulated rigid body systems, eq. 12).
 
 Every body is a free rigid body with body twist ``V_i``; joints and loops
 are rows ``J`` on the stacked twists, ``Mb`` is block-diagonal, and the KKT
@@ -26,7 +26,7 @@ C_i eta_i`` (rows of ``C_i``: an orthonormal basis of the annihilator of
 ``S_i``, from a Householder QR of ``S_i``, which also gives ``S_i^+ =
 R^{-1} Q_1^T``; computed once per plan for the joints whose ``S_i`` is
 constant in the body frame, ``MaxC.cfr``); loop row r gives ``F_rA . dV_a + F_rB . dV_b = -dA dq_r +
-F_rA . acc_a + F_rB . acc_b`` (``gear/constraints/_closed.pxd``).  Every
+F_rA . acc_a + F_rB . acc_b`` (``gear/constraints/_rows.pxd``).  Every
 row meets at most two bodies, in two 6-blocks ("segments").  ``K`` has a
 fixed pattern, stored as the upper triangle of the permuted matrix
 (``MaxC.perm``, ``Kp/Ki``); with ``Mb_b^{-1} = L_b L_b^T`` (Cholesky, once
@@ -45,7 +45,8 @@ joints' own torques are left out of ``f``.
 from libc.math cimport sqrt, fabs
 from gear.algorithms._types cimport ModelC, Work
 from gear.spatial._spatial cimport dAd_inv, Ad_inv, dad, inertia_mul, matTvec3
-from gear.constraints._closed cimport (ClosC, CWork, constraint_rows, motion_pass, row_rate)
+from gear.constraints._cwork cimport ClosC, CWork
+from gear.constraints._rows cimport constraint_rows, motion_pass, row_rate
 
 
 cdef extern from "_cholmod_shim.h" nogil:

@@ -1,0 +1,259 @@
+# cython: language_level=3
+"""The dense route of the closed-loop kernels: constrained forward and
+hybrid dynamics by building ``M`` (``closed_dense``; the route Kim, Lie
+Group Formulation of Articulated Rigid Body Dynamics, eqs. 67-69 avoid,
+kept to show where each wins).
+
+CRBA and RNEA give ``M`` and the bias ``b``; Featherstone's tree-sparse
+factorisation ``M = L^T L`` (Featherstone, Rigid Body Dynamics
+Algorithms, Sec. 6.5: no fill-in, cost the sum of squared dof depths),
+packed by ancestors (``gear/algorithms/_dense.pxd``), then
+
+    x = L^{-T} (tau - b),   Y = L^{-T} A^T,   K = A M^{-1} A^T = Y^T Y,
+    K lam = -(Y^T x + dA dq),   ddq = L^{-1} (x + Y lam)
+
+with Y computed on the row groups' pieces of root paths (``_groups.pxd``).
+K is formed dense (``dense_gram``) and solved for the minimum-norm ``lam``
+(``_psd.pxd``), or by Cholesky of ``K + cfm I`` for soft rows; with a
+sparse plan (``ClosC.sp``) it is never formed dense (``_sparse_route.pxd``).
+Hybrid dynamics (Kim eqs. 70-77) factorise ``M_vv`` and finish with the
+prescribed joints' torques (``dense_finish``).
+"""
+from libc.math cimport sqrt
+from gear.algorithms._types cimport ModelC, Work
+from gear.algorithms._rnea cimport rnea
+from gear.algorithms._crba cimport crba_packed
+from gear.algorithms._dense cimport (chol_factor, chol_solve, tree_factor, tree_solve_Lt, tree_solve_L,
+                                     tree_path_solve_Lt)
+from gear.constraints._cwork cimport ST_MASS_NOT_PD, ST_SPARSE_REDUNDANT, ClosC, CWork
+from gear.constraints._rows cimport (world_kinematics, closure_rows, world_rows_times,
+                                     applied_forces)
+from gear.constraints._psd cimport psd_solve
+from gear.constraints._groups cimport (RowGroup, dense_groups, group_pieces, group_block, path_dot,
+                                       path_axpy)
+from gear.constraints._sparse_route cimport sparse_solve
+
+
+cdef inline void dense_gram(const ModelC* m, CWork* cw, const RowGroup* G, int ng,
+                            int na) noexcept nogil:
+    """``cw.K = Y^T Y`` (na x na) from the groups' columns of Y, block by
+    block (the blocks on and above the diagonal, then mirrored)."""
+    cdef int a, b, i, j
+    cdef double* Kr
+    for i in range(na * na):
+        cw.K[i] = 0.0
+    for a in range(ng):
+        for b in range(a, ng):
+            group_block(m, cw, &G[a], &G[b], cw.K + G[a].a0 * na + G[b].a0, na)
+    for i in range(na):
+        Kr = cw.K + i * na
+        for j in range(i):
+            Kr[j] = cw.K[j * na + i]
+
+
+cdef inline void scatter_lam(int nr, int na, CWork* cw, double* lam) noexcept nogil:
+    # lam = the multipliers cw.lc of the active rows, zero on the others
+    cdef int r
+    for r in range(nr):
+        lam[r] = 0.0
+    for r in range(na):
+        lam[<int> cw.act[r]] = cw.lc[r]
+
+
+cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
+                             const double* dq, double* ddq, double* tau,
+                             const unsigned char* pres, const double* fext, double* lam,
+                             double* info, Work* w, CWork* cw) noexcept nogil:
+    """Constrained forward dynamics by building ``M`` (the route Kim's
+    eqs. 67-69 avoid; kept to show where each wins): CRBA, RNEA for the
+    bias, then Featherstone's tree-sparse factorisation ``M = L^T L``
+    (RBDA Sec. 6.5: no fill-in, cost sum of squared dof depths), packed by
+    ancestors (``_dense.pxd``), and
+
+        x = L^{-T} (tau - b),   Y = L^{-T} A^T,   K = A M^{-1} A^T = Y^T Y,
+        K lam = -(Y^T x + dA dq)        (Y^T x = A M^{-1} (tau - b)),
+        ddq = L^{-1} (x + Y lam).
+
+    A row of A is the sum of its closure's two sides, each non-zero only
+    on the root path of its body (a coupler row: of its two dofs), so the
+    row lives on the first side's path (the "main" piece, by depth) plus
+    the part of the second side's path below the common ancestors (the
+    "tail"), and so does its column of Y, since L^{-T} keeps a root path's
+    support.  The rows of one closure share these pieces and are solved
+    together on them (a ``RowGroup``); K's block of two groups is a sum
+    over the depths where their pieces meet.  Rows of A that are exactly
+    zero are left out (zero multiplier).  With ``c.cfm > 0`` (the soft
+    solver) every row is kept and ``(K + cfm I) lam = rhs - damping A dq``
+    is solved by Cholesky.  Same outputs and status codes as
+    :func:`closed_dynamics`, plus ST_MASS_NOT_PD.
+
+    Hybrid dynamics (``pres``, per body: ``ddq`` read on the prescribed
+    dofs u and written on the others v, ``tau`` the other way round, as in
+    :func:`closed_dynamics`; eqs. 70-77): RNEA at ``ddq_u`` (``ddq_v = 0``)
+    gives ``h = b + M_.u ddq_u``; the u rows and columns of the packed M
+    are replaced by the identity, so the same factorisation is that of
+    ``M_vv``; A's u columns are left out of the pieces and their term
+    ``A_u ddq_u`` joins ``dA dq``.  Then ``tau_u = h_u + M_uv ddq_v -
+    (A^T lam)_u`` (``dense_finish``)."""
+    cdef int i, j, a, k, p, s1, ng, na, st, nr = c.m, nv = m.nv
+    cdef int pk[2]
+    cdef int plo[2]
+    cdef int phi[2]
+    cdef double* pY[2]
+    cdef double t, acc2
+    cdef double* P = cw.Md
+    cdef double* D = cw.Md + nv * nv - nv
+    cdef RowGroup* G = <RowGroup*> cw.gd
+    cdef double* x = ddq                # x = L^{-T} (tau - b), then L^{-1} (x + Y lam)
+    cdef double* fixed = NULL           # (nv,) 1 on prescribed dofs (hybrid)
+    cdef double* Aud = cw.Pv            # (m,) A_u ddq_u (hybrid)
+    cdef double* h = cw.Pv + nr + nv    # (nv,) b + M_.u ddq_u (hybrid)
+    cdef double* P0 = cw.Pq             # the packed M before the identity goes in (hybrid)
+    if pres != NULL:
+        fixed = cw.Pv + nr
+        x = cw.ts
+        for i in range(m.nb):
+            for k in range(m.nvi[i]):
+                fixed[m.iv[i] + k] = 1.0 if pres[i] else 0.0
+        for k in range(nv):
+            cw.us[k] = ddq[k] if fixed[k] != 0.0 else 0.0
+        rnea(m, q, dq, cw.us, fext, True, x, w)         # x := b + M_.u ddq_u
+    else:
+        rnea(m, q, dq, NULL, fext, True, x, w)          # x := b(q, dq)
+    crba_packed(m, P, D, w)                             # reuses rnea's T and S
+    if pres != NULL:
+        for i in range(nv):
+            h[i] = x[i]
+        for i in range(m.voff[nv]):
+            P0[i] = P[i]
+    for i in range(nv):
+        x[i] = tau[i] - x[i]
+    if pres != NULL:
+        # M_vv: the prescribed dofs' rows and columns become the identity
+        for k in range(nv):
+            if fixed[k] != 0.0:
+                x[k] = 0.0
+                D[k] = 1.0
+                for p in range(m.vdep[k]):
+                    P[m.voff[k] + p] = 0.0
+            else:
+                for p in range(m.vdep[k]):
+                    if fixed[m.vanc[m.voff[k] + p]] != 0.0:
+                        P[m.voff[k] + p] = 0.0
+    if tree_factor(P, D, nv, m.vdep, m.voff, m.vanc) != 0:
+        return ST_MASS_NOT_PD
+    tree_solve_Lt(P, D, nv, m.vdep, m.voff, m.vanc, x)
+    info[0] = 0.0
+    info[1] = 0.0
+    if nr == 0:
+        tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, x)
+        return dense_finish(m, c, ddq, tau, pres, lam, x, fixed, P0, h, w, cw)
+    # rnea's forward pass left T, S, V, eta for these (q, dq); with ddq_u
+    # in RNEA its dV are not the bias accelerations: recompute them
+    world_kinematics(m, w, cw, pres == NULL)
+    st = closure_rows(m, c, q, w, cw, True)
+    if st != 0:
+        return st
+    ng = dense_groups(m, c, w, cw, G, &na, fixed, c.cfm > 0.0 or c.sp != NULL)
+    if pres != NULL:
+        world_rows_times(m, c, w, cw, cw.us, Aud)         # A_u ddq_u
+    if c.damping != 0.0 and dq != NULL:
+        world_rows_times(m, c, w, cw, dq, cw.g)           # A dq
+    # Y = L^{-T} A^T on the pieces, in place (the tail first: it updates
+    # the main piece); rhs = -(A M^{-1} (tau - b) + dA dq)                 (eq. 67)
+    for a in range(ng):
+        group_pieces(m, cw, &G[a], pk, plo, phi, pY)
+        for s1 in range(1, -1, -1):
+            # (main piece k = -1: a soft row with no dofs on either side)
+            if pk[s1] >= 0:
+                tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, pk[s1], pY[s1], G[a].g,
+                                   plo[s1], pY[0], phi[0])
+        for j in range(G[a].g):
+            i = G[a].a0 + j
+            t = cw.bias[<int> cw.act[i]]
+            for s1 in range(2):
+                t += path_dot(m, pk[s1], plo[s1], pY[s1] + j * (phi[s1] - plo[s1]), x)
+            if c.damping != 0.0 and dq != NULL:
+                t += c.damping * cw.g[<int> cw.act[i]]
+            if pres != NULL:
+                t += Aud[<int> cw.act[i]]
+            cw.rhs[i] = -t
+    if c.sp != NULL:
+        # the sparse route: K never formed dense
+        st = sparse_solve(m, c, cw, G)
+        if st < 0:
+            return ST_SPARSE_REDUNDANT
+        info[0] = st
+    elif c.cfm > 0.0:
+        dense_gram(m, cw, G, ng, na)
+        # soft: (K + cfm I) lam = rhs, positive definite
+        for a in range(na):
+            cw.K[a * na + a] += c.cfm
+            cw.lc[a] = cw.rhs[a]
+        if chol_factor(cw.K, na) != 0:
+            return ST_MASS_NOT_PD
+        chol_solve(cw.K, na, cw.lc, 1)
+        info[0] = na
+    else:
+        dense_gram(m, cw, G, ng, na)
+        info[0] = psd_solve(cw.K, na, cw.rhs, cw.lc, cw, c.rcond)
+    scatter_lam(nr, na, cw, lam)
+    # ddq = L^{-1} (x + Y lam)                                           (eq. 69)
+    for a in range(ng):
+        group_pieces(m, cw, &G[a], pk, plo, phi, pY)
+        for s1 in range(2):
+            if pk[s1] >= 0:
+                path_axpy(m, pk[s1], plo[s1], pY[s1], G[a].g, cw.lc + G[a].a0, x)
+    tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, x)
+    st = dense_finish(m, c, ddq, tau, pres, lam, x, fixed, P0, h, w, cw)
+    # |A ddq + dA dq| over every row, A ddq from the body motions
+    world_rows_times(m, c, w, cw, ddq, cw.g)
+    acc2 = 0.0
+    for i in range(nr):
+        t = cw.g[i] + cw.bias[i]
+        acc2 += t * t
+    info[1] = sqrt(acc2)
+    return st
+
+
+cdef inline int dense_finish(const ModelC* m, const ClosC* c, double* ddq, double* tau,
+                             const unsigned char* pres, const double* lam, const double* x,
+                             const double* fixed, const double* P0, const double* h, Work* w,
+                             CWork* cw) noexcept nogil:
+    """Hybrid dynamics' last step on the dense route: ``ddq_v = x_v`` and
+
+        tau_u = (M ddq + b - A^T lam)_u = h_u + M_uv ddq_v - (A^T lam)_u
+
+    with ``h = b + M_.u ddq_u`` from the first RNEA and ``M_uv`` from the
+    packed M as CRBA left it (``P0``: the entries coupling a prescribed and
+    a free dof are read, each from the row of the deeper one).  ``cw.xs``
+    scratch.  Forward dynamics (``pres`` NULL): nothing to do (x is ddq)."""
+    cdef int k, p, j
+    if pres == NULL:
+        return 0
+    for k in range(m.nv):
+        if fixed[k] == 0.0:
+            ddq[k] = x[k]
+        else:
+            tau[k] = h[k]
+    for k in range(m.nv):
+        for p in range(m.vdep[k]):
+            j = m.vanc[m.voff[k] + p]
+            if fixed[k] != 0.0 and fixed[j] == 0.0:
+                tau[k] += P0[m.voff[k] + p] * ddq[j]
+            elif fixed[k] == 0.0 and fixed[j] != 0.0:
+                tau[j] += P0[m.voff[k] + p] * ddq[k]
+    if c.m > 0:
+        applied_forces(m, c, w, cw, lam, cw.xs)
+        for k in range(m.nv):
+            if fixed[k] != 0.0:
+                tau[k] -= cw.xs[k]
+    return 0
+
+
+cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const double* q,
+                                     const double* dq, double* ddq, const double* tau,
+                                     const double* fext, double* lam, double* info, Work* w,
+                                     CWork* cw) noexcept nogil:
+    """Forward dynamics by :func:`closed_dense` (``tau`` read only)."""
+    return closed_dense(m, c, q, dq, ddq, <double*> tau, NULL, fext, lam, info, w, cw)

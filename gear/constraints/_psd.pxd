@@ -1,0 +1,134 @@
+# cython: language_level=3
+"""Minimum-norm solve of a dense symmetric positive semi-definite system
+``K lam = rhs`` (``K = A M^{-1} A^T`` of the closed-loop kernels, Kim, Lie
+Group Formulation of Articulated Rigid Body Dynamics, eq. 67).
+
+``K`` is factorised by Cholesky with diagonal pivoting: pivots below
+``rcond`` times the largest diagonal end the factorisation
+(redundant rows, singular configurations), and the minimum-norm ``lam`` is
+taken among the solutions, so ``lam`` matches the pseudo-inverse while
+``ddq`` and ``A^T lam`` are unique.  Used by the articulated-body route,
+the dense route and the rollouts' projection onto the constraint
+manifold; the sparse route's factorisation (``gear/algorithms/_spchol.pxd``)
+treats dependent rows the same way.
+"""
+from libc.math cimport sqrt
+from gear.algorithms._dense cimport chol_factor, chol_solve, dot
+from gear.constraints._cwork cimport CWork
+
+
+cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork* cw,
+                          double rtol) noexcept nogil:
+    """Minimum-norm ``x`` with ``K x = rhs`` for symmetric PSD ``K`` (n x n,
+    row-major; its lower triangle is overwritten by the factor).
+
+    Left-looking Cholesky (row-contiguous dot products) in which a row
+    whose pivot falls below ``rtol`` times the largest diagonal is marked
+    dependent and its column of L set to zero.  With the independent rows I
+    (rank r) and the dependent rows D, ``K_II = L_II L_II^T`` and
+    ``L_DI = K_DI L_II^{-T}``; the solutions are ``x_b + Z s`` with ``x_b``
+    the basic solution (``x_D = 0``), ``Z = [-W^T; I]`` (rows I, D) and
+    ``W = L_DI L_II^{-1}`` (nn x r), and the minimum-norm one has
+    ``(I + W W^T) s = W x_bI``.  Rows of K that are exactly zero have
+    ``x = 0`` in it and are left out of ``W``.  The factor keeps its
+    pivots inverted (``1 / L_jj`` on the diagonal).  Returns r.  Uses ``cw.piv`` (1 on
+    dependent rows), ``cw.tmp``, ``cw.W``, ``cw.Z``."""
+    cdef int i, j, k, r, nn, a, b
+    cdef double dmax = 0.0, s, t
+    cdef double* dep = cw.piv
+    cdef double* y = cw.tmp
+    cdef double* W = cw.W
+    cdef double* Z = cw.Z
+    cdef double* Ki
+    cdef double* Kj
+    for i in range(n):
+        if K[i * n + i] > dmax:
+            dmax = K[i * n + i]
+        x[i] = 0.0
+    if not (dmax > 0.0):
+        return 0
+    r = 0
+    for j in range(n):
+        Kj = K + j * n
+        s = Kj[j] - dot(Kj, Kj, j)
+        if not (s > rtol * dmax):
+            # dependent; 2: an exactly zero row of K (a zero row of A), whose
+            # minimum-norm multiplier is zero: left out of the completion
+            dep[j] = 2.0 if Kj[j] == 0.0 else 1.0
+            for i in range(j, n):
+                K[i * n + j] = 0.0
+            continue
+        dep[j] = 0.0
+        r += 1
+        s = 1.0 / sqrt(s)
+        Kj[j] = s                          # the pivot is kept inverted
+        for i in range(j + 1, n):
+            Ki = K + i * n
+            Ki[j] = (Ki[j] - dot(Ki, Kj, j)) * s
+    # basic solution: L_II L_II^T y_I = rhs_I, y_D = 0 (dependent columns of
+    # L are zero, so the sums may run over every index)
+    for i in range(n):
+        if dep[i] != 0.0:
+            y[i] = 0.0
+            continue
+        t = rhs[i]
+        for k in range(i):
+            t -= K[i * n + k] * y[k]
+        y[i] = t * K[i * n + i]
+    for i in range(n - 1, -1, -1):               # row-oriented: y_k -= L_ik y_i
+        if dep[i] != 0.0:
+            continue
+        y[i] *= K[i * n + i]
+        t = y[i]
+        Ki = K + i * n
+        for k in range(i):
+            y[k] -= Ki[k] * t
+    nn = 0
+    for j in range(n):
+        if dep[j] == 1.0:
+            nn += 1
+    if nn > 0 and r > 0:
+        # W (nn x n, zero on dependent columns): row a solves L_II^T w = L[d, I]^T
+        a = 0
+        for j in range(n):
+            if dep[j] != 1.0:
+                continue
+            Ki = W + a * n
+            for i in range(n):
+                Ki[i] = K[j * n + i] if i < j else 0.0
+            for i in range(j - 1, -1, -1):       # row-oriented back substitution
+                if dep[i] != 0.0:
+                    Ki[i] = 0.0
+                    continue
+                Ki[i] *= K[i * n + i]
+                t = Ki[i]
+                Kj = K + i * n
+                for k in range(i):
+                    Ki[k] -= Kj[k] * t
+            a += 1
+        # (I + W W^T) s = W y (SPD, eigenvalues >= 1), s in x[0:nn]
+        for a in range(nn):
+            for b in range(a + 1):
+                t = 1.0 if a == b else 0.0
+                for k in range(n):
+                    t += W[a * n + k] * W[b * n + k]
+                Z[a * nn + b] = t
+        for a in range(nn):
+            t = 0.0
+            for k in range(n):
+                t += W[a * n + k] * y[k]
+            x[a] = t
+        chol_factor(Z, nn)
+        chol_solve(Z, nn, x, 1)
+        # y_I -= W^T s ; y_D = s
+        for a in range(nn):
+            for k in range(n):
+                y[k] -= W[a * n + k] * x[a]
+        a = 0
+        for j in range(n):
+            if dep[j] == 1.0:
+                y[j] = x[a]
+                a += 1
+    for i in range(n):
+        x[i] = y[i]
+    return r

@@ -1,0 +1,73 @@
+# cython: language_level=3
+"""The sparse route of the closed-loop kernels: ``K = Y^T Y`` assembled
+only on the group pairs whose root paths meet, into a fixed pattern, and
+factorised by a fixed-pattern sparse Cholesky (``sparse_solve``).
+
+On the dense route (``_dense_route.pxd``) the column of Y of a row is
+non-zero only on the dofs of the root paths of the bodies it acts on
+(``_groups.pxd``), so ``K = Y^T Y`` couples two row groups only when
+those paths share a dof.  The plan (``SpKKT`` of ``_cwork.pxd``) is
+structural, built once per set of rows by ``gear/constraints/sparse.py``:
+the group pairs whose supports meet (the blocks of K that can be
+non-zero), a fill-reducing order of the rows (approximate minimum degree,
+or reverse Cuthill--McKee without CHOLMOD), the pattern of the factor and
+where each entry of each pair's block lands among its values.  Each call
+adds the pairs' blocks (``group_block``) into those values, plus ``cfm``
+on the diagonal for soft rows, and runs the left-looking numeric
+factorisation of ``gear/algorithms/_spchol.pxd`` (George and Liu,
+Computer Solution of Large Sparse Positive Definite Systems; Davis,
+Direct Methods for Sparse Linear Systems, Sec. 4.8), whose cost is the
+factor's flop count.  Dependent rows are handled as by the dense route's
+pivoted Cholesky (``_psd.pxd``): the minimum-norm multipliers, with a
+bounded number of dependent rows completed (more: ST_SPARSE_REDUNDANT).
+
+On a shallow spanning tree whose loops close between neighbouring
+branches K is banded and the solve linear in the number of loops; on a
+deep chain whose every loop spans it, K is dense and this route does the
+dense route's work with more bookkeeping.
+"""
+from gear.algorithms._types cimport ModelC
+from gear.algorithms._spchol cimport spchol_factor, spchol_solve
+from gear.constraints._cwork cimport SpKKT, ClosC, CWork
+from gear.constraints._groups cimport RowGroup, group_block
+
+
+cdef inline int sparse_solve(const ModelC* m, const ClosC* c, CWork* cw,
+                             const RowGroup* G) noexcept nogil:
+    """The sparse route's ``lam`` (``cw.lc``) from ``cw.rhs``: ``K = Y^T Y``
+    (plus ``cfm I`` for soft rows) assembled block by block into the
+    pattern of its factor -- only the group pairs whose rows' supports meet
+    -- and solved by ``_spchol.pxd`` (minimum-norm on dependent rows).
+    Every row is kept (``dense_groups(keep=True)``: row r is group row r).
+    Returns the rank, or -1 when too many rows are dependent."""
+    cdef const SpKKT* sp = c.sp
+    cdef int n = sp.ch.n, p, i, j, t, ga, gb
+    cdef double* Lx = cw.sws
+    cdef double* dep = Lx + sp.ch.nnz
+    cdef double* x = dep + n
+    cdef double* y = x + n
+    cdef double blk[36]
+    cdef int rank
+    for t in range(sp.ch.nnz):
+        Lx[t] = 0.0
+    for p in range(sp.npair):
+        ga = G[sp.pga[p]].g
+        gb = G[sp.pgb[p]].g
+        for i in range(ga * gb):
+            blk[i] = 0.0
+        group_block(m, cw, &G[sp.pga[p]], &G[sp.pgb[p]], blk, gb)
+        for i in range(ga * gb):
+            t = sp.dst[sp.poff[p] + i]
+            if t >= 0:
+                Lx[t] += blk[i]
+    if c.cfm > 0.0:
+        for j in range(n):
+            Lx[sp.ch.Lp[j]] += c.cfm
+    rank = spchol_factor(&sp.ch, Lx, x, dep, c.rcond)
+    for i in range(n):
+        y[sp.pinv[i]] = cw.rhs[i]
+    if spchol_solve(&sp.ch, Lx, dep, y, y + n) != 0:
+        return -1
+    for i in range(n):
+        cw.lc[i] = y[sp.pinv[i]]
+    return rank
