@@ -37,6 +37,12 @@ from libc.math cimport sqrt
 from gear.algorithms._dense cimport chol_factor, chol_solve
 
 
+cdef inline double row_rtol() noexcept nogil:
+    # ROW_RTOL: a pivot below this fraction of its row's own diagonal is a
+    # dependent row (see the module docstring)
+    return 1e-8
+
+
 cdef struct SpChol:
     int n
     int nnz            # entries of L (the diagonal included)
@@ -79,7 +85,7 @@ cdef inline int spchol_factor(const SpChol* s, double* Lx, double* x, double* de
             for t in range(t0, s.Lp[k + 1]):
                 x[s.Li[t]] -= ljk * Lx[t]
         d = x[j]
-        if not (d > rtol * dmax):
+        if not (d > rtol * dmax) or not (d > row_rtol() * kjj):
             dep[j] = 2.0 if kjj <= rtol * rtol * dmax else 1.0
             for t in range(s.Lp[j], s.Lp[j + 1]):
                 Lx[t] = 0.0

@@ -180,7 +180,7 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
             cw.rhs[i] = -t
     if c.sp != NULL:
         # the sparse route: K never formed dense
-        st = sparse_solve(m, c, cw, G)
+        st = sparse_solve(m, c, cw, G, ng)
         if st < 0:
             return ST_SPARSE_REDUNDANT
         info[0] = st

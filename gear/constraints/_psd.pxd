@@ -4,8 +4,10 @@
 Group Formulation of Articulated Rigid Body Dynamics, eq. 67).
 
 ``K`` is factorised by Cholesky with diagonal pivoting: pivots below
-``rcond`` times the largest diagonal end the factorisation
-(redundant rows, singular configurations), and the minimum-norm ``lam`` is
+``rcond`` times the largest diagonal, or below 1e-8 of the row's own
+diagonal (``row_rtol`` of ``_spchol.pxd``: a row within 1e-4 rad of the span
+of the rows before it), mark a row dependent (redundant rows, singular
+configurations), and the minimum-norm ``lam`` is
 taken among the solutions, so ``lam`` matches the pseudo-inverse while
 ``ddq`` and ``A^T lam`` are unique.  Used by the articulated-body route,
 the dense route and the rollouts' projection onto the constraint
@@ -14,6 +16,7 @@ treats dependent rows the same way.
 """
 from libc.math cimport sqrt
 from gear.algorithms._dense cimport chol_factor, chol_solve, dot
+from gear.algorithms._spchol cimport row_rtol
 from gear.constraints._cwork cimport CWork
 
 
@@ -23,8 +26,9 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
     row-major; its lower triangle is overwritten by the factor).
 
     Left-looking Cholesky (row-contiguous dot products) in which a row
-    whose pivot falls below ``rtol`` times the largest diagonal is marked
-    dependent and its column of L set to zero.  With the independent rows I
+    whose pivot falls below ``rtol`` times the largest diagonal (or
+    ``row_rtol()`` times its own) is marked dependent and its column of L
+    set to zero.  With the independent rows I
     (rank r) and the dependent rows D, ``K_II = L_II L_II^T`` and
     ``L_DI = K_DI L_II^{-T}``; the solutions are ``x_b + Z s`` with ``x_b``
     the basic solution (``x_D = 0``), ``Z = [-W^T; I]`` (rows I, D) and
@@ -51,7 +55,7 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
     for j in range(n):
         Kj = K + j * n
         s = Kj[j] - dot(Kj, Kj, j)
-        if not (s > rtol * dmax):
+        if not (s > rtol * dmax) or not (s > row_rtol() * Kj[j]):
             # dependent; 2: an exactly zero row of K (a zero row of A), whose
             # minimum-norm multiplier is zero: left out of the completion
             dep[j] = 2.0 if Kj[j] == 0.0 else 1.0

@@ -20,6 +20,13 @@ Direct Methods for Sparse Linear Systems, Sec. 4.8), whose cost is the
 factor's flop count.  Dependent rows are handled as by the dense route's
 pivoted Cholesky (``_psd.pxd``): the minimum-norm multipliers, with a
 bounded number of dependent rows completed (more: ST_SPARSE_REDUNDANT).
+When rows are completed, two steps of iterative refinement against ``K``
+itself (``K lam`` as ``Y^T (Y lam)``, never formed) follow: the
+fill-reducing order may leave the rows it keeps as independent less well
+conditioned than the dense route's order, and refinement recovers the
+lost digits (measured: ``ddq`` of a locked random tree closed by every
+closure kind, where ``K``'s smallest eigenvalue is 1e-5 of its largest,
+from 5e-7 to rounding).
 
 On a shallow spanning tree whose loops close between neighbouring
 branches K is banded and the solve linear in the number of loops; on a
@@ -29,19 +36,20 @@ dense route's work with more bookkeeping.
 from gear.algorithms._types cimport ModelC
 from gear.algorithms._spchol cimport spchol_factor, spchol_solve
 from gear.constraints._cwork cimport SpKKT, ClosC, CWork
-from gear.constraints._groups cimport RowGroup, group_block
+from gear.constraints._groups cimport RowGroup, group_block, gram_times
 
 
 cdef inline int sparse_solve(const ModelC* m, const ClosC* c, CWork* cw,
-                             const RowGroup* G) noexcept nogil:
+                             const RowGroup* G, int ng) noexcept nogil:
     """The sparse route's ``lam`` (``cw.lc``) from ``cw.rhs``: ``K = Y^T Y``
     (plus ``cfm I`` for soft rows) assembled block by block into the
     pattern of its factor -- only the group pairs whose rows' supports meet
-    -- and solved by ``_spchol.pxd`` (minimum-norm on dependent rows).
-    Every row is kept (``dense_groups(keep=True)``: row r is group row r).
-    Returns the rank, or -1 when too many rows are dependent."""
+    -- and solved by ``_spchol.pxd`` (minimum-norm on dependent rows), then
+    refined when rows were completed.  Every row is kept
+    (``dense_groups(keep=True)``: row r is group row r).  ``cw.tx``
+    scratch.  Returns the rank, or -1 when too many rows are dependent."""
     cdef const SpKKT* sp = c.sp
-    cdef int n = sp.ch.n, p, i, j, t, ga, gb
+    cdef int n = sp.ch.n, p, i, j, t, ga, gb, it, completed = 0
     cdef double* Lx = cw.sws
     cdef double* dep = Lx + sp.ch.nnz
     cdef double* x = dep + n
@@ -66,8 +74,18 @@ cdef inline int sparse_solve(const ModelC* m, const ClosC* c, CWork* cw,
     rank = spchol_factor(&sp.ch, Lx, x, dep, c.rcond)
     for i in range(n):
         y[sp.pinv[i]] = cw.rhs[i]
+        if dep[i] == 1.0:
+            completed = 1
     if spchol_solve(&sp.ch, Lx, dep, y, y + n) != 0:
         return -1
     for i in range(n):
         cw.lc[i] = y[sp.pinv[i]]
+    for it in range(2 if completed else 0):
+        # lam += K^+ (rhs - K lam)
+        gram_times(m, cw, G, ng, cw.lc, cw.tx, x)
+        for i in range(n):
+            y[sp.pinv[i]] = cw.rhs[i] - x[i] - c.cfm * cw.lc[i]
+        spchol_solve(&sp.ch, Lx, dep, y, y + n)
+        for i in range(n):
+            cw.lc[i] += y[sp.pinv[i]]
     return rank

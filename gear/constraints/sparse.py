@@ -2,7 +2,7 @@
 ``K = A M^{-1} A^T`` can be non-zero, in which order to factorise it, and
 where each block goes.
 
-On the dense route (``gear/constraints/_closed.pxd``, ``closed_dense``),
+On the dense route (``gear/constraints/_dense_route.pxd``, ``closed_dense``),
 ``M = L^T L`` is factorised by Featherstone's tree-sparse algorithm
 (Featherstone, "Rigid Body Dynamics Algorithms", Sec. 6.5: no fill-in) and
 ``Y = L^{-T} A^T`` is computed column by column on each row's root paths:
@@ -46,7 +46,7 @@ _COUPLER = 4
 def row_groups(rtype, rk):
     """The kernel's row groups: ``(start, count)`` per group, in order --
     the rows of one closure together (at most six), a coupler row alone
-    (``dense_groups`` of ``_closed.pxd``)."""
+    (``dense_groups`` of ``gear/constraints/_groups.pxd``)."""
     groups, r0, m = [], 0, len(rtype)
     while r0 < m:
         g = 1

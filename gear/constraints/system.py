@@ -171,8 +171,8 @@ class ConstrainedModel:
         return cc
 
     def _native(self, rcond=1e-10, cfm=0.0, damping=0.0, fresh=False):
-        """The rows encoded for the native kernels (``gear/constraints/
-        _closed.pxd``), or None when a constraint is a Python callable
+        """The rows encoded for the native kernels (``ClosC`` of
+        ``gear/constraints/_cwork.pxd``), or None when a constraint is a Python callable
         (:class:`CustomConstraint`), which only the NumPy path evaluates.
         Cached per rank tolerance and, for soft constraints, compliance
         ``cfm`` and ``damping`` (the cache is emptied when the rod lengths
@@ -417,13 +417,18 @@ class ConstrainedModel:
             for d in range(model._iv[i], model._iv[i] + j.nv):
                 dof_anc[d] = anc[i]
         scale = np.abs(A).max(initial=0.0)
-        closures = []
-        for r in range(m):
-            sup = np.flatnonzero(np.abs(A[r]) > 1e-12 * max(scale, 1e-300))
-            closures.append(set().union(*(dof_anc[d] for d in sup)) if sup.size else set())
-        nnz_K = sum(1 for a in closures for b in closures if a & b)
-        return {"depth": max(depth_of, default=0), "rows": m,
-                "nnz_A": int((np.abs(A) > 1e-12 * max(scale, 1e-300)).sum()),
+        nzA = np.abs(A) > 1e-12 * max(scale, 1e-300)
+        # each row's support closed under ancestors; K couples two rows
+        # whose closed supports meet (a boolean product, sparse)
+        anc_mat = np.zeros((nv, nv), dtype=bool)
+        for d in range(nv):
+            anc_mat[d, list(dof_anc[d])] = True
+        import scipy.sparse as sp
+
+        R = sp.csr_matrix((sp.csr_matrix(nzA.astype(float)) @ sp.csr_matrix(anc_mat.astype(float))) > 0,
+                          dtype=float)
+        nnz_K = int(((R @ R.T) > 0).nnz)
+        return {"depth": max(depth_of, default=0), "rows": m, "nnz_A": int(nzA.sum()),
                 "nnz_K": nnz_K, "fill_K": nnz_K / (m * m) if m else 0.0}
 
     # -- mechanism analysis ----------------------------------------------------

@@ -20,7 +20,7 @@ def lstsq_psd(K, rhs, rcond):
 
 
 class _NativeClosed:
-    """The native closed-loop kernels (``gear/constraints/_closed.pxd``)
+    """The native closed-loop kernels (``gear/constraints/_cwork.pxd`` and the route files it lists)
     behind a solver: ``self._route`` picks the kernel (0 articulated-body
     passes, 1 dense KKT, 2 projection, 3 maximal coordinates),
     ``self.options["rcond"]`` the rank cut-off.  ``_native_factorizations`` is the count reported per call."""
@@ -181,29 +181,41 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
     Hybrid dynamics: eqs. 70-77 with ``M_vv``.
 
     When every constraint is a :class:`gear.LoopClosure` or a joint coupler
-    the native kernel (``gear/constraints/_closed.pxd``) runs: one
-    articulated-body pass, then one *unit pass* per row that reuses the
-    articulated inertias to form ``A M^{-1} A^T`` without building ``M``
-    (O(n m + m^3)), a pivoted Cholesky with the minimum-norm completion,
-    and batches in parallel without the GIL.  A :class:`gear.CustomConstraint`
-    (Python callables) takes the NumPy path: ``M^{-1} A^T`` from a Cholesky
-    factorisation of ``M`` and a symmetric eigendecomposition.
+    the native kernels run (batched in parallel without the GIL); a
+    :class:`gear.CustomConstraint` (Python callables) takes the NumPy path:
+    ``M^{-1} A^T`` from a Cholesky factorisation of ``M`` and a symmetric
+    eigendecomposition.
 
     Options: ``rcond`` (default 1e-10); ``route`` (forward and hybrid
-    dynamics of the native path): ``"aba"`` (the articulated-body passes
-    above, O(n m + m^3)), ``"dense"`` (build ``M`` by CRBA and factorise it
-    with Featherstone's tree-sparse ``M = L^T L``, no fill-in -- for hybrid
-    dynamics with the prescribed dofs' rows and columns replaced by the
-    identity, which factorises ``M_vv``; ``K = Y^T Y``
-    with ``Y = L^{-T} A^T``, each column of Y only on the dofs its row acts
-    on; rows of ``A`` that are exactly zero at the state -- the
-    out-of-plane row of a ball closing a planar loop -- are left out, with
-    a zero multiplier: it wins on branched and shallow trees, and on deep
-    chains when many rows act on them) or ``"auto"`` (default: a cost
-    model from the dof tree and the rows' sparsity, see
-    ``KKTSolver._dense_cost``; ``benchmarks/bench_constraints.py`` times both
-    routes, including serial chains where the articulated-body route
-    wins).
+    dynamics of the native path):
+
+    - ``"aba"`` (``gear/constraints/_aba_route.pxd``): one articulated-body
+      pass, then one *unit pass* per row that reuses the articulated
+      inertias to form ``A M^{-1} A^T`` without building ``M``
+      (O(n m + m^3)), and a pivoted Cholesky with the minimum-norm
+      completion;
+    - ``"dense"`` (``_dense_route.pxd``): build ``M`` by CRBA and factorise
+      it with Featherstone's tree-sparse ``M = L^T L``, no fill-in (for
+      hybrid dynamics with the prescribed dofs' rows and columns replaced
+      by the identity, which factorises ``M_vv``); ``K = Y^T Y`` with
+      ``Y = L^{-T} A^T``, each column of Y only on the dofs its row acts
+      on; rows of ``A`` that are exactly zero at the state -- the
+      out-of-plane row of a ball closing a planar loop -- are left out,
+      with a zero multiplier;
+    - ``"sparse"`` (``_sparse_route.pxd``): the dense route with ``K`` kept
+      sparse -- only the blocks of closures whose root paths meet, in a
+      fill-reducing order fixed per model (``gear/constraints/sparse.py``),
+      factorised by a fixed-pattern sparse Cholesky
+      (``gear/algorithms/_spchol.pxd``): linear in the number of loops on a
+      shallow tree whose loops close between neighbouring branches;
+    - ``"auto"`` (default): the cheapest by a cost model from the dof tree,
+      the rows' sparsity and the sparse factor's flops
+      (:meth:`route_costs`); the route taken is ``self.route`` and every
+      native result's ``stats["route"]``.
+
+    ``benchmarks/bench_trees.py`` times the three routes on two spanning
+    trees of the N-four-bar, ``benchmarks/bench_constraints.py`` on
+    mechanisms and chains.
     """
 
     name = "kkt"
