@@ -676,7 +676,7 @@ cdef class ClosureData:
     def attach_sparse(self, ModelData md, SparseKKTData sp):
         """The dense route (route 1) with ``K`` kept sparse through ``sp``
         (``gear/constraints/sparse.py``); the workspace grows by its scratch."""
-        if sp.c.ch.n != self.m or self.c.mx != NULL:
+        if sp.c.m != self.m or self.c.mx != NULL:
             raise ValueError("attach_sparse: the plan does not match these rows")
         self.sparse = sp
         self.c.sp = &sp.c
@@ -797,7 +797,7 @@ cdef class SparseKKTData:
     cdef SpKKT c
     cdef readonly object arrays
 
-    def __init__(self, int n, Lp, Li, Rp, Rk, Rpos, pinv, pga, pgb, poff, dst, int nnmax):
+    def __init__(self, int m, int n, Lp, Li, Rp, Rk, Rpos, pinv, pga, pgb, poff, dst, int nnmax):
         cdef int[::1] a_lp = _padded(Lp, np.int32)
         cdef int[::1] a_li = _padded(Li, np.int32)
         cdef int[::1] a_rp = _padded(Rp, np.int32)
@@ -810,11 +810,12 @@ cdef class SparseKKTData:
         cdef int[::1] a_dst = _padded(dst, np.int32)
         self.arrays = (a_lp, a_li, a_rp, a_rk, a_rpos, a_pinv, a_pga, a_pgb, a_poff, a_dst)
         npair = a_pga.shape[0] - 1
-        if (a_lp.shape[0] != n + 2 or a_rp.shape[0] != n + 2 or a_pinv.shape[0] != n + 1
+        if (a_lp.shape[0] != n + 2 or a_rp.shape[0] != n + 2 or a_pinv.shape[0] != m + 1
                 or a_pgb.shape[0] != npair + 1 or a_poff.shape[0] != npair + 2
                 or a_lp[n] != a_li.shape[0] - 1 or a_rp[n] != a_rk.shape[0] - 1
                 or a_rpos.shape[0] != a_rk.shape[0] or a_poff[npair] != a_dst.shape[0] - 1):
             raise ValueError("SparseKKTData: inconsistent plan arrays")
+        self.c.m = m
         self.c.ch.n = n
         self.c.ch.nnz = a_lp[n]
         self.c.ch.nnmax = min(n, nnmax)

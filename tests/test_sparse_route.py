@@ -316,3 +316,30 @@ def test_symbolic_factorisation_is_the_factors_pattern(seed):
         for k, pos in zip(Rk[Rp[j]:Rp[j + 1]], Rpos[Rp[j]:Rp[j + 1]]):
             assert k < j and Li[pos] == j and Lp[k] <= pos < Lp[k + 1]
         assert len(Rk[Rp[j]:Rp[j + 1]]) == pattern[j, :j].sum()
+
+
+def test_rows_left_out_of_the_plan_are_checked_and_replanned():
+    """The plan leaves out rows of A that were zero at two random
+    configurations (a planar mechanism's out-of-plane rows); every call
+    checks they still are.  A plan that left out a row which is not zero
+    (forced here) is rebuilt with every row, and the answer is the dense
+    route's."""
+    from gear.constraints.sparse import KKTPattern
+
+    sysm, q = mech.n_four_bar(4, tree="ground")
+    rng = np.random.default_rng(8)
+    dq, tau = _consistent(sysm, q, rng), rng.standard_normal(sysm.model.nv)
+    s = sysm.with_solver("kkt", route="sparse")
+    keep = s.solver._structural_rows()
+    assert keep.sum() == 2 * 4 and sysm.nc == 3 * 4          # the out-of-plane rows left out
+    ref = sysm.with_solver("kkt", route="dense").forward_dynamics(q, dq, tau)
+    assert rel(s.forward_dynamics(q, dq, tau).ddq, ref.ddq) < 1e-12
+    s2 = sysm.with_solver("kkt", route="sparse")
+    wrong = keep.copy()
+    wrong[np.flatnonzero(keep)[0]] = False
+    s2.solver._kpattern = KKTPattern(sysm.model, sysm._native(1e-10), keep=wrong)
+    out = s2.forward_dynamics(q, dq, tau)
+    assert rel(out.ddq, ref.ddq) < 1e-12 and rel(out.lam, ref.lam) < 1e-10
+    assert s2.solver._prune is False and s2.solver._kpattern.keep.all()
+    batch = s2.forward_dynamics(np.tile(q, (3, 1)), np.tile(dq, (3, 1)), np.tile(tau, (3, 1)))
+    assert np.array_equal(batch.ddq[0], out.ddq)

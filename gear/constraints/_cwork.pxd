@@ -45,21 +45,28 @@ cdef enum:
     ST_MASS_NOT_PD = -4
     ST_INEXACT = -5       # closed inverse dynamics: A_p^T lam = rhs has no solution (under-actuated)
     ST_SPARSE_REDUNDANT = -6   # the sparse route: more dependent rows than its completion takes
+    ST_SPARSE_PATTERN = -7     # the sparse route: a row its plan left out (zero when planned) is not zero
 
 
 cdef struct SpKKT:
     # the dense route's K = Y^T Y kept sparse (closed_dense): the pattern of
     # its factor (rows of K in the factor's fill-reducing order) and where
     # each group pair's block goes; built once per rows by
-    # gear/constraints/sparse.py
+    # gear/constraints/sparse.py.  Rows of A that were exactly zero at two
+    # random configurations (a planar mechanism's out-of-plane rows) may be
+    # left out of the factor (pinv -1, multiplier 0); each call checks that
+    # they still are (ST_SPARSE_PATTERN otherwise: the caller re-plans)
     SpChol ch
-    const int* pinv        # (m,) row r of K is row pinv[r] of the factor
+    int m                  # rows of K (ch.n of them in the factor)
+    const int* pinv        # (m,) row r of K is row pinv[r] of the factor, -1: left out
     int npair              # group pairs a <= b whose rows' supports meet
     const int* pga
     const int* pgb
     const int* poff        # (npair + 1,) offsets into dst
     const int* dst         # position in the factor's values of entry (i, j) of the
-                           # pair's block (row-major, g_a x g_b); -1: the upper triangle
+                           # pair's block (row-major, g_a x g_b); -1: the upper
+                           # triangle or a row left out; -2: the diagonal entry of a
+                           # row left out (checked to be zero)
 
 
 cdef struct ClosC:

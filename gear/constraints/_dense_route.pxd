@@ -25,7 +25,7 @@ from gear.algorithms._rnea cimport rnea
 from gear.algorithms._crba cimport crba_packed
 from gear.algorithms._dense cimport (chol_factor, chol_solve, tree_factor, tree_solve_Lt, tree_solve_L,
                                      tree_path_solve_Lt)
-from gear.constraints._cwork cimport ST_MASS_NOT_PD, ST_SPARSE_REDUNDANT, ClosC, CWork
+from gear.constraints._cwork cimport ST_MASS_NOT_PD, ClosC, CWork
 from gear.constraints._rows cimport (world_kinematics, closure_rows, world_rows_times,
                                      applied_forces)
 from gear.constraints._psd cimport psd_solve
@@ -182,7 +182,7 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
         # the sparse route: K never formed dense
         st = sparse_solve(m, c, cw, G, ng)
         if st < 0:
-            return ST_SPARSE_REDUNDANT
+            return st             # ST_SPARSE_REDUNDANT or ST_SPARSE_PATTERN
         info[0] = st
     elif c.cfm > 0.0:
         dense_gram(m, cw, G, ng, na)

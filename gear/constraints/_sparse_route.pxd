@@ -35,7 +35,7 @@ dense route's work with more bookkeeping.
 """
 from gear.algorithms._types cimport ModelC
 from gear.algorithms._spchol cimport spchol_factor, spchol_solve
-from gear.constraints._cwork cimport SpKKT, ClosC, CWork
+from gear.constraints._cwork cimport SpKKT, ClosC, CWork, ST_SPARSE_REDUNDANT, ST_SPARSE_PATTERN
 from gear.constraints._groups cimport RowGroup, group_block, gram_times
 
 
@@ -46,8 +46,11 @@ cdef inline int sparse_solve(const ModelC* m, const ClosC* c, CWork* cw,
     pattern of its factor -- only the group pairs whose rows' supports meet
     -- and solved by ``_spchol.pxd`` (minimum-norm on dependent rows), then
     refined when rows were completed.  Every row is kept
-    (``dense_groups(keep=True)``: row r is group row r).  ``cw.tx``
-    scratch.  Returns the rank, or -1 when too many rows are dependent."""
+    (``dense_groups(keep=True)``: row r is group row r); rows the plan
+    left out get a zero multiplier once their diagonal of K is checked to
+    be zero.  ``cw.tx`` scratch.  Returns the rank, ST_SPARSE_REDUNDANT
+    when too many rows are dependent, or ST_SPARSE_PATTERN when a row left
+    out is not zero."""
     cdef const SpKKT* sp = c.sp
     cdef int n = sp.ch.n, p, i, j, t, ga, gb, it, completed = 0
     cdef double* Lx = cw.sws
@@ -68,24 +71,30 @@ cdef inline int sparse_solve(const ModelC* m, const ClosC* c, CWork* cw,
             t = sp.dst[sp.poff[p] + i]
             if t >= 0:
                 Lx[t] += blk[i]
+            elif t == -2 and blk[i] != 0.0:
+                return ST_SPARSE_PATTERN
     if c.cfm > 0.0:
         for j in range(n):
             Lx[sp.ch.Lp[j]] += c.cfm
     rank = spchol_factor(&sp.ch, Lx, x, dep, c.rcond)
     for i in range(n):
-        y[sp.pinv[i]] = cw.rhs[i]
         if dep[i] == 1.0:
             completed = 1
+    for i in range(sp.m):
+        if sp.pinv[i] >= 0:
+            y[sp.pinv[i]] = cw.rhs[i]
     if spchol_solve(&sp.ch, Lx, dep, y, y + n) != 0:
-        return -1
-    for i in range(n):
-        cw.lc[i] = y[sp.pinv[i]]
+        return ST_SPARSE_REDUNDANT
+    for i in range(sp.m):
+        cw.lc[i] = y[sp.pinv[i]] if sp.pinv[i] >= 0 else 0.0
     for it in range(2 if completed else 0):
-        # lam += K^+ (rhs - K lam)
-        gram_times(m, cw, G, ng, cw.lc, cw.tx, x)
-        for i in range(n):
-            y[sp.pinv[i]] = cw.rhs[i] - x[i] - c.cfm * cw.lc[i]
+        # lam += K^+ (rhs - K lam)  (K lam = Y^T (Y lam): x holds sp.m values)
+        gram_times(m, cw, G, ng, cw.lc, cw.tx, cw.tmp)
+        for i in range(sp.m):
+            if sp.pinv[i] >= 0:
+                y[sp.pinv[i]] = cw.rhs[i] - cw.tmp[i] - c.cfm * cw.lc[i]
         spchol_solve(&sp.ch, Lx, dep, y, y + n)
-        for i in range(n):
-            cw.lc[i] += y[sp.pinv[i]]
+        for i in range(sp.m):
+            if sp.pinv[i] >= 0:
+                cw.lc[i] += y[sp.pinv[i]]
     return rank

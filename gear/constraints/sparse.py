@@ -122,10 +122,14 @@ class KKTPattern:
         counts).
     """
 
-    def __init__(self, model, nd):
+    def __init__(self, model, nd, keep=None):
+        """``keep``: bool per row, the rows the factor takes (default all);
+        the others are rows of ``A`` known to be zero (their multiplier is
+        zero, and the kernel checks that they still are)."""
         rtype, ri, rj, rk = (np.asarray(a)[:-1] for a in nd.arrays[:4])
         ba, bb = (np.asarray(a)[:-1] for a in nd.arrays[8:10])
         self.m = m = len(rtype)
+        self.keep = np.ones(m, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
         self.groups = row_groups(rtype, rk)
         paths = _dof_paths(model)
         supports = [_group_support(model, paths, rtype, ri, rj, rk, ba, bb, r0)
@@ -170,19 +174,26 @@ class KKTPattern:
         m = self.m
         # every entry of every pair's block (row-major per block), as rows of K
         ra, rb, self.poff = self._entries()
-        pat = sp.coo_matrix((np.ones(len(ra)), (ra, rb)), shape=(m, m)).tocsc()
-        pat = ((pat + pat.T + sp.identity(m, format="csc")) != 0).astype(float).tocsc()
+        kept = np.flatnonzero(self.keep)
+        n = len(kept)
+        local = np.full(m, -1, dtype=np.int64)         # row of K -> row among the kept
+        local[kept] = np.arange(n)
+        both = self.keep[ra] & self.keep[rb]
+        la, lb = local[ra[both]], local[rb[both]]
+        pat = sp.coo_matrix((np.ones(len(la)), (la, lb)), shape=(n, n)).tocsc()
+        pat = ((pat + pat.T + sp.identity(n, format="csc")) != 0).astype(float).tocsc()
         self._nnz_K = int(pat.nnz)
         perm = _ordering(pat)
-        self.pinv = np.empty(m, dtype=np.int64)
-        self.pinv[perm] = np.arange(m)
+        self.n = n
+        self.pinv = np.full(m, -1, dtype=np.int64)
+        self.pinv[kept[perm]] = np.arange(n)
         # rows of the lower triangle of the permuted pattern -> the factor's pattern
         P = sp.coo_matrix(pat)
-        pr, pc = self.pinv[P.row], self.pinv[P.col]
+        pr, pc = self.pinv[kept[P.row]], self.pinv[kept[P.col]]
         low = pr > pc
-        R = sp.csr_matrix((np.ones(int(low.sum())), (pr[low], pc[low])), shape=(m, m))
+        R = sp.csr_matrix((np.ones(int(low.sum())), (pr[low], pc[low])), shape=(n, n))
         R.sort_indices()
-        self._symbolic = _core.sparse_symbolic(m, R.indptr.astype(np.int32),
+        self._symbolic = _core.sparse_symbolic(n, R.indptr.astype(np.int32),
                                                R.indices.astype(np.int32))
         self._entry_rows = (ra, rb)
 
@@ -200,18 +211,23 @@ class KKTPattern:
 
     def plan(self, nnmax=None):
         """The kernel's plan, ``gear._core.SparseKKTData``."""
-        m = self.m
         Lp, Li, LRp, LRk, LRpos = self.symbolic
+        n = self.n
         # where each entry lands: the lower entry of the factor (column
         # min(i, j), row max(i, j)); Li is sorted within columns
-        col_of = np.repeat(np.arange(m, dtype=np.int64), np.diff(Lp))
-        key = col_of * m + Li
-        i, j = (self.pinv[r] for r in self._entry_rows)
-        want = np.minimum(i, j) * m + np.maximum(i, j)
+        col_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(Lp))
+        key = col_of * n + Li
+        ra, rb = self._entry_rows
+        i, j = self.pinv[ra], self.pinv[rb]
+        both = (i >= 0) & (j >= 0)
+        want = np.minimum(i, j) * n + np.maximum(i, j)
         dst = np.searchsorted(key, want)
-        if len(key) and not np.array_equal(key[np.minimum(dst, len(key) - 1)], want):
+        if len(key) and not np.array_equal(key[np.minimum(dst[both], len(key) - 1)], want[both]):
             raise RuntimeError("sparse KKT plan: an entry of K is outside its factor's pattern")
         diag = np.repeat(self.pga == self.pgb, np.diff(self.poff))
         dst[diag & (i < j)] = -1                         # diagonal blocks: lower entries only
-        return _core.SparseKKTData(m, Lp, Li, LRp, LRk, LRpos, self.pinv, self.pga, self.pgb,
-                                   self.poff, dst, MAX_COMPLETION if nnmax is None else nnmax)
+        dst[~both] = -1                                  # a row left out ...
+        dst[~both & (ra == rb)] = -2                     # ... whose K_rr is checked to be zero
+        return _core.SparseKKTData(self.m, n, Lp, Li, LRp, LRk, LRpos, self.pinv, self.pga,
+                                   self.pgb, self.poff, dst,
+                                   MAX_COMPLETION if nnmax is None else nnmax)

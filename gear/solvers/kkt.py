@@ -170,6 +170,10 @@ class _NativeHybrid(_NativeClosed):
                                 self.counters, self._native_factorizations)
 
 
+class _Replan(Exception):
+    """The sparse route's plan left out a row that is not zero here."""
+
+
 class KKTSolver(_NativeHybrid, ConstraintSolver):
     """Lagrange multipliers in reduced coordinates (Kim eqs. 67-69).
 
@@ -248,13 +252,50 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
 
     def _pattern(self, nd=None):
         """The structure of ``K`` (``gear.constraints.sparse.KKTPattern``),
-        built once per solver."""
+        built once per solver.  Rows of ``A`` that are exactly zero at two
+        random configurations (the out-of-plane rows of a planar mechanism
+        built in its plane) are left out of the factor; the kernel checks on
+        every call that they are still zero, and if one is not the plan is
+        rebuilt with every row (:meth:`_replan`)."""
         if getattr(self, "_kpattern", None) is None:
             from ..constraints.sparse import KKTPattern
 
             nd = nd if nd is not None else self.system._native(self.options["rcond"])
-            self._kpattern = KKTPattern(self.system.model, nd)
+            self._kpattern = KKTPattern(self.system.model, nd, keep=self._structural_rows())
         return self._kpattern
+
+    def _structural_rows(self):
+        """Rows of ``A`` not exactly zero at two random configurations (all
+        rows when ``self._prune`` is off or the rows cannot be evaluated)."""
+        sys = self.system
+        if not getattr(self, "_prune", True) or sys.nc == 0:
+            return None
+        rng = np.random.default_rng(1)
+        keep = np.zeros(sys.nc, dtype=bool)
+        try:
+            for _ in range(2):
+                A = sys._rows(sys.model.random_configuration(rng))[0]
+                keep |= np.any(A != 0.0, axis=1)
+        except Exception:            # e.g. a distance closure whose points meet there
+            return None
+        return keep
+
+    def _replan(self):
+        """A row the plan left out is not zero at this state: plan again
+        with every row, and drop the cached fast paths that hold the old
+        plan."""
+        self._prune = False
+        self._kpattern = None
+        self._sparse_nd = None
+        for key in ("ff", "hf"):
+            self.system._native_cache.pop(key, None)
+
+    def _native_call(self, q, dq, ddq, tau, u, f_ext, nd=None):
+        try:
+            return super()._native_call(q, dq, ddq, tau, u, f_ext, nd)
+        except _Replan:
+            self._replan()
+            return super()._native_call(q, dq, ddq, tau, u, f_ext, None)
 
     def __getstate__(self):
         # the sparse plan is rebuilt on first use (pickle, Dask workers)
@@ -263,6 +304,8 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
         return state
 
     def _native_status(self, st, k, q, dq):
+        if st == -7 and self.route == "sparse" and getattr(self, "_prune", True):
+            raise _Replan
         if st == -6:
             from ..constraints.sparse import MAX_COMPLETION
 
