@@ -23,13 +23,24 @@ from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear.algorithms._rollout cimport RollC, rollout as _rollout, rollout_scratch
 from gear.algorithms._spchol cimport SpChol
-from gear.constraints._cwork cimport (ClosC, SpKKT, CWork, cwork_from, cwork_size, cwork_from_c,
+from gear.constraints._cwork cimport (SpInv, ClosC, SpKKT, CWork, cwork_from, cwork_size, cwork_from_c,
                                       cwork_size_c)
 from gear.constraints._rows cimport constraint_rows as _crows
 from gear.constraints._aba_route cimport closed_dynamics as _cdyn_aba
 from gear.constraints._dense_route cimport closed_dense as _cdense
 from gear.constraints._projection cimport closed_forward_projection as _cproj
-from gear.constraints._inverse cimport closed_inverse as _cinv
+from gear.constraints._inverse cimport closed_inverse as _cinv_dense
+from gear.constraints._sparse_route cimport closed_inverse_sparse as _cinv_sparse
+
+
+cdef inline int _cinv(const ModelC* m, const ClosC* c, const double* q, const double* dq,
+                      const double* ddq, double* tau, const unsigned char* act,
+                      const double* fext, double rcond, double* lam, double* info, Work* w,
+                      CWork* cw) noexcept nogil:
+    # closed inverse dynamics: the sparse route's when its plan is attached
+    if c.spi != NULL:
+        return _cinv_sparse(m, c, q, dq, ddq, tau, act, fext, rcond, lam, info, w, cw)
+    return _cinv_dense(m, c, q, dq, ddq, tau, act, fext, rcond, lam, info, w, cw)
 from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_scratch, maximal_assemble, joint_frames,
                                    maximal_forward as _cmax, gear_chol, gear_chol_available,
                                    gear_chol_new, gear_chol_clone, gear_chol_free, gear_chol_lnz,
@@ -622,6 +633,7 @@ cdef class ClosureData:
     cdef readonly int m, cwsize
     cdef readonly object maximal      # the MaximalData attached (route 3), or None
     cdef readonly object sparse       # the SparseKKTData attached (route 1, sparse K), or None
+    cdef readonly object sparse_inverse   # the SparseInvData attached with it, or None
     cdef gear_chol* h0                # its CHOLMOD handle (serial calls)
 
     def __init__(self, ModelData md, rtype, ri, rj, rk, rcoef, roff, rqi, rqj,
@@ -669,17 +681,22 @@ cdef class ClosureData:
         self.c.mx = NULL
         self.c.mxws = 0
         self.c.sp = NULL
+        self.c.spi = NULL
         self.maximal = None
         self.sparse = None
+        self.sparse_inverse = None
         self.h0 = NULL
 
-    def attach_sparse(self, ModelData md, SparseKKTData sp):
-        """The dense route (route 1) with ``K`` kept sparse through ``sp``
-        (``gear/constraints/sparse.py``); the workspace grows by its scratch."""
-        if sp.c.m != self.m or self.c.mx != NULL:
+    def attach_sparse(self, ModelData md, SparseKKTData sp, SparseInvData spi=None):
+        """The dense route (route 1) with ``K`` kept sparse through ``sp``,
+        and closed inverse dynamics through ``spi`` (both from
+        ``gear/constraints/sparse.py``); the workspace grows by their scratch."""
+        if sp.c.m != self.m or self.c.mx != NULL or (spi is not None and spi.c.ch.n != md.nv):
             raise ValueError("attach_sparse: the plan does not match these rows")
         self.sparse = sp
+        self.sparse_inverse = spi
         self.c.sp = &sp.c
+        self.c.spi = NULL if spi is None else &(<SparseInvData> spi).c
         self.cwsize = cwork_size_c(&self.c, md.nb, md.nv, self.m, True)
         self.cws = np.zeros(self.cwsize)
 
@@ -835,6 +852,47 @@ cdef class SparseKKTData:
     def factor_nnz(self):
         """Entries of the factor L (its diagonal included)."""
         return self.c.ch.nnz
+
+
+cdef class SparseInvData:
+    """The fixed plan of the sparse route's inverse dynamics (SpInv of
+    ``gear/constraints/_cwork.pxd``): the pattern of ``A^T A`` over the
+    dofs and where each row group's products land.  Built by
+    ``gear/constraints/sparse.py``."""
+    cdef SpInv c
+    cdef readonly object arrays
+
+    def __init__(self, int n, Lp, Li, Rp, Rk, Rpos, pinv, goff, gdst, gdoff, gdof):
+        cdef int[::1] a_lp = _padded(Lp, np.int32)
+        cdef int[::1] a_li = _padded(Li, np.int32)
+        cdef int[::1] a_rp = _padded(Rp, np.int32)
+        cdef int[::1] a_rk = _padded(Rk, np.int32)
+        cdef int[::1] a_rpos = _padded(Rpos, np.int32)
+        cdef int[::1] a_pinv = _padded(pinv, np.int32)
+        cdef int[::1] a_goff = _padded(goff, np.int32)
+        cdef int[::1] a_gdst = _padded(gdst, np.int32)
+        cdef int[::1] a_gdoff = _padded(gdoff, np.int32)
+        cdef int[::1] a_gdof = _padded(gdof, np.int32)
+        self.arrays = (a_lp, a_li, a_rp, a_rk, a_rpos, a_pinv, a_goff, a_gdst, a_gdoff, a_gdof)
+        ng = a_goff.shape[0] - 2
+        if (a_lp.shape[0] != n + 2 or a_rp.shape[0] != n + 2 or a_pinv.shape[0] != n + 1
+                or a_gdoff.shape[0] != ng + 2 or a_lp[n] != a_li.shape[0] - 1
+                or a_goff[ng] != a_gdst.shape[0] - 1 or a_gdoff[ng] != a_gdof.shape[0] - 1):
+            raise ValueError("SparseInvData: inconsistent plan arrays")
+        self.c.ch.n = n
+        self.c.ch.nnz = a_lp[n]
+        self.c.ch.nnmax = 0
+        self.c.ch.Lp = &a_lp[0]
+        self.c.ch.Li = &a_li[0]
+        self.c.ch.Rp = &a_rp[0]
+        self.c.ch.Rk = &a_rk[0]
+        self.c.ch.Rpos = &a_rpos[0]
+        self.c.pinv = &a_pinv[0]
+        self.c.ng = ng
+        self.c.goff = &a_goff[0]
+        self.c.gdst = &a_gdst[0]
+        self.c.gdoff = &a_gdoff[0]
+        self.c.gdof = &a_gdof[0]
 
 
 def sparse_symbolic(int n, const int[::1] Rp, const int[::1] Ri):

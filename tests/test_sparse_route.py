@@ -343,3 +343,67 @@ def test_rows_left_out_of_the_plan_are_checked_and_replanned():
     assert s2.solver._prune is False and s2.solver._kpattern.keep.all()
     batch = s2.forward_dynamics(np.tile(q, (3, 1)), np.tile(dq, (3, 1)), np.tile(tau, (3, 1)))
     assert np.array_equal(batch.ddq[0], out.ddq)
+
+
+def _inverse_cases(sysm, q, rng):
+    model = sysm.model
+    dq = _consistent(sysm, q, rng)
+    ddq = sysm.forward_dynamics(q, dq, rng.standard_normal(model.nv)).ddq
+    movable = [n for n, j in zip(model.joint_names, model.joints) if j.nv]
+    sets = [movable[:1], movable[:2], movable[-1:], movable]
+    return dq, ddq, sets
+
+
+@pytest.mark.parametrize("name", sorted(k for k in MECHS if k != "rolling_ball")
+                         + ["ground_7", "chain_5"])
+def test_inverse_dynamics_on_the_sparse_route(name):
+    """Closed inverse dynamics (Kim eqs. 56-64, minimum-norm constraint
+    force) through the normal equations of A_p^T lam = e on a sparse
+    factor, against the dense route's pivoted QR: every mechanism, several
+    actuated sets (exact ones and under-actuated ones, which fall back to
+    hybrid dynamics in both), with f_ext, one state (the allocation-light
+    path), the general path and batches."""
+    if name == "ground_7":
+        sysm, q = mech.n_four_bar(7, tree="ground")
+    elif name == "chain_5":
+        sysm, q = mech.n_four_bar(5)
+    else:
+        sysm, q = MECHS[name]()
+    rng = np.random.default_rng(12)
+    if name == "four_bar_collinear":
+        dq, ddq = np.zeros(sysm.model.nv), np.zeros(sysm.model.nv)
+        sets = [sysm.model.joint_names[:1]]
+    else:
+        dq, ddq, sets = _inverse_cases(sysm, q, rng)
+    f_ext = rng.standard_normal((sysm.model.nbodies, 6))
+    d = sysm.with_solver("kkt", route="dense")
+    s = sysm.with_solver("kkt", route="sparse")
+    for act in sets:
+        for fe in (None, f_ext):
+            rd = d.inverse_dynamics(q, dq, ddq, act, f_ext=fe)
+            rs = s.inverse_dynamics(q, dq, ddq, act, f_ext=fe)
+            assert rs.exact == rd.exact, (name, act)
+            scale = max(1.0, np.abs(rd.tau).max(), np.abs(rd.lam).max())
+            assert np.abs(rs.tau - rd.tau).max() < 1e-10 * scale, (name, act)
+            assert np.abs(rs.lam - rd.lam).max() < 1e-9 * scale, (name, act)
+            if rd.exact:
+                assert rs.stats["rank"] == rd.stats["rank"]
+        # a batch equals single calls
+        B = s.inverse_dynamics(np.tile(q, (3, 1)), np.tile(dq, (3, 1)), np.tile(ddq, (3, 1)), act)
+        one = s.inverse_dynamics(q, dq, ddq, act)
+        assert np.array_equal(B.tau[2], one.tau) and np.array_equal(B.lam[2], one.lam)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_inverse_dynamics_on_random_trees_with_every_closure_kind(seed):
+    sysm, q, rng = _closed_at(seed)
+    dq, ddq, sets = _inverse_cases(sysm, q, rng)
+    for act in sets:
+        rd = sysm.with_solver("kkt", route="dense").inverse_dynamics(q, dq, ddq, act)
+        rs = sysm.with_solver("kkt", route="sparse").inverse_dynamics(q, dq, ddq, act)
+        assert rs.exact == rd.exact
+        scale = max(1.0, np.abs(rd.tau).max(), np.abs(rd.lam).max())
+        assert np.abs(rs.tau - rd.tau).max() < 1e-9 * scale
+        # A^T lam, the force the loops carry, is unique
+        A = sysm.constraint_jacobian(q)
+        assert np.abs(A.T @ (rs.lam - rd.lam)).max() < 1e-9 * scale

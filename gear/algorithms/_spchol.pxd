@@ -115,16 +115,14 @@ cdef inline void spchol_solve_lt(const SpChol* s, const double* Lx, const double
         y[j] = v / Lx[s.Lp[j]]
 
 
-cdef inline int spchol_solve(const SpChol* s, const double* Lx, const double* dep,
-                             double* y, double* scratch) noexcept nogil:
-    """``y <- K^+ y``: the minimum-norm solution of ``K lam = y`` with the
-    factor of :func:`spchol_factor` (see the module docstring).  Returns
-    0, or -1 when more than ``nnmax`` rows need the completion."""
-    cdef int j, t, a, b, i, nn = 0, n = s.n
+cdef inline void spchol_solve_basic(const SpChol* s, const double* Lx, const double* dep,
+                                    double* y) noexcept nogil:
+    """``y <- `` the basic solution of ``K x = y``: ``L L^T x = y`` with the
+    dependent rows' unknowns zero and their equations dropped (a solution
+    when the system is consistent; any one will do where only ``J x`` with
+    ``null(K) = null(J)`` is wanted, as in the sparse inverse dynamics)."""
+    cdef int j, t, n = s.n
     cdef double v
-    cdef double* W = scratch                # (nnmax, n)
-    cdef double* Z = W + s.nnmax * n        # (nnmax, nnmax)
-    cdef double* sv = Z + s.nnmax * s.nnmax  # (nnmax,)
     # L y = b, column by column (dependent rows: y_j = 0, equation dropped)
     for j in range(n):
         if dep[j] != 0.0:
@@ -135,6 +133,19 @@ cdef inline int spchol_solve(const SpChol* s, const double* Lx, const double* de
         for t in range(s.Lp[j] + 1, s.Lp[j + 1]):
             y[s.Li[t]] -= Lx[t] * v
     spchol_solve_lt(s, Lx, dep, y, n)
+
+
+cdef inline int spchol_solve(const SpChol* s, const double* Lx, const double* dep,
+                             double* y, double* scratch) noexcept nogil:
+    """``y <- K^+ y``: the minimum-norm solution of ``K lam = y`` with the
+    factor of :func:`spchol_factor` (see the module docstring).  Returns
+    0, or -1 when more than ``nnmax`` rows need the completion."""
+    cdef int j, t, a, b, i, nn = 0, n = s.n
+    cdef double v
+    cdef double* W = scratch                # (nnmax, n)
+    cdef double* Z = W + s.nnmax * n        # (nnmax, nnmax)
+    cdef double* sv = Z + s.nnmax * s.nnmax  # (nnmax,)
+    spchol_solve_basic(s, Lx, dep, y)
     for j in range(n):
         if dep[j] == 1.0:
             nn += 1

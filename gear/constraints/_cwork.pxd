@@ -69,6 +69,23 @@ cdef struct SpKKT:
                            # row left out (checked to be zero)
 
 
+cdef struct SpInv:
+    # the sparse route's inverse dynamics (closed_inverse_sparse of
+    # _sparse_route.pxd): the pattern of A^T A over the dofs (two dofs meet
+    # when a row group's pieces hold both) in a fill-reducing order, and for
+    # each group where the products of its pieces' entries land; built once
+    # per rows by gear/constraints/sparse.py
+    SpChol ch              # n = nv
+    const int* pinv        # (nv,) dof k is row pinv[k] of the factor
+    int ng                 # row groups (as dense_groups(keep=True) forms them)
+    const int* goff        # (ng + 1,) offsets into gdst
+    const int* gdst        # per group, for p <= q over its pieces' entries (main path,
+                           # then tail; row-major upper triangle): the position in the
+                           # factor's values of (dof_p, dof_q)
+    const int* gdof        # per group, the dof of each piece entry (offsets gdoff)
+    const int* gdoff       # (ng + 1,)
+
+
 cdef struct ClosC:
     int m                  # rows
     int ncoupler           # coupler rows among them
@@ -93,6 +110,7 @@ cdef struct ClosC:
     const void* mx         # the maximal-coordinate plan (MaxC of gear/maximal/_kernel.pxd), or NULL
     int mxws               # its scratch size (doubles per thread)
     const SpKKT* sp        # the sparse route's plan (dense route with a sparse K), or NULL
+    const SpInv* spi       # its inverse dynamics' plan (with sp), or NULL
 
 
 cdef struct CWork:
@@ -197,9 +215,15 @@ cdef inline int cwork_size(int nb, int nv, int m) noexcept nogil:
 
 
 cdef inline int sparse_scratch(const ClosC* cc) noexcept nogil:
-    # the sparse route's values of the factor and its scratch (0: no plan)
+    # the sparse route's values of its factors and their scratch (0: no
+    # plan): K's, then (at sparse_inverse_offset) A^T A's
     if cc == NULL or cc.sp == NULL:
         return 0
+    return sparse_inverse_offset(cc) + (0 if cc.spi == NULL else
+                                        cc.spi.ch.nnz + 3 * cc.spi.ch.n)
+
+
+cdef inline int sparse_inverse_offset(const ClosC* cc) noexcept nogil:
     return cc.sp.ch.nnz + spchol_scratch(&cc.sp.ch)
 
 

@@ -1,7 +1,10 @@
 # cython: language_level=3
 """The sparse route of the closed-loop kernels: ``K = Y^T Y`` assembled
 only on the group pairs whose root paths meet, into a fixed pattern, and
-factorised by a fixed-pattern sparse Cholesky (``sparse_solve``).
+factorised by a fixed-pattern sparse Cholesky (``sparse_solve``, for
+forward and hybrid dynamics on the dense route); and closed inverse
+dynamics through the normal equations of ``A_p^T lam = e`` on the same
+kind of pattern (``closed_inverse_sparse``).
 
 On the dense route (``_dense_route.pxd``) the column of Y of a row is
 non-zero only on the dofs of the root paths of the bodies it acts on
@@ -33,10 +36,16 @@ branches K is banded and the solve linear in the number of loops; on a
 deep chain whose every loop spans it, K is dense and this route does the
 dense route's work with more bookkeeping.
 """
-from gear.algorithms._types cimport ModelC
-from gear.algorithms._spchol cimport spchol_factor, spchol_solve
-from gear.constraints._cwork cimport SpKKT, ClosC, CWork, ST_SPARSE_REDUNDANT, ST_SPARSE_PATTERN
-from gear.constraints._groups cimport RowGroup, group_block, gram_times
+from libc.math cimport sqrt, fabs
+from gear.algorithms._types cimport ModelC, Work
+from gear.algorithms._rnea cimport rnea
+from gear.algorithms._crba cimport crba_packed
+from gear.algorithms._spchol cimport spchol_factor, spchol_solve, spchol_solve_basic
+from gear.constraints._cwork cimport (SpKKT, SpInv, ClosC, CWork, ST_SPARSE_REDUNDANT,
+                                      ST_SPARSE_PATTERN, ST_INEXACT, sparse_inverse_offset)
+from gear.constraints._rows cimport world_kinematics, closure_rows
+from gear.constraints._groups cimport (RowGroup, dense_groups, group_pieces, group_block,
+                                       gram_times, path_dot, path_axpy)
 
 
 cdef inline int sparse_solve(const ModelC* m, const ClosC* c, CWork* cw,
@@ -98,3 +107,133 @@ cdef inline int sparse_solve(const ModelC* m, const ClosC* c, CWork* cw,
             if sp.pinv[i] >= 0:
                 cw.lc[i] += y[sp.pinv[i]]
     return rank
+
+
+cdef inline double piece_entry(const int* pk, const int* plo, const int* phi, double** pY,
+                               int j, int p) noexcept nogil:
+    # entry p of row j of a group's pieces (the main piece's entries, then the tail's)
+    cdef int n0 = phi[0] - plo[0]
+    if p < n0:
+        return pY[0][j * n0 + p]
+    return pY[1][j * (phi[1] - plo[1]) + p - n0]
+
+
+cdef inline int closed_inverse_sparse(const ModelC* m, const ClosC* c, const double* q,
+                                      const double* dq, const double* ddq, double* tau,
+                                      const unsigned char* act, const double* fext, double rcond,
+                                      double* lam, double* info, Work* w,
+                                      CWork* cw) noexcept nogil:
+    """Closed-system inverse dynamics (Kim eqs. 56-64, the minimum-norm
+    constraint force) on the sparse route, the twin of ``closed_inverse``
+    of ``_inverse.pxd`` whose dense QR of ``A_p^T`` it replaces:
+
+        tau_r = M ddq + b                            RNEA
+        lam   = A_p mu,  (A_p^T A_p) mu = e          e = tau_r,p - tau_p (eq. 57)
+        tau_a = tau_r,a - A_a^T lam                  eqs. (58)/(60)
+
+    ``lam = A_p (A_p^T A_p)^+ e`` is the minimum-norm solution of
+    ``A_p^T lam = e`` (any solution ``mu`` gives the same ``lam``: they
+    differ in ``null(A_p)``), so the basic solution of the sparse factor
+    suffices.  ``A_p^T A_p`` is assembled from the rows' pieces on root
+    paths (``dense_groups``, A's values before the dense route's L^{-T})
+    into the fixed pattern of ``SpInv``, with the identity on the actuated
+    dofs, and factorised by ``_spchol.pxd``; the normal equations square
+    the conditioning, so one step of refinement follows (the corrected
+    semi-normal equations: ``mu' = (A_p^T A_p)^+ (e - A_p^T lam)``,
+    ``lam += A_p mu'``).  The rank is that of ``A_p`` (pivots of
+    ``A_p^T A_p`` above ``rcond`` times the largest).  Same outputs and
+    status codes as ``closed_inverse``."""
+    cdef const SpInv* sp = c.spi
+    cdef int nv = m.nv, nr = c.m, n = sp.ch.n
+    cdef int i, j, k, a, s1, p, q2, t, e0, ne, it, st, na, ng, rank, nact = 0
+    cdef int pk[2]
+    cdef int plo[2]
+    cdef int phi[2]
+    cdef double* pY[2]
+    cdef double* tr = cw.tx          # M ddq + b
+    cdef double* e = cw.us           # eq. (57)'s right-hand side, 0 on actuated dofs
+    cdef double* z = cw.xs           # A^T lam
+    cdef double* mu = cw.ts          # (nv,)
+    cdef double* Lx = cw.sws + sparse_inverse_offset(c)
+    cdef double* dep = Lx + sp.ch.nnz
+    cdef double* x = dep + n
+    cdef double* y = x + n
+    cdef RowGroup* G = <RowGroup*> cw.gd
+    cdef double scale = 1.0, r2, v
+    rnea(m, q, dq, ddq, fext, True, tr, w)
+    for k in range(nv):
+        if fabs(tr[k]) > scale:
+            scale = fabs(tr[k])
+        e[k] = 0.0 if act[k] else tr[k] - tau[k]
+        z[k] = 0.0
+        if act[k]:
+            nact += 1
+    for i in range(nr):
+        lam[i] = 0.0
+    info[0] = 0.0
+    info[1] = 0.0
+    if nr > 0:
+        crba_packed(m, cw.Md, cw.Md + nv * nv - nv, w)    # the world Jacobians the pieces read
+        world_kinematics(m, w, cw, False)                # (RNEA's dV holds ddq: not after_crba)
+        st = closure_rows(m, c, q, w, cw, True)
+        if st != 0:
+            return st
+        ng = dense_groups(m, c, w, cw, G, &na, NULL, True)
+        # A_p^T A_p into the factor's pattern; the identity on actuated dofs
+        for t in range(sp.ch.nnz):
+            Lx[t] = 0.0
+        for a in range(ng):
+            group_pieces(m, cw, &G[a], pk, plo, phi, pY)
+            e0 = sp.gdoff[a]
+            ne = sp.gdoff[a + 1] - e0
+            t = sp.goff[a]
+            for p in range(ne):
+                for q2 in range(p, ne):
+                    if not act[sp.gdof[e0 + p]] and not act[sp.gdof[e0 + q2]]:
+                        v = 0.0
+                        for j in range(G[a].g):
+                            v += (piece_entry(pk, plo, phi, pY, j, p)
+                                  * piece_entry(pk, plo, phi, pY, j, q2))
+                        Lx[sp.gdst[t]] += v
+                    t += 1
+        for k in range(nv):
+            if act[k]:
+                Lx[sp.ch.Lp[sp.pinv[k]]] = 1.0
+        rank = spchol_factor(&sp.ch, Lx, x, dep, rcond) - nact
+        info[0] = rank if rank > 0 else 0
+        for it in range(2):
+            # mu = (A_p^T A_p)^+ (e - A_p^T lam);  lam += A_p mu;  z = A^T lam
+            for k in range(nv):
+                y[sp.pinv[k]] = 0.0 if act[k] else e[k] - z[k]
+            spchol_solve_basic(&sp.ch, Lx, dep, y)
+            for k in range(nv):
+                mu[k] = 0.0 if act[k] else y[sp.pinv[k]]
+            for a in range(ng):
+                group_pieces(m, cw, &G[a], pk, plo, phi, pY)
+                for j in range(G[a].g):
+                    v = 0.0
+                    for s1 in range(2):
+                        if pk[s1] >= 0:
+                            v += path_dot(m, pk[s1], plo[s1],
+                                          pY[s1] + j * (phi[s1] - plo[s1]), mu)
+                    lam[G[a].a0 + j] += v
+            for k in range(nv):
+                z[k] = 0.0
+            for a in range(ng):
+                group_pieces(m, cw, &G[a], pk, plo, phi, pY)
+                for s1 in range(2):
+                    if pk[s1] >= 0:
+                        path_axpy(m, pk[s1], plo[s1], pY[s1], G[a].g, lam + G[a].a0, z)
+    if nact < nv:
+        # |A_p^T lam - e| (no rows: |e|)
+        r2 = 0.0
+        for k in range(nv):
+            if not act[k]:
+                r2 += (z[k] - e[k]) * (z[k] - e[k])
+        info[1] = sqrt(r2) / scale
+        if not (info[1] <= 1e-9):
+            return ST_INEXACT
+    for k in range(nv):
+        if act[k]:
+            tau[k] = tr[k] - z[k]
+    return 0

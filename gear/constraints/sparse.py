@@ -131,6 +131,8 @@ class KKTPattern:
         self.m = m = len(rtype)
         self.keep = np.ones(m, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
         self.groups = row_groups(rtype, rk)
+        self._rows = (rtype, ri, rj, rk, ba, bb)
+        self._model = model
         paths = _dof_paths(model)
         supports = [_group_support(model, paths, rtype, ri, rj, rk, ba, bb, r0)
                     for r0, _ in self.groups]
@@ -231,3 +233,81 @@ class KKTPattern:
         return _core.SparseKKTData(self.m, n, Lp, Li, LRp, LRk, LRpos, self.pinv, self.pga,
                                    self.pgb, self.poff, dst,
                                    MAX_COMPLETION if nnmax is None else nnmax)
+
+    def inverse_plan(self):
+        """The plan of the sparse route's inverse dynamics,
+        ``gear._core.SparseInvData``: the pattern of ``A^T A`` over the dofs
+        (two dofs meet when one group's pieces hold both) in a fill-reducing
+        order, and for every group the dofs of its pieces' entries (the
+        main piece, the root path of its first side's deepest dof, then the
+        tail, the second side's path below the common ancestors: as
+        ``dense_groups`` of ``gear/constraints/_groups.pxd`` lays them out)
+        with where each product of two entries lands."""
+        model = self._model
+        rtype, ri, rj, rk, ba, bb = self._rows
+        nv = model.nv
+        vp = np.asarray(model.data.dof_parents())
+
+        def path(k):                                    # root first
+            out = []
+            while k >= 0:
+                out.append(int(k))
+                k = vp[k]
+            return out[::-1]
+
+        entries = []
+        for r0, _ in self.groups:
+            if rtype[r0] == _COUPLER:
+                k1, k2 = int(ri[r0]), int(rj[r0])
+            else:
+                k = int(rk[r0])
+                k1, k2 = _body_dof(model, int(ba[k])), _body_dof(model, int(bb[k]))
+            if k1 < 0:
+                k1, k2 = k2, -1
+            main = path(k1) if k1 >= 0 else []
+            tail = []
+            if k2 >= 0:
+                p2 = path(k2)
+                nc = 0
+                while nc < min(len(main), len(p2)) and main[nc] == p2[nc]:
+                    nc += 1
+                tail = p2[nc:]
+            entries.append(main + tail)
+        # the pattern: every pair of one group's entries
+        ii, jj = [], []
+        for ent in entries:
+            e = np.asarray(ent, dtype=np.int64)
+            ii.append(np.repeat(e, len(e)))
+            jj.append(np.tile(e, len(e)))
+        ii = np.concatenate(ii) if ii else np.zeros(0, dtype=np.int64)
+        jj = np.concatenate(jj) if jj else np.zeros(0, dtype=np.int64)
+        pat = sp.coo_matrix((np.ones(len(ii)), (ii, jj)), shape=(nv, nv)).tocsc()
+        pat = ((pat + sp.identity(nv, format="csc")) != 0).astype(float).tocsc()
+        perm = _ordering(pat)
+        pinv = np.empty(nv, dtype=np.int64)
+        pinv[perm] = np.arange(nv)
+        P = sp.coo_matrix(pat)
+        pr, pc = pinv[P.row], pinv[P.col]
+        low = pr > pc
+        R = sp.csr_matrix((np.ones(int(low.sum())), (pr[low], pc[low])), shape=(nv, nv))
+        R.sort_indices()
+        Lp, Li, LRp, LRk, LRpos = _core.sparse_symbolic(nv, R.indptr.astype(np.int32),
+                                                        R.indices.astype(np.int32))
+        col_of = np.repeat(np.arange(nv, dtype=np.int64), np.diff(Lp))
+        key = col_of * nv + Li
+        gdst, goff, gdof, gdoff = [], [0], [], [0]
+        for ent in entries:
+            e = pinv[np.asarray(ent, dtype=np.int64)]
+            n = len(e)
+            p, q = np.triu_indices(n)
+            want = np.minimum(e[p], e[q]) * nv + np.maximum(e[p], e[q])
+            pos = np.searchsorted(key, want)
+            if n and not np.array_equal(key[np.minimum(pos, len(key) - 1)], want):
+                raise RuntimeError("sparse inverse plan: an entry of A^T A is outside its factor")
+            gdst.append(pos)
+            goff.append(goff[-1] + len(pos))
+            gdof.extend(ent)
+            gdoff.append(gdoff[-1] + n)
+        gdst = np.concatenate(gdst) if gdst else np.zeros(0, dtype=np.int64)
+        return _core.SparseInvData(nv, Lp, Li, LRp, LRk, LRpos, pinv, np.array(goff), gdst,
+                                   np.array(gdoff), np.array(gdof, dtype=np.int64))

@@ -125,10 +125,16 @@ class ConstraintSolver:
             return None
         sys = self.system
         rcond = float(self.options.get("rcond", 1e-10))
-        nd = sys._native(rcond)
+        nd = self._inverse_data()
         if nd is None:
             return None
         return _core.FastInverse(sys._md, nd, rcond, self.name, self.counters)
+
+    def _inverse_data(self):
+        """The encoded rows (``gear._core.ClosureData``) the native inverse
+        dynamics runs on, or None (Python constraints).  A solver may attach
+        its own plan to them (the kkt solver's sparse route does)."""
+        return self.system._native(float(self.options.get("rcond", 1e-10)))
 
     def forward_batch(self, q, dq, tau, f_ext):
         """A whole batch at once, or None to let the constrained model loop
@@ -158,7 +164,7 @@ class ConstraintSolver:
         :class:`gear.CustomConstraint`)."""
         sys = self.system
         rcond = float(self.options.get("rcond", 1e-10))
-        nd = sys._native(rcond)
+        nd = self._inverse_data()
         if nd is None:
             return None
         model = sys.model

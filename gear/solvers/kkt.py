@@ -246,9 +246,17 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
             nd = self.system._native(self.options["rcond"], fresh=True)
             if nd is None:
                 return None
-            nd.attach_sparse(self.system._md, self._pattern(nd).plan())
+            pat = self._pattern(nd)
+            nd.attach_sparse(self.system._md, pat.plan(), pat.inverse_plan())
             self._sparse_nd = nd
         return self._sparse_nd
+
+    def _inverse_data(self):
+        # the sparse route's inverse dynamics (A_p^T A_p by a sparse
+        # factor) rides on the same rows as its forward dynamics
+        if self.route == "sparse":
+            return self._native_data()
+        return super()._inverse_data()
 
     def _pattern(self, nd=None):
         """The structure of ``K`` (``gear.constraints.sparse.KKTPattern``),
