@@ -156,6 +156,11 @@ def cmd_info(args):
     print(f"  spanning tree: depth {st['depth']} (joints with dofs on the longest root path); "
           f"K = A M^-1 A^T couples {st['fill_K']:.1%} of its {st['rows']}x{st['rows']} entries "
           f"(nnz A {st['nnz_A']}, nnz K {st['nnz_K']})")
+    if all(hasattr(c, "kind") or getattr(c, "_native_row", None) is not None for c in sys_.constraints):
+        kkt = sys_.with_solver("kkt").solver
+        costs = kkt.route_costs()
+        print(f"  kkt solver's route: {kkt.route} (modelled work: "
+              + ", ".join(f"{k} {v:,.0f}" for k, v in costs.items() if np.isfinite(v)) + ")")
     if name.startswith("n-four-bar:"):
         import gear
 
@@ -163,7 +168,8 @@ def cmd_info(args):
         for tree in ("chain", "ground"):
             other_sys, other_q = gear.mechanisms.n_four_bar(n, tree=tree)
             other = other_sys.tree_statistics(other_q)
-            print(f"    tree={tree}: depth {other['depth']}, K fill {other['fill_K']:.1%}"
+            print(f"    tree={tree}: depth {other['depth']}, K fill {other['fill_K']:.1%}, "
+                  f"kkt route {other_sys.with_solver('kkt').solver.route}"
                   + ("  (this one)" if name.endswith(":ground") == (tree == "ground") else ""))
     mob = sys_.mobility(q0)
     res = float(np.abs(sys_.constraint_residual(q0)).max(initial=0.0))
