@@ -296,11 +296,9 @@ def test_outside_the_kernel_native_step_returns_none():
     b = stepping.step(soft, P[None], V[None], H, "euler")
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
-    big = gear.MaximalModel(mech.n_four_bar(8)[0])
-    assert big.nrows > 96
-    assert "dense route" in native.why_not(big)
-    with pytest.raises(NotImplementedError, match="dense route"):
-        native.native_run(big, np.zeros((1, big.nbodies, 4, 4)), np.zeros((1, big.nbodies, 6)), H, 1)
+    assert "integrator 'rk4'" in native.why_not(gear.MaximalModel(sys), "rk4")
+    with pytest.raises(NotImplementedError, match="compliant"):
+        native.native_run(soft, P[None], V[None], H, 1)
 
 
 def test_bad_arguments():
@@ -331,3 +329,50 @@ def test_a_model_that_ran_natively_still_pickles():
     tr2 = gear.simulate(back, q0, sys.project_velocity(q0, [1.0, 0, 0], locked=["crank"]), 0.01, 1e-3,
                         integrator="euler")
     np.testing.assert_array_equal(tr.poses, tr2.poses)
+
+
+@pytest.mark.parametrize("tree", ["chain", "ground"])
+@pytest.mark.parametrize("stab", [None, "baumgarte", "projection"])
+def test_sparse_K_above_the_dense_route_equals_the_numpy_step(tree, stab):
+    """More rows than the dense route takes (the 12-four-bar: 159 rows; a
+    random tree of every joint kind with 40 bodies): K sparse in the
+    kernel (a fill-reducing order and a fixed-pattern Cholesky), against the
+    NumPy step (CHOLMOD through scikit-sparse there); steps, projections,
+    runs and batches."""
+    sys, q0 = mech.n_four_bar(12, tree=tree)
+    mx = gear.MaximalModel(sys)
+    assert mx.nrows > 96 and native.why_not(mx) is None
+    assert "Lp" in native.plan(mx).arrays                 # the sparse plan
+    rng = np.random.default_rng(3)
+    P, V = _batch(mx, sys, q0, 3, rng)
+    tau = rng.standard_normal((3, sys.model.nv))
+    _compare(mx, P, V, tau, None, stab, 4, 1e-10, False)
+    # a batch equals its single states
+    one = native.native_step(mx, P, V, H, tau, None, "baumgarte")
+    single = native.native_step(mx, P[1:2], V[1:2], H, tau[1:2], None, "baumgarte")
+    for a, b in zip(single, one):
+        np.testing.assert_array_equal(a[0], b[1])
+    # projection from 1e-6 off the rows, and a run with projection
+    Pd = P @ exp_se3_rows(1e-6 * rng.standard_normal((3, mx.nbodies, 6)))
+    Pa, Va, ra = stepping.project(mx, Pd, V)
+    Pb, Vb, rb = native.native_project(mx, Pd, V)
+    np.testing.assert_allclose(Pb, Pa, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(Vb, Va, rtol=0, atol=1e-10 * np.abs(Va).max())
+    assert np.abs(mx.joint_residual(Pb)).max() <= 1e-12
+    Pr, Vr, _ = native.native_run(mx, P, V, H, 6, record_every=3, tau=tau, stabilization="projection")
+    assert np.abs(mx.joint_residual(Pr[:, -1])).max() <= 1e-12
+
+
+def test_sparse_K_on_a_random_tree_of_every_joint_kind():
+    rng = np.random.default_rng(11)
+    m = gear.testing.random_tree(rng, nbodies=40)
+    mx = gear.MaximalModel(m)
+    assert mx.nrows > 96 and "Lp" in native.plan(mx).arrays
+    N = 2
+    q = np.array([m.random_configuration(rng) for _ in range(N)])
+    P, V = mx.state(q, rng.standard_normal((N, m.nv)))
+    P = P @ exp_se3_rows(1e-3 * rng.standard_normal((N, mx.nbodies, 6)))
+    tau = rng.standard_normal((N, m.nv))
+    f_ext = rng.standard_normal((N, mx.nbodies, 6))
+    for stab in (None, "baumgarte"):
+        _compare(mx, P, V, tau, f_ext, stab, 3, 1e-12, True)

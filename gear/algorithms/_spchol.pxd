@@ -61,11 +61,14 @@ cdef inline int spchol_scratch(const SpChol* s) noexcept nogil:
 
 
 cdef inline int spchol_factor(const SpChol* s, double* Lx, double* x, double* dep,
-                              double rtol) noexcept nogil:
+                              double rtol, double rowtol) noexcept nogil:
     """In place: ``Lx`` holds the lower triangle of ``K`` in the pattern's
     positions (zero where the factor fills in) and gets ``L``.  ``x`` (n,)
     scratch; ``dep`` (n,) gets 0 (independent), 1 (dependent) or 2
-    (dependent and negligible).  Returns the rank."""
+    (dependent and negligible).  ``rowtol``: the fraction of its own
+    diagonal a pivot must exceed (``row_rtol()`` for a semi-definite K
+    whose rank is wanted; 0 for a regularised, definite one).  Returns the
+    rank."""
     cdef int j, t, t0, p, k, r = 0, n = s.n
     cdef double dmax = 0.0, d, kjj, ljk, inv
     for j in range(n):
@@ -85,7 +88,7 @@ cdef inline int spchol_factor(const SpChol* s, double* Lx, double* x, double* de
             for t in range(t0, s.Lp[k + 1]):
                 x[s.Li[t]] -= ljk * Lx[t]
         d = x[j]
-        if not (d > rtol * dmax) or not (d > row_rtol() * kjj):
+        if not (d > rtol * dmax) or not (d > rowtol * kjj):
             dep[j] = 2.0 if kjj <= rtol * rtol * dmax else 1.0
             for t in range(s.Lp[j], s.Lp[j + 1]):
                 Lx[t] = 0.0

@@ -40,7 +40,7 @@ from libc.math cimport sqrt, fabs
 from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._rnea cimport rnea
 from gear.algorithms._crba cimport crba_packed
-from gear.algorithms._spchol cimport spchol_factor, spchol_solve, spchol_solve_basic
+from gear.algorithms._spchol cimport spchol_factor, spchol_solve, spchol_solve_basic, row_rtol
 from gear.constraints._cwork cimport (SpKKT, SpInv, ClosC, CWork, ST_SPARSE_REDUNDANT,
                                       ST_SPARSE_PATTERN, ST_INEXACT, sparse_inverse_offset)
 from gear.constraints._rows cimport world_kinematics, closure_rows
@@ -85,7 +85,7 @@ cdef inline int sparse_solve(const ModelC* m, const ClosC* c, CWork* cw,
     if c.cfm > 0.0:
         for j in range(n):
             Lx[sp.ch.Lp[j]] += c.cfm
-    rank = spchol_factor(&sp.ch, Lx, x, dep, c.rcond)
+    rank = spchol_factor(&sp.ch, Lx, x, dep, c.rcond, row_rtol())
     for i in range(n):
         if dep[i] == 1.0:
             completed = 1
@@ -199,7 +199,7 @@ cdef inline int closed_inverse_sparse(const ModelC* m, const ClosC* c, const dou
         for k in range(nv):
             if act[k]:
                 Lx[sp.ch.Lp[sp.pinv[k]]] = 1.0
-        rank = spchol_factor(&sp.ch, Lx, x, dep, rcond) - nact
+        rank = spchol_factor(&sp.ch, Lx, x, dep, rcond, row_rtol()) - nact
         info[0] = rank if rank > 0 else 0
         for it in range(2):
             # mu = (A_p^T A_p)^+ (e - A_p^T lam);  lam += A_p mu;  z = A^T lam

@@ -34,7 +34,7 @@ import scipy.sparse as sp
 
 from .. import _core
 
-__all__ = ["KKTPattern", "row_groups", "MAX_COMPLETION"]
+__all__ = ["KKTPattern", "row_groups", "factor_pattern", "factor_positions", "MAX_COMPLETION"]
 
 #: dependent rows that are not negligible (see ``gear/algorithms/_spchol.pxd``)
 #: the sparse route completes to the minimum-norm multiplier per state
@@ -99,6 +99,39 @@ def _ordering(pattern):
     from scipy.sparse.csgraph import reverse_cuthill_mckee
 
     return np.asarray(reverse_cuthill_mckee(pattern.tocsr(), symmetric_mode=True), dtype=np.int64)
+
+
+def factor_pattern(pattern):
+    """The symbolic factorisation of a symmetric pattern (``n x n``,
+    scipy.sparse, any values): a fill-reducing order (:func:`_ordering`)
+    and ``gear._core.sparse_symbolic`` of the permuted pattern.  Returns
+    ``(pinv, (Lp, Li, LRp, LRk, LRpos), key)``: row r becomes row
+    ``pinv[r]`` of the factor, and ``key`` the sorted keys ``col * n + row``
+    of the factor's entries (for :func:`factor_positions`)."""
+    n = pattern.shape[0]
+    pat = ((sp.csc_matrix(pattern) + sp.csc_matrix(pattern).T + sp.identity(n, format="csc")) != 0)
+    pat = pat.astype(float).tocsc()
+    perm = _ordering(pat)
+    pinv = np.empty(n, dtype=np.int64)
+    pinv[perm] = np.arange(n)
+    P = sp.coo_matrix(pat)
+    pr, pc = pinv[P.row], pinv[P.col]
+    low = pr > pc
+    R = sp.csr_matrix((np.ones(int(low.sum())), (pr[low], pc[low])), shape=(n, n))
+    R.sort_indices()
+    sym = _core.sparse_symbolic(n, R.indptr.astype(np.int32), R.indices.astype(np.int32))
+    key = np.repeat(np.arange(n, dtype=np.int64), np.diff(sym[0])) * n + sym[1]
+    return pinv, sym, key
+
+
+def factor_positions(key, n, i, j):
+    """Where the entries ``(i, j)`` (rows of the factor, either triangle)
+    land among the factor's values: the lower entry ``(max, min)``."""
+    want = np.minimum(i, j) * n + np.maximum(i, j)
+    pos = np.searchsorted(key, want)
+    if len(want) and (not len(key) or not np.array_equal(key[np.minimum(pos, len(key) - 1)], want)):
+        raise RuntimeError("sparse plan: an entry is outside its factor's pattern")
+    return pos
 
 
 class KKTPattern:

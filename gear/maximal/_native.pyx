@@ -18,7 +18,15 @@ row (``F``, and ``G = M_b^{-1} F``) and ``K_rs`` sums ``F_r . G_s`` over
 the bodies the two rows share.  ``K`` is solved like
 :meth:`gear.maximal.kkt.RowSystem.solve`: Cholesky of ``K + delta I``
 (``delta`` = 1e-12 of ``K``'s largest ``|entry|``; redundant rows make ``K``
-singular) and up to four steps of refinement on ``K`` itself.
+singular) and up to four steps of refinement on ``K`` itself.  Up to
+:data:`gear.maximal.kkt.DENSE_ROWS` rows ``K`` is dense, factorised on its
+envelope; above, the plan carries ``K``'s sparse pattern (two rows meet
+when they share a body) in a fill-reducing order with its factor's
+pattern (``gear/constraints/sparse.py``), each body adds its segments'
+products into the factor's values, the fixed-pattern sparse Cholesky of
+``gear/algorithms/_spchol.pxd`` factorises them, and the refinement's
+``K x`` is ``J M^{-1} J^T x`` from the rows' two blocks: linear in the
+number of bodies for a tree or a chain of loops.
 
 The Gauss-Newton projection (``gear.maximal.stepping.project``) reuses
 the same pieces: ``T <- T exp(-M^{-1} J^T K^{-1} g)`` with ``J`` and the
@@ -41,6 +49,7 @@ from libc.math cimport sqrt, sin, cos, fabs, atan2, rint, M_PI
 from gear.spatial._spatial cimport (cross3, matmul3, matvec3, matTvec3, se3_mul, se3_inv, dAd_inv, dad,
                                     mat6_vec)
 from gear.algorithms._dense cimport chol_factor, chol_solve, dot
+from gear.algorithms._spchol cimport SpChol, spchol_factor, spchol_solve_basic
 
 import numpy as np
 
@@ -84,10 +93,21 @@ cdef struct PlanC:
     const double* S         # (nb, 36) ... S (6 x nvb, column-major) where constant ...
     const double* RPl       # (nb, 9) ... the rotation of the joint's placement ...
     const double* axes      # (nb, 9) ... and (a1, a2, -) or (e1, e2, n) where S varies
+    bint sparse             # K sparse (more rows than the dense route takes):
+    SpChol ch               #   its factor's pattern (rows in a fill-reducing order) ...
+    const int* pinv         #   (m,) row r of K is row pinv[r] of the factor
+    const int* bptr         #   (nb + 1,) each body's segments: rows brow[...] on side
+    const int* brow         #   bside[...] (0: the row's body a, 1: body b) ...
+    const int* bside
+    const int* bdst         #   ... and for each pair i <= j of a body's segments, where
+                            #   F_i . G_j lands among the factor's values
 
 
 cdef inline int scratch_size(const PlanC* p) noexcept nogil:
-    # T, V, D: 24 nb; F, G: 24 m; g, rhs, x, res: 4 m; K, L: 2 m^2; m ints
+    # T, V, D: 24 nb; F, G: 24 m; g, rhs, x, res: 4 m; K, L: 2 m^2 and m ints
+    # (dense), or the factor's values, 3 m of its scratch and 6 nb (sparse)
+    if p.sparse:
+        return 30 * p.nb + 31 * p.m + p.ch.nnz + 8
     return 24 * p.nb + 29 * p.m + 2 * p.m * p.m + 8
 
 
@@ -496,6 +516,99 @@ cdef inline void move(double* T, int nb, const double* V, double h) noexcept nog
             T[12 * b + k] = Tn[k]
 
 
+cdef inline int rows_and_K_sparse(const PlanC* p, const double* T, double* g, double* F, double* G,
+                                  double* Lx, double* x, double* dep) noexcept nogil:
+    """As :func:`rows_and_K` with ``K`` sparse: the products of each body's
+    segments into the factor's values ``Lx``, then ``K + delta I``
+    factorised in place (``x``, ``dep``: (m,) scratch)."""
+    cdef int m = p.m, r, k, sa, b, st, i, j, t
+    cdef double delta = 0.0
+    for r in range(m):
+        st = row(p, T, r, g + r, F + 12 * r)
+        if st != ST_OK:
+            return st
+        for sa in range(2):
+            b = p.ia[r] if sa == 0 else p.ib[r]
+            if b >= 0:
+                mat6_vec(p.Minv + 36 * b, F + 12 * r + 6 * sa, G + 12 * r + 6 * sa)
+            else:
+                for k in range(6):
+                    G[12 * r + 6 * sa + k] = 0.0
+    for t in range(p.ch.nnz):
+        Lx[t] = 0.0
+    t = 0
+    for b in range(p.nb):
+        for i in range(p.bptr[b], p.bptr[b + 1]):
+            for j in range(i, p.bptr[b + 1]):
+                Lx[p.bdst[t]] += dot6(F + 12 * p.brow[i] + 6 * p.bside[i],
+                                      G + 12 * p.brow[j] + 6 * p.bside[j])
+                t += 1
+    delta = REG * max_abs(Lx, p.ch.nnz)
+    if delta < 1e-300 * REG:
+        delta = 1e-300 * REG
+    for r in range(m):
+        Lx[p.ch.Lp[r]] += delta
+    if spchol_factor(&p.ch, Lx, x, dep, 0.0, 0.0) != m:
+        return ST_CHOL
+    return ST_OK
+
+
+cdef inline void solve_K_sparse(const PlanC* p, const double* F, const double* G, const double* Lx,
+                                const double* dep, const double* rhs, double* x, double* res,
+                                double* y, double* D) noexcept nogil:
+    """x with K x = rhs: the sparse factor's solve, refined like
+    :func:`solve_K` with ``K x = J M^{-1} J^T x`` (``y`` (m,), ``D`` (nb, 6)
+    scratch)."""
+    cdef int m = p.m, r, it, k
+    cdef double tol = 1e-14 * max_abs(rhs, m)
+    if tol < 1e-14:
+        tol = 1e-14
+    for r in range(m):
+        y[p.pinv[r]] = rhs[r]
+    spchol_solve_basic(&p.ch, Lx, dep, y)
+    for r in range(m):
+        x[r] = y[p.pinv[r]]
+    for it in range(REFINE):
+        for k in range(6 * p.nb):
+            D[k] = 0.0
+        add_Minv_Jt(p, G, x, 1.0, D)
+        J_apply(p, F, D, res)
+        for r in range(m):
+            res[r] = rhs[r] - res[r]
+        if max_abs(res, m) <= tol:
+            break
+        for r in range(m):
+            y[p.pinv[r]] = res[r]
+        spchol_solve_basic(&p.ch, Lx, dep, y)
+        for r in range(m):
+            x[r] += y[p.pinv[r]]
+
+
+cdef inline int factor_rows(const PlanC* p, const double* T, double* g, double* F, double* G,
+                            double* K, double* L, int* first) noexcept nogil:
+    """The rows, ``J``'s blocks and the factor of ``K + delta I``: dense
+    (``K``, ``L``, ``first``) or sparse (``L`` holds the factor's values,
+    ``K`` the scratch ``dep`` (m) then ``x`` (m))."""
+    cdef int st
+    if p.sparse:
+        return rows_and_K_sparse(p, T, g, F, G, L, K + p.m, K)
+    st = rows_and_K(p, T, g, F, G, K)
+    if st == ST_OK:
+        st = factor_K(K, L, first, p.m)
+    return st
+
+
+cdef inline void solve_rows(const PlanC* p, const double* F, const double* G, const double* K,
+                            const double* L, const int* first, const double* rhs, double* x,
+                            double* res) noexcept nogil:
+    # K x = rhs on the factor of factor_rows (sparse: K + 2 m and its
+    # scratch after the factor's values hold y and D)
+    if p.sparse:
+        solve_K_sparse(p, F, G, L, K, rhs, x, res, K + 2 * p.m, L + p.ch.nnz)
+    else:
+        solve_K(K, L, first, p.m, rhs, x, res)
+
+
 cdef int euler_one(const PlanC* p, const double* P16, const double* V, const double* tau,
                    const double* fext, double h, double gain, double* Pout, double* Vout,
                    double* lam, double* ws) noexcept nogil:
@@ -510,9 +623,9 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
     cdef double* rhs = g + m
     cdef double* x = rhs + m
     cdef double* res = x + m
-    cdef double* K = res + m              # (m, m)
-    cdef double* L = K + m * m            # (m, m)
-    cdef int* first = <int*> (L + m * m)  # (m,) the envelope of K
+    cdef double* K = res + m              # (m, m); sparse: (3 m) scratch
+    cdef double* L = K + (3 * m if p.sparse else m * m)   # (m, m); sparse: the factor's values
+    cdef int* first = <int*> (L + m * m)  # (m,) the envelope of K (dense)
     cdef double Mf[6]
     for b in range(nb):
         pose_in(P16 + 16 * b, T + 12 * b)
@@ -524,15 +637,13 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
             Vs[6 * b + k] = V[6 * b + k] + h * Mf[k]
     if m > 0:
         # K mu = -gain g - J V*,  V+ = V* + M^{-1} J^T mu,  lam = mu / h
-        st = rows_and_K(p, T, g, F, G, K)
-        if st == ST_OK:
-            st = factor_K(K, L, first, m)
+        st = factor_rows(p, T, g, F, G, K, L, first)
         if st != ST_OK:
             return st
         J_apply(p, F, Vs, rhs)
         for r in range(m):
             rhs[r] = -gain * g[r] - rhs[r]
-        solve_K(K, L, first, m, rhs, x, res)
+        solve_rows(p, F, G, K, L, first, rhs, x, res)
         add_Minv_Jt(p, G, x, 1.0, Vs)
         for r in range(m):
             lam[r] = x[r] / h
@@ -562,23 +673,21 @@ cdef int project_one(const PlanC* p, const double* P16, const double* V, double 
     cdef double* x = rhs + m
     cdef double* res = x + m
     cdef double* K = res + m
-    cdef double* L = K + m * m
+    cdef double* L = K + (3 * m if p.sparse else m * m)
     cdef int* first = <int*> (L + m * m)
     cdef double Fr[12]
     for b in range(nb):
         pose_in(P16 + 16 * b, T + 12 * b)
         for k in range(6):
             Vs[6 * b + k] = V[6 * b + k]
-    st = rows_and_K(p, T, g, F, G, K)
-    if st == ST_OK:
-        st = factor_K(K, L, first, m)
+    st = factor_rows(p, T, g, F, G, K, L, first)
     if st != ST_OK:
         return st
     before[0] = max_abs(g, m)
     for it in range(max_iter):
         if max_abs(g, m) <= tol:
             break
-        solve_K(K, L, first, m, g, x, res)
+        solve_rows(p, F, G, K, L, first, g, x, res)
         for k in range(6 * nb):               # D = -M^{-1} J^T K^{-1} g
             D[k] = 0.0
         add_Minv_Jt(p, G, x, -1.0, D)
@@ -587,13 +696,11 @@ cdef int project_one(const PlanC* p, const double* P16, const double* V, double 
             st = row(p, T, r, g + r, Fr)
             if st != ST_OK:
                 return st
-    st = rows_and_K(p, T, g, F, G, K)
-    if st == ST_OK:
-        st = factor_K(K, L, first, m)
+    st = factor_rows(p, T, g, F, G, K, L, first)
     if st != ST_OK:
         return st
     J_apply(p, F, Vs, rhs)
-    solve_K(K, L, first, m, rhs, x, res)
+    solve_rows(p, F, G, K, L, first, rhs, x, res)
     add_Minv_Jt(p, G, x, -1.0, Vs)
     for b in range(nb):
         pose_out(T + 12 * b, Pout + 16 * b)
@@ -610,7 +717,9 @@ cdef class Plan:
     cdef readonly int nb, m, nv
 
     def __init__(self, I6, Minv, parent, gravity, ty, ia, ib, ci, cj, RA, pA, RB, pB, offset, pitch,
-                 nvb, iv, vary, S, RPl, axes):
+                 nvb, iv, vary, S, RPl, axes, sparse=None):
+        """``sparse``: None (dense K) or ``(Lp, Li, LRp, LRk, LRpos, pinv,
+        bptr, brow, bside, bdst)`` (``gear.maximal.native.build``)."""
         f8 = lambda a, n: np.ascontiguousarray(np.asarray(a, dtype=np.float64).reshape(-1, n))
         i4 = lambda a: np.ascontiguousarray(np.asarray(a, dtype=np.int32).reshape(-1))
         a = dict(I6=f8(I6, 36), Minv=f8(Minv, 36), parent=i4(parent), ty=i4(ty), ia=i4(ia), ib=i4(ib),
@@ -643,6 +752,27 @@ cdef class Plan:
         self.c.S = _dptr(a["S"])
         self.c.RPl = _dptr(a["RPl"])
         self.c.axes = _dptr(a["axes"])
+        self.c.sparse = sparse is not None
+        if sparse is not None:
+            names = ("Lp", "Li", "LRp", "LRk", "LRpos", "pinv", "bptr", "brow", "bside", "bdst")
+            for n, v in zip(names, sparse):
+                a[n] = np.concatenate([i4(v), np.zeros(1, dtype=np.int32)])   # a valid first address
+            if (len(a["Lp"]) != self.m + 2 or len(a["pinv"]) != self.m + 1
+                    or len(a["bptr"]) != self.nb + 2):
+                raise ValueError("Plan: inconsistent sparse arrays")
+            self.c.ch.n = self.m
+            self.c.ch.nnz = a["Lp"][self.m]
+            self.c.ch.nnmax = 0
+            self.c.ch.Lp = _iptr(a["Lp"])
+            self.c.ch.Li = _iptr(a["Li"])
+            self.c.ch.Rp = _iptr(a["LRp"])
+            self.c.ch.Rk = _iptr(a["LRk"])
+            self.c.ch.Rpos = _iptr(a["LRpos"])
+            self.c.pinv = _iptr(a["pinv"])
+            self.c.bptr = _iptr(a["bptr"])
+            self.c.brow = _iptr(a["brow"])
+            self.c.bside = _iptr(a["bside"])
+            self.c.bdst = _iptr(a["bdst"])
 
 
 cdef const double* _dptr(a):

@@ -7,11 +7,11 @@ with ``integrator="euler"`` and runs the batch in parallel without the GIL;
 covers the call, NumPy otherwise; :func:`native_run` advances a batch
 through many steps in one native call, recording every k-th frame.
 
-The kernel covers hard rows on the dense route (at most
-:data:`gear.maximal.kkt.DENSE_ROWS` rows) of all five row types (pos, axis,
-dot, dist, helix: every joint kind and loop closure), with joint torques on
-every joint kind.  It does not cover compliant rows, joint couplers, the
-other integrators, or more rows than the dense route takes: there
+The kernel covers hard rows of all five row types (pos, axis, dot, dist,
+helix: every joint kind and loop closure), with joint torques on every
+joint kind: ``K`` dense up to :data:`gear.maximal.kkt.DENSE_ROWS` rows,
+sparse above (its pattern, order and factor planned once here).  It does
+not cover compliant rows, joint couplers or the other integrators: there
 :func:`native_step` returns None (:func:`why_not` says why).
 :func:`native_project` (and :func:`project`, with the NumPy fallback) is
 the Gauss-Newton projection of :func:`gear.maximal.stepping.project`.
@@ -35,8 +35,6 @@ def build(mx):
     g = tuple(np.asarray(mx.model.gravity, dtype=float))
     if mx.compliant:
         return None, "compliant rows (stiffness=) take the NumPy step", g
-    if mx.nrows > DENSE_ROWS:
-        return None, f"{mx.nrows} rows: the native step takes the dense route, at most {DENSE_ROWS} rows", g
     if getattr(mx, "_couplers", None):
         return None, "joint couplers (rows on joint coordinates) take the NumPy step", g
     m, t, nb = mx.model, mx.rows, mx.nbodies
@@ -56,9 +54,43 @@ def build(mx):
             axes[i] = np.concatenate([j.e1, j.e2, j.normal])
         Si = mx._S[i](np.eye(3)[None])[0] if j.nv else np.zeros((6, 0))   # R_Y = 1 for the varying ones
         S[i, :Si.size] = Si.T.ravel()
+    sparse = _sparse_plan(nb, np.asarray(t.ia), np.asarray(t.ib)) if mx.nrows > DENSE_ROWS else None
     p = _native.Plan(mx.I6, mx.Minv, mx._parents, m.gravity, t.types, t.ia, t.ib, t.i, t.j, t.RA, t.pA, t.RB, t.pB,
-             t.offset, t.pitch, nvb, iv, vary, S, RPl, axes)
+                     t.offset, t.pitch, nvb, iv, vary, S, RPl, axes, sparse)
     return p, None, g
+
+
+def _sparse_plan(nb, ia, ib):
+    """``K``'s sparse plan for more rows than the dense route takes: each
+    body's segments (the rows that meet it, and on which side), ``K``'s
+    pattern (two rows meet when they share a body), its fill-reducing
+    order and factor (``gear.constraints.sparse.factor_pattern``), and
+    where each product of two of a body's segments lands."""
+    import scipy.sparse as sps
+
+    from ..constraints.sparse import factor_pattern, factor_positions
+
+    m = len(ia)
+    seg_body = np.concatenate([ia, ib])
+    seg_row = np.concatenate([np.arange(m), np.arange(m)])
+    seg_side = np.concatenate([np.zeros(m, dtype=np.int64), np.ones(m, dtype=np.int64)])
+    keep = seg_body >= 0
+    order = np.lexsort((seg_row[keep], seg_body[keep]))
+    body, row, side = seg_body[keep][order], seg_row[keep][order], seg_side[keep][order]
+    bptr = np.searchsorted(body, np.arange(nb + 1))
+    # every pair i <= j of one body's segments, in the kernel's loop order
+    pi, pj = [], []
+    for b in range(nb):
+        lo, hi = bptr[b], bptr[b + 1]
+        i, j = np.triu_indices(hi - lo)
+        pi.append(lo + i)
+        pj.append(lo + j)
+    pi = np.concatenate(pi) if pi else np.zeros(0, dtype=np.int64)
+    pj = np.concatenate(pj) if pj else np.zeros(0, dtype=np.int64)
+    pattern = sps.coo_matrix((np.ones(len(pi)), (row[pi], row[pj])), shape=(m, m))
+    pinv, sym, key = factor_pattern(pattern)
+    dst = factor_positions(key, m, pinv[row[pi]], pinv[row[pj]])
+    return (*sym, pinv, bptr, row, side, dst)
 
 
 def plan(mx):
