@@ -355,7 +355,7 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
         route skips zero rows: the out-of-plane rows of balls closing planar
         loops are zero everywhere), ``s`` their mean number of non-zeros,
         ``nnz_K`` and ``f`` the entries of ``K`` and the flops of its sparse
-        factor (``gear/constraints/sparse.py``, structural: every row kept):
+        factor (``gear/constraints/sparse.py``: the rows it keeps)::
 
             aba    ~ 165 nbodies (nc + 2)           articulated-body and unit passes
             dense  ~ sum d_k^2 + 2 nz s mean(d) + nz^2 s / 2 + nz^3 / 6
@@ -369,7 +369,15 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
         by a ball (the aba and dense routes cross at about 45 bodies); the
         sparse terms count its bookkeeping per entry (``benchmarks/
         bench_trees.py`` times the three routes on two spanning trees of the
-        N-four-bar, ``benchmarks/bench_constraints.py`` on chains)."""
+        N-four-bar, ``benchmarks/bench_constraints.py`` on chains).
+
+        Returns
+        -------
+        dict
+            ``{"aba": ..., "dense": ...}`` and ``"sparse"`` where the rows
+            are native and the system is large enough to consider it
+            (``inf`` when ``K`` is mostly full).
+        """
         sys = self.system
         model = sys.model
         vp = model.data.dof_parents()
