@@ -215,21 +215,12 @@ class KKTPattern:
         local[kept] = np.arange(n)
         both = self.keep[ra] & self.keep[rb]
         la, lb = local[ra[both]], local[rb[both]]
-        pat = sp.coo_matrix((np.ones(len(la)), (la, lb)), shape=(n, n)).tocsc()
-        pat = ((pat + pat.T + sp.identity(n, format="csc")) != 0).astype(float).tocsc()
-        self._nnz_K = int(pat.nnz)
-        perm = _ordering(pat)
+        pat = sp.coo_matrix((np.ones(len(la)), (la, lb)), shape=(n, n))
+        pinv, self._symbolic, self._key = factor_pattern(pat)
+        self._nnz_K = int(((pat + pat.T + sp.identity(n)) != 0).nnz)
         self.n = n
         self.pinv = np.full(m, -1, dtype=np.int64)
-        self.pinv[kept[perm]] = np.arange(n)
-        # rows of the lower triangle of the permuted pattern -> the factor's pattern
-        P = sp.coo_matrix(pat)
-        pr, pc = self.pinv[kept[P.row]], self.pinv[kept[P.col]]
-        low = pr > pc
-        R = sp.csr_matrix((np.ones(int(low.sum())), (pr[low], pc[low])), shape=(n, n))
-        R.sort_indices()
-        self._symbolic = _core.sparse_symbolic(n, R.indptr.astype(np.int32),
-                                               R.indices.astype(np.int32))
+        self.pinv[kept] = pinv
         self._entry_rows = (ra, rb)
 
     def _entries(self):
@@ -248,17 +239,11 @@ class KKTPattern:
         """The kernel's plan, ``gear._core.SparseKKTData``."""
         Lp, Li, LRp, LRk, LRpos = self.symbolic
         n = self.n
-        # where each entry lands: the lower entry of the factor (column
-        # min(i, j), row max(i, j)); Li is sorted within columns
-        col_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(Lp))
-        key = col_of * n + Li
         ra, rb = self._entry_rows
         i, j = self.pinv[ra], self.pinv[rb]
         both = (i >= 0) & (j >= 0)
-        want = np.minimum(i, j) * n + np.maximum(i, j)
-        dst = np.searchsorted(key, want)
-        if len(key) and not np.array_equal(key[np.minimum(dst[both], len(key) - 1)], want[both]):
-            raise RuntimeError("sparse KKT plan: an entry of K is outside its factor's pattern")
+        dst = np.full(len(ra), -1, dtype=np.int64)
+        dst[both] = factor_positions(self._key, n, i[both], j[both])
         diag = np.repeat(self.pga == self.pgb, np.diff(self.poff))
         dst[diag & (i < j)] = -1                         # diagonal blocks: lower entries only
         dst[~both] = -1                                  # a row left out ...
@@ -314,29 +299,14 @@ class KKTPattern:
             jj.append(np.tile(e, len(e)))
         ii = np.concatenate(ii) if ii else np.zeros(0, dtype=np.int64)
         jj = np.concatenate(jj) if jj else np.zeros(0, dtype=np.int64)
-        pat = sp.coo_matrix((np.ones(len(ii)), (ii, jj)), shape=(nv, nv)).tocsc()
-        pat = ((pat + sp.identity(nv, format="csc")) != 0).astype(float).tocsc()
-        perm = _ordering(pat)
-        pinv = np.empty(nv, dtype=np.int64)
-        pinv[perm] = np.arange(nv)
-        P = sp.coo_matrix(pat)
-        pr, pc = pinv[P.row], pinv[P.col]
-        low = pr > pc
-        R = sp.csr_matrix((np.ones(int(low.sum())), (pr[low], pc[low])), shape=(nv, nv))
-        R.sort_indices()
-        Lp, Li, LRp, LRk, LRpos = _core.sparse_symbolic(nv, R.indptr.astype(np.int32),
-                                                        R.indices.astype(np.int32))
-        col_of = np.repeat(np.arange(nv, dtype=np.int64), np.diff(Lp))
-        key = col_of * nv + Li
+        pat = sp.coo_matrix((np.ones(len(ii)), (ii, jj)), shape=(nv, nv))
+        pinv, (Lp, Li, LRp, LRk, LRpos), key = factor_pattern(pat)
         gdst, goff, gdof, gdoff = [], [0], [], [0]
         for ent in entries:
             e = pinv[np.asarray(ent, dtype=np.int64)]
             n = len(e)
             p, q = np.triu_indices(n)
-            want = np.minimum(e[p], e[q]) * nv + np.maximum(e[p], e[q])
-            pos = np.searchsorted(key, want)
-            if n and not np.array_equal(key[np.minimum(pos, len(key) - 1)], want):
-                raise RuntimeError("sparse inverse plan: an entry of A^T A is outside its factor")
+            pos = factor_positions(key, nv, e[p], e[q])
             gdst.append(pos)
             goff.append(goff[-1] + len(pos))
             gdof.extend(ent)
