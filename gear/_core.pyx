@@ -814,7 +814,8 @@ cdef class SparseKKTData:
     cdef SpKKT c
     cdef readonly object arrays
 
-    def __init__(self, int m, int n, Lp, Li, Rp, Rk, Rpos, pinv, pga, pgb, poff, dst, int nnmax):
+    def __init__(self, int m, int n, Lp, Li, Rp, Rk, Rpos, pinv, pga, pgb, poff, dst, int nnmax,
+                 coff, comb):
         cdef int[::1] a_lp = _padded(Lp, np.int32)
         cdef int[::1] a_li = _padded(Li, np.int32)
         cdef int[::1] a_rp = _padded(Rp, np.int32)
@@ -825,12 +826,16 @@ cdef class SparseKKTData:
         cdef int[::1] a_pgb = _padded(pgb, np.int32)
         cdef int[::1] a_poff = _padded(poff, np.int32)
         cdef int[::1] a_dst = _padded(dst, np.int32)
-        self.arrays = (a_lp, a_li, a_rp, a_rk, a_rpos, a_pinv, a_pga, a_pgb, a_poff, a_dst)
+        cdef int[::1] a_coff = _padded(coff, np.int32)
+        cdef int[::1] a_comb = _padded(comb, np.int32)
+        self.arrays = (a_lp, a_li, a_rp, a_rk, a_rpos, a_pinv, a_pga, a_pgb, a_poff, a_dst, a_coff,
+                       a_comb)
         npair = a_pga.shape[0] - 1
         if (a_lp.shape[0] != n + 2 or a_rp.shape[0] != n + 2 or a_pinv.shape[0] != m + 1
                 or a_pgb.shape[0] != npair + 1 or a_poff.shape[0] != npair + 2
                 or a_lp[n] != a_li.shape[0] - 1 or a_rp[n] != a_rk.shape[0] - 1
-                or a_rpos.shape[0] != a_rk.shape[0] or a_poff[npair] != a_dst.shape[0] - 1):
+                or a_rpos.shape[0] != a_rk.shape[0] or a_poff[npair] != a_dst.shape[0] - 1
+                or a_coff.shape[0] != npair + 2 or 4 * a_coff[npair] != a_comb.shape[0] - 1):
             raise ValueError("SparseKKTData: inconsistent plan arrays")
         self.c.m = m
         self.c.ch.n = n
@@ -847,6 +852,8 @@ cdef class SparseKKTData:
         self.c.pgb = &a_pgb[0]
         self.c.poff = &a_poff[0]
         self.c.dst = &a_dst[0]
+        self.c.coff = &a_coff[0]
+        self.c.comb = &a_comb[0]
 
     @property
     def factor_nnz(self):

@@ -63,6 +63,9 @@ cdef struct SpKKT:
     const int* pga
     const int* pgb
     const int* poff        # (npair + 1,) offsets into dst
+    const int* coff        # (npair + 1,) each pair's piece combinations in comb:
+    const int* comb        #   (s1, s2, lo, hi): piece s1 of group a and s2 of group b
+                           #   share the depths [lo, hi) (structural: planned once)
     const int* dst         # position in the factor's values of entry (i, j) of the
                            # pair's block (row-major, g_a x g_b); -1: the upper
                            # triangle or a row left out; -2: the diagonal entry of a

@@ -44,7 +44,7 @@ from gear.algorithms._spchol cimport spchol_factor, spchol_solve, spchol_solve_b
 from gear.constraints._cwork cimport (SpKKT, SpInv, ClosC, CWork, ST_SPARSE_REDUNDANT,
                                       ST_SPARSE_PATTERN, ST_INEXACT, sparse_inverse_offset)
 from gear.constraints._rows cimport world_kinematics, closure_rows
-from gear.constraints._groups cimport (RowGroup, dense_groups, group_pieces, group_block,
+from gear.constraints._groups cimport (RowGroup, dense_groups, group_pieces, block_add,
                                        gram_times, path_dot, path_axpy)
 
 
@@ -67,7 +67,15 @@ cdef inline int sparse_solve(const ModelC* m, const ClosC* c, CWork* cw,
     cdef double* x = dep + n
     cdef double* y = x + n
     cdef double blk[36]
-    cdef int rank
+    cdef int rank, s1, s2, lo, hi
+    cdef int pk[2]
+    cdef int plo[2]
+    cdef int phi[2]
+    cdef int qk[2]
+    cdef int qlo[2]
+    cdef int qhi[2]
+    cdef double* pY[2]
+    cdef double* qY[2]
     for t in range(sp.ch.nnz):
         Lx[t] = 0.0
     for p in range(sp.npair):
@@ -75,7 +83,16 @@ cdef inline int sparse_solve(const ModelC* m, const ClosC* c, CWork* cw,
         gb = G[sp.pgb[p]].g
         for i in range(ga * gb):
             blk[i] = 0.0
-        group_block(m, cw, &G[sp.pga[p]], &G[sp.pgb[p]], blk, gb)
+        # Y_a^T Y_b on the depths the pieces share (planned: no path search)
+        group_pieces(m, cw, &G[sp.pga[p]], pk, plo, phi, pY)
+        group_pieces(m, cw, &G[sp.pgb[p]], qk, qlo, qhi, qY)
+        for t in range(sp.coff[p], sp.coff[p + 1]):
+            s1 = sp.comb[4 * t]
+            s2 = sp.comb[4 * t + 1]
+            lo = sp.comb[4 * t + 2]
+            hi = sp.comb[4 * t + 3]
+            block_add(pY[s1] + lo - plo[s1], phi[s1] - plo[s1], ga,
+                      qY[s2] + lo - qlo[s2], qhi[s2] - qlo[s2], gb, hi - lo, blk, gb)
         for i in range(ga * gb):
             t = sp.dst[sp.poff[p] + i]
             if t >= 0:

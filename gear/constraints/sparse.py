@@ -250,7 +250,80 @@ class KKTPattern:
         dst[~both & (ra == rb)] = -2                     # ... whose K_rr is checked to be zero
         return _core.SparseKKTData(self.m, n, Lp, Li, LRp, LRk, LRpos, self.pinv, self.pga,
                                    self.pgb, self.poff, dst,
-                                   MAX_COMPLETION if nnmax is None else nnmax)
+                                   MAX_COMPLETION if nnmax is None else nnmax, *self.pair_combos())
+
+    def pieces(self):
+        """Each group's two pieces of root paths as ``dense_groups`` of
+        ``gear/constraints/_groups.pxd`` lays them out: ``((main, 0), (path,
+        lo))`` with ``main`` the root path (dofs, root first) of the first
+        side's deepest dof, ``path`` the second side's root path and ``lo``
+        the depth where it leaves the main one (empty when there is no
+        second side or it lies inside the main path)."""
+        if getattr(self, "_pieces", None) is not None:
+            return self._pieces
+        model = self._model
+        rtype, ri, rj, rk, ba, bb = self._rows
+        vp = np.asarray(model.data.dof_parents())
+
+        def path(k):                                    # root first
+            out = []
+            while k >= 0:
+                out.append(int(k))
+                k = vp[k]
+            return out[::-1]
+
+        out = []
+        for r0, _ in self.groups:
+            if rtype[r0] == _COUPLER:
+                k1, k2 = int(ri[r0]), int(rj[r0])
+            else:
+                k = int(rk[r0])
+                k1, k2 = _body_dof(model, int(ba[k])), _body_dof(model, int(bb[k]))
+            if k1 < 0:
+                k1, k2 = k2, -1
+            main = path(k1) if k1 >= 0 else []
+            p2, nc = [], 0
+            if k2 >= 0:
+                p2 = path(k2)
+                while nc < min(len(main), len(p2)) and main[nc] == p2[nc]:
+                    nc += 1
+                if nc == len(p2):                       # inside the main path: no tail
+                    p2, nc = [], 0
+            out.append(((main, 0), (p2, nc)))
+        self._pieces = out
+        return out
+
+    def pair_combos(self):
+        """For every meeting group pair (``pga``, ``pgb``), the combinations
+        of their pieces that share depths, ``(s1, s2, lo, hi)``: piece s1 of
+        group a and piece s2 of group b hold the same dofs on depths
+        ``[lo, hi)`` (where their ranges overlap, up to their paths' common
+        ancestors).  Returns ``(coff, comb)``: pair p's combinations are
+        ``comb[coff[p]:coff[p + 1]]`` (4 ints each)."""
+        pcs = self.pieces()
+
+        def ranges(a):
+            (main, _), (p2, nc) = pcs[a]
+            out = []
+            if main:
+                out.append((0, main, 0, len(main)))
+            if p2:
+                out.append((1, p2, nc, len(p2)))
+            return out
+
+        coff, comb = [0], []
+        for a, b in zip(self.pga, self.pgb):
+            for s1, path1, lo1, hi1 in ranges(int(a)):
+                for s2, path2, lo2, hi2 in ranges(int(b)):
+                    lo, hi = max(lo1, lo2), min(hi1, hi2)
+                    c = 0
+                    while c < hi and path1[c] == path2[c]:
+                        c += 1
+                    hi = min(hi, c)
+                    if hi > lo:
+                        comb.extend((s1, s2, lo, hi))
+            coff.append(len(comb) // 4)
+        return np.array(coff, dtype=np.int64), np.array(comb, dtype=np.int64)
 
     def inverse_plan(self):
         """The plan of the sparse route's inverse dynamics,
@@ -262,35 +335,8 @@ class KKTPattern:
         ``dense_groups`` of ``gear/constraints/_groups.pxd`` lays them out)
         with where each product of two entries lands."""
         model = self._model
-        rtype, ri, rj, rk, ba, bb = self._rows
         nv = model.nv
-        vp = np.asarray(model.data.dof_parents())
-
-        def path(k):                                    # root first
-            out = []
-            while k >= 0:
-                out.append(int(k))
-                k = vp[k]
-            return out[::-1]
-
-        entries = []
-        for r0, _ in self.groups:
-            if rtype[r0] == _COUPLER:
-                k1, k2 = int(ri[r0]), int(rj[r0])
-            else:
-                k = int(rk[r0])
-                k1, k2 = _body_dof(model, int(ba[k])), _body_dof(model, int(bb[k]))
-            if k1 < 0:
-                k1, k2 = k2, -1
-            main = path(k1) if k1 >= 0 else []
-            tail = []
-            if k2 >= 0:
-                p2 = path(k2)
-                nc = 0
-                while nc < min(len(main), len(p2)) and main[nc] == p2[nc]:
-                    nc += 1
-                tail = p2[nc:]
-            entries.append(main + tail)
+        entries = [main + tail[lo:] for (main, _), (tail, lo) in self.pieces()]
         # the pattern: every pair of one group's entries
         ii, jj = [], []
         for ent in entries:
