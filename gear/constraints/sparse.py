@@ -88,6 +88,25 @@ def _group_support(model, paths, rtype, ri, rj, rk, ba, bb, r0):
     return out
 
 
+def _common(p1, p2, lo, hi):
+    """``min(hi, c)`` for the c dofs two root paths (root first) share, or
+    ``lo`` if that is not above ``lo``: they agree on a prefix, so a check at
+    ``hi - 1`` and at ``lo`` and a bisection between (``path_common`` of
+    ``gear/constraints/_rows.pxd``)."""
+    if hi <= lo or p1[hi - 1] == p2[hi - 1]:
+        return hi
+    if p1[lo] != p2[lo]:
+        return lo
+    hi -= 1
+    while hi - lo > 1:                       # agree at lo, differ at hi
+        mid = (lo + hi) // 2
+        if p1[mid] == p2[mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo + 1
+
+
 def _ordering(pattern):
     """A fill-reducing permutation of the symmetric ``pattern`` (CSC):
     ``perm[k]`` is the row that becomes row k."""
@@ -316,14 +335,17 @@ class KKTPattern:
             for s1, path1, lo1, hi1 in ranges(int(a)):
                 for s2, path2, lo2, hi2 in ranges(int(b)):
                     lo, hi = max(lo1, lo2), min(hi1, hi2)
-                    c = 0
-                    while c < hi and path1[c] == path2[c]:
-                        c += 1
-                    hi = min(hi, c)
+                    hi = _common(path1, path2, lo, hi)
                     if hi > lo:
                         comb.extend((s1, s2, lo, hi))
             coff.append(len(comb) // 4)
         return np.array(coff, dtype=np.int64), np.array(comb, dtype=np.int64)
+
+    def inverse_work(self):
+        """The products per call the sparse inverse dynamics would form
+        (sum over groups of its pieces' entries squared): small on shallow
+        trees, quadratic in the depth on deep chains."""
+        return sum((len(main) + len(tail) - lo) ** 2 for (main, _), (tail, lo) in self.pieces())
 
     def inverse_plan(self):
         """The plan of the sparse route's inverse dynamics,

@@ -247,7 +247,12 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
             if nd is None:
                 return None
             pat = self._pattern(nd)
-            nd.attach_sparse(self.system._md, pat.plan(), pat.inverse_plan())
+            # inverse dynamics on the sparse route where A^T A is sparse
+            # (its products per call within a few per dof and row); on a
+            # deep chain it is dense and the dense route's QR does better
+            model = self.system.model
+            sparse_inv = pat.inverse_work() <= 64 * (model.nv + self.system.nc)
+            nd.attach_sparse(self.system._md, pat.plan(), pat.inverse_plan() if sparse_inv else None)
             self._sparse_nd = nd
         return self._sparse_nd
 
