@@ -1083,34 +1083,19 @@ def closed_rows(ModelData md, ClosureData cd, const double[:, ::1] q, const doub
                                _orow(Ap, k, m * nv), _orow(bp, k, m), &w, &cw)
 
 
-def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
-                    double[:, ::1] ddq, double[:, ::1] tau, const unsigned char[::1] prescribed,
-                    const double[:, :, ::1] fext, double[:, ::1] lam, double[:, ::1] info,
-                    int[::1] status, int nthreads, int route=0):
-    """Constrained forward (``prescribed`` None) or hybrid dynamics of each
-    row, in place as ``hybrid``; ``lam`` (N, m) and ``info`` (N, 2: rank,
-    residual) written; ``status`` as in ``hybrid``, or ST_DIST_COINCIDE /
-    ST_MASS_NOT_PD.  ``route`` 1 builds M, 2 projects (forward dynamics only).
-    Runs in parallel over rows without the GIL (one workspace per thread)."""
-    cdef Py_ssize_t N = q.shape[0], k
+cdef void _cdyn_batch(ModelData md, ClosureData cd, int route, Py_ssize_t N, const double* qp,
+                      const double* dqp, double* ddqp, double* taup, const unsigned char* pp,
+                      const double* fp, double* lp, double* ip, int* status, int nthreads,
+                      bint full):
+    """The kernel over N states: in the calling thread (one state, or
+    ``nthreads`` 1), else in parallel without the GIL, one workspace per
+    thread."""
+    cdef Py_ssize_t k
     cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb, st
     cdef int wsize = md.wsize, cwsize = cd.cwsize
-    cdef const double* qp = &q[0, 0]
-    cdef const double* dqp = _base2(dq)
-    cdef const double* fp = _base3(fext)
-    cdef const unsigned char* pp = NULL
-    cdef double* ddqp = &ddq[0, 0] if nv > 0 else NULL
-    cdef double* taup = &tau[0, 0] if nv > 0 else NULL
-    cdef double* lp = &lam[0, 0] if m > 0 else NULL
-    cdef double* ip = &info[0, 0]
     cdef Work w
     cdef CWork cw
     cdef double* buf
-    cdef bint full = route != 3           # compact (cd.cwsize): the maximal kernel only
-    if prescribed is not None:
-        pp = &prescribed[0]
-    if cd.c.mx != NULL and full:
-        raise ValueError("closed_dynamics: rows with a maximal plan take route 3")
     if N == 1 or nthreads <= 1:
         w = work_from(&md.ws[0], nb)
         cw = cwork_from_c(&cd.c, &cd.cws[0], nb, nv, m, full)
@@ -1133,6 +1118,28 @@ def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const 
             status[k] = st
         gear_chol_free(<gear_chol*> cw.chol)
         free(buf)
+
+
+def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
+                    double[:, ::1] ddq, double[:, ::1] tau, const unsigned char[::1] prescribed,
+                    const double[:, :, ::1] fext, double[:, ::1] lam, double[:, ::1] info,
+                    int[::1] status, int nthreads, int route=0):
+    """Constrained forward (``prescribed`` None) or hybrid dynamics of each
+    row, in place as ``hybrid``; ``lam`` (N, m) and ``info`` (N, 2: rank,
+    residual) written; ``status`` as in ``hybrid``, or ST_DIST_COINCIDE /
+    ST_MASS_NOT_PD.  ``route`` 1 builds M, 2 projects (forward dynamics only).
+    Runs in parallel over rows without the GIL (one workspace per thread)."""
+    cdef Py_ssize_t N = q.shape[0]
+    cdef int m = cd.m, nv = md.nv
+    cdef const unsigned char* pp = NULL
+    cdef bint full = route != 3           # compact (cd.cwsize): the maximal kernel only
+    if prescribed is not None:
+        pp = &prescribed[0]
+    if cd.c.mx != NULL and full:
+        raise ValueError("closed_dynamics: rows with a maximal plan take route 3")
+    _cdyn_batch(md, cd, route, N, &q[0, 0], _base2(dq), &ddq[0, 0] if nv > 0 else NULL,
+                &tau[0, 0] if nv > 0 else NULL, pp, _base3(fext), &lam[0, 0] if m > 0 else NULL,
+                &info[0, 0], &status[0], nthreads, full)
 
 
 def closed_inverse(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
@@ -1482,6 +1489,8 @@ cdef class FastForward:
         cdef double info[2]
         cdef int s
         if not _state1(self.md, q, dq, tau, &st):
+            if self.route != 3:
+                return self._batch(q, dq, tau)
             return None
         ddq = _empty(self.md.nv)
         lam = _empty(self.cd.m)
@@ -1502,6 +1511,100 @@ cdef class FastForward:
             return None
         return _native_result(ddq, lam, info, <int> info[0] if self.route == 3 else self.nfac,
                               self.solver_name, self.counters, self.extra)
+
+    cdef object _batch(self, q, dq, tau):
+        """A batch (N, nq), (N, nv), (N, nv) of float64 C-contiguous finite
+        arrays with unit quaternions, validated and run here with the least
+        Python in between (the kernel in the calling thread below
+        ``_PARALLEL_FROM`` states, no thread team to start); anything else
+        returns None for the general path.  The same result as
+        ``ConstrainedModel.forward_dynamics``'s batch path."""
+        cdef Py_ssize_t N, k, i, nv = self.md.nv, nq = self.md.nq, m = self.cd.m
+        cdef const double* qp = _mat(q, nq, &N)
+        cdef Py_ssize_t N2, N3
+        cdef const double* dqp = _mat(dq, nv, &N2)
+        cdef const double* tp = _mat(tau, nv, &N3)
+        cdef int nthreads = 1
+        cdef bint okall = True
+        if qp == NULL or dqp == NULL or tp == NULL or N2 != N or N3 != N or N < 1:
+            return None
+        for k in range(N):
+            if not _quats_ok(self.md, qp + k * nq):
+                return None
+        ddq = _empty2(N, nv)
+        tau_c = np.array(tau)                      # the kernel's tau argument is not const
+        lam = _empty2(N, m)
+        info = _empty2(N, 2)
+        status = np.zeros(N, dtype=np.int32)
+        cdef int[::1] stv = status
+        if N >= _PARALLEL_FROM:
+            from gear.algorithms.dynamics import get_num_threads
+            nthreads = get_num_threads()
+        _cdyn_batch(self.md, self.cd, self.route, N, qp, dqp, <double*> cnp.PyArray_DATA(ddq),
+                    <double*> cnp.PyArray_DATA(<cnp.ndarray> tau_c), NULL, NULL,
+                    <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(info), &stv[0],
+                    nthreads, True)
+        for k in range(N):
+            if stv[k] != 0:
+                return None                        # the general path reports it
+        cdef double* dp = <double*> cnp.PyArray_DATA(ddq)
+        cdef double* ip = <double*> cnp.PyArray_DATA(info)
+        ok = np.empty(N, dtype=bool)
+        cdef cnp.npy_bool* okp = <cnp.npy_bool*> cnp.PyArray_DATA(ok)
+        for k in range(N):
+            okp[k] = True
+            for i in range(nv):
+                if not isfinite(dp[k * nv + i]):
+                    okp[k] = False
+                    okall = False
+                    break
+        rank = np.empty(N, dtype=np.int64)
+        cdef long[::1] rv = rank
+        for k in range(N):
+            rv[k] = <long> ip[2 * k]
+        self.counters["calls"] += N
+        self.counters["factorizations"] += N * self.nfac
+        stats = {"factorizations": N * self.nfac, "rank": rank, "native": True}
+        if self.extra is not None:
+            stats.update({key: v for key, v in self.extra.items() if key != "rank"})
+        cdef ConstraintResult out = ConstraintResult.__new__(ConstraintResult)
+        out._ddq = ddq
+        out._lam = lam
+        out._residual = info[:, 1].copy()
+        out._success = ok
+        out._message = "ok" if okall else "non-finite result in some states"
+        out._solver = self.solver_name
+        out._stats = stats
+        return out
+
+
+cdef Py_ssize_t _PARALLEL_FROM = 32      # batches from this many states run on every thread
+
+
+cdef inline const double* _mat(object o, Py_ssize_t n, Py_ssize_t* N):
+    # (N, n) float64 C-contiguous with finite entries: its data, else NULL
+    cdef cnp.ndarray a
+    cdef const double* p
+    cdef Py_ssize_t k
+    if not cnp.PyArray_CheckExact(o):
+        return NULL
+    a = <cnp.ndarray> o
+    if (cnp.PyArray_TYPE(a) != cnp.NPY_DOUBLE or cnp.PyArray_NDIM(a) != 2
+            or cnp.PyArray_DIM(a, 1) != n or not cnp.PyArray_IS_C_CONTIGUOUS(a)):
+        return NULL
+    N[0] = cnp.PyArray_DIM(a, 0)
+    p = <const double*> cnp.PyArray_DATA(a)
+    for k in range(N[0] * n):
+        if not isfinite(p[k]):
+            return NULL
+    return p
+
+
+cdef inline cnp.ndarray _empty2(Py_ssize_t n0, Py_ssize_t n1):
+    cdef cnp.npy_intp dims[2]
+    dims[0] = n0
+    dims[1] = n1
+    return cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
 
 
 cdef class FastInverse:

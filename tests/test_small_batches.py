@@ -1,0 +1,105 @@
+"""The allocation-light batch path of constrained forward dynamics
+(``gear._core.FastForward`` on (N, n) arrays): validated and run with the
+least Python in between, the kernel in the calling thread for small
+batches.  It must give the general batch path's result bit for bit, for
+every solver route, and leave anything it does not take (other dtypes,
+layouts, shapes, non-finite values, non-unit quaternions, failing states)
+to the general path, which converts or raises as before."""
+import numpy as np
+import pytest
+
+import gear
+from gear import mechanisms as mech
+from gear.testing import consistent_velocity as _consistent
+
+
+def _general(sysm, Q, dQ, T):
+    # the general batch path (the solver's forward_batch), as the system
+    # answered before the fast path existed
+    out = sysm.solver.forward_batch(Q, dQ, T, None)
+    assert out is not None
+    return out
+
+
+def _states(sysm, q, N, rng):
+    Q = np.tile(q, (N, 1))
+    dQ = np.stack([_consistent(sysm, q, rng) for _ in range(N)])
+    T = rng.standard_normal((N, sysm.model.nv))
+    return Q, dQ, T
+
+
+@pytest.mark.parametrize("solver,opts", [("kkt", {"route": "aba"}), ("kkt", {"route": "dense"}),
+                                         ("kkt", {"route": "sparse"}), ("projection", {}),
+                                         ("soft", {"stiffness": 1e6})])
+@pytest.mark.parametrize("N", [1, 3, 8, 40])
+def test_fast_batches_equal_the_general_batch_path(solver, opts, N):
+    sysm, q = mech.n_four_bar(4, tree="ground")
+    s = sysm.with_solver(solver, **opts)
+    rng = np.random.default_rng(N)
+    Q, dQ, T = _states(s, q, N, rng)
+    res = s.forward_dynamics(Q, dQ, T)
+    ddq, lam, residual, stats = _general(s, Q, dQ, T)
+    assert np.array_equal(res.ddq, ddq) and np.array_equal(res.lam, lam)
+    assert np.array_equal(res.residual, residual)
+    assert res.success.dtype == bool and res.success.shape == (N,) and res.success.all()
+    assert res.message == "ok" and res.solver == s.solver.name
+    assert res.stats["factorizations"] == stats["factorizations"]
+    assert np.array_equal(res.stats["rank"], stats["rank"]) and res.stats["native"]
+    assert res.stats.get("route") == stats.get("route")
+    # and each state equals its single call
+    for k in (0, N - 1):
+        one = s.forward_dynamics(Q[k], dQ[k], T[k])
+        assert np.array_equal(one.ddq, res.ddq[k])
+
+
+def test_a_floating_base_with_quaternions():
+    rng = np.random.default_rng(3)
+    model = gear.testing.random_tree(rng, nbodies=6, kinds=["free", "spherical", "revolute"])
+    cs = [gear.LoopClosure(4, gear.testing.random_se3(rng), "world", gear.testing.random_se3(rng), "distance")]
+    sysm = gear.ConstrainedModel(model, cs)
+    Q = np.array([model.random_configuration(rng) for _ in range(5)])
+    dQ, T = rng.standard_normal((5, model.nv)), rng.standard_normal((5, model.nv))
+    res = sysm.forward_dynamics(Q, dQ, T)
+    ddq, lam, _, _ = _general(sysm, Q, dQ, T)
+    assert np.array_equal(res.ddq, ddq) and np.array_equal(res.lam, lam)
+    # a non-unit quaternion: the general path's clear error
+    Qb = Q.copy()
+    Qb[2, 3:7] *= 1.5
+    with pytest.raises(ValueError, match="quaternion"):
+        sysm.forward_dynamics(Qb, dQ, T)
+
+
+def test_inputs_the_fast_path_does_not_take_go_the_general_way():
+    sysm, q = mech.four_bar()
+    rng = np.random.default_rng(1)
+    Q, dQ, T = _states(sysm, q, 4, rng)
+    ref = sysm.forward_dynamics(Q, dQ, T)
+    # lists, float32, a non-contiguous view, a single tau broadcast: converted
+    for args in ((Q.tolist(), dQ.tolist(), T.tolist()),
+                 (Q.astype(np.float32).astype(np.float64), dQ, T),
+                 (np.asfortranarray(Q), dQ, T),
+                 (Q, dQ, np.ascontiguousarray(T))):
+        out = sysm.forward_dynamics(*args)
+        assert np.allclose(out.ddq, ref.ddq, rtol=1e-6, atol=1e-9)
+    one_tau = sysm.forward_dynamics(Q, dQ, T[0])
+    assert np.array_equal(one_tau.ddq[1], sysm.forward_dynamics(Q[1], dQ[1], T[0]).ddq)
+    # clear errors as before
+    Tn = T.copy()
+    Tn[1, 0] = np.nan
+    with pytest.raises(ValueError, match="tau"):
+        sysm.forward_dynamics(Q, dQ, Tn)
+    with pytest.raises(ValueError, match="states"):
+        sysm.forward_dynamics(Q, dQ[:3], T)
+    with pytest.raises(ValueError, match="shape"):
+        sysm.forward_dynamics(Q[:, :2], dQ, T)
+    # an empty batch
+    assert sysm.forward_dynamics(Q[:0], dQ[:0], T[:0]).ddq.shape == (0, 3)
+
+
+def test_counters_count_the_states():
+    sysm, q = mech.four_bar()
+    rng = np.random.default_rng(2)
+    Q, dQ, T = _states(sysm, q, 6, rng)
+    before = dict(sysm.solver.counters)
+    sysm.forward_dynamics(Q, dQ, T)
+    assert sysm.solver.counters["calls"] - before["calls"] == 6
