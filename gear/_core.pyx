@@ -454,11 +454,12 @@ cdef inline bint _state1(ModelData md, q, a, b, State1* st):
 
 
 def rnea1(ModelData md, q, dq, ddq):
-    """Fast single-state RNEA, or None (see above)."""
+    """Fast single-state RNEA (or a small-overhead batch: :func:`_batch3`),
+    or None (see above)."""
     cdef State1 st
     cdef Work w
     if not _state1(md, q, dq, ddq, &st):
-        return None
+        return _batch3(md, K_RNEA, q, dq, ddq)
     out = _empty(md.nv)
     w = work_from(&md.ws[0], md.nb)
     _rnea(&md.c, st.q, st.a, st.b, NULL, True, <double*> cnp.PyArray_DATA(out), &w)
@@ -466,15 +467,69 @@ def rnea1(ModelData md, q, dq, ddq):
 
 
 def aba1(ModelData md, q, dq, tau):
-    """Fast single-state ABA, or None; raises nothing (status via None)."""
+    """Fast single-state ABA (or a small-overhead batch: :func:`_batch3`),
+    or None; raises nothing (status via None)."""
     cdef State1 st
     cdef Work w
     if not _state1(md, q, dq, tau, &st):
-        return None
+        return _batch3(md, K_HYBRID, q, dq, tau)
     out = _empty(md.nv)
     w = work_from(&md.ws[0], md.nb)
     if _hybrid(&md.c, st.q, st.a, <double*> cnp.PyArray_DATA(out), <double*> st.b, NULL, NULL, &w) != 0:
         return None
+    return out
+
+
+cdef object _batch3(ModelData md, int kind, q, a, b):
+    """RNEA (``kind`` K_RNEA: ``a, b = dq, ddq``) or ABA (K_HYBRID: ``dq,
+    tau``) of a batch of (N, n) float64 C-contiguous finite arrays with unit
+    quaternions, with the least Python in between: no conversion, and the
+    kernel in the calling thread below ``_PARALLEL_FROM`` states (no thread
+    team to start).  Anything else, or a failing state, returns None for
+    the general path."""
+    cdef Py_ssize_t N, N2, N3, k
+    cdef const double* qp = _mat(q, md.nq, &N)
+    cdef const double* ap = _mat(a, md.nv, &N2)
+    cdef const double* bp = _mat(b, md.nv, &N3)
+    cdef Call c
+    cdef int nthreads = 1
+    if qp == NULL or ap == NULL or bp == NULL or N2 != N or N3 != N or N < 1 or md.nv == 0:
+        return None
+    for k in range(N):
+        if not _quats_ok(md, qp + k * md.nq):
+            return None
+    out = _empty2(N, md.nv)
+    c.kind = kind
+    c.gravity = True
+    c.q = qp
+    c.dq = ap
+    c.ddq = bp if kind == K_RNEA else NULL
+    c.tau = NULL
+    c.fext = NULL
+    c.prescribed = NULL
+    c.o1 = <double*> cnp.PyArray_DATA(out)
+    c.o2 = NULL
+    c.o3 = NULL
+    c.o4 = NULL
+    c.so = md.nv
+    c.so1 = 0
+    c.status = NULL
+    status = None
+    cdef int[::1] sv
+    if kind == K_HYBRID:
+        tau_c = np.array(b)                    # the kernel's tau argument is not const
+        c.o2 = <double*> cnp.PyArray_DATA(<cnp.ndarray> tau_c)
+        status = np.zeros(N, dtype=np.int32)
+        sv = status
+        c.status = &sv[0]
+    if N >= _PARALLEL_FROM:
+        from gear.algorithms.dynamics import get_num_threads
+        nthreads = get_num_threads()
+    _run(md, &c, N, nthreads)
+    if status is not None:
+        for k in range(N):
+            if sv[k] != 0:
+                return None                    # the general path names the joint
     return out
 
 

@@ -103,3 +103,49 @@ def test_counters_count_the_states():
     before = dict(sysm.solver.counters)
     sysm.forward_dynamics(Q, dQ, T)
     assert sysm.solver.counters["calls"] - before["calls"] == 6
+
+
+@pytest.mark.parametrize("N", [1, 5, 40])
+def test_tree_rnea_and_aba_small_batches(N):
+    """gear.inverse_dynamics / forward_dynamics on (N, n) arrays: the same
+    bits as the general batched driver (and as single calls), on a random
+    tree of every joint kind (quaternions included)."""
+    from gear import _core
+    from gear.algorithms.dynamics import get_num_threads
+
+    rng = np.random.default_rng(N)
+    m = gear.testing.random_tree(rng, nbodies=8)
+    Q = np.array([m.random_configuration(rng) for _ in range(N)])
+    dQ, X = rng.standard_normal((N, m.nv)), rng.standard_normal((N, m.nv))
+    tau = gear.inverse_dynamics(m, Q, dQ, X)
+    ref = np.empty((N, m.nv))
+    _core.rnea(m.data, Q, dQ, X, None, True, ref, get_num_threads())
+    assert np.array_equal(tau, ref)
+    ddq = gear.forward_dynamics(m, Q, dQ, X)
+    ref = np.zeros((N, m.nv))
+    st = np.zeros(N, dtype=np.int32)
+    _core.hybrid(m.data, Q, dQ, ref, X.copy(), None, None, st, get_num_threads())
+    assert np.array_equal(ddq, ref) and not st.any()
+    assert np.array_equal(ddq[-1], gear.forward_dynamics(m, Q[-1], dQ[-1], X[-1]))
+
+
+def test_tree_batches_the_fast_path_leaves_alone():
+    m = gear.load_urdf(gear.data_path("arm7.urdf"))
+    rng = np.random.default_rng(0)
+    Q = np.array([m.random_configuration(rng) for _ in range(3)])
+    dQ, X = rng.standard_normal((3, m.nv)), rng.standard_normal((3, m.nv))
+    ref = gear.forward_dynamics(m, Q, dQ, X)
+    assert np.allclose(gear.forward_dynamics(m, Q.tolist(), dQ, X), ref, rtol=1e-12, atol=1e-12)
+    assert np.allclose(gear.forward_dynamics(m, np.asfortranarray(Q), dQ, X), ref, rtol=1e-12, atol=1e-12)
+    Xn = X.copy()
+    Xn[2, 1] = np.inf
+    with pytest.raises(ValueError, match="tau"):
+        gear.forward_dynamics(m, Q, dQ, Xn)
+    with pytest.raises(ValueError):
+        gear.inverse_dynamics(m, Q, dQ[:2], X)
+    # a massless subtree: the general path names the joint
+    bad = gear.Model()
+    bad.add_body("a", "world", gear.joints.Revolute([0, 0, 1]), inertia=gear.Inertia(0.0, [0, 0, 0], np.zeros((3, 3))),
+                 joint_name="ja")
+    with pytest.raises(gear.SingularInertiaError, match="'ja'"):
+        gear.forward_dynamics(bad, np.zeros((2, 1)), np.zeros((2, 1)), np.zeros((2, 1)))
