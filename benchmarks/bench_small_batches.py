@@ -1,0 +1,110 @@
+"""Small batches: what a batched call costs per state, from 1 to 4096 states.
+
+Run:  python benchmarks/bench_small_batches.py [--threads 1]
+
+Model-predictive control, sampling planners and small campaigns live on
+batches of 8 to 256 states, where a batched call's fixed cost (validation,
+allocation, result objects, starting a thread team) used to dominate. For
+each batch size N this prints µs per state of
+
+- **four-bar**: ``sys.forward_dynamics`` on the closed four-bar (kkt);
+- **arm7 ABA** / **arm7 RNEA**: ``gear.forward_dynamics`` /
+  ``gear.inverse_dynamics`` on the bundled 7-DoF arm;
+
+with float64 C-contiguous (N, n) inputs (what the allocation-light path
+takes; other inputs are converted by the general path), and beside them
+the one-state call (``N = 1`` with 1-D arrays) and Pinocchio's one-state
+``aba`` / ``rnea`` from Python when it is installed (Pinocchio has no
+batched Python call). The two ratios the throughput issue set:
+
+- a batch of 8 against 8 one-state calls (goal <= 1.5);
+- the per-state time of a batch of 64 against a batch of 4096 (goal <= 1.15).
+
+Batches of 32 states and more run on every thread (``gear.set_num_threads``);
+below, in the calling thread.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gear  # noqa: E402
+from common import best_time  # noqa: E402
+
+SIZES = (1, 8, 64, 512, 4096)
+
+
+def per_state(fn, N):
+    return best_time(fn, repeat=5, target=0.1) / N * 1e6
+
+
+def pinocchio_calls(urdf):
+    """µs per one-state aba and rnea call from Python, or (None, None)."""
+    try:
+        import pinocchio as pin
+    except ImportError:
+        return None, None
+    model = pin.buildModelFromUrdf(urdf)
+    data = model.createData()
+    q = pin.neutral(model)
+    v = np.zeros(model.nv)
+    t = np.ones(model.nv)
+    return (best_time(lambda: pin.aba(model, data, q, v, t)) * 1e6,
+            best_time(lambda: pin.rnea(model, data, q, v, t)) * 1e6)
+
+
+def rows():
+    rng = np.random.default_rng(0)
+    sysm, q4 = gear.mechanisms.four_bar()
+    urdf = gear.data_path("arm7.urdf")
+    arm = gear.load_urdf(urdf)
+
+    def four_bar(N):
+        Q = np.tile(q4, (N, 1))
+        dQ = np.zeros((N, 3))
+        T = rng.standard_normal((N, 3))
+        return lambda: sysm.forward_dynamics(Q, dQ, T)
+
+    def tree(fn):
+        def make(N):
+            Q = arm.random_configuration(rng, n=N)
+            dQ = rng.standard_normal((N, arm.nv))
+            X = rng.standard_normal((N, arm.nv))
+            return lambda: fn(arm, Q, dQ, X)
+        return make
+
+    t3 = rng.standard_normal(3)
+    q7, v7, x7 = arm.neutral(), np.zeros(arm.nv), np.ones(arm.nv)
+    pin_aba, pin_rnea = pinocchio_calls(urdf)
+    yield ("four-bar forward", four_bar, lambda: sysm.forward_dynamics(q4, np.zeros(3), t3), None)
+    yield ("arm7 ABA", tree(gear.forward_dynamics), lambda: gear.forward_dynamics(arm, q7, v7, x7), pin_aba)
+    yield ("arm7 RNEA", tree(gear.inverse_dynamics), lambda: gear.inverse_dynamics(arm, q7, v7, x7), pin_rnea)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=None, help="gear.set_num_threads (default: all cores)")
+    a = ap.parse_args(argv)
+    if a.threads:
+        gear.set_num_threads(a.threads)
+    print(f"# gear {gear.__version__} | numpy {np.__version__} | threads {gear.get_num_threads()}")
+    print("\nµs per state of a batched call (float64 (N, n) inputs)\n")
+    head = " ".join(f"{'N=' + str(n):>9}" for n in SIZES)
+    print(f"{'call':<18} {'1 state':>9} {head} {'pin 1':>8} {'8 / 8x1':>9} {'64 / 4096':>10}")
+    for name, make, single, pin in rows():
+        one = per_state(single, 1)
+        t = {N: per_state(make(N), N) for N in SIZES}
+        cells = " ".join(f"{t[N]:9.2f}" for N in SIZES)
+        pin_s = f"{pin:8.2f}" if pin is not None else f"{'-':>8}"
+        print(f"{name:<18} {one:9.2f} {cells} {pin_s} {t[8] / one:9.2f} {t[64] / t[4096]:10.2f}")
+    print("\ngoals: a batch of 8 within 1.5x of 8 one-state calls (8 / 8x1 <= 1.5); "
+          "a batch of 64 within 1.15x of 4096 per state (64 / 4096 <= 1.15)")
+
+
+if __name__ == "__main__":
+    main()
