@@ -1,6 +1,6 @@
 """Regenerate the committed comparison and analysis reports under
-docs/reports/ (a few minutes on a 2-core machine, most of it the
-maximal-coordinate runs, which step in NumPy):
+docs/reports/ (about a minute on a 2-core machine, most of it the
+maximal-coordinate rk4 runs, which step in NumPy):
 
     .venv/bin/python docs/reports/make_reports.py
     .venv/bin/python docs/reports/make_reports.py --docs-only   # refill docs/compare.md only
