@@ -27,8 +27,11 @@ run's start-up included, as a user sees it).
 A second table: a hanging chain of N revolute links (one URDF file, written
 here) in maximal coordinates, gear's ``MaximalModel`` against PyBullet with
 ``useMaximalCoordinates=True`` (``pip install pybullet``), per step at
-dt = 1 ms, and each one's angle error at 0.2 s against gear's reduced
-RK4 at 0.1 ms (PyBullet's constraint solver iterates; gear solves exactly).
+dt = 1 ms, and gear's angle error at 0.2 s against its reduced RK4 at
+0.1 ms (PyBullet's constraint solver iterates; gear solves exactly).
+gear's columns: ``gear.simulate`` recording every frame (each frame's
+joint coordinates and joint errors are read back), recording every 10th,
+and the native kernel alone; PyBullet's step records nothing.
 
     .venv/bin/python benchmarks/bench_maximal_stepping.py [--ns 1 10 100]
 """
@@ -160,11 +163,17 @@ def pybullet_chain(path, dt, t_final):
 
 
 def chain_table(ns, dt=1e-3, t_final=0.2):
+    """The hanging chain in gear (``gear.simulate`` recording every frame,
+    then every 10th; and the native kernel alone, ``native_run``) and in
+    PyBullet (its step records nothing: a user queries states when needed)."""
     import tempfile
+
+    from gear.maximal import native
 
     print(f"\nhanging chain of N revolute links, maximal coordinates, us per step at dt = {dt:g} s; "
           f"gear's max |angle error| at {t_final:g} s in brackets\n")
-    cols = ["gear euler+bg", "gear euler+proj", "pybullet", "gear e+bg / pybullet"]
+    cols = ["gear euler+bg", "gear euler+proj", "gear e+bg, every 10th", "gear e+bg kernel", "pybullet",
+            "gear e+bg / pybullet", "every 10th / pybullet"]
     print(f"{'N':>5} " + " ".join(f"{c:>24}" for c in cols))
     for n in ns:
         path = os.path.join(tempfile.mkdtemp(), f"chain{n}.urdf")
@@ -174,16 +183,25 @@ def chain_table(ns, dt=1e-3, t_final=0.2):
         ref = gear.simulate(m, q0, np.zeros(m.nv), t_final, dt / 10, integrator="rk4").q[-1]
         mx = gear.MaximalModel(m)
         cells = []
-        t_bg = None
-        for stab in ("baumgarte", "projection"):
-            t0 = time.perf_counter()
-            tr = gear.simulate(mx, q0, np.zeros(m.nv), t_final, dt, integrator="euler", stabilization=stab)
-            w = (time.perf_counter() - t0) / tr.stats["steps"]
-            t_bg = w if stab == "baumgarte" else t_bg
-            cells.append(f"{w * 1e6:12,.1f} [{np.abs(tr.q[-1] - ref).max():.0e}]")
+        t = {}
+        for key, stab, every in (("bg", "baumgarte", 1), ("proj", "projection", 1), ("bg10", "baumgarte", 10)):
+            best = np.inf
+            for _ in range(3):
+                t0 = time.perf_counter()
+                tr = gear.simulate(mx, q0, np.zeros(m.nv), t_final, dt, integrator="euler", stabilization=stab,
+                                   record_every=every)
+                best = min(best, (time.perf_counter() - t0) / tr.stats["steps"])
+            t[key] = best
+            cells.append(f"{best * 1e6:12,.1f} [{np.abs(tr.q[-1] - ref).max():.0e}]")
+        steps = int(round(t_final / dt))
+        P, V = mx.state(q0, np.zeros(m.nv))
+        t["kernel"] = per_step(lambda: native.native_run(mx, P[None], V[None], dt, steps, record_every=steps,
+                                                         stabilization="baumgarte"), steps)
+        cells.append(f"{t['kernel'] * 1e6:12,.1f}")
         tp = pybullet_chain(path, dt, t_final)
         cells.append("-" if tp is None else f"{tp * 1e6:12,.1f}")
-        cells.append("-" if tp is None else f"{t_bg / tp:12.2f}")
+        cells.append("-" if tp is None else f"{t['bg'] / tp:12.2f}")
+        cells.append("-" if tp is None else f"{t['bg10'] / tp:12.2f}")
         print(f"{n:>5} " + " ".join(f"{c:>24}" for c in cells))
 
 
