@@ -376,3 +376,29 @@ def test_sparse_K_on_a_random_tree_of_every_joint_kind():
     f_ext = rng.standard_normal((N, mx.nbodies, 6))
     for stab in (None, "baumgarte"):
         _compare(mx, P, V, tau, f_ext, stab, 3, 1e-12, True)
+
+
+def test_native_row_residuals_equal_numpy_and_threads_do_not_share_them():
+    """The kernel's row residuals (``_rows_g``) equal the NumPy rows', and
+    ``residual_max`` -- the joint error gear.simulate records for every
+    frame -- equals NumPy's on a batch run on every thread (a residual kept
+    in a local whose address was taken was shared between the threads)."""
+    from gear.maximal import _native
+    from gear.simulation.maximal import _joint_error
+
+    rng = np.random.default_rng(4)
+    m = gear.testing.random_tree(rng, nbodies=10)
+    mx = gear.MaximalModel(m)
+    q = np.array([m.random_configuration(rng) for _ in range(64)])
+    P, _ = mx.state(q, np.zeros((64, m.nv)))
+    P = P @ exp_se3_rows(1e-3 * rng.standard_normal((64, mx.nbodies, 6)))
+    g_np = mx.evaluate(P, rows=False)["g"]
+    g = np.empty(mx.nrows)
+    _native._rows_g(native.plan(mx), np.ascontiguousarray(P[7]).reshape(-1), g)
+    np.testing.assert_allclose(g, g_np[7], rtol=0, atol=1e-14)
+    before = gear.get_num_threads()
+    try:
+        gear.set_num_threads(2)
+        np.testing.assert_allclose(_joint_error(mx, P, True), np.abs(g_np).max(axis=1), rtol=0, atol=1e-14)
+    finally:
+        gear.set_num_threads(before)

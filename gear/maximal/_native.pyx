@@ -893,3 +893,49 @@ def project(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double to
             status[k] = project_one(p, &P[k, 0], &V[k, 0], tol, max_iter, &Pout[k, 0], &Vout[k, 0],
                                     &before[k], ws)
         free(ws)
+
+
+def residual_max(Plan plan, const double[:, ::1] P, double[::1] out, int[::1] status, int nthreads):
+    """``out[k] = max_r |g_r|`` of the poses ``P[k]`` (N, 16 nb): the
+    largest row residual of each state, as ``gear.maximal.rows.evaluate``
+    computes it (``row`` above); ``status[k]`` 0 or ST_DIST."""
+    cdef Py_ssize_t N = P.shape[0], k
+    cdef const PlanC* p = &plan.c
+    cdef int nb = p.nb, m = p.m, b, r, st
+    cdef double mx
+    cdef double* ws
+    cdef int nt = max(1, min(nthreads, N))
+    if N == 0:
+        return
+    with nogil, parallel(num_threads=nt):
+        ws = <double*> malloc((12 * nb + 14) * sizeof(double))
+        for k in prange(N, schedule='static'):
+            for b in range(nb):
+                pose_in(&P[k, 16 * b], ws + 12 * b)
+            mx = 0.0
+            st = ST_OK
+            for r in range(m):
+                # (the residual into the thread's buffer: a local whose address
+                # is taken would be shared between the threads)
+                st = row(p, ws, r, ws + 12 * nb + 12, ws + 12 * nb)
+                if st != ST_OK:
+                    break
+                if fabs(ws[12 * nb + 12]) > mx:
+                    mx = fabs(ws[12 * nb + 12])
+            out[k] = mx
+            status[k] = st
+        free(ws)
+
+
+def _rows_g(Plan plan, const double[::1] P, double[::1] g):
+    """Every row's residual at one state (the tests compare it with NumPy's)."""
+    cdef const PlanC* p = &plan.c
+    cdef int b, r
+    T = np.empty(12 * p.nb)
+    F = np.empty(12)
+    cdef double[::1] Tv = T
+    cdef double[::1] Fv = F
+    for b in range(p.nb):
+        pose_in(&P[16 * b], &Tv[12 * b])
+    for r in range(p.m):
+        row(p, &Tv[0], r, &g[r], &Fv[0])

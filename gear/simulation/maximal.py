@@ -190,6 +190,25 @@ def _native_loop(mx, P, V, n, rec_steps, t_final, dt, integrator, tau, f_ext, st
         bar.update(1)
 
 
+def _joint_error(mx, frames, native):
+    """max |g| over the rows of each frame (nf, nb, 4, 4): natively where the
+    Euler kernel covers the model (``gear.maximal._native.residual_max``,
+    the same rows), else by :meth:`MaximalModel.evaluate`."""
+    if native and mx.nrows:
+        from ..algorithms.dynamics import get_num_threads
+        from ..maximal import _native
+        from ..maximal.native import plan
+
+        nf = frames.shape[0]
+        err = np.empty(nf)
+        status = np.zeros(nf, dtype=np.int32)
+        _native.residual_max(plan(mx), np.ascontiguousarray(frames).reshape(nf, -1), err, status,
+                             get_num_threads())
+        if not status.any():
+            return err
+    return np.abs(mx.evaluate(frames, rows=False)["g"]).max(axis=-1, initial=0.0)
+
+
 def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=None,
                 stabilization="projection", record_every=1, progress=None, baumgarte_gains=None,
                 poses0=None, twists0=None, beta=None, bar=None):
@@ -244,8 +263,7 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
     finally:
         if own_bar:
             bar.close()
-    frames = out["P"].reshape((N * T, nb, 4, 4))
-    out["err"] = np.abs(mx.evaluate(frames, rows=False)["g"]).max(axis=-1, initial=0.0).reshape(N, T)
+    out["err"] = _joint_error(mx, out["P"].reshape((N * T, nb, 4, 4)), native).reshape(N, T)
     max_err = float(out["err"].max(initial=0.0))
     wall = time.perf_counter() - wall
     q, dq = mx.to_reduced(out["P"].reshape((N * T, nb, 4, 4)), out["V"].reshape((N * T, nb, 6)))
