@@ -20,7 +20,7 @@ def test_the_gallery_has_its_five_examples():
 def test_gallery_example_runs(name, tmp_path):
     if name == "plot_dask_campaign.py":
         pytest.importorskip("distributed", reason="the Dask example needs the 'campaign' extra")
-    if name == "plot_solver_comparison.py":
+    if name in ("plot_solver_comparison.py", "plot_spanning_trees.py"):
         pytest.importorskip("sksparse", reason="the maximal solver needs the 'sparse' extra")
     env = dict(os.environ, MPLBACKEND="Agg")
     p = subprocess.run([sys.executable, str(GALLERY / name)], cwd=tmp_path, env=env,
