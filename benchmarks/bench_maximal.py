@@ -42,8 +42,8 @@ redundant (maximal) coordinates. It uses ``NodeRigidBody2D`` bodies with
 the same masses, inertias and geometry, ``RevoluteJoint2D`` joints and its
 implicit generalized-alpha integrator (``h = 1e-3``, modified Newton).
 From N = 10 it uses Eigen's sparse solver.
-Its column gives the **µs per implicit step**, the figure the issue
-quotes. For N <= 10 its crank angle after 0.2 s is checked against a gear rk4
+Its column gives the **µs per implicit step**, the figure gear's
+maximal stepping is measured against. For N <= 10 its crank angle after 0.2 s is checked against a gear rk4
 rollout (relative error in brackets).
 """
 from __future__ import annotations

@@ -15,8 +15,8 @@ with float64 C-contiguous (N, n) inputs (what the allocation-light path
 takes; other inputs are converted by the general path), and beside them
 the one-state call (``N = 1`` with 1-D arrays) and Pinocchio's one-state
 ``constraintDynamics`` / ``aba`` / ``rnea`` from Python when it is
-installed (Pinocchio has no batched Python call). The ratios the
-throughput issue set:
+installed (Pinocchio has no batched Python call). The ratios it reports,
+with the project's goals:
 
 - a batch of 8 against 8 one-state calls (goal <= 1.5);
 - the per-state time of a batch of 64 against a batch of 4096 (goal <= 1.15);

@@ -1,5 +1,4 @@
-"""Reduced vs maximal coordinates on two spanning trees of the same mechanism
-(issue #22, "Reduced coordinates at scale").
+"""Reduced vs maximal coordinates on two spanning trees of the same mechanism.
 
 Run:  python benchmarks/bench_trees.py [--quick] [--ns 1 10 100 1000]
                                        [--json PATH [--overwrite]]
