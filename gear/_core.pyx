@@ -22,7 +22,7 @@ from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_deri
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear.algorithms._rollout cimport RollC, rollout as _rollout, rollout_scratch
-from gear.algorithms._spchol cimport SpChol
+from gear.algorithms._spchol cimport SpChol, spchol_set
 from gear.constraints._cwork cimport (SpInv, ClosC, SpKKT, CWork, cwork_from, cwork_size, cwork_from_c,
                                       cwork_size_c)
 from gear.constraints._rows cimport constraint_rows as _crows
@@ -893,14 +893,7 @@ cdef class SparseKKTData:
                 or a_coff.shape[0] != npair + 2 or 4 * a_coff[npair] != a_comb.shape[0] - 1):
             raise ValueError("SparseKKTData: inconsistent plan arrays")
         self.c.m = m
-        self.c.ch.n = n
-        self.c.ch.nnz = a_lp[n]
-        self.c.ch.nnmax = min(n, nnmax)
-        self.c.ch.Lp = &a_lp[0]
-        self.c.ch.Li = &a_li[0]
-        self.c.ch.Rp = &a_rp[0]
-        self.c.ch.Rk = &a_rk[0]
-        self.c.ch.Rpos = &a_rpos[0]
+        spchol_set(&self.c.ch, n, &a_lp[0], &a_li[0], &a_rp[0], &a_rk[0], &a_rpos[0], min(n, nnmax))
         self.c.pinv = &a_pinv[0]
         self.c.npair = npair
         self.c.pga = &a_pga[0]
@@ -941,14 +934,7 @@ cdef class SparseInvData:
                 or a_gdoff.shape[0] != ng + 2 or a_lp[n] != a_li.shape[0] - 1
                 or a_goff[ng] != a_gdst.shape[0] - 1 or a_gdoff[ng] != a_gdof.shape[0] - 1):
             raise ValueError("SparseInvData: inconsistent plan arrays")
-        self.c.ch.n = n
-        self.c.ch.nnz = a_lp[n]
-        self.c.ch.nnmax = 0
-        self.c.ch.Lp = &a_lp[0]
-        self.c.ch.Li = &a_li[0]
-        self.c.ch.Rp = &a_rp[0]
-        self.c.ch.Rk = &a_rk[0]
-        self.c.ch.Rpos = &a_rpos[0]
+        spchol_set(&self.c.ch, n, &a_lp[0], &a_li[0], &a_rp[0], &a_rk[0], &a_rpos[0], 0)
         self.c.pinv = &a_pinv[0]
         self.c.ng = ng
         self.c.goff = &a_goff[0]

@@ -54,6 +54,20 @@ cdef struct SpChol:
     const int* Rpos    #   positions Rpos[...] of Lx
 
 
+cdef inline void spchol_set(SpChol* s, int n, const int* Lp, const int* Li, const int* Rp,
+                            const int* Rk, const int* Rpos, int nnmax) noexcept nogil:
+    """``s`` from a factor's pattern (``gear._core.sparse_symbolic``'s
+    arrays, kept alive by their owner)."""
+    s.n = n
+    s.nnz = Lp[n]
+    s.nnmax = nnmax
+    s.Lp = Lp
+    s.Li = Li
+    s.Rp = Rp
+    s.Rk = Rk
+    s.Rpos = Rpos
+
+
 cdef inline int spchol_scratch(const SpChol* s) noexcept nogil:
     """Doubles of scratch :func:`spchol_factor` and :func:`spchol_solve` use
     (after ``Lx``)."""

@@ -49,7 +49,7 @@ from libc.math cimport sqrt, sin, cos, fabs, atan2, rint, M_PI
 from gear.spatial._spatial cimport (cross3, matmul3, matvec3, matTvec3, se3_mul, se3_inv, dAd_inv, dad,
                                     mat6_vec)
 from gear.algorithms._dense cimport chol_factor, chol_solve, dot
-from gear.algorithms._spchol cimport SpChol, spchol_factor, spchol_solve_basic
+from gear.algorithms._spchol cimport SpChol, spchol_set, spchol_factor, spchol_solve_basic
 
 import numpy as np
 
@@ -760,14 +760,8 @@ cdef class Plan:
             if (len(a["Lp"]) != self.m + 2 or len(a["pinv"]) != self.m + 1
                     or len(a["bptr"]) != self.nb + 2):
                 raise ValueError("Plan: inconsistent sparse arrays")
-            self.c.ch.n = self.m
-            self.c.ch.nnz = a["Lp"][self.m]
-            self.c.ch.nnmax = 0
-            self.c.ch.Lp = _iptr(a["Lp"])
-            self.c.ch.Li = _iptr(a["Li"])
-            self.c.ch.Rp = _iptr(a["LRp"])
-            self.c.ch.Rk = _iptr(a["LRk"])
-            self.c.ch.Rpos = _iptr(a["LRpos"])
+            spchol_set(&self.c.ch, self.m, _iptr(a["Lp"]), _iptr(a["Li"]), _iptr(a["LRp"]),
+                       _iptr(a["LRk"]), _iptr(a["LRpos"]), 0)
             self.c.pinv = _iptr(a["pinv"])
             self.c.bptr = _iptr(a["bptr"])
             self.c.brow = _iptr(a["brow"])
