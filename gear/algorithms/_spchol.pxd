@@ -152,13 +152,44 @@ cdef inline void spchol_solve_basic(const SpChol* s, const double* Lx, const dou
     spchol_solve_lt(s, Lx, dep, y, n)
 
 
+cdef inline void min_norm_completion(const double* W, int nn, int n, const double* dep, double* y,
+                                     double* Z, double* sv) noexcept nogil:
+    """The minimum-norm solution from the basic one ``y`` (n,), given ``W``
+    (nn, n: row a for the a-th row with ``dep == 1``, zero on the dependent
+    columns): ``(I + W W^T) s = W y`` (SPD, eigenvalues >= 1), ``y_I -= W^T
+    s``, ``y_D = s``.  ``Z`` (nn, nn) and ``sv`` (nn,) scratch.  Shared by
+    the dense (``psd_solve`` of ``gear/constraints/_psd.pxd``) and the
+    sparse factorisation."""
+    cdef int a, b, i, j
+    cdef double v
+    for a in range(nn):
+        for b in range(a + 1):
+            v = 1.0 if a == b else 0.0
+            for i in range(n):
+                v += W[a * n + i] * W[b * n + i]
+            Z[a * nn + b] = v
+        v = 0.0
+        for i in range(n):
+            v += W[a * n + i] * y[i]
+        sv[a] = v
+    chol_factor(Z, nn)
+    chol_solve(Z, nn, sv, 1)
+    for a in range(nn):
+        for i in range(n):
+            y[i] -= W[a * n + i] * sv[a]
+    a = 0
+    for j in range(n):
+        if dep[j] == 1.0:
+            y[j] = sv[a]
+            a += 1
+
+
 cdef inline int spchol_solve(const SpChol* s, const double* Lx, const double* dep,
                              double* y, double* scratch) noexcept nogil:
     """``y <- K^+ y``: the minimum-norm solution of ``K lam = y`` with the
     factor of :func:`spchol_factor` (see the module docstring).  Returns
     0, or -1 when more than ``nnmax`` rows need the completion."""
-    cdef int j, t, a, b, i, nn = 0, n = s.n
-    cdef double v
+    cdef int j, t, a, i, nn = 0, n = s.n
     cdef double* W = scratch                # (nnmax, n)
     cdef double* Z = W + s.nnmax * n        # (nnmax, nnmax)
     cdef double* sv = Z + s.nnmax * s.nnmax  # (nnmax,)
@@ -181,25 +212,5 @@ cdef inline int spchol_solve(const SpChol* s, const double* Lx, const double* de
             W[a * n + s.Rk[t]] = Lx[s.Rpos[t]]
         spchol_solve_lt(s, Lx, dep, W + a * n, j)
         a += 1
-    # (I + W W^T) s = W y;  y_I -= W^T s;  y_D = s
-    for a in range(nn):
-        for b in range(a + 1):
-            v = 1.0 if a == b else 0.0
-            for i in range(n):
-                v += W[a * n + i] * W[b * n + i]
-            Z[a * nn + b] = v
-        v = 0.0
-        for i in range(n):
-            v += W[a * n + i] * y[i]
-        sv[a] = v
-    chol_factor(Z, nn)
-    chol_solve(Z, nn, sv, 1)
-    for a in range(nn):
-        for i in range(n):
-            y[i] -= W[a * n + i] * sv[a]
-    a = 0
-    for j in range(n):
-        if dep[j] == 1.0:
-            y[j] = sv[a]
-            a += 1
+    min_norm_completion(W, nn, n, dep, y, Z, sv)
     return 0

@@ -15,8 +15,8 @@ manifold; the sparse route's factorisation (``gear/algorithms/_spchol.pxd``)
 treats dependent rows the same way.
 """
 from libc.math cimport sqrt
-from gear.algorithms._dense cimport chol_factor, chol_solve, dot
-from gear.algorithms._spchol cimport row_rtol
+from gear.algorithms._dense cimport dot
+from gear.algorithms._spchol cimport row_rtol, min_norm_completion
 from gear.constraints._cwork cimport CWork
 
 
@@ -37,7 +37,7 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
     ``x = 0`` in it and are left out of ``W``.  The factor keeps its
     pivots inverted (``1 / L_jj`` on the diagonal).  Returns r.  Uses ``cw.piv`` (1 on
     dependent rows), ``cw.tmp``, ``cw.W``, ``cw.Z``."""
-    cdef int i, j, k, r, nn, a, b
+    cdef int i, j, k, r, nn, a
     cdef double dmax = 0.0, s, t
     cdef double* dep = cw.piv
     cdef double* y = cw.tmp
@@ -110,29 +110,8 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
                 for k in range(i):
                     Ki[k] -= Kj[k] * t
             a += 1
-        # (I + W W^T) s = W y (SPD, eigenvalues >= 1), s in x[0:nn]
-        for a in range(nn):
-            for b in range(a + 1):
-                t = 1.0 if a == b else 0.0
-                for k in range(n):
-                    t += W[a * n + k] * W[b * n + k]
-                Z[a * nn + b] = t
-        for a in range(nn):
-            t = 0.0
-            for k in range(n):
-                t += W[a * n + k] * y[k]
-            x[a] = t
-        chol_factor(Z, nn)
-        chol_solve(Z, nn, x, 1)
-        # y_I -= W^T s ; y_D = s
-        for a in range(nn):
-            for k in range(n):
-                y[k] -= W[a * n + k] * x[a]
-        a = 0
-        for j in range(n):
-            if dep[j] == 1.0:
-                y[j] = x[a]
-                a += 1
+        # (I + W W^T) s = W y, y_I -= W^T s, y_D = s (s in x[0:nn])
+        min_norm_completion(W, nn, n, dep, y, Z, x)
     for i in range(n):
         x[i] = y[i]
     return r
