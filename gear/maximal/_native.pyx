@@ -446,14 +446,12 @@ cdef inline void solve_K(const double* K, const double* L, const int* first, int
             x[r] += res[r]
 
 
-cdef inline int rows_and_K(const PlanC* p, const double* T, double* g, double* F, double* G,
-                           double* K) noexcept nogil:
-    """Every row's residual g_r and its two 6-blocks F_r of J, G_r = M^{-1}
-    F_r, and K = J M^{-1} J^T: K_rs sums F_r . G_s over the bodies rows r
-    and s share (every row meets at most two)."""
-    cdef int m = p.m, r, s, k, sa, sb, b, st
-    cdef double v
-    for r in range(m):
+cdef inline int rows_and_G(const PlanC* p, const double* T, double* g, double* F,
+                           double* G) noexcept nogil:
+    """Every row's residual g_r, its two 6-blocks F_r of J and G_r = M^{-1}
+    F_r (zero on the world's side)."""
+    cdef int r, k, sa, b, st
+    for r in range(p.m):
         st = row(p, T, r, g + r, F + 12 * r)
         if st != ST_OK:
             return st
@@ -464,6 +462,19 @@ cdef inline int rows_and_K(const PlanC* p, const double* T, double* g, double* F
             else:
                 for k in range(6):
                     G[12 * r + 6 * sa + k] = 0.0
+    return ST_OK
+
+
+cdef inline int rows_and_K(const PlanC* p, const double* T, double* g, double* F, double* G,
+                           double* K) noexcept nogil:
+    """Every row's residual g_r and its two 6-blocks F_r of J, G_r = M^{-1}
+    F_r, and K = J M^{-1} J^T: K_rs sums F_r . G_s over the bodies rows r
+    and s share (every row meets at most two)."""
+    cdef int m = p.m, r, s, sa, sb, b, st
+    cdef double v
+    st = rows_and_G(p, T, g, F, G)
+    if st != ST_OK:
+        return st
     for r in range(m):
         for s in range(r, m):
             v = 0.0
@@ -521,19 +532,11 @@ cdef inline int rows_and_K_sparse(const PlanC* p, const double* T, double* g, do
     """As :func:`rows_and_K` with ``K`` sparse: the products of each body's
     segments into the factor's values ``Lx``, then ``K + delta I``
     factorised in place (``x``, ``dep``: (m,) scratch)."""
-    cdef int m = p.m, r, k, sa, b, st, i, j, t
+    cdef int m = p.m, r, b, st, i, j, t
     cdef double delta = 0.0
-    for r in range(m):
-        st = row(p, T, r, g + r, F + 12 * r)
-        if st != ST_OK:
-            return st
-        for sa in range(2):
-            b = p.ia[r] if sa == 0 else p.ib[r]
-            if b >= 0:
-                mat6_vec(p.Minv + 36 * b, F + 12 * r + 6 * sa, G + 12 * r + 6 * sa)
-            else:
-                for k in range(6):
-                    G[12 * r + 6 * sa + k] = 0.0
+    st = rows_and_G(p, T, g, F, G)
+    if st != ST_OK:
+        return st
     for t in range(p.ch.nnz):
         Lx[t] = 0.0
     t = 0
