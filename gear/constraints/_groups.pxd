@@ -262,17 +262,15 @@ cdef inline void group_block(const ModelC* m, const CWork* cw, const RowGroup* G
                           qY[s2] + lo - qlo[s2], qhi[s2] - qlo[s2], Gb.g, hi - lo, K, ld)
 
 
-cdef inline void gram_times(const ModelC* m, const CWork* cw, const RowGroup* G, int ng,
-                            const double* lam, double* z, double* out) noexcept nogil:
-    """``out = Y^T (Y lam) = K lam`` (one entry per group row) without
-    forming K: ``z = Y lam`` (nv,) summed over the groups' pieces, then
-    each row's pieces dotted with it.  O(nnz Y)."""
+cdef inline void groups_axpy(const ModelC* m, const CWork* cw, const RowGroup* G, int ng,
+                             const double* lam, double* z) noexcept nogil:
+    """``z = sum_r lam_r V_r`` (nv,) over every group row's pieces ``V_r``
+    (``Y lam`` when the pieces hold Y, ``A^T lam`` when they hold A)."""
     cdef int a, j, s1
     cdef int pk[2]
     cdef int plo[2]
     cdef int phi[2]
     cdef double* pY[2]
-    cdef double t
     for j in range(m.nv):
         z[j] = 0.0
     for a in range(ng):
@@ -280,11 +278,35 @@ cdef inline void gram_times(const ModelC* m, const CWork* cw, const RowGroup* G,
         for s1 in range(2):
             if pk[s1] >= 0:
                 path_axpy(m, pk[s1], plo[s1], pY[s1], G[a].g, lam + G[a].a0, z)
+
+
+cdef inline void groups_dot(const ModelC* m, const CWork* cw, const RowGroup* G, int ng,
+                            const double* x, double* out, bint add) noexcept nogil:
+    """``out_r = V_r . x`` for every group row (``+=`` with ``add``): the
+    row's pieces dotted with ``x`` (nv,) on their dofs."""
+    cdef int a, j, s1
+    cdef int pk[2]
+    cdef int plo[2]
+    cdef int phi[2]
+    cdef double* pY[2]
+    cdef double t
     for a in range(ng):
         group_pieces(m, cw, &G[a], pk, plo, phi, pY)
         for j in range(G[a].g):
             t = 0.0
             for s1 in range(2):
                 if pk[s1] >= 0:
-                    t += path_dot(m, pk[s1], plo[s1], pY[s1] + j * (phi[s1] - plo[s1]), z)
-            out[G[a].a0 + j] = t
+                    t += path_dot(m, pk[s1], plo[s1], pY[s1] + j * (phi[s1] - plo[s1]), x)
+            if add:
+                out[G[a].a0 + j] += t
+            else:
+                out[G[a].a0 + j] = t
+
+
+cdef inline void gram_times(const ModelC* m, const CWork* cw, const RowGroup* G, int ng,
+                            const double* lam, double* z, double* out) noexcept nogil:
+    """``out = Y^T (Y lam) = K lam`` (one entry per group row) without
+    forming K: ``z = Y lam`` (nv,), then each row's pieces dotted with it.
+    O(nnz Y)."""
+    groups_axpy(m, cw, G, ng, lam, z)
+    groups_dot(m, cw, G, ng, z, out, False)

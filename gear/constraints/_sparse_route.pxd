@@ -45,7 +45,7 @@ from gear.constraints._cwork cimport (SpKKT, SpInv, ClosC, CWork, ST_SPARSE_REDU
                                       ST_SPARSE_PATTERN, ST_INEXACT, sparse_inverse_offset)
 from gear.constraints._rows cimport world_kinematics, closure_rows
 from gear.constraints._groups cimport (RowGroup, dense_groups, group_pieces, block_add,
-                                       gram_times, path_dot, path_axpy)
+                                       gram_times, groups_dot, groups_axpy)
 
 
 cdef inline int sparse_solve(const ModelC* m, const ClosC* c, CWork* cw,
@@ -162,7 +162,7 @@ cdef inline int closed_inverse_sparse(const ModelC* m, const ClosC* c, const dou
     status codes as ``closed_inverse``."""
     cdef const SpInv* sp = c.spi
     cdef int nv = m.nv, nr = c.m, n = sp.ch.n
-    cdef int i, j, k, a, s1, p, q2, t, e0, ne, it, st, na, ng, rank, nact = 0
+    cdef int i, j, k, a, p, q2, t, e0, ne, it, st, na, ng, rank, nact = 0
     cdef int pk[2]
     cdef int plo[2]
     cdef int phi[2]
@@ -225,22 +225,8 @@ cdef inline int closed_inverse_sparse(const ModelC* m, const ClosC* c, const dou
             spchol_solve_basic(&sp.ch, Lx, dep, y)
             for k in range(nv):
                 mu[k] = 0.0 if act[k] else y[sp.pinv[k]]
-            for a in range(ng):
-                group_pieces(m, cw, &G[a], pk, plo, phi, pY)
-                for j in range(G[a].g):
-                    v = 0.0
-                    for s1 in range(2):
-                        if pk[s1] >= 0:
-                            v += path_dot(m, pk[s1], plo[s1],
-                                          pY[s1] + j * (phi[s1] - plo[s1]), mu)
-                    lam[G[a].a0 + j] += v
-            for k in range(nv):
-                z[k] = 0.0
-            for a in range(ng):
-                group_pieces(m, cw, &G[a], pk, plo, phi, pY)
-                for s1 in range(2):
-                    if pk[s1] >= 0:
-                        path_axpy(m, pk[s1], plo[s1], pY[s1], G[a].g, lam + G[a].a0, z)
+            groups_dot(m, cw, G, ng, mu, lam, True)
+            groups_axpy(m, cw, G, ng, lam, z)
     if nact < nv:
         # |A_p^T lam - e| (no rows: |e|)
         r2 = 0.0
