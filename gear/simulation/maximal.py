@@ -361,10 +361,7 @@ def prepare_campaign(mx, start, tau, f_ext, out, resume, chunks, slots, t_final,
     -------
     gear.simulation.rollout.Campaign
     """
-    import os
-
-    from .._output import _is_url
-    from .recorder import campaign_identity, check_identity, create_store, default_rows, model_hash, open_store
+    from .recorder import campaign_identity, campaign_layout, check_identity, create_store, default_rows, model_hash
     from .rollout import Campaign
 
     beta, gains = check_args(mx, t_final, dt, integrator, stabilization, record_every, baumgarte_gains)
@@ -378,20 +375,9 @@ def prepare_campaign(mx, start, tau, f_ext, out, resume, chunks, slots, t_final,
     n, rec_steps = steps_and_frames(t_final, dt, record_every)
     T = len(rec_steps)
     shapes = frame_shapes(mx)
-    out = str(out) if _is_url(out) else os.path.abspath(os.fspath(out))
-    root = open_store(out) if resume else None
-    stored = None
-    if root is not None:
-        stored = root.attrs.get("campaign")
-        if chunks is None and isinstance(stored, dict) and stored.get("rows_per_chunk"):
-            chunks = int(stored["chunks"])
-    if single:
-        rows = 1
-    elif chunks is not None:
-        rows = -(-N // min(int(chunks), N))
-    else:
-        rows = default_rows(N, T, sum(int(np.prod(s)) for s in shapes.values()), T, slots)
-    n_chunks = -(-N // rows)
+    out, root, stored, rows, n_chunks = campaign_layout(
+        out, resume, chunks, single, N,
+        lambda: default_rows(N, T, sum(int(np.prod(s)) for s in shapes.values()), T, slots))
     mh = model_hash(mx.model)
     ident = campaign_identity(mh, A, B, tau, f_ext, None, t_final, dt, integrator, "", str(stab), gains_id,
                               record_every, frames, rows, n_chunks, False, None, None, single, version,

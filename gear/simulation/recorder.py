@@ -311,6 +311,33 @@ def default_rows(N, T, width, frames, slots):
     return max(1, math.ceil(N / min(n, N)))
 
 
+def campaign_layout(out, resume, chunks, single, N, default):
+    """Where a campaign writes and how it splits its batch: ``(out, root,
+    stored, rows, n_chunks)`` -- the store path (absolute unless a URL), the
+    existing store's group and ``campaign`` attribute when resuming (else
+    None), rollouts per chunk and the chunk count.  ``chunks``: the
+    requested count (None: the stored one when resuming, else
+    ``default()`` rollouts per chunk); one state is one chunk."""
+    import os
+
+    from .._output import _is_url
+
+    out = str(out) if _is_url(out) else os.path.abspath(os.fspath(out))
+    root = open_store(out) if resume else None
+    stored = None
+    if root is not None:
+        stored = root.attrs.get("campaign")
+        if chunks is None and isinstance(stored, dict) and stored.get("rows_per_chunk"):
+            chunks = int(stored["chunks"])
+    if single:
+        rows = 1
+    elif chunks is not None:
+        rows = -(-N // min(int(chunks), N))
+    else:
+        rows = default()
+    return out, root, stored, rows, -(-N // rows)
+
+
 def create_store(out, meta, identity, widths, N, T, single, rows, n_chunks, frames, t):
     """Lay out a new campaign store at ``out`` (refuses an existing group:
     Zarr mode ``"w-"``; :func:`gear._output.claim_store` has checked the

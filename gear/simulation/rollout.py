@@ -383,32 +383,16 @@ def prepare_campaign(S, q, v, out, resume, chunks, slots, t_final, dt, integrato
     -------
     Campaign
     """
-    import os
-
-    from .._output import _is_url
-    from .recorder import (campaign_identity, check_identity, create_store, default_rows, frame_widths,
-                           model_hash, open_store)
+    from .recorder import (campaign_identity, campaign_layout, check_identity, create_store, default_rows,
+                           frame_widths, model_hash)
 
     m, N, single = S.model, S.N, S.single
     nc = S.sys.nc if S.sys is not None else None
     n, rec_steps = steps_and_frames(t_final, dt, record_every)
     T = len(rec_steps)
     widths = frame_widths(S, nc)
-    out = str(out) if _is_url(out) else os.path.abspath(os.fspath(out))
-    root = open_store(out) if resume else None
-    stored = None
-    if root is not None:
-        stored = root.attrs.get("campaign")
-        if chunks is None and isinstance(stored, dict) and stored.get("rows_per_chunk"):
-            chunks = int(stored["chunks"])
-            rows = int(stored["rows_per_chunk"])
-    if single:
-        rows = 1
-    elif chunks is not None:
-        rows = -(-N // min(int(chunks), N))
-    else:
-        rows = default_rows(N, T, sum(widths.values()), frames, slots)
-    n_chunks = -(-N // rows)
+    out, root, stored, rows, n_chunks = campaign_layout(
+        out, resume, chunks, single, N, lambda: default_rows(N, T, sum(widths.values()), frames, slots))
     solver = S.sys.solver.name if S.sys is not None else ""
     mh = model_hash(m)
     ident = campaign_identity(mh, q, v, S.tau, S.f_ext, None if S.prescribed is None else S.prescribed_input,
