@@ -90,14 +90,21 @@ def test_equals_the_numpy_step_on_random_trees_of_every_joint_kind(seed):
     mx = gear.MaximalModel(m)
     kinds = {type(j).__name__ for j in m.joints}
     assert len(kinds) >= 8                       # helical (helix rows), universal, planar among them
-    N = 3
+    _compare_random_states(mx, rng, 3, 4)
+
+
+def _compare_random_states(mx, rng, N, steps):
+    """N random states of ``mx``'s tree, 1e-3 off its rows, with torques
+    and external wrenches: native steps against NumPy's, without and with
+    Baumgarte."""
+    m = mx.model
     q = np.array([m.random_configuration(rng) for _ in range(N)])
     P, V = mx.state(q, rng.standard_normal((N, m.nv)))
     P = P @ exp_se3_rows(1e-3 * rng.standard_normal((N, mx.nbodies, 6)))
     tau = rng.standard_normal((N, m.nv))
     f_ext = rng.standard_normal((N, mx.nbodies, 6))
     for stab in (None, "baumgarte"):
-        _compare(mx, P, V, tau, f_ext, stab, 4, 1e-12, True)
+        _compare(mx, P, V, tau, f_ext, stab, steps, 1e-12, True)
 
 
 def _with_rods(mx, rods):
@@ -368,14 +375,7 @@ def test_sparse_K_on_a_random_tree_of_every_joint_kind():
     m = gear.testing.random_tree(rng, nbodies=40)
     mx = gear.MaximalModel(m)
     assert mx.nrows > 96 and "Lp" in native.plan(mx).arrays
-    N = 2
-    q = np.array([m.random_configuration(rng) for _ in range(N)])
-    P, V = mx.state(q, rng.standard_normal((N, m.nv)))
-    P = P @ exp_se3_rows(1e-3 * rng.standard_normal((N, mx.nbodies, 6)))
-    tau = rng.standard_normal((N, m.nv))
-    f_ext = rng.standard_normal((N, mx.nbodies, 6))
-    for stab in (None, "baumgarte"):
-        _compare(mx, P, V, tau, f_ext, stab, 3, 1e-12, True)
+    _compare_random_states(mx, rng, 2, 3)
 
 
 def test_native_row_residuals_equal_numpy_and_threads_do_not_share_them():
