@@ -58,34 +58,11 @@ def row_groups(rtype, rk):
     return groups
 
 
-def _dof_paths(model):
-    """Per dof, the set of dofs on its root path (itself included)."""
-    vp = np.asarray(model.data.dof_parents())
-    paths = []
-    for k in range(model.nv):
-        p = int(vp[k])
-        paths.append((paths[p] if p >= 0 else frozenset()) | {k})
-    return paths
-
-
 def _body_dof(model, b):
     """The deepest dof on the root path of body ``b`` (-1: none)."""
     while b >= 0 and model.joints[b].nv == 0:
         b = model.parents[b]
     return -1 if b < 0 else model._iv[b] + model.joints[b].nv - 1
-
-
-def _group_support(model, paths, rtype, ri, rj, rk, ba, bb, r0):
-    if rtype[r0] == _COUPLER:
-        ends = (int(ri[r0]), int(rj[r0]))
-    else:
-        k = int(rk[r0])
-        ends = (_body_dof(model, int(ba[k])), _body_dof(model, int(bb[k])))
-    out = set()
-    for d in ends:
-        if d >= 0:
-            out |= paths[d]
-    return out
 
 
 def _common(p1, p2, lo, hi):
@@ -185,9 +162,8 @@ class KKTPattern:
         self.groups = row_groups(rtype, rk)
         self._rows = (rtype, ri, rj, rk, ba, bb)
         self._model = model
-        paths = _dof_paths(model)
-        supports = [_group_support(model, paths, rtype, ri, rj, rk, ba, bb, r0)
-                    for r0, _ in self.groups]
+        # a group's support: the dofs on its two sides' root paths (its pieces)
+        supports = [set(main) | set(tail) for (main, _), (tail, _) in self.pieces()]
         # group pairs whose supports meet: through a group x dof incidence
         ng = len(self.groups)
         inc_r = np.repeat(np.arange(ng), [len(s) for s in supports])
