@@ -83,6 +83,28 @@ def test_local_store_layout_and_equality(tmp_path):
     assert np.array_equal(one.q[...], gear.simulate(arm, q0[0], dq0[0], 0.05, 1e-3).q)
 
 
+def test_a_chunk_whose_answer_was_lost_counts_as_run(tmp_path, monkeypatch):
+    """Dask reruns a task whose worker died after the chunk was complete but
+    before its answer reached the client; the rerun finds the chunk done and
+    reports that it did not run.  The stats count chunks off the store, so
+    the chunk still counts as run by this call, not as skipped."""
+    from gear.simulation import rollout
+    arm, q0, dq0 = _arm_batch(6)
+    real = rollout.run_chunk
+
+    def answer_lost(*args, **kw):
+        first = real(*args, **kw)
+        again = real(*args, **kw)              # what the rerun task reports
+        assert first["ran"] and not again["ran"]
+        return again if args[-1] == 1 else first
+
+    monkeypatch.setattr(rollout, "run_chunk", answer_lost)
+    tr = gear.simulate(arm, q0, dq0, 0.02, 1e-3, out=str(tmp_path / "l.zarr"), chunks=3)
+    st = tr.stats
+    assert (st["chunks_run"], st["chunks_skipped"], st["chunks_retried"]) == (3, 0, 0)
+    assert len(st["chunk_wall_times"]) == 3 and min(st["chunk_wall_times"]) > 0
+
+
 def test_a_chunk_not_marked_complete_is_rewritten(tmp_path):
     """A chunk whose writer died before ``done`` (rows half written, here
     overwritten with garbage) runs again on resume; complete ones are

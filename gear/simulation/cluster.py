@@ -200,10 +200,11 @@ def _submit_campaign(client, camp, target, run_chunk, inputs, progress):
     finally:
         client.cancel([f for f in futures if not f.done()])
     wall = time.perf_counter() - wall
-    chunk_walls = [s["wall_time"] for s in summaries if s["ran"]]
+    now = np.asarray(root["done"][:], dtype=bool)
+    chunk_walls = np.asarray(root["chunk_stats"][:])[now & ~done, 0]
     extra = {"workers": nworkers,
              "overhead_per_chunk": (max(0.0, wall - sum(chunk_walls) / slots) / len(todo)) if todo else 0.0}
-    return rollout.campaign_result(root, camp, summaries, before, wall, extra)
+    return rollout.campaign_result(root, camp, summaries, before, done, wall, extra)
 
 
 def _run_in_memory(host_threads, rows, target, q, v, tau, f_ext, single, stabilization, gains, prescribed,

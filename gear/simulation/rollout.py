@@ -414,7 +414,7 @@ def prepare_campaign(S, q, v, out, resume, chunks, slots, t_final, dt, integrato
                     native=bool(native), rtol=rtol, atol=atol, steps=n)
 
 
-def campaign_result(root, camp, summaries, before, wall, extra=None):
+def campaign_result(root, camp, summaries, before, done_before, wall, extra=None):
     """The :class:`Trajectory` of a campaign's store, with its stats.
 
     Parameters
@@ -425,6 +425,12 @@ def campaign_result(root, camp, summaries, before, wall, extra=None):
         :func:`run_chunk`'s answers for the chunks this call ran.
     before : ndarray, shape (n_chunks,)
         ``attempts`` when this call started.
+    done_before : ndarray of bool, shape (n_chunks,)
+        ``done`` when this call started.  The chunks this call ran are read
+        off the store (complete now, not then), not off ``summaries``: a
+        worker that dies after completing a chunk but before its answer
+        reaches the client has its task rerun by Dask, and that rerun
+        finds the chunk complete.
     wall : float
         This call's wall time.
     extra : dict, optional
@@ -432,11 +438,11 @@ def campaign_result(root, camp, summaries, before, wall, extra=None):
     """
     from .recorder import store_trajectory
 
-    ran = sorted(s["chunk"] for s in summaries if s["ran"])
     attempts = np.asarray(root["attempts"][:], dtype=np.int64)
     cs = np.asarray(root["chunk_stats"][:])
     done = np.asarray(root["done"][:], dtype=bool)
-    skipped = int(camp.n_chunks - len(ran))       # complete before this call, or before their task started
+    ran = np.flatnonzero(done & ~np.asarray(done_before, dtype=bool) & (attempts > before)).tolist()
+    skipped = int(camp.n_chunks - len(ran))       # complete before this call, or run by another caller
     rows = sum(b - a for a, b in map(camp.rows_of, ran))
     ev = cs[:, 1]
     res = cs[:, 2]
@@ -452,7 +458,7 @@ def campaign_result(root, camp, summaries, before, wall, extra=None):
              "native": bool(done.all() and (cs[:, 3] == 1).all()),
              "chunks": camp.n_chunks, "chunks_run": len(ran), "chunks_skipped": skipped,
              "chunks_retried": int(((attempts - before)[ran] > 1).sum()) if ran else 0,
-             "chunk_wall_times": [float(s["wall_time"]) for s in summaries if s["ran"]],
+             "chunk_wall_times": [float(w) for w in cs[ran, 0]],
              "complete": bool(done.all())}
     if getattr(camp, "formulation", "reduced") == "maximal":
         stats.update(formulation="maximal", stabilization=str(camp.effective_stabilization),
@@ -507,4 +513,4 @@ def run_chunks_here(camp, call, progress):
                       desc=f"gear.simulate {camp.integrator} x{camp.N} ({len(todo)} of {camp.n_chunks} chunks)") as bar:
         for c in todo:
             summaries.append(call(c, bar))
-    return campaign_result(root, camp, summaries, before, time.perf_counter() - wall)
+    return campaign_result(root, camp, summaries, before, done, time.perf_counter() - wall)
