@@ -19,7 +19,7 @@ from gear.algorithms._crba cimport crba as _crba
 from gear.algorithms._fk cimport fk as _fk
 from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_derivatives as _aba_d,
                                            rnea_tangent as _rnea_t)
-from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv
+from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv, jcalc_dSdq, jcalc_ddSdq
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear.algorithms._rollout cimport RollC, rollout as _rollout, rollout_scratch
 from gear.algorithms._spchol cimport SpChol, spchol_set
@@ -384,6 +384,30 @@ def jcalc_py(int kind, const double[::1] prm, const double[::1] q, const double[
     Sa = np.asarray(S)[:6 * n].reshape(n, 6).T.copy()
     dSa = np.asarray(dS)[:6 * n].reshape(n, 6).T.copy()
     return np.asarray(J), Sa, dSa
+
+
+def jcalc_tangent_py(int kind, const double[::1] prm, const double[::1] q, const double[::1] dq):
+    """Derivatives of one joint's S (6, n) along its own coordinates:
+    ``dS/dq_c`` and ``d(dS(q, dq))/dq_c`` for c < n, each (n, 6, n)."""
+    cdef int n = jcalc_nv(kind)
+    cdef double J[12]
+    cdef double[::1] S = np.zeros(36)
+    cdef double[::1] d1 = np.zeros(36 * 6)
+    cdef double[::1] d2 = np.zeros(36 * 6)
+    cdef double qz[8]
+    cdef const double* qp = qz
+    cdef int k
+    for k in range(8):
+        qz[k] = 0.0
+    if q.shape[0] > 0:
+        qp = &q[0]
+    jcalc(kind, &prm[0], qp, J, &S[0])
+    for k in range(n):
+        jcalc_dSdq(kind, &prm[0], &S[0], k, &d1[36 * k])
+        jcalc_ddSdq(kind, &prm[0], &S[0], k, &dq[0], &d2[36 * k])
+    a1 = np.asarray(d1).reshape(6, 36)[:n, :6 * n].reshape(n, n, 6).transpose(0, 2, 1).copy()
+    a2 = np.asarray(d2).reshape(6, 36)[:n, :6 * n].reshape(n, n, 6).transpose(0, 2, 1).copy()
+    return a1, a2
 
 
 # ---------------------------------------------------------------------------

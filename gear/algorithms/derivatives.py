@@ -200,6 +200,24 @@ def hybrid_dynamics_derivatives(model, q, dq, ddq, tau, prescribed, f_ext=None):
     return HybridDerivatives(*(a.ret(out[k]) for k in HybridDerivatives._fields))
 
 
+def tangent_rate(model, dq):
+    """``d/dt delta = d_dq + L delta``: the (nv, nv) block ``L`` of a
+    linearisation in the tangent space (right perturbation, body-frame
+    velocities): zero for joints with coordinates in R^n, ``-[w]`` for a
+    Spherical joint and ``-ad_V`` for a Free one."""
+    from ..joints import FREE, SPHERICAL
+    from ..spatial import ad, skew
+
+    L = np.zeros((model.nv, model.nv))
+    for i, j in enumerate(model.joints):
+        s = slice(model._iv[i], model._iv[i] + j.nv)
+        if j.kind == SPHERICAL:
+            L[s, s] = -skew(dq[s])
+        elif j.kind == FREE:
+            L[s, s] = -ad(dq[s])
+    return L
+
+
 def linearize(model, q, dq, tau, f_ext=None):
     """Continuous-time linearisation ``d/dt (dx) = A dx + B du`` of the
     forward dynamics about ``(q, dq, tau)``.
@@ -219,9 +237,6 @@ def linearize(model, q, dq, tau, f_ext=None):
     B : ndarray, shape (2 nv, nv) or (N, 2 nv, nv)
         ``[[0], [M^{-1}]]``.
     """
-    from ..joints import FREE, SPHERICAL
-    from ..spatial import ad, skew
-
     d_q, d_v, Minv = forward_dynamics_derivatives(model, q, dq, tau, f_ext)
     batch = d_q.ndim == 3
     if not batch:
@@ -232,13 +247,8 @@ def linearize(model, q, dq, tau, f_ext=None):
     A = np.zeros((N, 2 * nv, 2 * nv))
     B = np.zeros((N, 2 * nv, nv))
     A[:, :nv, nv:] = np.eye(nv)
-    for i, j in enumerate(model.joints):
-        s = slice(model._iv[i], model._iv[i] + j.nv)
-        for k in range(N):
-            if j.kind == SPHERICAL:
-                A[k, s, s] = -skew(dqb[k, s])
-            elif j.kind == FREE:
-                A[k, s, s] = -ad(dqb[k, s])
+    for k in range(N):
+        A[k, :nv, :nv] = tangent_rate(model, dqb[k])
     A[:, nv:, :nv] = d_q
     A[:, nv:, nv:] = d_v
     B[:, nv:, :] = Minv

@@ -164,8 +164,11 @@ class ConstrainedModel:
         row[0, vj] = 1.0
         row[0, vs] -= c.multiplier
         m, o = c.multiplier, c.offset
+        nv = model.nv
         cc = CustomConstraint(lambda q: row, lambda q, dq: np.zeros(1),
-                              residual=lambda q: np.array([q[qj] - m * q[qs] - o]), name=c.name)
+                              residual=lambda q: np.array([q[qj] - m * q[qs] - o]), name=c.name,
+                              jacobian_derivative=lambda q: np.zeros((nv, 1, nv)),     # a constant row
+                              bias_derivative=lambda q, dq: (np.zeros((1, nv)), np.zeros((1, nv))))
         cc.coupler = c
         cc._native_row = (qj, vj, qs, vs, float(m), float(o))
         return cc
@@ -645,6 +648,105 @@ class ConstrainedModel:
                                 message="ok" if ok.all() else "non-finite result in some states",
                                 solver=self.solver.name,
                                 stats={"factorizations": sum(o[3]["factorizations"] for o in outs)})
+
+    # -- derivatives -----------------------------------------------------------
+    def forward_dynamics_derivatives(self, q, dq, tau, f_ext=None):
+        """Analytic derivatives of :meth:`forward_dynamics` (ddq and lam).
+
+        The KKT system (Kim eqs. 54, 67-69) differentiated at its solution:
+        the tree's inverse-dynamics derivatives (Kim Table 5) and the
+        derivatives of the rows ``A(q)`` and of ``dA dq``
+        (:mod:`gear.constraints.derivatives`).  ``q`` is perturbed in the
+        tangent space (``q (+) eps e_k``, as :func:`gear.forward_dynamics_derivatives`),
+        off the constraint manifold too: the derivative of the KKT answer at
+        the perturbed state.  With redundant rows ``ddq``'s derivative is
+        unique and ``lam``'s is that of the minimum-norm multiplier, where
+        the rank of ``A`` does not change nearby.  Exact solvers only (not
+        ``"soft"``).  :class:`gear.CustomConstraint` rows use their
+        ``jacobian_derivative`` / ``bias_derivative`` when given, else
+        central differences.
+
+        Parameters
+        ----------
+        q : array_like, shape (nq,) or (N, nq)
+        dq, tau : array_like, shape (nv,) or (N, nv)
+        f_ext : array_like, shape (nbodies, 6) or (N, nbodies, 6), optional
+
+        Returns
+        -------
+        ClosedDerivatives
+            ``.ddq_dq``, ``.ddq_ddq``, ``.ddq_dtau`` (nv, nv), ``.lam_dq``,
+            ``.lam_ddq``, ``.lam_dtau`` (nc, nv), and ``.ddq``, ``.lam``
+            (a leading axis N for a batch).
+
+        Examples
+        --------
+        >>> import gear, numpy as np
+        >>> sys, q = gear.mechanisms.four_bar()
+        >>> d = sys.forward_dynamics_derivatives(q, np.zeros(3), np.zeros(3))
+        >>> d.ddq_dq.shape, d.lam_dtau.shape
+        ((3, 3), (3, 3))
+        """
+        from .derivatives import forward_dynamics_derivatives
+
+        return forward_dynamics_derivatives(self, q, dq, tau, f_ext)
+
+    def inverse_dynamics_derivatives(self, q, dq, ddq, actuated, tau_passive=None, f_ext=None):
+        """Analytic derivatives of :meth:`inverse_dynamics` (``.tau`` and
+        ``.lam``, objective ``"min_constraint_force"``) with respect to
+        ``q`` (tangent space), ``dq`` and ``ddq``.
+
+        Parameters
+        ----------
+        q, dq, ddq, actuated, tau_passive, f_ext
+            As :meth:`inverse_dynamics`.  The actuation must make the state
+            exact (a ``ValueError`` says when it is under-actuated).
+
+        Returns
+        -------
+        ClosedDerivatives
+            ``.tau_dq``, ``.tau_ddq``, ``.tau_dddq`` (nv, nv; zero rows for
+            the passive joints), ``.lam_dq``, ``.lam_ddq``, ``.lam_dddq``
+            (nc, nv), and ``.tau``, ``.lam``.
+        """
+        from .derivatives import inverse_dynamics_derivatives
+
+        return inverse_dynamics_derivatives(self, q, dq, ddq, actuated, tau_passive, f_ext)
+
+    def linearize(self, q, dq, tau, f_ext=None, minimal=False):
+        """Continuous-time linearisation of the closed-chain forward dynamics.
+
+        Parameters
+        ----------
+        q, dq, tau, f_ext
+            As :meth:`forward_dynamics`.
+        minimal : bool
+            False: ``(A, B)`` in ``dx = (delta, d_dq)`` (2 nv), as
+            :func:`gear.linearize`.  True: ``(A_r, B_r, G)`` on the
+            constraint manifold in ``dof`` coordinates: ``G`` (nv, dof) is an
+            orthonormal basis of ``null(A(q))``, ``delta = G z`` and
+            ``d_dq = G v + H z`` (``H = -A^+ d(A dq)/dq G`` keeps ``A dq = 0``
+            to first order; zero at rest), and ``d/dt (z, v) = A_r (z, v) +
+            B_r d_tau`` with ``A_r`` (2 dof, 2 dof), ``B_r`` (2 dof, nv).  For
+            LQR on a parallel mechanism: the feedback ``d_tau = -K (z, v)``
+            with ``z = G^T delta``, ``v = G^T d_dq``.
+
+        Returns
+        -------
+        (A, B) or (A_r, B_r, G)
+            With a leading batch axis for a batch.
+
+        Examples
+        --------
+        >>> import gear, numpy as np
+        >>> sys, q = gear.mechanisms.four_bar()
+        >>> Ar, Br, G = sys.linearize(q, np.zeros(3), np.zeros(3), minimal=True)
+        >>> Ar.shape, Br.shape, G.shape
+        ((2, 2), (2, 3), (3, 1))
+        """
+        from .derivatives import linearize
+
+        return linearize(self, q, dq, tau, f_ext, minimal)
 
     def _rigidly_connected(self, ia, ib):
         """True when no joint with a degree of freedom lies between bodies

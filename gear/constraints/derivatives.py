@@ -1,0 +1,235 @@
+"""Analytic derivatives of closed-chain dynamics (Kim Secs. 3-4).
+
+Forward dynamics of a closed system is the KKT system (Kim eqs. 54, 67-69)
+
+    M(q) ddq + b(q, dq) = tau + A(q)^T lam,        A(q) ddq + (dA dq)(q, dq) = 0.
+
+Differentiating both lines along a direction ``x`` (``q`` in the tangent
+space, ``dq`` or ``tau``) at the solution gives a KKT system with the same
+matrix for the derivatives:
+
+    M dddq - A^T dlam = dtau - dRNEA/dx + d(A^T lam)/dx |_lam
+    A dddq            = -d(A ddq + dA dq)/dx |_ddq
+
+``dRNEA/dx`` is the tree's inverse-dynamics derivative at ``(q, dq, ddq)``
+(Kim Table 5, :func:`gear.inverse_dynamics_derivatives`); the derivatives of
+the rows ``A(q)`` and of ``dA dq`` come from
+:mod:`gear.constraints._tangents`.  The system is solved through the
+Schur complement ``K = A M^-1 A^T`` (eq. 68) with the same rank cut as the
+solvers (``rcond``).
+
+Redundant rows.  ``dddq`` is unique.  ``lam`` is the minimum-norm
+multiplier; where the rank of ``A`` is locally constant its derivative is
+the minimum-norm solution above plus ``N N^T dA y`` (``N`` an orthonormal
+basis of ``null(A^T)``, ``lam = A y``): ``lam`` stays orthogonal to
+``null(A^T)`` as that space turns.  (From ``A^T N = 0`` and ``N^T lam = 0``:
+``N^T dlam = N^T dA A^+ lam``.)  Closed inverse dynamics is handled the same
+way on ``A_p^T lam = RNEA_p - tau_p`` (eqs. 57-59).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import algorithms as alg
+from ._tangents import row_tangents
+
+__all__ = ["ClosedDerivatives", "forward_dynamics_derivatives", "inverse_dynamics_derivatives", "linearize"]
+
+
+class ClosedDerivatives:
+    """Derivatives of closed-chain dynamics at one state or a batch.
+
+    Attributes (``(N, ...)`` with a leading batch axis for a batch)
+    ----------
+    ddq : ndarray, shape (nv,)
+        The forward dynamics itself.
+    lam : ndarray, shape (nc,)
+    ddq_dq, ddq_ddq, ddq_dtau : ndarray, shape (nv, nv)
+        ``d ddq / dq`` (tangent space), ``d ddq / d(dq)``, ``d ddq / d tau``.
+    lam_dq, lam_ddq, lam_dtau : ndarray, shape (nc, nv)
+
+    For :meth:`gear.ConstrainedModel.inverse_dynamics_derivatives` the
+    attributes are ``tau``, ``lam``, ``tau_dq``, ``tau_ddq``, ``tau_dddq``
+    (nv, nv) and ``lam_dq``, ``lam_ddq``, ``lam_dddq`` (nc, nv).
+    """
+
+    def __init__(self, **arrays):
+        self._names = tuple(arrays)
+        for k, v in arrays.items():
+            setattr(self, k, v)
+
+    def __repr__(self):
+        shapes = ", ".join(f"{k}{tuple(np.shape(getattr(self, k)))}" for k in self._names)
+        return f"ClosedDerivatives({shapes})"
+
+
+def _pinv_sym(K, rcond):
+    """``K^+`` of a symmetric positive semi-definite ``K`` and an orthonormal
+    basis of its null space (eigenvalues below ``rcond`` times the largest)."""
+    w, U = np.linalg.eigh(K)
+    top = w.max(initial=0.0)
+    keep = w > rcond * top if top > 0 else np.zeros(w.shape, dtype=bool)
+    Ur = U[:, keep]
+    return (Ur / w[keep]) @ Ur.T, U[:, ~keep]
+
+
+def _rcond(sysm):
+    return float(sysm.solver.options.get("rcond", 1e-10))
+
+
+def _check_exact(sysm):
+    if sysm.solver.name == "soft":
+        raise ValueError("the 'soft' solver regularises the constraints, so its answer is not the exact "
+                         "dynamics these derivatives differentiate; use sys.with_solver('kkt')")
+
+
+def _forward_one(sysm, q, dq, tau, f_ext, rcond):
+    model = sysm.model
+    nv = model.nv
+    res = sysm.forward_dynamics(q, dq, tau, f_ext)
+    ddq, lam = np.asarray(res.ddq, dtype=float), np.asarray(res.lam, dtype=float)
+    A, _, dA, bq, bv = row_tangents(sysm, q, dq)
+    dIq, dIv, M = alg.inverse_dynamics_derivatives(model, q, dq, ddq, f_ext)
+    R1 = np.concatenate([-dIq + np.einsum("kcn,c->nk", dA, lam), -dIv, np.eye(nv)], axis=1)
+    R2 = np.concatenate([-(np.einsum("kcn,n->ck", dA, ddq) + bq), -bv, np.zeros((sysm.nc, nv))], axis=1)
+    Minv = np.linalg.inv(M)
+    MiAt = Minv @ A.T
+    Kp, N = _pinv_sym(A @ MiAt, rcond)
+    Y = Kp @ (R2 - A @ (Minv @ R1))
+    X = Minv @ R1 + MiAt @ Y
+    if N.shape[1] and sysm.nc:
+        y = np.linalg.lstsq(A, lam, rcond=rcond)[0]                     # lam = A y
+        Y[:, :nv] += N @ (N.T @ np.einsum("kcn,n->ck", dA, y))
+    return ddq, lam, X, Y
+
+
+def forward_dynamics_derivatives(sysm, q, dq, tau, f_ext=None):
+    """See :meth:`gear.ConstrainedModel.forward_dynamics_derivatives`."""
+    _check_exact(sysm)
+    q = sysm._q(q)
+    N = q.shape[0] if q.ndim == 2 else None
+    dq = sysm._v(dq, "dq", N)
+    tau = sysm._v(tau, "tau", N)
+    if f_ext is not None:
+        f_ext = sysm._v(f_ext, "f_ext", N, (sysm.model.nbodies, 6))
+    rcond = _rcond(sysm)
+    nv = sysm.model.nv
+    if N is None:
+        outs = [_forward_one(sysm, q, dq, tau, f_ext, rcond)]
+    else:
+        outs = [_forward_one(sysm, q[k], dq[k], tau[k], None if f_ext is None else f_ext[k], rcond)
+                for k in range(N)]
+    pick = (lambda f: f(outs[0])) if N is None else (lambda f: np.stack([f(o) for o in outs]))
+    return ClosedDerivatives(
+        ddq=pick(lambda o: o[0]), lam=pick(lambda o: o[1]),
+        ddq_dq=pick(lambda o: o[2][:, :nv]), ddq_ddq=pick(lambda o: o[2][:, nv:2 * nv]),
+        ddq_dtau=pick(lambda o: o[2][:, 2 * nv:]),
+        lam_dq=pick(lambda o: o[3][:, :nv]), lam_ddq=pick(lambda o: o[3][:, nv:2 * nv]),
+        lam_dtau=pick(lambda o: o[3][:, 2 * nv:]))
+
+
+def _inverse_one(sysm, q, dq, ddq, actuated, a, tau_p, f_ext, rcond, k):
+    model = sysm.model
+    nv = model.nv
+    res = sysm.inverse_dynamics(q, dq, ddq, actuated, tau_p, f_ext=f_ext)
+    if not bool(np.all(res.exact)):
+        where = "" if k is None else f" (state {k})"
+        raise ValueError(f"the system is under-actuated here{where}: the passive joints cannot follow ddq, so "
+                         "the closed inverse dynamics is not defined (its answer is hybrid dynamics); "
+                         "actuate more joints, or differentiate sys.forward_dynamics instead")
+    tau, lam = np.asarray(res.tau, dtype=float), np.asarray(res.lam, dtype=float)
+    A, _, dA, _, _ = row_tangents(sysm, q, dq)
+    dIq, dIv, M = alg.inverse_dynamics_derivatives(model, q, dq, ddq, f_ext)
+    rhs = np.concatenate([dIq - np.einsum("kcn,c->nk", dA, lam), dIv, M], axis=1)   # d(RNEA - A^T lam)|_lam
+    p = ~a
+    nc = sysm.nc
+    dlam = np.zeros((nc, 3 * nv))
+    if nc and p.any():
+        U, sv, Vt = np.linalg.svd(A[:, p].T, full_matrices=True)
+        r = int((sv > rcond * sv[0]).sum()) if sv.size and sv[0] > 0 else 0
+        Bp = Vt[:r].T @ (U[:, :r].T / sv[:r, None])                      # (A_p^T)^+
+        dlam = Bp @ rhs[p]
+        Nn = Vt[r:].T
+        if Nn.shape[1]:
+            y = np.zeros(nv)
+            y[p] = U[:, :r] @ ((Vt[:r] @ lam) / sv[:r])                   # (A_p^T)^{+T} lam
+            dlam[:, :nv] += Nn @ (Nn.T @ np.einsum("kcn,n->ck", dA, y))
+    dtau = np.zeros((nv, 3 * nv))
+    dtau[a] = rhs[a] - A[:, a].T @ dlam
+    return tau, lam, dtau, dlam
+
+
+def inverse_dynamics_derivatives(sysm, q, dq, ddq, actuated, tau_passive=None, f_ext=None):
+    """See :meth:`gear.ConstrainedModel.inverse_dynamics_derivatives`."""
+    q = sysm._q(q)
+    N = q.shape[0] if q.ndim == 2 else None
+    dq = sysm._v(dq, "dq", N)
+    ddq = sysm._v(ddq, "ddq", N)
+    nv = sysm.model.nv
+    tau_p = sysm._v(np.zeros(nv) if tau_passive is None else tau_passive, "tau_passive", N)
+    if f_ext is not None:
+        f_ext = sysm._v(f_ext, "f_ext", N, (sysm.model.nbodies, 6))
+    a = sysm._joint_dofs(actuated, "actuated")
+    rcond = _rcond(sysm)
+    if N is None:
+        outs = [_inverse_one(sysm, q, dq, ddq, actuated, a, tau_p, f_ext, rcond, None)]
+    else:
+        outs = [_inverse_one(sysm, q[k], dq[k], ddq[k], actuated, a, tau_p[k], None if f_ext is None else f_ext[k],
+                             rcond, k) for k in range(N)]
+    pick = (lambda f: f(outs[0])) if N is None else (lambda f: np.stack([f(o) for o in outs]))
+    return ClosedDerivatives(
+        tau=pick(lambda o: o[0]), lam=pick(lambda o: o[1]),
+        tau_dq=pick(lambda o: o[2][:, :nv]), tau_ddq=pick(lambda o: o[2][:, nv:2 * nv]),
+        tau_dddq=pick(lambda o: o[2][:, 2 * nv:]),
+        lam_dq=pick(lambda o: o[3][:, :nv]), lam_ddq=pick(lambda o: o[3][:, nv:2 * nv]),
+        lam_dddq=pick(lambda o: o[3][:, 2 * nv:]))
+
+
+def constraint_basis(A, rcond=1e-10):
+    """An orthonormal basis ``G`` (nv, dof) of ``null(A)`` (singular values
+    below ``rcond`` times the largest count as zero)."""
+    nv = A.shape[1]
+    if A.shape[0] == 0:
+        return np.eye(nv)
+    _, sv, Vt = np.linalg.svd(A, full_matrices=True)
+    r = int((sv > rcond * sv[0]).sum()) if sv.size and sv[0] > 0 else 0
+    return Vt[r:].T.copy()
+
+
+def _linearize_one(sysm, q, dq, tau, f_ext, minimal, rcond):
+    model = sysm.model
+    nv = model.nv
+    ddq, lam, X, _ = _forward_one(sysm, q, dq, tau, f_ext, rcond)
+    Fq, Fv, Ft = X[:, :nv], X[:, nv:2 * nv], X[:, 2 * nv:]
+    L = alg.derivatives.tangent_rate(model, dq)
+    if not minimal:
+        Am = np.block([[L, np.eye(nv)], [Fq, Fv]])
+        Bm = np.concatenate([np.zeros((nv, nv)), Ft])
+        return Am, Bm
+    A, _, dA, _, _ = row_tangents(sysm, q, dq)
+    G = constraint_basis(A, rcond)
+    H = -np.linalg.pinv(A, rcond=rcond) @ np.einsum("kcn,n->ck", dA, dq) @ G if sysm.nc else np.zeros((nv, G.shape[1]))
+    d = G.shape[1]
+    Ar = np.block([[G.T @ L @ G, np.eye(d)], [G.T @ (Fq @ G + Fv @ H), G.T @ Fv @ G]])
+    Br = np.concatenate([np.zeros((d, nv)), G.T @ Ft])
+    return Ar, Br, G
+
+
+def linearize(sysm, q, dq, tau, f_ext=None, minimal=False):
+    """See :meth:`gear.ConstrainedModel.linearize`."""
+    _check_exact(sysm)
+    q = sysm._q(q)
+    N = q.shape[0] if q.ndim == 2 else None
+    dq = sysm._v(dq, "dq", N)
+    tau = sysm._v(tau, "tau", N)
+    if f_ext is not None:
+        f_ext = sysm._v(f_ext, "f_ext", N, (sysm.model.nbodies, 6))
+    rcond = _rcond(sysm)
+    if N is None:
+        return _linearize_one(sysm, q, dq, tau, f_ext, minimal, rcond)
+    outs = [_linearize_one(sysm, q[k], dq[k], tau[k], None if f_ext is None else f_ext[k], minimal, rcond)
+            for k in range(N)]
+    if minimal and len({o[2].shape[1] for o in outs}) > 1:
+        raise ValueError("the mobility (columns of G) differs between the states of the batch; linearise "
+                         "them one at a time")
+    return tuple(np.stack([o[i] for o in outs]) for i in range(len(outs[0])))
