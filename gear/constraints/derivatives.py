@@ -103,29 +103,66 @@ def _forward_one(sysm, q, dq, tau, f_ext, rcond):
     return ddq, lam, X, Y
 
 
-def forward_dynamics_derivatives(sysm, q, dq, tau, f_ext=None):
-    """See :meth:`gear.ConstrainedModel.forward_dynamics_derivatives`."""
-    _check_exact(sysm)
+def _forward_batch(sysm, q, dq, tau, f_ext, rcond):
+    """``ddq`` (N, nv), ``lam`` (N, nc), ``X`` (N, nv, 3 nv) and ``Y`` (N, nc,
+    3 nv) at validated 2-D states: the native kernel
+    (``gear/constraints/_derivatives.pxd``, in parallel over the states),
+    and the NumPy reference for constraints it does not take (a
+    :class:`gear.CustomConstraint`) or states with dependent rows."""
+    from .. import _core
+    from ..algorithms.dynamics import get_num_threads
+
+    model = sysm.model
+    N, nv, nc = q.shape[0], model.nv, sysm.nc
+    nd = sysm._native(rcond)
+    if nd is None:
+        todo = range(N)
+        ddq, lam = np.empty((N, nv)), np.empty((N, nc))
+        X, Y = np.empty((N, nv, 3 * nv)), np.empty((N, nc, 3 * nv))
+    else:
+        ddq, lam = np.empty((N, nv)), np.empty((N, max(nc, 1)))
+        X, Y = np.empty((N, nv, 3 * nv)), np.empty((N, max(nc, 1), 3 * nv))
+        status = np.zeros(N, dtype=np.int32)
+        fe = None if f_ext is None else np.ascontiguousarray(f_ext, dtype=float).reshape(N, model.nbodies, 6)
+        _core.closed_forward_derivatives(model.data, nd, len(sysm.constraints), np.ascontiguousarray(q),
+                                         np.ascontiguousarray(dq), np.ascontiguousarray(tau), fe, rcond,
+                                         ddq, lam, X, Y, status, get_num_threads() if N > 1 else 1)
+        lam, Y = lam[:, :nc], Y[:, :nc]
+        for k in np.flatnonzero(status == -3):
+            sysm._rows_numpy(q[k], dq[k])                 # a distance closure's coincident points say so
+        if (status == -4).any():
+            k = int(np.flatnonzero(status == -4)[0])
+            raise ValueError(f"the mass matrix is not positive definite at state {k}")
+        todo = np.flatnonzero(status != 0)                # dependent rows: the NumPy reference
+    for k in todo:
+        ddq[k], lam[k], X[k], Y[k] = _forward_one(sysm, q[k], dq[k], tau[k],
+                                                  None if f_ext is None else f_ext[k], rcond)
+    return ddq, lam, X, Y
+
+
+def _validated(sysm, q, dq, tau, f_ext):
     q = sysm._q(q)
     N = q.shape[0] if q.ndim == 2 else None
     dq = sysm._v(dq, "dq", N)
     tau = sysm._v(tau, "tau", N)
     if f_ext is not None:
         f_ext = sysm._v(f_ext, "f_ext", N, (sysm.model.nbodies, 6))
-    rcond = _rcond(sysm)
-    nv = sysm.model.nv
     if N is None:
-        outs = [_forward_one(sysm, q, dq, tau, f_ext, rcond)]
-    else:
-        outs = [_forward_one(sysm, q[k], dq[k], tau[k], None if f_ext is None else f_ext[k], rcond)
-                for k in range(N)]
-    pick = (lambda f: f(outs[0])) if N is None else (lambda f: np.stack([f(o) for o in outs]))
+        return q[None], dq[None], tau[None], None if f_ext is None else f_ext[None], True
+    return q, dq, tau, f_ext, False
+
+
+def forward_dynamics_derivatives(sysm, q, dq, tau, f_ext=None):
+    """See :meth:`gear.ConstrainedModel.forward_dynamics_derivatives`."""
+    _check_exact(sysm)
+    q, dq, tau, f_ext, single = _validated(sysm, q, dq, tau, f_ext)
+    nv = sysm.model.nv
+    ddq, lam, X, Y = _forward_batch(sysm, q, dq, tau, f_ext, _rcond(sysm))
+    pick = (lambda a: a[0]) if single else (lambda a: a)
     return ClosedDerivatives(
-        ddq=pick(lambda o: o[0]), lam=pick(lambda o: o[1]),
-        ddq_dq=pick(lambda o: o[2][:, :nv]), ddq_ddq=pick(lambda o: o[2][:, nv:2 * nv]),
-        ddq_dtau=pick(lambda o: o[2][:, 2 * nv:]),
-        lam_dq=pick(lambda o: o[3][:, :nv]), lam_ddq=pick(lambda o: o[3][:, nv:2 * nv]),
-        lam_dtau=pick(lambda o: o[3][:, 2 * nv:]))
+        ddq=pick(ddq), lam=pick(lam),
+        ddq_dq=pick(X[:, :, :nv]), ddq_ddq=pick(X[:, :, nv:2 * nv]), ddq_dtau=pick(X[:, :, 2 * nv:]),
+        lam_dq=pick(Y[:, :, :nv]), lam_ddq=pick(Y[:, :, nv:2 * nv]), lam_dtau=pick(Y[:, :, 2 * nv:]))
 
 
 def _inverse_one(sysm, q, dq, ddq, actuated, a, tau_p, f_ext, rcond, k):
@@ -196,10 +233,9 @@ def constraint_basis(A, rcond=1e-10):
     return Vt[r:].T.copy()
 
 
-def _linearize_one(sysm, q, dq, tau, f_ext, minimal, rcond):
+def _linearize_one(sysm, q, dq, X, minimal, rcond):
     model = sysm.model
     nv = model.nv
-    ddq, lam, X, _ = _forward_one(sysm, q, dq, tau, f_ext, rcond)
     Fq, Fv, Ft = X[:, :nv], X[:, nv:2 * nv], X[:, 2 * nv:]
     L = alg.derivatives.tangent_rate(model, dq)
     if not minimal:
@@ -208,7 +244,10 @@ def _linearize_one(sysm, q, dq, tau, f_ext, minimal, rcond):
         return Am, Bm
     A, _, dA, _, _ = row_tangents(sysm, q, dq)
     G = constraint_basis(A, rcond)
-    H = -np.linalg.pinv(A, rcond=rcond) @ np.einsum("kcn,n->ck", dA, dq) @ G if sysm.nc else np.zeros((nv, G.shape[1]))
+    if sysm.nc:
+        H = -np.linalg.pinv(A, rcond=rcond) @ np.einsum("kcn,n->ck", dA, dq) @ G
+    else:
+        H = np.zeros((nv, G.shape[1]))
     d = G.shape[1]
     Ar = np.block([[G.T @ L @ G, np.eye(d)], [G.T @ (Fq @ G + Fv @ H), G.T @ Fv @ G]])
     Br = np.concatenate([np.zeros((d, nv)), G.T @ Ft])
@@ -218,17 +257,12 @@ def _linearize_one(sysm, q, dq, tau, f_ext, minimal, rcond):
 def linearize(sysm, q, dq, tau, f_ext=None, minimal=False):
     """See :meth:`gear.ConstrainedModel.linearize`."""
     _check_exact(sysm)
-    q = sysm._q(q)
-    N = q.shape[0] if q.ndim == 2 else None
-    dq = sysm._v(dq, "dq", N)
-    tau = sysm._v(tau, "tau", N)
-    if f_ext is not None:
-        f_ext = sysm._v(f_ext, "f_ext", N, (sysm.model.nbodies, 6))
+    q, dq, tau, f_ext, single = _validated(sysm, q, dq, tau, f_ext)
     rcond = _rcond(sysm)
-    if N is None:
-        return _linearize_one(sysm, q, dq, tau, f_ext, minimal, rcond)
-    outs = [_linearize_one(sysm, q[k], dq[k], tau[k], None if f_ext is None else f_ext[k], minimal, rcond)
-            for k in range(N)]
+    _, _, X, _ = _forward_batch(sysm, q, dq, tau, f_ext, rcond)
+    outs = [_linearize_one(sysm, q[k], dq[k], X[k], minimal, rcond) for k in range(q.shape[0])]
+    if single:
+        return outs[0]
     if minimal and len({o[2].shape[1] for o in outs}) > 1:
         raise ValueError("the mobility (columns of G) differs between the states of the batch; linearise "
                          "them one at a time")

@@ -1,0 +1,707 @@
+# cython: language_level=3
+"""Analytic derivatives of closed-chain forward dynamics at one state (Kim,
+Lie Group Formulation of Articulated Rigid Body Dynamics, Secs. 3-4); the
+NumPy reference is ``gear/constraints/derivatives.py``.
+
+The KKT system ``M ddq - A^T lam = tau - b``, ``A ddq = -dA dq``
+differentiated along x in {q (tangent), dq, tau}:
+
+    M X - A^T Y = R1 = [-dRNEA'/dq + J^T dF/dq,  -dRNEA'/d(dq),  I]
+    A X         = R2 = [-d(A ddq + dA dq)/dq,  -d(dA dq)/d(dq),  0]
+
+``RNEA'`` is the tree's inverse dynamics with the multipliers' row
+wrenches applied as external body wrenches (``F_ext + sum_r lam_r F_r``):
+its Table 5 derivative (``rnea_derivatives``) holds ``d(A^T lam)/dq`` for
+wrenches fixed in their bodies, and ``J^T dF/dq`` adds how each row's body
+wrench turns with the geometry of its two frames.  The acceleration-level
+rows ``A ddq + dA dq = d^2 g / dt^2`` are read from the frames' full
+accelerations (with ``ddq``), so their derivatives need no derivative of
+``A`` itself.  Both come from one tangent pass per direction over the
+subtree the direction moves (the forward half of Kim's Table 5:
+``body_tangents``), then the frames (``frame_tangent``) and the rows
+(``row_tangent``).  The solve: ``K Y = R2 - A M^{-1} R1`` with ``K = A
+M^{-1} A^T`` by Cholesky, ``X = M^{-1} (R1 + A^T Y)``.
+
+Rows whose diagonal of ``K`` is zero (a planar mechanism's out-of-plane
+rows) are left out, with multiplier 0 and multiplier derivative
+``d(A y)/dq`` for ``lam = A y`` (the minimum-norm multiplier's derivative;
+see the NumPy reference).  If the other rows are still dependent the kernel
+returns ``ST_DERIV_REDUNDANT`` and the caller uses the NumPy reference.
+"""
+from libc.math cimport sqrt
+from gear.algorithms._types cimport ModelC, Work
+from gear.algorithms._common cimport S_mul, S_mul_add, St_mul
+from gear.algorithms._crba cimport crba
+from gear.algorithms._rnea cimport rnea
+from gear.algorithms._derivatives cimport rnea_derivatives
+from gear.algorithms._dense cimport chol_factor, chol_solve
+from gear.spatial._spatial cimport Ad_inv, dAd_inv, ad, cross3, matvec3, matTvec3
+from gear.joints._jcalc cimport jcalc_dS, jcalc_dSdq, jcalc_ddSdq, jcalc_has_dS
+from gear.constraints._cwork cimport (ROW_POS, ROW_AXIS, ROW_DOT, ROW_DIST, ROW_COUPLER,
+                                      ST_MASS_NOT_PD, ClosC, CWork)
+from gear.constraints._rows cimport constraint_rows, frame_world, dot3
+
+cdef enum:
+    ST_DERIV_REDUNDANT = -8     # dependent rows that are not zero: use the NumPy reference
+
+
+cdef inline int deriv_scratch(int nb, int nv, int m, int nk) noexcept nogil:
+    """Doubles of scratch :func:`closed_forward_derivatives` needs."""
+    return (4 * nv * nv + 3 * m * nv + m * m + 3 * m * nv + 3 * nv + 3 * m + 49 * nb + 60 * nk + 8)
+
+
+cdef inline double sqrt3(const double* d) noexcept nogil:
+    return sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+
+
+cdef inline void _rot_tangent(const double* R, const double* th, const double* x, const double* dx,
+                              double* out) noexcept nogil:
+    # d(R x) for R moving by R [th] and x by dx:  R (th x x + dx)
+    cdef double t[3]
+    cross3(th, x, t)
+    t[0] += dx[0]
+    t[1] += dx[1]
+    t[2] += dx[2]
+    matvec3(R, t, out)
+
+
+cdef inline void _dcross(const double* a, const double* da, const double* b, const double* db,
+                         double* out, double* dout) noexcept nogil:
+    # a x b and its derivative
+    cdef double t[3]
+    cross3(a, b, out)
+    cross3(da, b, dout)
+    cross3(a, db, t)
+    dout[0] += t[0]
+    dout[1] += t[1]
+    dout[2] += t[2]
+
+
+cdef inline double _ddot(const double* a, const double* da, const double* b,
+                         const double* db) noexcept nogil:
+    # the derivative of a . b
+    return dot3(da, b) + dot3(a, db)
+
+
+# ---------------------------------------------------------------------------
+# tangents of the bodies, the frames and the rows along one direction
+# ---------------------------------------------------------------------------
+cdef inline int body_tangents(const ModelC* m, const Work* w, const double* q, const double* dq,
+                              const double* ddq, const double* af, const double* y, const double* Vy,
+                              int l, bint vel, double* xi, double* dV, double* da, double* dVy,
+                              double* moved) noexcept nogil:
+    """Tangents of every body's pose (the body twist ``xi`` it moves by),
+    twist, full acceleration (``af``, with ``ddq``) and, if ``Vy`` is not
+    NULL, twist at the velocity ``y``, along ``q (+) eps e_l`` (``vel``
+    False) or ``dq + eps e_l``.  Only the subtree of the dof's joint j moves
+    (``moved[i] = 1``).  With ``h = S_j e_c`` (q) on joint j (Kim Table 5,
+    forward half),
+
+        dV_j = -ad_h Ad V_p + dS dq_j + S d(dq_j)
+        da_j = -ad_h Ad a_p + ad_{dV_j} S dq_j + ad_{V_j} (dS dq_j + S d(dq_j))
+               + d(Sdot dq_j) + dS ddq_j
+
+    (``Ad V_p = V_j - S dq_j``, ``Ad a_p = a_j - eta_j - S ddq_j``), and
+    below j everything is carried rigidly: ``x_i = Ad x_p``, plus
+    ``ad_{dV_i} S dq_i`` in ``da_i``.  Returns j."""
+    cdef int nb = m.nb, i, j = 0, c, r, n, p
+    cdef double h[6]
+    cdef double X[6]
+    cdef double t[6]
+    cdef double u[6]
+    cdef double Sdq[6]
+    cdef double dSc[36]
+    cdef double ddS[36]
+    cdef const double* S
+    cdef bint hasd
+    while j < nb and not (m.iv[j] <= l < m.iv[j] + m.nvi[j]):
+        j += 1
+    for i in range(nb):
+        moved[i] = 0.0
+    c = l - m.iv[j]
+    n = m.nvi[j]
+    S = w.S + 36 * j
+    hasd = jcalc_has_dS(m.jtype[j])
+    S_mul(S, n, dq + m.iv[j], Sdq)
+    for r in range(36):
+        dSc[r] = 0.0
+    if hasd:
+        jcalc_dSdq(m.jtype[j], m.jparam + 10 * j, S, c, dSc)     # dS/dq_c
+    for r in range(6):
+        h[r] = 0.0 if vel else S[6 * c + r]
+        xi[6 * j + r] = h[r]
+        u[r] = 0.0                                             # d(S dq_j)
+    if vel:
+        for r in range(6):
+            u[r] = S[6 * c + r]
+    else:
+        S_mul_add(dSc, n, dq + m.iv[j], u)
+    # dV_j
+    for r in range(6):
+        X[r] = w.V[6 * j + r] - Sdq[r]
+    ad(h, X, t)
+    for r in range(6):
+        dV[6 * j + r] = u[r] - t[r]
+    # da_j
+    ad(dV + 6 * j, Sdq, da + 6 * j)
+    ad(w.V + 6 * j, u, t)
+    for r in range(6):
+        da[6 * j + r] += t[r]
+    if not vel:
+        S_mul(S, n, ddq + m.iv[j], t)
+        for r in range(6):
+            X[r] = af[6 * j + r] - w.eta[6 * j + r] - t[r]
+        ad(h, X, t)
+        for r in range(6):
+            da[6 * j + r] -= t[r]
+        if hasd:
+            jcalc_ddSdq(m.jtype[j], m.jparam + 10 * j, S, c, dq + m.iv[j], ddS)
+            S_mul_add(ddS, n, dq + m.iv[j], da + 6 * j)        # d(Sdot)/dq_c dq
+            S_mul_add(dSc, n, ddq + m.iv[j], da + 6 * j)       # dS ddq
+    elif hasd:
+        S_mul_add(dSc, n, dq + m.iv[j], da + 6 * j)            # Sdot(e_c) dq
+        jcalc_dS(m.jtype[j], m.jparam + 10 * j, q + m.iq[j], dq + m.iv[j], S, ddS)
+        for r in range(6):
+            da[6 * j + r] += ddS[6 * c + r]                    # Sdot(dq) e_c
+    if Vy != NULL:
+        # dVy_j = -ad_h (Vy_j - S y_j) + dS y_j  (zero along dq)
+        S_mul(S, n, y + m.iv[j], t)
+        for r in range(6):
+            X[r] = Vy[6 * j + r] - t[r]
+        ad(h, X, t)
+        for r in range(6):
+            dVy[6 * j + r] = -t[r]
+        S_mul_add(dSc, n, y + m.iv[j], dVy + 6 * j)
+    moved[j] = 1.0
+    for i in range(j + 1, nb):
+        p = m.parent[i]
+        if p < 0 or moved[p] == 0.0:
+            continue
+        moved[i] = 1.0
+        Ad_inv(w.T + 12 * i, xi + 6 * p, xi + 6 * i)
+        Ad_inv(w.T + 12 * i, dV + 6 * p, dV + 6 * i)
+        Ad_inv(w.T + 12 * i, da + 6 * p, da + 6 * i)
+        S_mul(w.S + 36 * i, m.nvi[i], dq + m.iv[i], Sdq)
+        ad(dV + 6 * i, Sdq, t)
+        for r in range(6):
+            da[6 * i + r] += t[r]
+        if Vy != NULL:
+            Ad_inv(w.T + 12 * i, dVy + 6 * p, dVy + 6 * i)
+    return j
+
+
+cdef inline void frame_tangent(const CWork* cw, const Work* w, const double* af, const double* Vy,
+                               int b, const double* P, const double* xi, const double* dV,
+                               const double* da, const double* dVy, const double* moved,
+                               double* tf) noexcept nogil:
+    """World tangents of frame ``P`` on body ``b`` into ``tf`` (24): the
+    rotation's ``th`` (``dR = [th] R``), ``dp``, ``dw``, ``dv`` (origin),
+    ``dal``, ``dac`` (classical origin acceleration, with ``ddq``) and, with
+    ``Vy``, ``dw_y``, ``dv_y``.  Each world quantity ``R_b x`` moves by
+    ``R_b (xi_w x x + dx)``; zero if the body did not move."""
+    cdef int r
+    cdef double s[3]
+    cdef double ds[3]
+    cdef double t[3]
+    cdef double dt[3]
+    cdef double e[3]
+    cdef const double* R
+    cdef const double* pP = P + 9
+    cdef const double* V
+    cdef const double* a
+    cdef const double* x
+    cdef const double* dx
+    for r in range(24):
+        tf[r] = 0.0
+    if b < 0 or moved[b] == 0.0:
+        return
+    R = cw.Tw + 12 * b
+    V = w.V + 6 * b
+    a = af + 6 * b
+    x = xi + 6 * b
+    matvec3(R, x, tf)                                   # th = R xi_w
+    cross3(x, pP, e)
+    for r in range(3):
+        e[r] += x[3 + r]
+    matvec3(R, e, tf + 3)                               # dp = R (xi_v + xi_w x p_P)
+    _rot_tangent(R, x, V, dV + 6 * b, tf + 6)           # dw
+    cross3(V, pP, s)
+    cross3(dV + 6 * b, pP, ds)
+    for r in range(3):
+        s[r] += V[3 + r]                                # s = v + w x p_P
+        ds[r] += dV[6 * b + 3 + r]
+    _rot_tangent(R, x, s, ds, tf + 9)                   # dv
+    _rot_tangent(R, x, a, da + 6 * b, tf + 12)          # dal
+    cross3(a, pP, t)
+    cross3(V, s, e)
+    for r in range(3):
+        t[r] += a[3 + r] + e[r]                         # t = a_v + al x p_P + w x s
+    cross3(da + 6 * b, pP, dt)
+    cross3(dV + 6 * b, s, e)
+    for r in range(3):
+        dt[r] += da[6 * b + 3 + r] + e[r]
+    cross3(V, ds, e)
+    for r in range(3):
+        dt[r] += e[r]
+    _rot_tangent(R, x, t, dt, tf + 15)                  # dac
+    if Vy != NULL:
+        _rot_tangent(R, x, Vy + 6 * b, dVy + 6 * b, tf + 18)
+        cross3(Vy + 6 * b, pP, s)
+        cross3(dVy + 6 * b, pP, ds)
+        for r in range(3):
+            s[r] += Vy[6 * b + 3 + r]
+            ds[r] += dVy[6 * b + 3 + r]
+        _rot_tangent(R, x, s, ds, tf + 21)
+
+
+cdef inline double row_tangent(int typ, int i, int j, double length, const double* fa,
+                               const double* fb, const double* ta, const double* tb,
+                               const double* ya, const double* yb, double* mw, double* dmw,
+                               double* fw, double* dfw, double* drate) noexcept nogil:
+    """The derivative of one row's acceleration-level value ``A_r ddq + (dA
+    dq)_r = d^2 g_r/dt^2`` (frames ``fa``, ``fb`` from ``frame_world`` with
+    full accelerations; tangents ``ta``, ``tb`` from ``frame_tangent``).
+    Also the world moment and force the row puts on {A} (``mw[0:3]``,
+    ``fw[0:3]``) and {B} (``mw[3:6]``, ``fw[3:6]``) with their
+    derivatives, and (``ya`` not NULL: frame twists at ``y``) the derivative
+    of the rate ``A_r y`` in ``drate``."""
+    cdef int k
+    cdef double d[3]
+    cdef double dd_[3]
+    cdef double v[3]
+    cdef double dv_[3]
+    cdef double a[3]
+    cdef double da_[3]
+    cdef double u[3]
+    cdef double du_[3]
+    cdef double z[3]
+    cdef double dz[3]
+    cdef double w1[3]
+    cdef double dw1[3]
+    cdef double t1[3]
+    cdef double dt1[3]
+    cdef double t2[3]
+    cdef double dt2[3]
+    cdef double n[3]
+    cdef double dn[3]
+    cdef double s1[3]
+    cdef double ds1[3]
+    cdef double s2[3]
+    cdef double ds2[3]
+    cdef double x[3]
+    cdef double dx[3]
+    cdef double L, dL, ev, dev, num, dnum, out = 0.0
+    for k in range(3):
+        d[k] = fb[9 + k] - fa[9 + k]
+        dd_[k] = tb[3 + k] - ta[3 + k]
+        v[k] = fb[15 + k] - fa[15 + k]
+        dv_[k] = tb[9 + k] - ta[9 + k]
+        a[k] = fb[21 + k] - fa[21 + k]
+        da_[k] = tb[15 + k] - ta[15 + k]
+    for k in range(6):
+        mw[k] = 0.0
+        dmw[k] = 0.0
+        fw[k] = 0.0
+        dfw[k] = 0.0
+    drate[0] = 0.0
+    if typ == ROW_POS:
+        fw[i] = -1.0
+        fw[3 + i] = 1.0
+        if ya != NULL:
+            drate[0] = (tb[21 + i] - ta[21 + i])
+        return da_[i]
+    if typ == ROW_DIST:
+        L = sqrt3(d)
+        for k in range(3):
+            u[k] = d[k] / L
+        dL = dot3(dd_, u)
+        for k in range(3):
+            du_[k] = (dd_[k] - u[k] * dL) / L
+        ev = dot3(u, v)
+        dev = _ddot(u, du_, v, dv_)
+        num = dot3(v, v) - ev * ev
+        dnum = 2.0 * dot3(dv_, v) - 2.0 * ev * dev
+        for k in range(3):
+            fw[k] = -u[k]
+            fw[3 + k] = u[k]
+            dfw[k] = -du_[k]
+            dfw[3 + k] = du_[k]
+        if ya != NULL:
+            for k in range(3):
+                x[k] = yb[3 + k] - ya[3 + k]          # dd at y
+                dx[k] = tb[21 + k] - ta[21 + k]
+            drate[0] = _ddot(u, du_, x, dx)
+        return dnum / L - num * dL / (L * L) + _ddot(u, du_, a, da_)
+    for k in range(3):
+        u[k] = fa[3 * k + i]                          # column i of R_A
+    cross3(ta, u, du_)                                # d u = th_A x u
+    if typ == ROW_AXIS:
+        _dcross(fa + 12, ta + 6, u, du_, w1, dw1)     # du/dt = w_A x u
+        _dcross(u, du_, d, dd_, z, dz)                # m_A = u x d
+        for k in range(3):
+            mw[k] = z[k]
+            dmw[k] = dz[k]
+            fw[k] = -u[k]
+            fw[3 + k] = u[k]
+            dfw[k] = -du_[k]
+            dfw[3 + k] = du_[k]
+        _dcross(fa + 18, ta + 12, u, du_, t1, dt1)    # al_A x u
+        _dcross(fa + 12, ta + 6, w1, dw1, t2, dt2)    # w_A x du/dt
+        for k in range(3):
+            t1[k] += t2[k]
+            dt1[k] += dt2[k]
+        out = _ddot(t1, dt1, d, dd_) + 2.0 * _ddot(w1, dw1, v, dv_) + _ddot(u, du_, a, da_)
+        if ya != NULL:
+            _dcross(ya, ta + 18, u, du_, w1, dw1)     # w_A^y x u
+            for k in range(3):
+                x[k] = yb[3 + k] - ya[3 + k]
+                dx[k] = tb[21 + k] - ta[21 + k]
+            drate[0] = _ddot(w1, dw1, d, dd_) + _ddot(u, du_, x, dx)
+        return out
+    # ROW_DOT
+    for k in range(3):
+        z[k] = fb[3 * k + j]                          # column j of R_B
+    cross3(tb, z, dz)
+    _dcross(z, dz, u, du_, n, dn)                     # n = z x u
+    for k in range(3):
+        mw[k] = -n[k]
+        mw[3 + k] = n[k]
+        dmw[k] = -dn[k]
+        dmw[3 + k] = dn[k]
+    _dcross(fb + 12, tb + 6, z, dz, w1, dw1)          # dz/dt = w_B x z
+    _dcross(fa + 12, ta + 6, u, du_, t2, dt2)         # du/dt = w_A x u
+    _dcross(w1, dw1, u, du_, s1, ds1)
+    _dcross(z, dz, t2, dt2, s2, ds2)
+    for k in range(3):
+        s1[k] += s2[k]
+        ds1[k] += ds2[k]
+        x[k] = fb[18 + k] - fa[18 + k]
+        dx[k] = tb[12 + k] - ta[12 + k]
+        t1[k] = fb[12 + k] - fa[12 + k]
+        dt1[k] = tb[6 + k] - ta[6 + k]
+    out = _ddot(x, dx, n, dn) + _ddot(t1, dt1, s1, ds1)
+    if ya != NULL:
+        for k in range(3):
+            x[k] = yb[k] - ya[k]
+            dx[k] = tb[18 + k] - ta[18 + k]
+        drate[0] = _ddot(x, dx, n, dn)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the whole derivative at one state
+# ---------------------------------------------------------------------------
+cdef inline void _body_wrench_tangent(const CWork* cw, int b, const double* P, const double* th,
+                                      const double* mw, const double* dmw, const double* fw,
+                                      const double* dfw, double lam, double* G) noexcept nogil:
+    """``G_b += lam dF`` for the body-coordinate wrench ``F = (R^T m + p_P x
+    R^T f, R^T f)`` of world moment ``mw`` and force ``fw`` at frame P's
+    origin, as the body turns by ``th`` (body frame; NULL: it does not) and
+    ``mw``, ``fw`` change by ``dmw``, ``dfw``: ``d(R^T x) = R^T dx - th x
+    R^T x``."""
+    cdef int r
+    cdef double Rf[3]
+    cdef double Rm[3]
+    cdef double dF[6]
+    cdef double t[3]
+    cdef const double* R = cw.Tw + 12 * b
+    matTvec3(R, dfw, dF + 3)
+    matTvec3(R, dmw, dF)
+    if th != NULL:
+        matTvec3(R, fw, Rf)
+        matTvec3(R, mw, Rm)
+        cross3(th, Rf, t)
+        for r in range(3):
+            dF[3 + r] -= t[r]
+        cross3(th, Rm, t)
+        for r in range(3):
+            dF[r] -= t[r]
+    cross3(P + 9, dF + 3, t)
+    for r in range(3):
+        dF[r] += t[r]
+    for r in range(6):
+        G[6 * b + r] += lam * dF[r]
+
+
+cdef inline void _frame_twist(const CWork* cw, const double* Vb, int b, const double* P,
+                              double* out) noexcept nogil:
+    """World angular velocity and origin velocity (6) of frame P on body b
+    for body twists ``Vb`` (zero on the world)."""
+    cdef int r
+    cdef double t[3]
+    if b < 0:
+        for r in range(6):
+            out[r] = 0.0
+        return
+    matvec3(cw.Tw + 12 * b, Vb + 6 * b, out)
+    cross3(Vb + 6 * b, P + 9, t)
+    for r in range(3):
+        t[r] += Vb[6 * b + 3 + r]
+    matvec3(cw.Tw + 12 * b, t, out + 3)
+
+
+cdef inline bint _closure_moved(const ClosC* c, int k, const double* moved) noexcept nogil:
+    return ((c.body_a[k] >= 0 and moved[c.body_a[k]] != 0.0)
+            or (c.body_b[k] >= 0 and moved[c.body_b[k]] != 0.0))
+
+
+cdef inline void _zero_row_multipliers(int nr, int nv, int n3, const double* act, int na,
+                                       const double* Zr, double* Y) noexcept nogil:
+    """The rows left out (zero): multiplier derivative ``d(A_r y)/dq`` along
+    q, zero along dq and tau."""
+    cdef int r, a, l
+    cdef bint active
+    for r in range(nr):
+        active = False
+        for a in range(na):
+            if <int> act[a] == r:
+                active = True
+                break
+        if active:
+            continue
+        for l in range(nv):
+            Y[r * n3 + l] = Zr[r * nv + l]
+
+
+cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int nk, const double* q,
+                                           const double* dq, const double* tau, const double* fext,
+                                           double rcond, double* ddq, double* lam, double* X,
+                                           double* Y, double* s, Work* w, CWork* cw) noexcept nogil:
+    """Forward dynamics ``ddq``, ``lam`` and their derivatives at one state:
+    ``X`` (nv, 3 nv) = [dddq/dq, dddq/d(dq), dddq/dtau], ``Y`` (m, 3 nv) the
+    same for ``lam`` (row-major).  ``s``: ``deriv_scratch`` doubles.
+    Returns 0, ST_MASS_NOT_PD, ST_DIST_COINCIDE or ST_DERIV_REDUNDANT."""
+    cdef int nv = m.nv, nb = m.nb, nr = c.m, n3 = 3 * m.nv
+    cdef int i, k, r, l, a, e, na, side, b, st, col, p
+    cdef double t, dmax, drate
+    cdef double ta[24]
+    cdef double tb[24]
+    cdef double mw[6]
+    cdef double dmw[6]
+    cdef double fw[6]
+    cdef double dfw[6]
+    cdef double u[6]
+    cdef bint vel, zero_rows
+    cdef const double* vy
+    # scratch (deriv_scratch)
+    cdef double* M = s
+    cdef double* L = M + nv * nv              # Cholesky factor of M
+    cdef double* A = L + nv * nv
+    cdef double* MiAt = A + nr * nv           # (nv, nr) M^-1 A^T
+    cdef double* K = MiAt + nv * nr           # (na, na)
+    cdef double* Zr = K + nr * nr             # (nr, nv) d(A y)/dq of the zero rows
+    cdef double* Yc = Zr + nr * nv            # (nr, 3 nv) the active rows' right-hand sides
+    cdef double* dIq = Yc + nr * n3
+    cdef double* dIv = dIq + nv * nv
+    cdef double* bv = dIv + nv * nv
+    cdef double* x = bv + nv
+    cdef double* y = x + nv
+    cdef double* bias = y + nv
+    cdef double* act = bias + nr              # the rows that are not zero (as doubles)
+    cdef double* mu = act + nr
+    cdef double* af = mu + nr                 # (nb, 6) full accelerations
+    cdef double* Vy = af + 6 * nb             # (nb, 6) twists at y
+    cdef double* xi = Vy + 6 * nb
+    cdef double* dV = xi + 6 * nb
+    cdef double* da = dV + 6 * nb
+    cdef double* dVy = da + 6 * nb
+    cdef double* G = dVy + 6 * nb
+    cdef double* fe = G + 6 * nb
+    cdef double* moved = fe + 6 * nb          # (nb,)
+    cdef double* frs = moved + nb             # (nk, 48) frames with full accelerations
+    cdef double* ys = frs + 48 * nk           # (nk, 12) frame twists at y
+    # M, b, rows ------------------------------------------------------------
+    crba(m, q, M, w)
+    for i in range(nv * nv):
+        L[i] = M[i]
+    if chol_factor(L, nv) != 0:
+        return ST_MASS_NOT_PD
+    rnea(m, q, dq, NULL, fext, True, bv, w)
+    st = constraint_rows(m, c, q, dq, NULL, A, bias, w, cw)
+    if st != 0:
+        return st
+    # forward dynamics (Kim eqs. 67-69): x = M^-1 (tau - b), K on the rows that are not zero
+    for i in range(nv):
+        x[i] = tau[i] - bv[i]
+    chol_solve(L, nv, x, 1)
+    for i in range(nv):
+        for r in range(nr):
+            MiAt[i * nr + r] = A[r * nv + i]
+    chol_solve(L, nv, MiAt, nr)
+    dmax = 0.0
+    for r in range(nr):
+        t = 0.0
+        for i in range(nv):
+            t += A[r * nv + i] * MiAt[i * nr + r]
+        mu[r] = t
+        if t > dmax:
+            dmax = t
+    na = 0
+    for r in range(nr):
+        if dmax > 0.0 and mu[r] > rcond * dmax:
+            act[na] = r
+            na += 1
+    zero_rows = na < nr
+    for a in range(na):
+        r = <int> act[a]
+        for e in range(na):
+            k = <int> act[e]
+            t = 0.0
+            for i in range(nv):
+                t += A[r * nv + i] * MiAt[i * nr + k]
+            K[a * na + e] = t
+        mu[a] = K[a * na + a]
+    if chol_factor(K, na, rcond) != 0:
+        return ST_DERIV_REDUNDANT
+    for a in range(na):
+        if K[a * na + a] * K[a * na + a] <= 1e-8 * mu[a]:
+            return ST_DERIV_REDUNDANT         # a row within 1e-4 rad of the others' span
+    for r in range(nr):
+        lam[r] = 0.0
+    for a in range(na):
+        r = <int> act[a]
+        t = bias[r]
+        for i in range(nv):
+            t += A[r * nv + i] * x[i]
+        mu[a] = -t
+    chol_solve(K, na, mu, 1)
+    for a in range(na):
+        lam[<int> act[a]] = mu[a]
+    for i in range(nv):
+        t = x[i]
+        for r in range(nr):
+            t += MiAt[i * nr + r] * lam[r]
+        ddq[i] = t
+    # full accelerations (the frames read them from cw.acc) --------------------
+    for i in range(nb):
+        p = m.parent[i]
+        if p >= 0:
+            Ad_inv(w.T + 12 * i, af + 6 * p, af + 6 * i)
+        else:
+            for r in range(6):
+                af[6 * i + r] = 0.0
+        for r in range(6):
+            af[6 * i + r] += w.eta[6 * i + r]
+        S_mul_add(w.S + 36 * i, m.nvi[i], ddq + m.iv[i], af + 6 * i)
+    for i in range(6 * nb):
+        cw.acc[i] = af[i]
+    for k in range(nk):
+        frame_world(w, cw, c.body_a[k], c.place_a + 12 * k, frs + 48 * k)
+        frame_world(w, cw, c.body_b[k], c.place_b + 12 * k, frs + 48 * k + 24)
+    if zero_rows:
+        # lam = A y with y = M^-1 A^T K^+ lam (the rows that are not zero)
+        for a in range(na):
+            mu[a] = lam[<int> act[a]]
+        chol_solve(K, na, mu, 1)
+        for i in range(nv):
+            t = 0.0
+            for a in range(na):
+                t += MiAt[i * nr + <int> act[a]] * mu[a]
+            y[i] = t
+        for i in range(nb):
+            p = m.parent[i]
+            if p >= 0:
+                Ad_inv(w.T + 12 * i, Vy + 6 * p, Vy + 6 * i)
+            else:
+                for r in range(6):
+                    Vy[6 * i + r] = 0.0
+            S_mul_add(w.S + 36 * i, m.nvi[i], y + m.iv[i], Vy + 6 * i)
+        for k in range(nk):
+            _frame_twist(cw, Vy, c.body_a[k], c.place_a + 12 * k, ys + 12 * k)
+            _frame_twist(cw, Vy, c.body_b[k], c.place_b + 12 * k, ys + 12 * k + 6)
+        for i in range(nr * nv):
+            Zr[i] = 0.0
+    # R1 (in X) and R2 (in Y): one tangent pass per direction ------------------
+    for i in range(nv * n3):
+        X[i] = 0.0
+    for i in range(nr * n3):
+        Y[i] = 0.0
+    for l in range(2 * nv):
+        vel = l >= nv
+        vy = Vy if (zero_rows and not vel) else NULL
+        body_tangents(m, w, q, dq, ddq, af, y, vy, l - nv if vel else l, vel, xi, dV, da, dVy, moved)
+        if not vel:
+            for i in range(6 * nb):
+                G[i] = 0.0
+        for r in range(nr):
+            if c.rtype[r] == ROW_COUPLER:
+                continue
+            k = c.rk[r]
+            if not _closure_moved(c, k, moved):
+                continue
+            if r == 0 or c.rk[r - 1] != k:
+                frame_tangent(cw, w, af, vy, c.body_a[k], c.place_a + 12 * k, xi, dV, da, dVy, moved, ta)
+                frame_tangent(cw, w, af, vy, c.body_b[k], c.place_b + 12 * k, xi, dV, da, dVy, moved, tb)
+            Y[r * n3 + l] = -row_tangent(c.rtype[r], c.ri[r], c.rj[r], c.length[k], frs + 48 * k,
+                                         frs + 48 * k + 24, ta, tb,
+                                         NULL if vy == NULL else ys + 12 * k,
+                                         NULL if vy == NULL else ys + 12 * k + 6,
+                                         mw, dmw, fw, dfw, &drate)
+            if vel:
+                continue
+            if lam[r] != 0.0:
+                for side in range(2):
+                    b = c.body_a[k] if side == 0 else c.body_b[k]
+                    if b >= 0:
+                        _body_wrench_tangent(cw, b, (c.place_a if side == 0 else c.place_b) + 12 * k,
+                                             xi + 6 * b if moved[b] != 0.0 else NULL,
+                                             mw + 3 * side, dmw + 3 * side, fw + 3 * side,
+                                             dfw + 3 * side, lam[r], G)
+            elif vy != NULL:
+                Zr[r * nv + l] = drate
+        if not vel:
+            # + J^T dF: the wrenches carried to the root, paired with S on the way
+            for i in range(nb - 1, -1, -1):
+                St_mul(w.S + 36 * i, m.nvi[i], G + 6 * i, u)
+                for r in range(m.nvi[i]):
+                    X[(m.iv[i] + r) * n3 + l] += u[r]
+                p = m.parent[i]
+                if p >= 0:
+                    dAd_inv(w.T + 12 * i, G + 6 * i, u)
+                    for r in range(6):
+                        G[6 * p + r] += u[r]
+    # the tree's derivatives with the multipliers' wrenches as external loads
+    for i in range(6 * nb):
+        fe[i] = fext[i] if fext != NULL else 0.0
+    for r in range(nr):
+        if c.rtype[r] == ROW_COUPLER or lam[r] == 0.0:
+            continue
+        k = c.rk[r]
+        for side in range(2):
+            b = c.body_a[k] if side == 0 else c.body_b[k]
+            if b >= 0:
+                for i in range(6):
+                    fe[6 * b + i] += lam[r] * cw.F[12 * r + 6 * side + i]
+    rnea_derivatives(m, q, dq, ddq, fe, dIq, dIv, NULL, w)
+    for i in range(nv):
+        for l in range(nv):
+            X[i * n3 + l] -= dIq[i * nv + l]
+            X[i * n3 + nv + l] = -dIv[i * nv + l]
+        X[i * n3 + 2 * nv + i] = 1.0
+    # coupler rows: constant, so their rows of R2 are zero (set above)
+    # solve: X <- M^-1 R1;  K Y_a = R2_a - A_a X;  X += M^-1 A_a^T Y_a
+    chol_solve(L, nv, X, n3)
+    for a in range(na):
+        r = <int> act[a]
+        for col in range(n3):
+            t = Y[r * n3 + col]
+            for i in range(nv):
+                t -= A[r * nv + i] * X[i * n3 + col]
+            Yc[a * n3 + col] = t
+    chol_solve(K, na, Yc, n3)
+    for i in range(nr * n3):
+        Y[i] = 0.0
+    for a in range(na):
+        r = <int> act[a]
+        for col in range(n3):
+            Y[r * n3 + col] = Yc[a * n3 + col]
+    for i in range(nv):
+        for a in range(na):
+            r = <int> act[a]
+            t = MiAt[i * nr + r]
+            if t != 0.0:
+                for col in range(n3):
+                    X[i * n3 + col] += t * Yc[a * n3 + col]
+    if zero_rows:
+        _zero_row_multipliers(nr, nv, n3, act, na, Zr, Y)
+    return 0
