@@ -365,3 +365,81 @@ def test_bad_input_gives_clear_errors():
         sysm.with_solver("soft").forward_dynamics_derivatives(q, z, z)
     with pytest.raises(ValueError, match="soft"):
         sysm.with_solver("soft").linearize(q, z, z)
+
+
+# ---------------------------------------------------------------------------
+# the native kernel against the NumPy reference
+# ---------------------------------------------------------------------------
+def _native_only(monkeypatch):
+    """Make the NumPy reference raise, so a test sees the native kernel."""
+    from gear.constraints import derivatives as D
+
+    def refuse(*a, **k):
+        raise AssertionError("the NumPy reference ran where the native kernel should have")
+    reference = D._forward_one
+    monkeypatch.setattr(D, "_forward_one", refuse)
+    return reference
+
+
+def _assert_equal_to_reference(sysm, q, dq, tau, f_ext, reference, tol=1e-10):
+    nv = sysm.model.nv
+    d = sysm.forward_dynamics_derivatives(q, dq, tau, f_ext)
+    ddq, lam, X, Y = reference(sysm, q, dq, tau, f_ext, 1e-10)
+    assert rel(d.ddq, ddq) < tol and rel(d.lam, lam) < tol
+    for got, want in ((d.ddq_dq, X[:, :nv]), (d.ddq_ddq, X[:, nv:2 * nv]), (d.ddq_dtau, X[:, 2 * nv:]),
+                      (d.lam_dq, Y[:, :nv]), (d.lam_ddq, Y[:, nv:2 * nv]), (d.lam_dtau, Y[:, 2 * nv:])):
+        assert rel(got, want) < tol
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("seed", range(3))
+def test_native_kernel_equals_the_reference_on_every_closure_and_joint_kind(kind, seed, monkeypatch):
+    sysm, q, rng = _random_closed(10 + seed, kind)
+    nv = sysm.model.nv
+    reference = _native_only(monkeypatch)
+    _assert_equal_to_reference(sysm, q, rng.standard_normal(nv), rng.standard_normal(nv),
+                               0.3 * rng.standard_normal((sysm.model.nbodies, 6)), reference)
+
+
+@pytest.mark.parametrize("name", sorted(set(SMOOTH) - {"rolling_ball"}))
+def test_native_kernel_equals_the_reference_on_the_mechanisms(name, monkeypatch):
+    """Including the ball-closed four-bar, whose out-of-plane row is zero:
+    the kernel leaves it out and gives its multiplier the derivative of the
+    minimum-norm one."""
+    sysm, q = SMOOTH[name]()
+    rng = np.random.default_rng(12)
+    nv = sysm.model.nv
+    reference = _native_only(monkeypatch)
+    dq = sysm.project_velocity(q, rng.standard_normal(nv))
+    _assert_equal_to_reference(sysm, q, dq, rng.standard_normal(nv), None, reference)
+    qo = sysm.model.integrate(q, 0.05 * rng.standard_normal(nv))
+    _assert_equal_to_reference(sysm, qo, rng.standard_normal(nv), rng.standard_normal(nv),
+                               0.3 * rng.standard_normal((sysm.model.nbodies, 6)), reference)
+
+
+def test_native_kernel_with_a_joint_coupler(monkeypatch):
+    """A coupler row (constant) beside loop closures: the five-bar's two
+    cranks geared together."""
+    base, q = mech.five_bar()
+    sysm = gear.ConstrainedModel(base.model, list(base.constraints) + [gear.JointCoupler("right", "left", -1.0)])
+    rng = np.random.default_rng(13)
+    nv = sysm.model.nv
+    x = sysm.model.integrate(q, 0.05 * rng.standard_normal(nv))
+    reference = _native_only(monkeypatch)
+    _assert_equal_to_reference(sysm, x, rng.standard_normal(nv), rng.standard_normal(nv), None, reference)
+    monkeypatch.undo()
+    _check_forward(sysm, x, rng.standard_normal(nv), rng.standard_normal(nv))
+
+
+def test_dependent_rows_fall_back_to_the_reference_in_a_batch():
+    """Bricard's linkage has a dependent row that is not zero: those states
+    take the NumPy reference, the others the kernel, in one batch."""
+    br, qb = mech.bricard()
+    nv = br.model.nv
+    rng = np.random.default_rng(14)
+    qs = np.stack([qb, br.model.integrate(qb, 0.3 * rng.standard_normal(nv))])   # on, off the manifold
+    dqs, taus = np.zeros((2, nv)), rng.standard_normal((2, nv))
+    d = br.forward_dynamics_derivatives(qs, dqs, taus)
+    for k in range(2):
+        one = br.forward_dynamics_derivatives(qs[k], dqs[k], taus[k])
+        assert np.array_equal(d.ddq_dq[k], one.ddq_dq) and np.array_equal(d.lam_dtau[k], one.lam_dtau)
