@@ -1219,6 +1219,36 @@ def closed_forward_derivatives(ModelData md, ClosureData cd, int nk, const doubl
         free(buf)
 
 
+def closed_forward_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, tau, double rcond):
+    """Fast single state of :func:`closed_forward_derivatives` (no loads):
+    ``(ddq, lam, X, Y, status)``, or None when the arguments need the
+    general path (see :func:`_state1`)."""
+    cdef State1 st
+    cdef Work w
+    cdef CWork cw
+    cdef cnp.npy_intp dims[2]
+    cdef int m = cd.m, nv = md.nv, status
+    cdef int cwsize = cwork_size(md.nb, md.nv, cd.m)
+    if not _state1(md, q, dq, tau, &st):
+        return None
+    ddq = _empty(nv)
+    dims[0] = m
+    lam = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
+    dims[0] = nv
+    dims[1] = 3 * nv
+    X = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+    dims[0] = m
+    Y = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+    dims[0] = cwsize + deriv_scratch(md.nb, nv, m, nk) + 1
+    buf = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
+    w = work_from(&md.ws[0], md.nb)
+    cw = cwork_from(<double*> cnp.PyArray_DATA(buf), md.nb, nv, m)
+    status = _cfd(&md.c, &cd.c, nk, st.q, st.a, st.b, NULL, rcond, <double*> cnp.PyArray_DATA(ddq),
+                  <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(X),
+                  <double*> cnp.PyArray_DATA(Y), <double*> cnp.PyArray_DATA(buf) + cwsize, &w, &cw)
+    return ddq, lam, X, Y, status
+
+
 def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
                     double[:, ::1] ddq, double[:, ::1] tau, const unsigned char[::1] prescribed,
                     const double[:, :, ::1] fext, double[:, ::1] lam, double[:, ::1] info,

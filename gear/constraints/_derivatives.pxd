@@ -31,15 +31,16 @@ returns ``ST_DERIV_REDUNDANT`` and the caller uses the NumPy reference.
 from libc.math cimport sqrt
 from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._common cimport S_mul, S_mul_add, St_mul
-from gear.algorithms._crba cimport crba
+from gear.algorithms._crba cimport crba_packed
 from gear.algorithms._rnea cimport rnea
 from gear.algorithms._derivatives cimport rnea_derivatives
-from gear.algorithms._dense cimport chol_factor, chol_solve
+from gear.algorithms._dense cimport (chol_factor, chol_solve, dot, tree_factor, tree_solve_Lt,
+                                     tree_solve_L)
 from gear.spatial._spatial cimport Ad_inv, dAd_inv, ad, cross3, matvec3, matTvec3
 from gear.joints._jcalc cimport jcalc_dS, jcalc_dSdq, jcalc_ddSdq, jcalc_has_dS
 from gear.constraints._cwork cimport (ROW_POS, ROW_AXIS, ROW_DOT, ROW_DIST, ROW_COUPLER,
                                       ST_MASS_NOT_PD, ClosC, CWork)
-from gear.constraints._rows cimport constraint_rows, frame_world, dot3
+from gear.constraints._rows cimport world_kinematics, closure_rows, dense_rows, frame_world, dot3
 
 cdef enum:
     ST_DERIV_REDUNDANT = -8     # dependent rows that are not zero: use the NumPy reference
@@ -47,7 +48,26 @@ cdef enum:
 
 cdef inline int deriv_scratch(int nb, int nv, int m, int nk) noexcept nogil:
     """Doubles of scratch :func:`closed_forward_derivatives` needs."""
-    return (4 * nv * nv + 3 * m * nv + m * m + 3 * m * nv + 3 * nv + 3 * m + 49 * nb + 60 * nk + 8)
+    return (3 * nv * nv + 4 * m * nv + m + m * m + m * nv + 3 * m * nv + 3 * nv * nv + 4 * nv + 3 * m
+            + 49 * nb + 60 * nk + 8)
+
+
+cdef inline double _sparse_dot(const double* a, const int* idx, int n, const double* x) noexcept nogil:
+    # sum_k a[idx[k]] x[idx[k]] over the listed entries
+    cdef double t = 0.0
+    cdef int k
+    for k in range(n):
+        t += a[idx[k]] * x[idx[k]]
+    return t
+
+
+cdef inline void _sparse_axpy(double s, const double* a, const int* idx, int n, double* x) noexcept nogil:
+    # x[idx[k]] += s a[idx[k]]
+    cdef int k
+    if s == 0.0:
+        return
+    for k in range(n):
+        x[idx[k]] += s * a[idx[k]]
 
 
 cdef inline double sqrt3(const double* d) noexcept nogil:
@@ -470,9 +490,15 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
     """Forward dynamics ``ddq``, ``lam`` and their derivatives at one state:
     ``X`` (nv, 3 nv) = [dddq/dq, dddq/d(dq), dddq/dtau], ``Y`` (m, 3 nv) the
     same for ``lam`` (row-major).  ``s``: ``deriv_scratch`` doubles.
-    Returns 0, ST_MASS_NOT_PD, ST_DIST_COINCIDE or ST_DERIV_REDUNDANT."""
-    cdef int nv = m.nv, nb = m.nb, nr = c.m, n3 = 3 * m.nv
-    cdef int i, k, r, l, a, e, na, side, b, st, col, p
+    Returns 0, ST_MASS_NOT_PD, ST_DIST_COINCIDE or ST_DERIV_REDUNDANT.
+
+    As the dense route (``_dense_route.pxd``): ``M = L^T L`` by the
+    tree-sparse factorisation, ``W = L^{-T} A^T`` (row r of ``Wt``, kept
+    with the list of its non-zero dofs), ``K = W^T W``.  A right-hand side
+    ``(r1, r2)`` of the KKT system then solves as ``z = L^{-T} r1``, ``K y
+    = r2 - W^T z``, ``x = L^{-1} (z + W y)``."""
+    cdef int nv = m.nv, nb = m.nb, nr = c.m, n3 = 3 * m.nv, nP = m.voff[m.nv]
+    cdef int i, k, r, l, a, e, na, side, b, st, d, p, nz
     cdef double t, dmax, drate
     cdef double ta[24]
     cdef double tb[24]
@@ -483,15 +509,21 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
     cdef double u[6]
     cdef bint vel, zero_rows
     cdef const double* vy
+    cdef double* zd
+    cdef double* Wa
+    cdef int* ia
     # scratch (deriv_scratch)
-    cdef double* M = s
-    cdef double* L = M + nv * nv              # Cholesky factor of M
-    cdef double* A = L + nv * nv
-    cdef double* MiAt = A + nr * nv           # (nv, nr) M^-1 A^T
-    cdef double* K = MiAt + nv * nr           # (na, na)
+    cdef double* P = s                        # packed M, then its factor L
+    cdef double* Dg = P + nP
+    cdef double* A = Dg + nv
+    cdef double* Wt = A + nr * nv             # (na, nv) rows of W = L^{-T} A^T
+    cdef int* Wi = <int*> (Wt + nr * nv)      # (na, nv) their non-zero dofs
+    cdef double* nW = Wt + 2 * nr * nv        # (na,) how many
+    cdef double* K = nW + nr                  # (na, na)
     cdef double* Zr = K + nr * nr             # (nr, nv) d(A y)/dq of the zero rows
-    cdef double* Yc = Zr + nr * nv            # (nr, 3 nv) the active rows' right-hand sides
-    cdef double* dIq = Yc + nr * n3
+    cdef double* Yc = Zr + nr * nv            # (na, 3 nv)
+    cdef double* Zt = Yc + nr * n3            # (3 nv, nv) the directions' z, then x
+    cdef double* dIq = Zt + n3 * nv
     cdef double* dIv = dIq + nv * nv
     cdef double* bv = dIv + nv * nv
     cdef double* x = bv + nv
@@ -510,68 +542,68 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
     cdef double* moved = fe + 6 * nb          # (nb,)
     cdef double* frs = moved + nb             # (nk, 48) frames with full accelerations
     cdef double* ys = frs + 48 * nk           # (nk, 12) frame twists at y
-    # M, b, rows ------------------------------------------------------------
-    crba(m, q, M, w)
-    for i in range(nv * nv):
-        L[i] = M[i]
-    if chol_factor(L, nv) != 0:
-        return ST_MASS_NOT_PD
+    # b, M, rows (one forward pass, as the dense route) -----------------------
     rnea(m, q, dq, NULL, fext, True, bv, w)
-    st = constraint_rows(m, c, q, dq, NULL, A, bias, w, cw)
+    crba_packed(m, P, Dg, w)
+    world_kinematics(m, w, cw, True)
+    st = closure_rows(m, c, q, w, cw, False)
     if st != 0:
         return st
-    # forward dynamics (Kim eqs. 67-69): x = M^-1 (tau - b), K on the rows that are not zero
+    dense_rows(m, c, w, cw, A, False)
+    for r in range(nr):
+        bias[r] = cw.bias[r]
+    if tree_factor(P, Dg, nv, m.vdep, m.voff, m.vanc) != 0:
+        return ST_MASS_NOT_PD
+    # forward dynamics (Kim eqs. 67-69) on the rows that are not zero
     for i in range(nv):
         x[i] = tau[i] - bv[i]
-    chol_solve(L, nv, x, 1)
-    for i in range(nv):
-        for r in range(nr):
-            MiAt[i * nr + r] = A[r * nv + i]
-    chol_solve(L, nv, MiAt, nr)
+    tree_solve_Lt(P, Dg, nv, m.vdep, m.voff, m.vanc, x)
     dmax = 0.0
     for r in range(nr):
-        t = 0.0
+        Wa = Wt + r * nv                       # every row first, compacted below
         for i in range(nv):
-            t += A[r * nv + i] * MiAt[i * nr + r]
-        mu[r] = t
-        if t > dmax:
-            dmax = t
+            Wa[i] = A[r * nv + i]
+        tree_solve_Lt(P, Dg, nv, m.vdep, m.voff, m.vanc, Wa)
+        mu[r] = dot(Wa, Wa, nv)
+        if mu[r] > dmax:
+            dmax = mu[r]
     na = 0
     for r in range(nr):
         if dmax > 0.0 and mu[r] > rcond * dmax:
             act[na] = r
+            if na != r:
+                for i in range(nv):
+                    Wt[na * nv + i] = Wt[r * nv + i]
             na += 1
     zero_rows = na < nr
     for a in range(na):
-        r = <int> act[a]
-        for e in range(na):
-            k = <int> act[e]
-            t = 0.0
-            for i in range(nv):
-                t += A[r * nv + i] * MiAt[i * nr + k]
-            K[a * na + e] = t
+        nz = 0
+        Wa = Wt + a * nv
+        ia = Wi + a * nv
+        for i in range(nv):
+            if Wa[i] != 0.0:
+                ia[nz] = i
+                nz += 1
+        nW[a] = nz
+        for e in range(a + 1):
+            K[a * na + e] = dot(Wa, Wt + e * nv, nv)
         mu[a] = K[a * na + a]
     if chol_factor(K, na, rcond) != 0:
         return ST_DERIV_REDUNDANT
     for a in range(na):
         if K[a * na + a] * K[a * na + a] <= 1e-8 * mu[a]:
             return ST_DERIV_REDUNDANT         # a row within 1e-4 rad of the others' span
+    for a in range(na):
+        mu[a] = -(bias[<int> act[a]] + _sparse_dot(Wt + a * nv, Wi + a * nv, <int> nW[a], x))
+    chol_solve(K, na, mu, 1)
     for r in range(nr):
         lam[r] = 0.0
-    for a in range(na):
-        r = <int> act[a]
-        t = bias[r]
-        for i in range(nv):
-            t += A[r * nv + i] * x[i]
-        mu[a] = -t
-    chol_solve(K, na, mu, 1)
+    for i in range(nv):
+        ddq[i] = x[i]
     for a in range(na):
         lam[<int> act[a]] = mu[a]
-    for i in range(nv):
-        t = x[i]
-        for r in range(nr):
-            t += MiAt[i * nr + r] * lam[r]
-        ddq[i] = t
+        _sparse_axpy(mu[a], Wt + a * nv, Wi + a * nv, <int> nW[a], ddq)
+    tree_solve_L(P, Dg, nv, m.vdep, m.voff, m.vanc, ddq)
     # full accelerations (the frames read them from cw.acc) --------------------
     for i in range(nb):
         p = m.parent[i]
@@ -589,15 +621,15 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
         frame_world(w, cw, c.body_a[k], c.place_a + 12 * k, frs + 48 * k)
         frame_world(w, cw, c.body_b[k], c.place_b + 12 * k, frs + 48 * k + 24)
     if zero_rows:
-        # lam = A y with y = M^-1 A^T K^+ lam (the rows that are not zero)
+        # lam = A y with y = L^{-1} W K^{-1} lam (the rows that are not zero)
         for a in range(na):
             mu[a] = lam[<int> act[a]]
         chol_solve(K, na, mu, 1)
         for i in range(nv):
-            t = 0.0
-            for a in range(na):
-                t += MiAt[i * nr + <int> act[a]] * mu[a]
-            y[i] = t
+            y[i] = 0.0
+        for a in range(na):
+            _sparse_axpy(mu[a], Wt + a * nv, Wi + a * nv, <int> nW[a], y)
+        tree_solve_L(P, Dg, nv, m.vdep, m.voff, m.vanc, y)
         for i in range(nb):
             p = m.parent[i]
             if p >= 0:
@@ -611,7 +643,7 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
             _frame_twist(cw, Vy, c.body_b[k], c.place_b + 12 * k, ys + 12 * k + 6)
         for i in range(nr * nv):
             Zr[i] = 0.0
-    # R1 (in X) and R2 (in Y): one tangent pass per direction ------------------
+    # R1 (in X, (nv, 3 nv)) and R2 (in Y, (nr, 3 nv)): one tangent pass per direction
     for i in range(nv * n3):
         X[i] = 0.0
     for i in range(nr * n3):
@@ -673,35 +705,30 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
                 for i in range(6):
                     fe[6 * b + i] += lam[r] * cw.F[12 * r + 6 * side + i]
     rnea_derivatives(m, q, dq, ddq, fe, dIq, dIv, NULL, w)
-    for i in range(nv):
-        for l in range(nv):
-            X[i * n3 + l] -= dIq[i * nv + l]
-            X[i * n3 + nv + l] = -dIv[i * nv + l]
-        X[i * n3 + 2 * nv + i] = 1.0
-    # coupler rows: constant, so their rows of R2 are zero (set above)
-    # solve: X <- M^-1 R1;  K Y_a = R2_a - A_a X;  X += M^-1 A_a^T Y_a
-    chol_solve(L, nv, X, n3)
-    for a in range(na):
-        r = <int> act[a]
-        for col in range(n3):
-            t = Y[r * n3 + col]
-            for i in range(nv):
-                t -= A[r * nv + i] * X[i * n3 + col]
-            Yc[a * n3 + col] = t
-    chol_solve(K, na, Yc, n3)
+    # the solve, one direction d at a time (coupler rows: constant, R2 = 0)
+    for d in range(n3):
+        zd = Zt + d * nv
+        for i in range(nv):
+            if d < nv:
+                zd[i] = X[i * n3 + d] - dIq[i * nv + d]
+            elif d < 2 * nv:
+                zd[i] = -dIv[i * nv + d - nv]
+            else:
+                zd[i] = 1.0 if i == d - 2 * nv else 0.0
+        tree_solve_Lt(P, Dg, nv, m.vdep, m.voff, m.vanc, zd)        # z = L^{-T} r1
+        for a in range(na):
+            Yc[a * n3 + d] = Y[<int> act[a] * n3 + d] - _sparse_dot(Wt + a * nv, Wi + a * nv, <int> nW[a], zd)
+    chol_solve(K, na, Yc, n3)                                        # K y = r2 - W^T z
     for i in range(nr * n3):
         Y[i] = 0.0
-    for a in range(na):
-        r = <int> act[a]
-        for col in range(n3):
-            Y[r * n3 + col] = Yc[a * n3 + col]
-    for i in range(nv):
+    for d in range(n3):
+        zd = Zt + d * nv
         for a in range(na):
-            r = <int> act[a]
-            t = MiAt[i * nr + r]
-            if t != 0.0:
-                for col in range(n3):
-                    X[i * n3 + col] += t * Yc[a * n3 + col]
+            Y[<int> act[a] * n3 + d] = Yc[a * n3 + d]
+            _sparse_axpy(Yc[a * n3 + d], Wt + a * nv, Wi + a * nv, <int> nW[a], zd)
+        tree_solve_L(P, Dg, nv, m.vdep, m.voff, m.vanc, zd)         # x = L^{-1} (z + W y)
+        for i in range(nv):
+            X[i * n3 + d] = zd[i]
     if zero_rows:
         _zero_row_multipliers(nr, nv, n3, act, na, Zr, Y)
     return 0

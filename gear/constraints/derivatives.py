@@ -50,17 +50,35 @@ class ClosedDerivatives:
 
     For :meth:`gear.ConstrainedModel.inverse_dynamics_derivatives` the
     attributes are ``tau``, ``lam``, ``tau_dq``, ``tau_ddq``, ``tau_dddq``
-    (nv, nv) and ``lam_dq``, ``lam_ddq``, ``lam_dddq`` (nc, nv).
+    (nv, nv) and ``lam_dq``, ``lam_ddq``, ``lam_dddq`` (nc, nv).  The
+    derivative matrices are views of two blocks, ``X`` (nv, 3 nv) and ``Y``
+    (nc, 3 nv), as the kernels write them.
     """
 
-    def __init__(self, **arrays):
-        self._names = tuple(arrays)
-        for k, v in arrays.items():
-            setattr(self, k, v)
+    def __init__(self, names, value, lam, X, Y):
+        self._names, self.X, self.Y = names, X, Y
+        setattr(self, names[0], value)
+        self.lam = lam
+
+    def __getattr__(self, name):
+        names = self.__dict__.get("_names")
+        if names is not None:
+            for block, arr in ((names[1], self.X), (names[2], self.Y)):
+                if name in block:
+                    nv = arr.shape[-1] // 3
+                    i = block.index(name)
+                    return arr[..., i * nv:(i + 1) * nv]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self):
-        shapes = ", ".join(f"{k}{tuple(np.shape(getattr(self, k)))}" for k in self._names)
+        names = self._names
+        shapes = ", ".join(f"{k}{tuple(np.shape(getattr(self, k)))}"
+                           for k in (names[0], "lam") + names[1] + names[2])
         return f"ClosedDerivatives({shapes})"
+
+
+_FORWARD = ("ddq", ("ddq_dq", "ddq_ddq", "ddq_dtau"), ("lam_dq", "lam_ddq", "lam_dtau"))
+_INVERSE = ("tau", ("tau_dq", "tau_ddq", "tau_dddq"), ("lam_dq", "lam_ddq", "lam_dddq"))
 
 
 def _pinv_sym(K, rcond):
@@ -155,14 +173,21 @@ def _validated(sysm, q, dq, tau, f_ext):
 def forward_dynamics_derivatives(sysm, q, dq, tau, f_ext=None):
     """See :meth:`gear.ConstrainedModel.forward_dynamics_derivatives`."""
     _check_exact(sysm)
+    rcond = _rcond(sysm)
+    if f_ext is None:                                   # the allocation-light path
+        nd = sysm._native(rcond)
+        if nd is not None:
+            from .. import _core
+
+            out = _core.closed_forward_derivatives1(sysm.model.data, nd, len(sysm.constraints), q, dq, tau,
+                                                    rcond)
+            if out is not None and out[4] == 0:
+                return ClosedDerivatives(_FORWARD, *out[:4])
     q, dq, tau, f_ext, single = _validated(sysm, q, dq, tau, f_ext)
-    nv = sysm.model.nv
-    ddq, lam, X, Y = _forward_batch(sysm, q, dq, tau, f_ext, _rcond(sysm))
-    pick = (lambda a: a[0]) if single else (lambda a: a)
-    return ClosedDerivatives(
-        ddq=pick(ddq), lam=pick(lam),
-        ddq_dq=pick(X[:, :, :nv]), ddq_ddq=pick(X[:, :, nv:2 * nv]), ddq_dtau=pick(X[:, :, 2 * nv:]),
-        lam_dq=pick(Y[:, :, :nv]), lam_ddq=pick(Y[:, :, nv:2 * nv]), lam_dtau=pick(Y[:, :, 2 * nv:]))
+    ddq, lam, X, Y = _forward_batch(sysm, q, dq, tau, f_ext, rcond)
+    if single:
+        return ClosedDerivatives(_FORWARD, ddq[0], lam[0], X[0], Y[0])
+    return ClosedDerivatives(_FORWARD, ddq, lam, X, Y)
 
 
 def _inverse_one(sysm, q, dq, ddq, actuated, a, tau_p, f_ext, rcond, k):
@@ -213,13 +238,9 @@ def inverse_dynamics_derivatives(sysm, q, dq, ddq, actuated, tau_passive=None, f
     else:
         outs = [_inverse_one(sysm, q[k], dq[k], ddq[k], actuated, a, tau_p[k], None if f_ext is None else f_ext[k],
                              rcond, k) for k in range(N)]
-    pick = (lambda f: f(outs[0])) if N is None else (lambda f: np.stack([f(o) for o in outs]))
-    return ClosedDerivatives(
-        tau=pick(lambda o: o[0]), lam=pick(lambda o: o[1]),
-        tau_dq=pick(lambda o: o[2][:, :nv]), tau_ddq=pick(lambda o: o[2][:, nv:2 * nv]),
-        tau_dddq=pick(lambda o: o[2][:, 2 * nv:]),
-        lam_dq=pick(lambda o: o[3][:, :nv]), lam_ddq=pick(lambda o: o[3][:, nv:2 * nv]),
-        lam_dddq=pick(lambda o: o[3][:, 2 * nv:]))
+    if N is None:
+        return ClosedDerivatives(_INVERSE, *outs[0])
+    return ClosedDerivatives(_INVERSE, *(np.stack([o[i] for o in outs]) for i in range(4)))
 
 
 def constraint_basis(A, rcond=1e-10):
