@@ -170,19 +170,33 @@ def _validated(sysm, q, dq, tau, f_ext):
     return q, dq, tau, f_ext, False
 
 
+def fast_forward_derivatives(sysm):
+    """A callable ``f(q, dq, tau)`` for one state without loads: the
+    native kernel's answer as a :class:`ClosedDerivatives`, or None when
+    the arguments or the state need the general path; None itself when the
+    constraints have no native rows.  Cached per system (as the solvers'
+    fast paths are)."""
+    from .. import _core
+
+    _check_exact(sysm)
+    rcond = _rcond(sysm)
+    nd = sysm._native(rcond)
+    if nd is None:
+        return None
+    md, nk, kernel = sysm.model.data, len(sysm.constraints), _core.closed_forward_derivatives1
+
+    def fast(q, dq, tau):
+        out = kernel(md, nd, nk, q, dq, tau, rcond)
+        if out is None or out[4] != 0:
+            return None
+        return ClosedDerivatives(_FORWARD, out[0], out[1], out[2], out[3])
+    return fast
+
+
 def forward_dynamics_derivatives(sysm, q, dq, tau, f_ext=None):
     """See :meth:`gear.ConstrainedModel.forward_dynamics_derivatives`."""
     _check_exact(sysm)
     rcond = _rcond(sysm)
-    if f_ext is None:                                   # the allocation-light path
-        nd = sysm._native(rcond)
-        if nd is not None:
-            from .. import _core
-
-            out = _core.closed_forward_derivatives1(sysm.model.data, nd, len(sysm.constraints), q, dq, tau,
-                                                    rcond)
-            if out is not None and out[4] == 0:
-                return ClosedDerivatives(_FORWARD, *out[:4])
     q, dq, tau, f_ext, single = _validated(sysm, q, dq, tau, f_ext)
     ddq, lam, X, Y = _forward_batch(sysm, q, dq, tau, f_ext, rcond)
     if single:

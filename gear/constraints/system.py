@@ -687,6 +687,16 @@ class ConstrainedModel:
         >>> d.ddq_dq.shape, d.lam_dtau.shape
         ((3, 3), (3, 3))
         """
+        if f_ext is None:
+            fd = self._native_cache.get("fd", _MISSING)      # the allocation-light path
+            if fd is _MISSING:
+                from .derivatives import fast_forward_derivatives
+
+                fd = self._native_cache["fd"] = fast_forward_derivatives(self)
+            if fd is not None:
+                out = fd(q, dq, tau)
+                if out is not None:
+                    return out
         from .derivatives import forward_dynamics_derivatives
 
         return forward_dynamics_derivatives(self, q, dq, tau, f_ext)
