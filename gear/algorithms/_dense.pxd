@@ -203,6 +203,46 @@ cdef inline void tree_solve_L(const double* P, const double* D, int n, const int
         x[i] = (x[i] - gather_dot(P + voff[i], vanc + voff[i], x, vdep[i])) * D[i]
 
 
+cdef inline void tree_solve_Lt_rows(const double* P, const double* D, int n, const int* vdep,
+                                    const int* voff, const int* vanc, double* B, int m) noexcept nogil:
+    """B <- L^{-T} B for B (n, m) row-major: :func:`tree_solve_Lt` on m
+    right-hand sides at once, every update a contiguous row operation."""
+    cdef int i, p, c
+    cdef double a
+    cdef double* Bi
+    cdef double* Ba
+    for i in range(n - 1, -1, -1):
+        Bi = B + i * m
+        a = D[i]
+        for c in range(m):
+            Bi[c] *= a
+        for p in range(vdep[i]):
+            a = P[voff[i] + p]
+            Ba = B + vanc[voff[i] + p] * m
+            for c in range(m):
+                Ba[c] -= a * Bi[c]
+
+
+cdef inline void tree_solve_L_rows(const double* P, const double* D, int n, const int* vdep,
+                                   const int* voff, const int* vanc, double* B, int m) noexcept nogil:
+    """B <- L^{-1} B for B (n, m) row-major (:func:`tree_solve_L` on m
+    right-hand sides, by rows)."""
+    cdef int i, p, c
+    cdef double a
+    cdef double* Bi
+    cdef const double* Ba
+    for i in range(n):
+        Bi = B + i * m
+        for p in range(vdep[i]):
+            a = P[voff[i] + p]
+            Ba = B + vanc[voff[i] + p] * m
+            for c in range(m):
+                Bi[c] -= a * Ba[c]
+        a = D[i]
+        for c in range(m):
+            Bi[c] *= a
+
+
 cdef inline void tree_path_solve_Lt(const double* P, const double* D, const int* vdep,
                                     const int* voff, const int* vanc, int kd, double* Y,
                                     int g, int lo, double* Yh, int nh) noexcept nogil:

@@ -35,7 +35,7 @@ from gear.algorithms._crba cimport crba_packed
 from gear.algorithms._rnea cimport rnea
 from gear.algorithms._derivatives cimport rnea_derivatives
 from gear.algorithms._dense cimport (chol_factor, chol_solve, dot, tree_factor, tree_solve_Lt,
-                                     tree_solve_L)
+                                     tree_solve_L, tree_solve_Lt_rows, tree_solve_L_rows)
 from gear.spatial._spatial cimport Ad_inv, dAd_inv, ad, cross3, matvec3, matTvec3
 from gear.joints._jcalc cimport jcalc_dS, jcalc_dSdq, jcalc_ddSdq, jcalc_has_dS
 from gear.constraints._cwork cimport (ROW_POS, ROW_AXIS, ROW_DOT, ROW_DIST, ROW_COUPLER,
@@ -48,8 +48,8 @@ cdef enum:
 
 cdef inline int deriv_scratch(int nb, int nv, int m, int nk) noexcept nogil:
     """Doubles of scratch :func:`closed_forward_derivatives` needs."""
-    return (3 * nv * nv + 4 * m * nv + m + m * m + m * nv + 3 * m * nv + 3 * nv * nv + 4 * nv + 3 * m
-            + 49 * nb + 60 * nk + 8)
+    return (3 * nv * nv + 4 * m * nv + m + m * m + m * nv + 3 * m * nv + 4 * nv + 3 * m
+            + 55 * nb + 60 * nk + 8)
 
 
 cdef inline double _sparse_dot(const double* a, const int* idx, int n, const double* x) noexcept nogil:
@@ -107,14 +107,15 @@ cdef inline double _ddot(const double* a, const double* da, const double* b,
 # tangents of the bodies, the frames and the rows along one direction
 # ---------------------------------------------------------------------------
 cdef inline int body_tangents(const ModelC* m, const Work* w, const double* q, const double* dq,
-                              const double* ddq, const double* af, const double* y, const double* Vy,
-                              int l, bint vel, double* xi, double* dV, double* da, double* dVy,
-                              double* moved) noexcept nogil:
+                              const double* ddq, const double* af, const double* Sd, const double* y,
+                              const double* Vy, int l, bint vel, double* xi, double* dV, double* da,
+                              double* dVy, double* moved) noexcept nogil:
     """Tangents of every body's pose (the body twist ``xi`` it moves by),
     twist, full acceleration (``af``, with ``ddq``) and, if ``Vy`` is not
     NULL, twist at the velocity ``y``, along ``q (+) eps e_l`` (``vel``
     False) or ``dq + eps e_l``.  Only the subtree of the dof's joint j moves
-    (``moved[i] = 1``).  With ``h = S_j e_c`` (q) on joint j (Kim Table 5,
+    (``moved[i] = 1``); ``Sd`` holds every ``S_i dq_i``.  With ``h = S_j e_c``
+    (q) on joint j (Kim Table 5,
     forward half),
 
         dV_j = -ad_h Ad V_p + dS dq_j + S d(dq_j)
@@ -198,11 +199,14 @@ cdef inline int body_tangents(const ModelC* m, const Work* w, const double* q, c
         if p < 0 or moved[p] == 0.0:
             continue
         moved[i] = 1.0
-        Ad_inv(w.T + 12 * i, xi + 6 * p, xi + 6 * i)
+        if vel:
+            for r in range(6):
+                xi[6 * i + r] = 0.0                    # a velocity moves no pose
+        else:
+            Ad_inv(w.T + 12 * i, xi + 6 * p, xi + 6 * i)
         Ad_inv(w.T + 12 * i, dV + 6 * p, dV + 6 * i)
         Ad_inv(w.T + 12 * i, da + 6 * p, da + 6 * i)
-        S_mul(w.S + 36 * i, m.nvi[i], dq + m.iv[i], Sdq)
-        ad(dV + 6 * i, Sdq, t)
+        ad(dV + 6 * i, Sd + 6 * i, t)                   # ad_{dV} S dq_i
         for r in range(6):
             da[6 * i + r] += t[r]
         if Vy != NULL:
@@ -509,7 +513,7 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
     cdef double u[6]
     cdef bint vel, zero_rows
     cdef const double* vy
-    cdef double* zd
+    cdef double* zd                           # row pointers of the solve
     cdef double* Wa
     cdef int* ia
     # scratch (deriv_scratch)
@@ -522,8 +526,7 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
     cdef double* K = nW + nr                  # (na, na)
     cdef double* Zr = K + nr * nr             # (nr, nv) d(A y)/dq of the zero rows
     cdef double* Yc = Zr + nr * nv            # (na, 3 nv)
-    cdef double* Zt = Yc + nr * n3            # (3 nv, nv) the directions' z, then x
-    cdef double* dIq = Zt + n3 * nv
+    cdef double* dIq = Yc + nr * n3
     cdef double* dIv = dIq + nv * nv
     cdef double* bv = dIv + nv * nv
     cdef double* x = bv + nv
@@ -542,6 +545,7 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
     cdef double* moved = fe + 6 * nb          # (nb,)
     cdef double* frs = moved + nb             # (nk, 48) frames with full accelerations
     cdef double* ys = frs + 48 * nk           # (nk, 12) frame twists at y
+    cdef double* Sd = ys + 12 * nk            # (nb, 6) S_i dq_i
     # b, M, rows (one forward pass, as the dense route) -----------------------
     rnea(m, q, dq, NULL, fext, True, bv, w)
     crba_packed(m, P, Dg, w)
@@ -617,6 +621,8 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
         S_mul_add(w.S + 36 * i, m.nvi[i], ddq + m.iv[i], af + 6 * i)
     for i in range(6 * nb):
         cw.acc[i] = af[i]
+    for i in range(nb):
+        S_mul(w.S + 36 * i, m.nvi[i], dq + m.iv[i], Sd + 6 * i)
     for k in range(nk):
         frame_world(w, cw, c.body_a[k], c.place_a + 12 * k, frs + 48 * k)
         frame_world(w, cw, c.body_b[k], c.place_b + 12 * k, frs + 48 * k + 24)
@@ -651,7 +657,7 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
     for l in range(2 * nv):
         vel = l >= nv
         vy = Vy if (zero_rows and not vel) else NULL
-        body_tangents(m, w, q, dq, ddq, af, y, vy, l - nv if vel else l, vel, xi, dV, da, dVy, moved)
+        body_tangents(m, w, q, dq, ddq, af, Sd, y, vy, l - nv if vel else l, vel, xi, dV, da, dVy, moved)
         if not vel:
             for i in range(6 * nb):
                 G[i] = 0.0
@@ -705,30 +711,42 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
                 for i in range(6):
                     fe[6 * b + i] += lam[r] * cw.F[12 * r + 6 * side + i]
     rnea_derivatives(m, q, dq, ddq, fe, dIq, dIv, NULL, w)
-    # the solve, one direction d at a time (coupler rows: constant, R2 = 0)
-    for d in range(n3):
-        zd = Zt + d * nv
-        for i in range(nv):
-            if d < nv:
-                zd[i] = X[i * n3 + d] - dIq[i * nv + d]
-            elif d < 2 * nv:
-                zd[i] = -dIv[i * nv + d - nv]
-            else:
-                zd[i] = 1.0 if i == d - 2 * nv else 0.0
-        tree_solve_Lt(P, Dg, nv, m.vdep, m.voff, m.vanc, zd)        # z = L^{-T} r1
-        for a in range(na):
-            Yc[a * n3 + d] = Y[<int> act[a] * n3 + d] - _sparse_dot(Wt + a * nv, Wi + a * nv, <int> nW[a], zd)
-    chol_solve(K, na, Yc, n3)                                        # K y = r2 - W^T z
+    # the solve on all 3 nv right-hand sides at once, by rows (coupler rows:
+    # constant, R2 = 0):  z = L^{-T} r1,  K y = r2 - W^T z,  x = L^{-1} (z + W y)
+    for i in range(nv):
+        for l in range(nv):
+            X[i * n3 + l] -= dIq[i * nv + l]
+            X[i * n3 + nv + l] = -dIv[i * nv + l]
+        X[i * n3 + 2 * nv + i] = 1.0
+    tree_solve_Lt_rows(P, Dg, nv, m.vdep, m.voff, m.vanc, X, n3)
+    for a in range(na):
+        Wa = Yc + a * n3
+        zd = Y + <int> act[a] * n3
+        for d in range(n3):
+            Wa[d] = zd[d]
+        ia = Wi + a * nv
+        for e in range(<int> nW[a]):
+            i = ia[e]
+            t = Wt[a * nv + i]
+            zd = X + i * n3
+            for d in range(n3):
+                Wa[d] -= t * zd[d]
+    chol_solve(K, na, Yc, n3)
     for i in range(nr * n3):
         Y[i] = 0.0
-    for d in range(n3):
-        zd = Zt + d * nv
-        for a in range(na):
-            Y[<int> act[a] * n3 + d] = Yc[a * n3 + d]
-            _sparse_axpy(Yc[a * n3 + d], Wt + a * nv, Wi + a * nv, <int> nW[a], zd)
-        tree_solve_L(P, Dg, nv, m.vdep, m.voff, m.vanc, zd)         # x = L^{-1} (z + W y)
-        for i in range(nv):
-            X[i * n3 + d] = zd[i]
+    for a in range(na):
+        Wa = Yc + a * n3
+        zd = Y + <int> act[a] * n3
+        for d in range(n3):
+            zd[d] = Wa[d]
+        ia = Wi + a * nv
+        for e in range(<int> nW[a]):
+            i = ia[e]
+            t = Wt[a * nv + i]
+            zd = X + i * n3
+            for d in range(n3):
+                zd[d] += t * Wa[d]
+    tree_solve_L_rows(P, Dg, nv, m.vdep, m.voff, m.vanc, X, n3)
     if zero_rows:
         _zero_row_multipliers(nr, nv, n3, act, na, Zr, Y)
     return 0
