@@ -46,10 +46,15 @@ cdef enum:
     ST_DERIV_REDUNDANT = -8     # dependent rows that are not zero: use the NumPy reference
 
 
+cdef inline int tan_size(int nb, int nv, int nk) noexcept nogil:
+    return 49 * nb + nv + 60 * nk
+
+
 cdef inline int deriv_scratch(int nb, int nv, int m, int nk) noexcept nogil:
-    """Doubles of scratch :func:`closed_forward_derivatives` needs."""
-    return (3 * nv * nv + 4 * m * nv + m + m * m + m * nv + 3 * m * nv + 4 * nv + 3 * m
-            + 55 * nb + 60 * nk + 8)
+    """Doubles of scratch :func:`closed_forward_derivatives` and
+    :func:`closed_inverse_derivatives` need."""
+    return (3 * nv * nv + 4 * m * nv + m + m * m + m * nv + 3 * m * nv + 3 * nv + 3 * m
+            + 6 * nb + tan_size(nb, nv, nk) + 8)
 
 
 cdef inline double _sparse_dot(const double* a, const int* idx, int n, const double* x) noexcept nogil:
@@ -487,6 +492,176 @@ cdef inline void _zero_row_multipliers(int nr, int nv, int n3, const double* act
             Y[r * n3 + l] = Zr[r * nv + l]
 
 
+cdef struct TanW:
+    # the tangent passes' workspace (carved by ``tan_carve``)
+    double* af      # (nb, 6) full body accelerations (with ddq, without gravity)
+    double* Sd      # (nb, 6) S_i dq_i
+    double* y       # (nv,) a velocity with lam = A y (zero rows), or unused
+    double* Vy      # (nb, 6) body twists at y; NULL: no zero rows
+    double* xi      # (nb, 6) the tangents of one direction: pose (body twist),
+    double* dV      #   twist,
+    double* da      #   full acceleration,
+    double* dVy     #   twist at y,
+    double* G       #   and the multipliers' body wrenches
+    double* moved   # (nb,) bodies the direction moves
+    double* frs     # (nk, 48) closure frames (frame_world, full accelerations)
+    double* ys      # (nk, 12) their twists at y
+
+
+cdef inline double* tan_carve(TanW* T, double* s, int nb, int nv, int nk) noexcept nogil:
+    """Point ``T`` into ``s``; returns the first double after it."""
+    T.af = s
+    T.Sd = T.af + 6 * nb
+    T.y = T.Sd + 6 * nb
+    T.Vy = T.y + nv
+    T.xi = T.Vy + 6 * nb
+    T.dV = T.xi + 6 * nb
+    T.da = T.dV + 6 * nb
+    T.dVy = T.da + 6 * nb
+    T.G = T.dVy + 6 * nb
+    T.moved = T.G + 6 * nb
+    T.frs = T.moved + nb
+    T.ys = T.frs + 48 * nk
+    return T.ys + 12 * nk
+
+
+cdef inline void tan_setup(const ModelC* m, const ClosC* c, int nk, const double* dq, const double* ddq,
+                           const Work* w, CWork* cw, TanW* T) noexcept nogil:
+    """Full accelerations ``a_i = Ad a_p + eta_i + S_i ddq_i`` (also into
+    ``cw.acc``, where ``frame_world`` reads them), ``S_i dq_i``, and the
+    closure frames, at the state ``forward_pass`` left in ``w``."""
+    cdef int i, p, r, k
+    for i in range(m.nb):
+        p = m.parent[i]
+        if p >= 0:
+            Ad_inv(w.T + 12 * i, T.af + 6 * p, T.af + 6 * i)
+        else:
+            for r in range(6):
+                T.af[6 * i + r] = 0.0
+        for r in range(6):
+            T.af[6 * i + r] += w.eta[6 * i + r]
+        S_mul_add(w.S + 36 * i, m.nvi[i], ddq + m.iv[i], T.af + 6 * i)
+        S_mul(w.S + 36 * i, m.nvi[i], dq + m.iv[i], T.Sd + 6 * i)
+    for i in range(6 * m.nb):
+        cw.acc[i] = T.af[i]
+    for k in range(nk):
+        frame_world(w, cw, c.body_a[k], c.place_a + 12 * k, T.frs + 48 * k)
+        frame_world(w, cw, c.body_b[k], c.place_b + 12 * k, T.frs + 48 * k + 24)
+
+
+cdef inline void tan_twists_at_y(const ModelC* m, const ClosC* c, int nk, const Work* w, const CWork* cw,
+                                 TanW* T) noexcept nogil:
+    """Body and frame twists at the velocity ``T.y`` (zero rows' multiplier
+    derivative ``d(A y)/dq``)."""
+    cdef int i, p, r, k
+    for i in range(m.nb):
+        p = m.parent[i]
+        if p >= 0:
+            Ad_inv(w.T + 12 * i, T.Vy + 6 * p, T.Vy + 6 * i)
+        else:
+            for r in range(6):
+                T.Vy[6 * i + r] = 0.0
+        S_mul_add(w.S + 36 * i, m.nvi[i], T.y + m.iv[i], T.Vy + 6 * i)
+    for k in range(nk):
+        _frame_twist(cw, T.Vy, c.body_a[k], c.place_a + 12 * k, T.ys + 12 * k)
+        _frame_twist(cw, T.Vy, c.body_b[k], c.place_b + 12 * k, T.ys + 12 * k + 6)
+
+
+cdef inline void tangent_passes(const ModelC* m, const ClosC* c, const double* q, const double* dq,
+                                const double* ddq, const double* lam, int ndir, int n3, const Work* w,
+                                const CWork* cw, TanW* T, double* X, double* Y, double* Zr) noexcept nogil:
+    """One tangent pass per direction l < ``ndir`` (q first, then dq): into
+    column l of ``X`` (nv, n3) ``J^T dF/dq`` (q directions: how the
+    multipliers' body wrenches turn with the frames, carried to the root
+    and paired with S), into column l of ``Y`` (m, n3; NULL: not wanted)
+    ``-d(A ddq + dA dq)/dl``, and into ``Zr`` (m, nv) ``d(A_r y)/dq`` of the
+    rows with a zero multiplier when ``T.Vy`` is set.  ``X`` and ``Y`` are
+    added to / written in their columns l only."""
+    cdef int nv = m.nv, nb = m.nb, nr = c.m
+    cdef int i, k, r, l, side, b, p
+    cdef double drate, val
+    cdef double ta[24]
+    cdef double tb[24]
+    cdef double mw[6]
+    cdef double dmw[6]
+    cdef double fw[6]
+    cdef double dfw[6]
+    cdef double u[6]
+    cdef bint vel
+    cdef const double* vy
+    for l in range(ndir):
+        vel = l >= nv
+        vy = T.Vy if (T.Vy != NULL and not vel) else NULL
+        body_tangents(m, w, q, dq, ddq, T.af, T.Sd, T.y, vy, l - nv if vel else l, vel, T.xi, T.dV, T.da,
+                      T.dVy, T.moved)
+        if not vel:
+            for i in range(6 * nb):
+                T.G[i] = 0.0
+        for r in range(nr):
+            if c.rtype[r] == ROW_COUPLER:
+                continue
+            k = c.rk[r]
+            if not _closure_moved(c, k, T.moved):
+                continue
+            if r == 0 or c.rk[r - 1] != k:
+                frame_tangent(cw, w, T.af, vy, c.body_a[k], c.place_a + 12 * k, T.xi, T.dV, T.da, T.dVy,
+                              T.moved, ta)
+                frame_tangent(cw, w, T.af, vy, c.body_b[k], c.place_b + 12 * k, T.xi, T.dV, T.da, T.dVy,
+                              T.moved, tb)
+            val = row_tangent(c.rtype[r], c.ri[r], c.rj[r], c.length[k], T.frs + 48 * k,
+                              T.frs + 48 * k + 24, ta, tb,
+                              NULL if vy == NULL else T.ys + 12 * k,
+                              NULL if vy == NULL else T.ys + 12 * k + 6,
+                              mw, dmw, fw, dfw, &drate)
+            if Y != NULL:
+                Y[r * n3 + l] = -val
+            if vel:
+                continue
+            if lam[r] != 0.0:
+                for side in range(2):
+                    b = c.body_a[k] if side == 0 else c.body_b[k]
+                    if b >= 0:
+                        _body_wrench_tangent(cw, b, (c.place_a if side == 0 else c.place_b) + 12 * k,
+                                             T.xi + 6 * b if T.moved[b] != 0.0 else NULL,
+                                             mw + 3 * side, dmw + 3 * side, fw + 3 * side,
+                                             dfw + 3 * side, lam[r], T.G)
+            elif vy != NULL:
+                Zr[r * nv + l] = drate
+        if not vel:
+            # J^T dF: the wrenches carried to the root, paired with S on the way
+            for i in range(nb - 1, -1, -1):
+                St_mul(w.S + 36 * i, m.nvi[i], T.G + 6 * i, u)
+                for r in range(m.nvi[i]):
+                    X[(m.iv[i] + r) * n3 + l] += u[r]
+                p = m.parent[i]
+                if p >= 0:
+                    dAd_inv(w.T + 12 * i, T.G + 6 * i, u)
+                    for r in range(6):
+                        T.G[6 * p + r] += u[r]
+
+
+cdef inline void loaded_tree_derivatives(const ModelC* m, const ClosC* c, const double* q,
+                                         const double* dq, const double* ddq, const double* fext,
+                                         const double* lam, double* fe, double* dIq, double* dIv,
+                                         double* M, Work* w, const CWork* cw) noexcept nogil:
+    """Kim Table 5 (``rnea_derivatives``) with the multipliers' row wrenches
+    ``cw.F`` as external body wrenches beside ``fext``: ``d(A^T lam)/dq``
+    for wrenches fixed in their bodies is in it."""
+    cdef int i, r, k, side, b
+    for i in range(6 * m.nb):
+        fe[i] = fext[i] if fext != NULL else 0.0
+    for r in range(c.m):
+        if c.rtype[r] == ROW_COUPLER or lam[r] == 0.0:
+            continue
+        k = c.rk[r]
+        for side in range(2):
+            b = c.body_a[k] if side == 0 else c.body_b[k]
+            if b >= 0:
+                for i in range(6):
+                    fe[6 * b + i] += lam[r] * cw.F[12 * r + 6 * side + i]
+    rnea_derivatives(m, q, dq, ddq, fe, dIq, dIv, M, w)
+
+
 cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int nk, const double* q,
                                            const double* dq, const double* tau, const double* fext,
                                            double rcond, double* ddq, double* lam, double* X,
@@ -502,17 +677,9 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
     ``(r1, r2)`` of the KKT system then solves as ``z = L^{-T} r1``, ``K y
     = r2 - W^T z``, ``x = L^{-1} (z + W y)``."""
     cdef int nv = m.nv, nb = m.nb, nr = c.m, n3 = 3 * m.nv, nP = m.voff[m.nv]
-    cdef int i, k, r, l, a, e, na, side, b, st, d, p, nz
-    cdef double t, dmax, drate
-    cdef double ta[24]
-    cdef double tb[24]
-    cdef double mw[6]
-    cdef double dmw[6]
-    cdef double fw[6]
-    cdef double dfw[6]
-    cdef double u[6]
-    cdef bint vel, zero_rows
-    cdef const double* vy
+    cdef int i, r, a, e, na, st, d, nz, l
+    cdef double t, dmax
+    cdef bint zero_rows
     cdef double* zd                           # row pointers of the solve
     cdef double* Wa
     cdef int* ia
@@ -530,22 +697,12 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
     cdef double* dIv = dIq + nv * nv
     cdef double* bv = dIv + nv * nv
     cdef double* x = bv + nv
-    cdef double* y = x + nv
-    cdef double* bias = y + nv
+    cdef double* bias = x + nv
     cdef double* act = bias + nr              # the rows that are not zero (as doubles)
     cdef double* mu = act + nr
-    cdef double* af = mu + nr                 # (nb, 6) full accelerations
-    cdef double* Vy = af + 6 * nb             # (nb, 6) twists at y
-    cdef double* xi = Vy + 6 * nb
-    cdef double* dV = xi + 6 * nb
-    cdef double* da = dV + 6 * nb
-    cdef double* dVy = da + 6 * nb
-    cdef double* G = dVy + 6 * nb
-    cdef double* fe = G + 6 * nb
-    cdef double* moved = fe + 6 * nb          # (nb,)
-    cdef double* frs = moved + nb             # (nk, 48) frames with full accelerations
-    cdef double* ys = frs + 48 * nk           # (nk, 12) frame twists at y
-    cdef double* Sd = ys + 12 * nk            # (nb, 6) S_i dq_i
+    cdef double* fe = mu + nr                 # (nb, 6) loads with the multipliers' wrenches
+    cdef TanW T
+    tan_carve(&T, fe + 6 * nb, nb, nv, nk)
     # b, M, rows (one forward pass, as the dense route) -----------------------
     rnea(m, q, dq, NULL, fext, True, bv, w)
     crba_packed(m, P, Dg, w)
@@ -608,109 +765,29 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
         lam[<int> act[a]] = mu[a]
         _sparse_axpy(mu[a], Wt + a * nv, Wi + a * nv, <int> nW[a], ddq)
     tree_solve_L(P, Dg, nv, m.vdep, m.voff, m.vanc, ddq)
-    # full accelerations (the frames read them from cw.acc) --------------------
-    for i in range(nb):
-        p = m.parent[i]
-        if p >= 0:
-            Ad_inv(w.T + 12 * i, af + 6 * p, af + 6 * i)
-        else:
-            for r in range(6):
-                af[6 * i + r] = 0.0
-        for r in range(6):
-            af[6 * i + r] += w.eta[6 * i + r]
-        S_mul_add(w.S + 36 * i, m.nvi[i], ddq + m.iv[i], af + 6 * i)
-    for i in range(6 * nb):
-        cw.acc[i] = af[i]
-    for i in range(nb):
-        S_mul(w.S + 36 * i, m.nvi[i], dq + m.iv[i], Sd + 6 * i)
-    for k in range(nk):
-        frame_world(w, cw, c.body_a[k], c.place_a + 12 * k, frs + 48 * k)
-        frame_world(w, cw, c.body_b[k], c.place_b + 12 * k, frs + 48 * k + 24)
+    # the tangent passes: R1 (in X, (nv, 3 nv)) and R2 (in Y, (nr, 3 nv))
+    tan_setup(m, c, nk, dq, ddq, w, cw, &T)
     if zero_rows:
         # lam = A y with y = L^{-1} W K^{-1} lam (the rows that are not zero)
         for a in range(na):
             mu[a] = lam[<int> act[a]]
         chol_solve(K, na, mu, 1)
         for i in range(nv):
-            y[i] = 0.0
+            T.y[i] = 0.0
         for a in range(na):
-            _sparse_axpy(mu[a], Wt + a * nv, Wi + a * nv, <int> nW[a], y)
-        tree_solve_L(P, Dg, nv, m.vdep, m.voff, m.vanc, y)
-        for i in range(nb):
-            p = m.parent[i]
-            if p >= 0:
-                Ad_inv(w.T + 12 * i, Vy + 6 * p, Vy + 6 * i)
-            else:
-                for r in range(6):
-                    Vy[6 * i + r] = 0.0
-            S_mul_add(w.S + 36 * i, m.nvi[i], y + m.iv[i], Vy + 6 * i)
-        for k in range(nk):
-            _frame_twist(cw, Vy, c.body_a[k], c.place_a + 12 * k, ys + 12 * k)
-            _frame_twist(cw, Vy, c.body_b[k], c.place_b + 12 * k, ys + 12 * k + 6)
+            _sparse_axpy(mu[a], Wt + a * nv, Wi + a * nv, <int> nW[a], T.y)
+        tree_solve_L(P, Dg, nv, m.vdep, m.voff, m.vanc, T.y)
+        tan_twists_at_y(m, c, nk, w, cw, &T)
         for i in range(nr * nv):
             Zr[i] = 0.0
-    # R1 (in X, (nv, 3 nv)) and R2 (in Y, (nr, 3 nv)): one tangent pass per direction
+    else:
+        T.Vy = NULL
     for i in range(nv * n3):
         X[i] = 0.0
     for i in range(nr * n3):
         Y[i] = 0.0
-    for l in range(2 * nv):
-        vel = l >= nv
-        vy = Vy if (zero_rows and not vel) else NULL
-        body_tangents(m, w, q, dq, ddq, af, Sd, y, vy, l - nv if vel else l, vel, xi, dV, da, dVy, moved)
-        if not vel:
-            for i in range(6 * nb):
-                G[i] = 0.0
-        for r in range(nr):
-            if c.rtype[r] == ROW_COUPLER:
-                continue
-            k = c.rk[r]
-            if not _closure_moved(c, k, moved):
-                continue
-            if r == 0 or c.rk[r - 1] != k:
-                frame_tangent(cw, w, af, vy, c.body_a[k], c.place_a + 12 * k, xi, dV, da, dVy, moved, ta)
-                frame_tangent(cw, w, af, vy, c.body_b[k], c.place_b + 12 * k, xi, dV, da, dVy, moved, tb)
-            Y[r * n3 + l] = -row_tangent(c.rtype[r], c.ri[r], c.rj[r], c.length[k], frs + 48 * k,
-                                         frs + 48 * k + 24, ta, tb,
-                                         NULL if vy == NULL else ys + 12 * k,
-                                         NULL if vy == NULL else ys + 12 * k + 6,
-                                         mw, dmw, fw, dfw, &drate)
-            if vel:
-                continue
-            if lam[r] != 0.0:
-                for side in range(2):
-                    b = c.body_a[k] if side == 0 else c.body_b[k]
-                    if b >= 0:
-                        _body_wrench_tangent(cw, b, (c.place_a if side == 0 else c.place_b) + 12 * k,
-                                             xi + 6 * b if moved[b] != 0.0 else NULL,
-                                             mw + 3 * side, dmw + 3 * side, fw + 3 * side,
-                                             dfw + 3 * side, lam[r], G)
-            elif vy != NULL:
-                Zr[r * nv + l] = drate
-        if not vel:
-            # + J^T dF: the wrenches carried to the root, paired with S on the way
-            for i in range(nb - 1, -1, -1):
-                St_mul(w.S + 36 * i, m.nvi[i], G + 6 * i, u)
-                for r in range(m.nvi[i]):
-                    X[(m.iv[i] + r) * n3 + l] += u[r]
-                p = m.parent[i]
-                if p >= 0:
-                    dAd_inv(w.T + 12 * i, G + 6 * i, u)
-                    for r in range(6):
-                        G[6 * p + r] += u[r]
-    # the tree's derivatives with the multipliers' wrenches as external loads
-    for i in range(6 * nb):
-        fe[i] = fext[i] if fext != NULL else 0.0
-    for r in range(nr):
-        if c.rtype[r] == ROW_COUPLER or lam[r] == 0.0:
-            continue
-        k = c.rk[r]
-        for side in range(2):
-            b = c.body_a[k] if side == 0 else c.body_b[k]
-            if b >= 0:
-                for i in range(6):
-                    fe[6 * b + i] += lam[r] * cw.F[12 * r + 6 * side + i]
-    rnea_derivatives(m, q, dq, ddq, fe, dIq, dIv, NULL, w)
+    tangent_passes(m, c, q, dq, ddq, lam, 2 * nv, n3, w, cw, &T, X, Y, Zr)
+    loaded_tree_derivatives(m, c, q, dq, ddq, fext, lam, fe, dIq, dIv, NULL, w, cw)
     # the solve on all 3 nv right-hand sides at once, by rows (coupler rows:
     # constant, R2 = 0):  z = L^{-T} r1,  K y = r2 - W^T z,  x = L^{-1} (z + W y)
     for i in range(nv):
