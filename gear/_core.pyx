@@ -26,7 +26,8 @@ from gear.algorithms._spchol cimport SpChol, spchol_set
 from gear.constraints._cwork cimport (SpInv, ClosC, SpKKT, CWork, cwork_from, cwork_size, cwork_from_c,
                                       cwork_size_c)
 from gear.constraints._rows cimport constraint_rows as _crows
-from gear.constraints._derivatives cimport closed_forward_derivatives as _cfd, deriv_scratch
+from gear.constraints._derivatives cimport (closed_forward_derivatives as _cfd,
+                                            closed_inverse_derivatives as _cid, deriv_scratch)
 from gear.constraints._aba_route cimport closed_dynamics as _cdyn_aba
 from gear.constraints._dense_route cimport closed_dense as _cdense
 from gear.constraints._projection cimport closed_forward_projection as _cproj
@@ -1216,6 +1217,38 @@ def closed_forward_derivatives(ModelData md, ClosureData cd, int nk, const doubl
             status[k] = _cfd(&md.c, &cd.c, nk, &q[k, 0], &dq[k, 0], &tau[k, 0], _row(fp, k, 6 * nb),
                              rcond, &ddq[k, 0], _orow(lp, k, m), &X[k, 0, 0], _orow(Yp, k, m * n3),
                              buf + wsize + cwsize, &w, &cw)
+        free(buf)
+
+
+def closed_inverse_derivatives(ModelData md, ClosureData cd, int nk, const double[:, ::1] q,
+                               const double[:, ::1] dq, const double[:, ::1] ddq,
+                               const unsigned char[::1] actuated, double[:, ::1] tau,
+                               const double[:, :, ::1] fext, double rcond, double[:, ::1] lam,
+                               double[:, :, ::1] X, double[:, :, ::1] Y, int[::1] status, int nthreads):
+    """Closed inverse dynamics and its derivatives for each row
+    (``gear/constraints/_derivatives.pxd``): ``tau`` (N, nv) holds the
+    passive torques on entry; ``X`` (N, nv, 3 nv), ``Y`` (N, m, 3 nv);
+    ``status[k]`` 0, ST_DIST_COINCIDE, ST_INEXACT or ST_DERIV_REDUNDANT."""
+    cdef Py_ssize_t N = q.shape[0], k
+    cdef int m = cd.m, nv = md.nv, nb = md.nb, n3 = 3 * md.nv
+    cdef int wsize = md.wsize, cwsize = cwork_size(md.nb, md.nv, cd.m)
+    cdef int dsize = deriv_scratch(md.nb, md.nv, cd.m, nk)
+    cdef const double* fp = NULL if fext is None else &fext[0, 0, 0]
+    cdef double* lp = &lam[0, 0] if m > 0 else NULL
+    cdef double* Yp = &Y[0, 0, 0] if m > 0 else NULL
+    cdef Work w
+    cdef CWork cw
+    cdef double* buf
+    if N == 1 or nthreads <= 1:
+        nthreads = 1
+    with nogil, parallel(num_threads=nthreads):
+        buf = <double*> malloc((wsize + cwsize + dsize + 1) * sizeof(double))
+        w = work_from(buf, nb)
+        cw = cwork_from(buf + wsize, nb, nv, m)
+        for k in prange(N, schedule='guided'):
+            status[k] = _cid(&md.c, &cd.c, nk, &q[k, 0], &dq[k, 0], &ddq[k, 0], &actuated[0], &tau[k, 0],
+                             _row(fp, k, 6 * nb), rcond, _orow(lp, k, m), &X[k, 0, 0],
+                             _orow(Yp, k, m * n3), buf + wsize + cwsize, &w, &cw)
         free(buf)
 
 

@@ -443,3 +443,42 @@ def test_dependent_rows_fall_back_to_the_reference_in_a_batch():
     for k in range(2):
         one = br.forward_dynamics_derivatives(qs[k], dqs[k], taus[k])
         assert np.array_equal(d.ddq_dq[k], one.ddq_dq) and np.array_equal(d.lam_dtau[k], one.lam_dtau)
+
+
+@pytest.mark.parametrize("name, actuated, native", [
+    ("four_bar", ["crank"], True), ("five_bar", ["left", "right"], True),
+    ("stewart", [f"leg{k}_slide" for k in range(6)], True), ("n_four_bar_10", ["crank0"], True),
+    ("five_bar", ["left", "right", "left_link"], False),      # redundant actuation: dependent rows of A_p
+    ("n_four_bar_10", [f"crank{k}" for k in range(11)], False)])
+def test_native_inverse_kernel_equals_the_reference(name, actuated, native, monkeypatch):
+    """Including zero rows of A_p (the ball-closed planar linkages), loads
+    and passive torques; with redundant actuation the rows of A_p are
+    dependent and the states take the NumPy reference."""
+    sysm, q = SMOOTH[name]()
+    m = sysm.model
+    nv = m.nv
+    rng = np.random.default_rng(15)
+    dq = sysm.project_velocity(q, rng.standard_normal(nv))
+    A, bias = sysm.constraint_jacobian(q), sysm.constraint_bias(q, dq)
+    ddq = np.linalg.lstsq(A, -bias, rcond=None)[0] + sysm.project_velocity(q, rng.standard_normal(nv))
+    f_ext = 0.2 * rng.standard_normal((m.nbodies, 6))
+    tau_p = 0.3 * rng.standard_normal(nv)
+    if not np.all(sysm.inverse_dynamics(q, dq, ddq, actuated, tau_p, f_ext=f_ext).exact):
+        pytest.skip("this actuation cannot produce ddq")       # not expected: the tests above say which
+    from gear.constraints import derivatives as D
+    reference = D._inverse_one
+    ran = []
+    monkeypatch.setattr(D, "_inverse_one", lambda *a, **k: ran.append(1) or reference(*a, **k))
+    d = sysm.inverse_dynamics_derivatives(q, dq, ddq, actuated, tau_p, f_ext)
+    assert bool(ran) != native
+    a = sysm._joint_dofs(actuated, "actuated")
+    tau, lam, X, Y = reference(sysm, q, dq, ddq, actuated, a, tau_p, f_ext, 1e-10, None)
+    assert rel(d.tau, tau) < 1e-10 and rel(d.lam, lam) < 1e-10
+    assert rel(d.X, X) < 1e-10 and rel(d.Y, Y) < 1e-10
+    assert np.array_equal(d.tau[~a], tau_p[~a]) and not d.tau_dq[~a].any()
+    # a batch equals its single calls
+    qs = np.stack([q, m.integrate(q, 0.01 * rng.standard_normal(nv))])
+    b = sysm.inverse_dynamics_derivatives(qs, np.stack([dq, dq]), np.stack([ddq, ddq]), actuated,
+                                          np.stack([tau_p, tau_p]), np.stack([f_ext, f_ext]))
+    one = sysm.inverse_dynamics_derivatives(qs[1], dq, ddq, actuated, tau_p, f_ext)
+    assert np.array_equal(b.X[1], one.X) and np.array_equal(b.lam[1], one.lam)

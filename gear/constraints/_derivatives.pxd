@@ -22,13 +22,16 @@ subtree the direction moves (the forward half of Kim's Table 5:
 (``row_tangent``).  The solve: ``K Y = R2 - A M^{-1} R1`` with ``K = A
 M^{-1} A^T`` by Cholesky, ``X = M^{-1} (R1 + A^T Y)``.
 
+``closed_inverse_derivatives`` differentiates closed inverse dynamics
+(Kim eqs. 56-59) with the same tangent passes and loaded Table 5.
+
 Rows whose diagonal of ``K`` is zero (a planar mechanism's out-of-plane
 rows) are left out, with multiplier 0 and multiplier derivative
 ``d(A y)/dq`` for ``lam = A y`` (the minimum-norm multiplier's derivative;
 see the NumPy reference).  If the other rows are still dependent the kernel
 returns ``ST_DERIV_REDUNDANT`` and the caller uses the NumPy reference.
 """
-from libc.math cimport sqrt
+from libc.math cimport sqrt, fabs
 from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._common cimport S_mul, S_mul_add, St_mul
 from gear.algorithms._crba cimport crba_packed
@@ -39,8 +42,9 @@ from gear.algorithms._dense cimport (chol_factor, chol_solve, dot, tree_factor, 
 from gear.spatial._spatial cimport Ad_inv, dAd_inv, ad, cross3, matvec3, matTvec3
 from gear.joints._jcalc cimport jcalc_dS, jcalc_dSdq, jcalc_ddSdq, jcalc_has_dS
 from gear.constraints._cwork cimport (ROW_POS, ROW_AXIS, ROW_DOT, ROW_DIST, ROW_COUPLER,
-                                      ST_MASS_NOT_PD, ClosC, CWork)
-from gear.constraints._rows cimport world_kinematics, closure_rows, dense_rows, frame_world, dot3
+                                      ST_MASS_NOT_PD, ST_INEXACT, ClosC, CWork)
+from gear.constraints._rows cimport (world_kinematics, closure_rows, dense_rows, constraint_rows,
+                                    frame_world, dot3)
 
 cdef enum:
     ST_DERIV_REDUNDANT = -8     # dependent rows that are not zero: use the NumPy reference
@@ -53,7 +57,7 @@ cdef inline int tan_size(int nb, int nv, int nk) noexcept nogil:
 cdef inline int deriv_scratch(int nb, int nv, int m, int nk) noexcept nogil:
     """Doubles of scratch :func:`closed_forward_derivatives` and
     :func:`closed_inverse_derivatives` need."""
-    return (3 * nv * nv + 4 * m * nv + m + m * m + m * nv + 3 * m * nv + 3 * nv + 3 * m
+    return (6 * nv * nv + 4 * m * nv + m + m * m + m * nv + 3 * m * nv + 3 * nv + 3 * m
             + 6 * nb + tan_size(nb, nv, nk) + 8)
 
 
@@ -826,4 +830,169 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
     tree_solve_L_rows(P, Dg, nv, m.vdep, m.voff, m.vanc, X, n3)
     if zero_rows:
         _zero_row_multipliers(nr, nv, n3, act, na, Zr, Y)
+    return 0
+
+
+cdef inline int closed_inverse_derivatives(const ModelC* m, const ClosC* c, int nk, const double* q,
+                                           const double* dq, const double* ddq,
+                                           const unsigned char* act_dof, double* tau,
+                                           const double* fext, double rcond, double* lam, double* X,
+                                           double* Y, double* s, Work* w, CWork* cw) noexcept nogil:
+    """Closed inverse dynamics (Kim eqs. 56-59, objective
+    ``min_constraint_force``) and its derivatives at one state: ``tau``
+    (nv; read on the passive dofs, their ``tau_passive``, written on the
+    actuated ones ``act_dof``), ``lam`` (m), ``X`` (nv, 3 nv) = [dtau/dq,
+    dtau/d(dq), dtau/d(ddq)] (zero rows on the passive dofs), ``Y`` (m,
+    3 nv) the same for ``lam``.  Returns 0, ST_DIST_COINCIDE,
+    ST_INEXACT (under-actuated: ``A_p^T lam = RNEA_p - tau_p`` has no
+    solution) or ST_DERIV_REDUNDANT.
+
+    ``A_p^T lam = r_p`` (``r = RNEA(q, dq, ddq) - tau_passive``) is solved
+    through ``K_p = A_p A_p^T`` on the rows whose ``A_p`` is not zero, and
+    ``tau_a = RNEA_a - A_a^T lam``.  Differentiated, with ``D = [dRNEA'/dq -
+    J^T dF/dq, dRNEA'/d(dq), M]`` (``RNEA'`` loaded with the multipliers'
+    wrenches, as in the forward kernel): ``dlam = K_p^{-1} A_p D_p`` and
+    ``dtau_a = D_a - A_a^T dlam``; a zero row's multiplier derivative is
+    ``d(A_r y)/dq`` with ``y = A_p^T K_p^{-1} lam`` on the passive dofs."""
+    cdef int nv = m.nv, nb = m.nb, nr = c.m, n3 = 3 * m.nv
+    cdef int i, j, r, a, e, na, st, d, l
+    cdef double t, dmax, scale
+    cdef bint zero_rows
+    cdef double* Da
+    cdef double* Ra
+    # scratch (within deriv_scratch)
+    cdef double* A = s
+    cdef double* K = A + nr * nv              # (na, na) A_p A_p^T
+    cdef double* Zr = K + nr * nr             # (nr, nv)
+    cdef double* Yc = Zr + nr * nv            # (na, 3 nv)
+    cdef double* D = Yc + nr * n3             # (nv, 3 nv)
+    cdef double* dIq = D + nv * n3
+    cdef double* dIv = dIq + nv * nv
+    cdef double* M = dIv + nv * nv
+    cdef double* rt = M + nv * nv             # (nv,) RNEA - tau_passive
+    cdef double* bias = rt + nv
+    cdef double* act = bias + nr              # the rows whose A_p is not zero (as doubles)
+    cdef double* mu = act + nr
+    cdef double* fe = mu + nr
+    cdef TanW T
+    tan_carve(&T, fe + 6 * nb, nb, nv, nk)
+    # lam and tau -----------------------------------------------------------------
+    rnea(m, q, dq, ddq, fext, True, rt, w)
+    scale = 1.0
+    for i in range(nv):
+        if rt[i] > scale or -rt[i] > scale:
+            scale = rt[i] if rt[i] > 0.0 else -rt[i]
+        if not act_dof[i]:
+            rt[i] -= tau[i]
+    st = constraint_rows(m, c, q, dq, NULL, A, bias, w, cw)
+    if st != 0:
+        return st
+    dmax = 0.0
+    for r in range(nr):
+        t = 0.0
+        for i in range(nv):
+            if not act_dof[i]:
+                t += A[r * nv + i] * A[r * nv + i]
+        mu[r] = t
+        if t > dmax:
+            dmax = t
+    na = 0
+    for r in range(nr):
+        if dmax > 0.0 and mu[r] > rcond * dmax:
+            act[na] = r
+            na += 1
+    zero_rows = na < nr
+    for a in range(na):
+        for e in range(a + 1):
+            t = 0.0
+            for i in range(nv):
+                if not act_dof[i]:
+                    t += A[<int> act[a] * nv + i] * A[<int> act[e] * nv + i]
+            K[a * na + e] = t
+        mu[a] = K[a * na + a]
+    if chol_factor(K, na, rcond) != 0:
+        return ST_DERIV_REDUNDANT
+    for a in range(na):
+        if K[a * na + a] * K[a * na + a] <= 1e-8 * mu[a]:
+            return ST_DERIV_REDUNDANT
+    for a in range(na):                       # lam = K_p^{-1} A_p r_p
+        t = 0.0
+        for i in range(nv):
+            if not act_dof[i]:
+                t += A[<int> act[a] * nv + i] * rt[i]
+        mu[a] = t
+    chol_solve(K, na, mu, 1)
+    for r in range(nr):
+        lam[r] = 0.0
+    for a in range(na):
+        lam[<int> act[a]] = mu[a]
+    for i in range(nv):                       # A^T lam: exact on the passive dofs?
+        t = 0.0
+        for r in range(nr):
+            t += A[r * nv + i] * lam[r]
+        if act_dof[i]:
+            tau[i] = rt[i] - t
+        elif not (fabs(t - rt[i]) <= 1e-9 * scale):
+            return ST_INEXACT
+    # the tangent passes (q directions only) and the loaded Table 5 ---------------
+    tan_setup(m, c, nk, dq, ddq, w, cw, &T)
+    if zero_rows:
+        for a in range(na):
+            mu[a] = lam[<int> act[a]]
+        chol_solve(K, na, mu, 1)              # y = A_p^T K_p^{-1} lam on the passive dofs
+        for i in range(nv):
+            t = 0.0
+            if not act_dof[i]:
+                for a in range(na):
+                    t += A[<int> act[a] * nv + i] * mu[a]
+            T.y[i] = t
+        tan_twists_at_y(m, c, nk, w, cw, &T)
+        for i in range(nr * nv):
+            Zr[i] = 0.0
+    else:
+        T.Vy = NULL
+    for i in range(nv * n3):
+        D[i] = 0.0
+    tangent_passes(m, c, q, dq, ddq, lam, nv, n3, w, cw, &T, D, NULL, Zr)
+    loaded_tree_derivatives(m, c, q, dq, ddq, fext, lam, fe, dIq, dIv, M, w, cw)
+    for i in range(nv):                       # D = [dRNEA'/dq - J^T dF, dRNEA'/d(dq), M]
+        for l in range(nv):
+            D[i * n3 + l] = dIq[i * nv + l] - D[i * n3 + l]
+            D[i * n3 + nv + l] = dIv[i * nv + l]
+            D[i * n3 + 2 * nv + l] = M[i * nv + l]
+    # dlam = K_p^{-1} A_p D_p;  dtau_a = D_a - A_a^T dlam --------------------------
+    for a in range(na):
+        Ra = Yc + a * n3
+        for d in range(n3):
+            Ra[d] = 0.0
+        for i in range(nv):
+            t = A[<int> act[a] * nv + i]
+            if act_dof[i] or t == 0.0:
+                continue
+            Da = D + i * n3
+            for d in range(n3):
+                Ra[d] += t * Da[d]
+    chol_solve(K, na, Yc, n3)
+    for i in range(nr * n3):
+        Y[i] = 0.0
+    for a in range(na):
+        for d in range(n3):
+            Y[<int> act[a] * n3 + d] = Yc[a * n3 + d]
+    if zero_rows:
+        _zero_row_multipliers(nr, nv, n3, act, na, Zr, Y)
+    for i in range(nv):
+        Da = X + i * n3
+        if not act_dof[i]:
+            for d in range(n3):
+                Da[d] = 0.0
+            continue
+        for d in range(n3):
+            Da[d] = D[i * n3 + d]
+        for r in range(nr):
+            t = A[r * nv + i]
+            if t == 0.0:
+                continue
+            Ra = Y + r * n3
+            for d in range(n3):
+                Da[d] -= t * Ra[d]
     return 0

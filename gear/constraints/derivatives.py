@@ -209,10 +209,7 @@ def _inverse_one(sysm, q, dq, ddq, actuated, a, tau_p, f_ext, rcond, k):
     nv = model.nv
     res = sysm.inverse_dynamics(q, dq, ddq, actuated, tau_p, f_ext=f_ext)
     if not bool(np.all(res.exact)):
-        where = "" if k is None else f" (state {k})"
-        raise ValueError(f"the system is under-actuated here{where}: the passive joints cannot follow ddq, so "
-                         "the closed inverse dynamics is not defined (its answer is hybrid dynamics); "
-                         "actuate more joints, or differentiate sys.forward_dynamics instead")
+        raise _under_actuated(k)
     tau, lam = np.asarray(res.tau, dtype=float), np.asarray(res.lam, dtype=float)
     A, _, dA, _, _ = row_tangents(sysm, q, dq)
     dIq, dIv, M = alg.inverse_dynamics_derivatives(model, q, dq, ddq, f_ext)
@@ -235,26 +232,58 @@ def _inverse_one(sysm, q, dq, ddq, actuated, a, tau_p, f_ext, rcond, k):
     return tau, lam, dtau, dlam
 
 
+def _under_actuated(k):
+    where = "" if k is None else f" (state {k})"
+    return ValueError(f"the system is under-actuated here{where}: the passive joints cannot follow ddq, so "
+                      "the closed inverse dynamics is not defined (its answer is hybrid dynamics); "
+                      "actuate more joints, or differentiate sys.forward_dynamics instead")
+
+
 def inverse_dynamics_derivatives(sysm, q, dq, ddq, actuated, tau_passive=None, f_ext=None):
     """See :meth:`gear.ConstrainedModel.inverse_dynamics_derivatives`."""
+    from .. import _core
+    from ..algorithms.dynamics import get_num_threads
+
     q = sysm._q(q)
-    N = q.shape[0] if q.ndim == 2 else None
+    single = q.ndim == 1
+    N = None if single else q.shape[0]
     dq = sysm._v(dq, "dq", N)
     ddq = sysm._v(ddq, "ddq", N)
-    nv = sysm.model.nv
+    nv, nc = sysm.model.nv, sysm.nc
     tau_p = sysm._v(np.zeros(nv) if tau_passive is None else tau_passive, "tau_passive", N)
     if f_ext is not None:
         f_ext = sysm._v(f_ext, "f_ext", N, (sysm.model.nbodies, 6))
     a = sysm._joint_dofs(actuated, "actuated")
     rcond = _rcond(sysm)
-    if N is None:
-        outs = [_inverse_one(sysm, q, dq, ddq, actuated, a, tau_p, f_ext, rcond, None)]
+    if single:
+        q, dq, ddq, tau_p = q[None], dq[None], ddq[None], tau_p[None]
+        f_ext = None if f_ext is None else f_ext[None]
+    n = q.shape[0]
+    tau = np.array(tau_p, dtype=float, order="C")
+    lam, X, Y = np.empty((n, max(nc, 1))), np.empty((n, nv, 3 * nv)), np.empty((n, max(nc, 1), 3 * nv))
+    nd = sysm._native(rcond)
+    if nd is None:
+        todo = range(n)
     else:
-        outs = [_inverse_one(sysm, q[k], dq[k], ddq[k], actuated, a, tau_p[k], None if f_ext is None else f_ext[k],
-                             rcond, k) for k in range(N)]
-    if N is None:
-        return ClosedDerivatives(_INVERSE, *outs[0])
-    return ClosedDerivatives(_INVERSE, *(np.stack([o[i] for o in outs]) for i in range(4)))
+        status = np.zeros(n, dtype=np.int32)
+        fe = None if f_ext is None else np.ascontiguousarray(f_ext, dtype=float).reshape(n, -1, 6)
+        _core.closed_inverse_derivatives(sysm.model.data, nd, len(sysm.constraints), np.ascontiguousarray(q),
+                                         np.ascontiguousarray(dq), np.ascontiguousarray(ddq),
+                                         np.ascontiguousarray(a, dtype=np.uint8), tau, fe, rcond, lam, X, Y,
+                                         status, get_num_threads() if n > 1 else 1)
+        for k in np.flatnonzero(status == -3):
+            sysm._rows_numpy(q[k], dq[k])                 # a distance closure's coincident points say so
+        if (status == -5).any():
+            raise _under_actuated(None if single else int(np.flatnonzero(status == -5)[0]))
+        todo = np.flatnonzero(status != 0)                # dependent rows: the NumPy reference
+    lam, Y = lam[:, :nc], Y[:, :nc]
+    for k in todo:
+        tau[k], lam[k], X[k], Y[k] = _inverse_one(sysm, q[k], dq[k], ddq[k], actuated, a, tau_p[k],
+                                                  None if f_ext is None else f_ext[k], rcond,
+                                                  None if single else k)
+    if single:
+        return ClosedDerivatives(_INVERSE, tau[0], lam[0], X[0], Y[0])
+    return ClosedDerivatives(_INVERSE, tau, lam, X, Y)
 
 
 def constraint_basis(A, rcond=1e-10):
