@@ -1252,6 +1252,44 @@ def closed_inverse_derivatives(ModelData md, ClosureData cd, int nk, const doubl
         free(buf)
 
 
+def closed_inverse_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, ddq,
+                                const unsigned char[::1] actuated, tau_passive, double rcond):
+    """Fast single state of :func:`closed_inverse_derivatives` (no loads):
+    ``(tau, lam, X, Y, status)``, or None when the arguments need the
+    general path (see :func:`_state1`; ``tau_passive`` (nv,) or None)."""
+    cdef State1 st
+    cdef Work w
+    cdef CWork cw
+    cdef cnp.npy_intp dims[2]
+    cdef int m = cd.m, nv = md.nv, status, k
+    cdef int cwsize = cwork_size(md.nb, md.nv, cd.m)
+    cdef const double* tp = NULL
+    if not _state1(md, q, dq, ddq, &st):
+        return None
+    if tau_passive is not None:
+        tp = _vec(tau_passive, nv)
+        if tp == NULL:
+            return None
+    tau = _empty(nv)
+    for k in range(nv):
+        (<double*> cnp.PyArray_DATA(tau))[k] = 0.0 if tp == NULL else tp[k]
+    dims[0] = m
+    lam = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
+    dims[0] = nv
+    dims[1] = 3 * nv
+    X = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+    dims[0] = m
+    Y = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+    dims[0] = cwsize + deriv_scratch(md.nb, nv, m, nk) + 1
+    buf = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
+    w = work_from(&md.ws[0], md.nb)
+    cw = cwork_from(<double*> cnp.PyArray_DATA(buf), md.nb, nv, m)
+    status = _cid(&md.c, &cd.c, nk, st.q, st.a, st.b, &actuated[0], <double*> cnp.PyArray_DATA(tau), NULL,
+                  rcond, <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(X),
+                  <double*> cnp.PyArray_DATA(Y), <double*> cnp.PyArray_DATA(buf) + cwsize, &w, &cw)
+    return tau, lam, X, Y, status
+
+
 def closed_forward_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, tau, double rcond):
     """Fast single state of :func:`closed_forward_derivatives` (no loads):
     ``(ddq, lam, X, Y, status)``, or None when the arguments need the

@@ -244,6 +244,16 @@ def inverse_dynamics_derivatives(sysm, q, dq, ddq, actuated, tau_passive=None, f
     from .. import _core
     from ..algorithms.dynamics import get_num_threads
 
+    rcond = _rcond(sysm)
+    nd = sysm._native(rcond)
+    if f_ext is None and nd is not None:                # the allocation-light path
+        mask = sysm._joint_dofs(actuated, "actuated")
+        out = _core.closed_inverse_derivatives1(sysm.model.data, nd, len(sysm.constraints), q, dq, ddq,
+                                                mask.view(np.uint8), tau_passive, rcond)
+        if out is not None and out[4] == 0:
+            return ClosedDerivatives(_INVERSE, out[0], out[1], out[2], out[3])
+        if out is not None and out[4] == -5:
+            raise _under_actuated(None)
     q = sysm._q(q)
     single = q.ndim == 1
     N = None if single else q.shape[0]
@@ -254,14 +264,12 @@ def inverse_dynamics_derivatives(sysm, q, dq, ddq, actuated, tau_passive=None, f
     if f_ext is not None:
         f_ext = sysm._v(f_ext, "f_ext", N, (sysm.model.nbodies, 6))
     a = sysm._joint_dofs(actuated, "actuated")
-    rcond = _rcond(sysm)
     if single:
         q, dq, ddq, tau_p = q[None], dq[None], ddq[None], tau_p[None]
         f_ext = None if f_ext is None else f_ext[None]
     n = q.shape[0]
     tau = np.array(tau_p, dtype=float, order="C")
     lam, X, Y = np.empty((n, max(nc, 1))), np.empty((n, nv, 3 * nv)), np.empty((n, max(nc, 1), 3 * nv))
-    nd = sysm._native(rcond)
     if nd is None:
         todo = range(n)
     else:
