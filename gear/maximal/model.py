@@ -434,9 +434,14 @@ class MaximalModel:
         eta = V - self._ad_inv_parent(X, V)
         dq = np.empty((N, m.nv))
         for i, j in enumerate(m.joints):
-            if j.nv:
-                S = np.broadcast_to(self._S[i](Y[:, i, :3, :3]), (N, 6, j.nv))
-                dq[:, m._iv[i]:m._iv[i] + j.nv] = np.einsum("nij,nj->ni", np.linalg.pinv(S), eta[:, i])
+            if not j.nv:
+                continue
+            S = self._S[i](Y[:, i, :3, :3])
+            if S.shape[0] == 1:                  # constant S: one pseudo-inverse for every frame
+                dq[:, m._iv[i]:m._iv[i] + j.nv] = eta[:, i] @ np.linalg.pinv(S[0]).T
+            else:                                # S (full column rank) per frame: normal equations
+                St = np.swapaxes(S, 1, 2)
+                dq[:, m._iv[i]:m._iv[i] + j.nv] = np.linalg.solve(St @ S, (St @ eta[:, i, :, None]))[..., 0]
         return (q[0], dq[0]) if single else (q, dq)
 
     def _ad_inv_parent(self, X, V):

@@ -44,10 +44,15 @@ def _continue_angles(th, w, t):
     each frame takes the turn nearest to the previous frame advanced by
     the trapezoid of the two frames' rates (so frames far apart keep their
     whole turns)."""
+    # out_k = th_k + 2 pi n_k with n_k = n_{k-1} + round((th_{k-1} + step_k - th_k) / 2 pi):
+    # the whole turns of each frame are a running sum of the turns between frames
+    if th.shape[1] < 2:
+        return th.copy()
+    dt = np.diff(t).reshape((1, -1) + (1,) * (th.ndim - 2))
+    step = 0.5 * dt * (w[:, :-1] + w[:, 1:])
+    turns = np.round((th[:, :-1] + step - th[:, 1:]) / (2.0 * np.pi))
     out = th.copy()
-    for k in range(1, th.shape[1]):
-        pred = out[:, k - 1] + 0.5 * (t[k] - t[k - 1]) * (w[:, k - 1] + w[:, k])
-        out[:, k] = th[:, k] + 2.0 * np.pi * np.round((pred - th[:, k]) / (2.0 * np.pi))
+    out[:, 1:] += 2.0 * np.pi * np.cumsum(turns, axis=1)
     return out
 
 
