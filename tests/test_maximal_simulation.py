@@ -192,3 +192,26 @@ def test_angle_continuation_equals_the_frame_by_frame_rule():
     assert np.array_equal(out, ref)
     assert np.abs(np.diff(out, axis=1)).max() > np.pi              # turns were added
     assert np.array_equal(_continue_angles(th[:, :1], w[:, :1], t[:1]), th[:, :1])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_native_read_back_equals_to_reduced(seed):
+    """The runs' native read-back (``MaximalModel._readback``) gives
+    ``to_reduced``'s joint coordinates and rates on rigid states whose
+    joints have drifted, for every joint kind."""
+    from gear.spatial.stacks import exp_so3_rows
+    from gear.testing import random_tree
+
+    rng = np.random.default_rng(seed)
+    m = random_tree(rng, nbodies=12)
+    assert {j.kind for j in m.joints} == set(range(9))
+    mx = gear.MaximalModel(m)
+    P, V = mx.state(m.random_configuration(rng, n=6), rng.standard_normal((6, m.nv)))
+    P = P.copy()
+    for b in range(m.nbodies):                         # move every body off its joint, rigidly
+        P[:, b, :3, :3] = P[:, b, :3, :3] @ exp_so3_rows(0.05 * rng.standard_normal((6, 3)))
+        P[:, b, :3, 3] += 0.01 * rng.standard_normal((6, 3))
+    V = V + 0.1 * rng.standard_normal(V.shape)
+    q, dq = mx.to_reduced(P, V)
+    qn, dqn = mx._readback(np.ascontiguousarray(P), np.ascontiguousarray(V))
+    assert np.abs(qn - q).max() < 1e-13 and np.abs(dqn - dq).max() < 1e-12

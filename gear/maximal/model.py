@@ -444,6 +444,39 @@ class MaximalModel:
                 dq[:, m._iv[i]:m._iv[i] + j.nv] = np.linalg.solve(St @ S, (St @ eta[:, i, :, None]))[..., 0]
         return (q[0], dq[0]) if single else (q, dq)
 
+    def _readback(self, P, V):
+        """:meth:`to_reduced` of states this model's kernels produced
+        (``P`` (M, nb, 4, 4) rigid to rounding, ``V`` (M, nb, 6), C-contiguous
+        float64), natively and without validation
+        (``gear/maximal/_readback.pyx``): ``(q, dq)``, (M, nq) and (M, nv)."""
+        from . import _readback
+        from ..algorithms.dynamics import get_num_threads
+
+        m = self.model
+        data = getattr(self, "_readback_data", None)
+        if data is None:
+            nb = m.nbodies
+            kind, pitch = np.zeros(nb, dtype=np.int32), np.zeros(nb)
+            Pinv, axes = np.zeros((nb, 12)), np.zeros((nb, 9))
+            for i, j in enumerate(m.joints):
+                kind[i] = j.kind
+                R, p = np.asarray(m.placements[i].R), np.asarray(m.placements[i].p)
+                Pinv[i, :9], Pinv[i, 9:] = R.T.reshape(9), -R.T @ p
+                if j.kind == JT.UNIVERSAL:
+                    axes[i, :3], axes[i, 3:6] = j.axis1, j.axis2
+                elif j.kind == JT.PLANAR:
+                    axes[i, :3], axes[i, 3:6], axes[i, 6:] = j.e1, j.e2, j.normal
+                elif hasattr(j, "axis"):
+                    axes[i, :3] = j.axis
+                pitch[i] = getattr(j, "pitch", 0.0)
+            data = self._readback_data = (kind, np.asarray(self._parents, dtype=np.int32),
+                                          np.asarray(m._iq, dtype=np.int32), np.asarray(m._iv, dtype=np.int32),
+                                          Pinv, axes, pitch)
+        M = P.shape[0]
+        q, dq = np.empty((M, m.nq)), np.empty((M, m.nv))
+        _readback.to_reduced(P, V, *data, q, dq, get_num_threads() if M > 64 else 1)
+        return q, dq
+
     def _ad_inv_parent(self, X, V):
         """``Ad_{X_i^{-1}} V_p`` per body (zero for roots): (N, nb, 6)."""
         par = self._parents

@@ -271,7 +271,9 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
     out["err"] = _joint_error(mx, out["P"].reshape((N * T, nb, 4, 4)), native).reshape(N, T)
     max_err = float(out["err"].max(initial=0.0))
     wall = time.perf_counter() - wall
-    q, dq = mx.to_reduced(out["P"].reshape((N * T, nb, 4, 4)), out["V"].reshape((N * T, nb, 6)))
+    # joint coordinates of the run's own (rigid) states: the native read-back of to_reduced
+    q, dq = mx._readback(np.ascontiguousarray(out["P"].reshape((N * T, nb, 4, 4))),
+                         np.ascontiguousarray(out["V"].reshape((N * T, nb, 6))))
     q, dq = q.reshape(N, T, -1), dq.reshape(N, T, -1)
     # angles read back lie in (-pi, pi]: continue them along the run, from q0's turn
     qi, vi = _angle_coordinates(mx.model)
