@@ -118,7 +118,8 @@ def test_an_unconverged_reference_is_measured_and_said():
 
 def test_work_precision_has_three_dts_per_run_and_the_orders(rep):
     """Error at t_final against dt: slope 1 for Euler (reduced and maximal),
-    4 for RK4; cost falls as dt grows."""
+    4 for RK4.  (The costs are wall times: the benchmarks compare them, not
+    the tests.)"""
     by = {}
     for p in rep.work_precision:
         by.setdefault(p["run"], []).append(p)
@@ -130,7 +131,7 @@ def test_work_precision_has_three_dts_per_run_and_the_orders(rep):
         dts = np.array([p["dt"] for p in pts])
         errs = np.array([p["error"] for p in pts])
         cost = np.array([p["cost_s"] for p in pts])
-        assert dts[0] == pytest.approx(2e-3) and cost[-1] < cost[0], n
+        assert dts[0] == pytest.approx(2e-3) and (cost > 0).all(), n
         if n.startswith("soft"):
             continue                                    # the compliance error does not vanish with dt
         slope = np.polyfit(np.log(dts), np.log(errs), 1)[0]
