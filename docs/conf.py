@@ -64,12 +64,13 @@ html_css_files = ["gear.css"]       # wide tables scroll inside the page column
 
 # -- viewcode and compiled modules --------------------------------------------
 # viewcode follows every documented object to the module that defines it.
-# ``gear.constraints.ConstraintResult`` is defined in the compiled extension
-# ``gear._core``, which has no Python source: viewcode lists such a module in
-# ``_modules/index.html`` but renders no page for it (a broken link).  The
-# source of ``gear._core`` is its Cython file, ``gear/_core.pyx``; give it to
-# viewcode, with the tags (name -> kind, first line, last line) of its
-# top-level classes and functions and of the classes' methods.
+# ``gear.constraints.ConstraintResult`` is defined in a compiled extension
+# (``gear._closed``), which has no Python source: viewcode lists such a
+# module in ``_modules/index.html`` but renders no page for it (a broken
+# link).  The source of each extension ``gear._<area>`` is its Cython file,
+# ``gear/_<area>.pyx``; give it to viewcode, with the tags (name -> kind,
+# first line, last line) of its top-level classes and functions and of the
+# classes' methods.
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _DEF = re.compile(r"^[ ]*(?:cdef\s+)?(?P<kind>class|def)\s+(?P<name>\w+)\s*[(:]")
 
@@ -103,9 +104,9 @@ def _pyx_tags(code):
 
 
 def _find_source(app, modname):
-    if modname != "gear._core":
+    if not modname.startswith("gear._"):
         return None
-    path = os.path.join(_ROOT, "gear", "_core.pyx")
+    path = os.path.join(_ROOT, *modname.split(".")) + ".pyx"
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as fh:

@@ -1,0 +1,806 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Native entry points of closed loops (Kim Sec. 3): the constraint
+rows, constrained forward, hybrid and inverse dynamics on every route of
+``gear/constraints/`` (and the maximal-coordinate solver's kernel,
+``gear/maximal/_kernel.pxd``), their derivatives
+(``gear/constraints/_derivatives.pxd``), and the result class and the
+allocation-light one-state paths (``FastForward``, ``FastInverse``,
+``FastHybrid``).  Batched calls run in parallel over states without the
+GIL, one workspace per thread."""
+from cython.parallel cimport prange, parallel, threadid
+from libc.stdlib cimport malloc, free
+cimport openmp
+
+import numpy as np
+
+from gear.algorithms._types cimport ModelC, Work, work_from, WORK_PER_BODY
+from gear.algorithms._rnea cimport rnea as _rnea
+from gear.algorithms._aba cimport hybrid as _hybrid
+from gear.algorithms._crba cimport crba as _crba
+from gear.algorithms._fk cimport fk as _fk
+from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_derivatives as _aba_d,
+                                           rnea_tangent as _rnea_t)
+from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv, jcalc_dSdq, jcalc_ddSdq
+from gear.joints._integrate cimport integrate_config as _integrate_config
+from gear.algorithms._rollout cimport RollC, rollout as _rollout, rollout_scratch
+from gear.algorithms._spchol cimport SpChol, spchol_set
+from gear.constraints._cwork cimport (SpInv, ClosC, SpKKT, CWork, cwork_from, cwork_size, cwork_from_c,
+                                      cwork_size_c)
+from gear.constraints._rows cimport constraint_rows as _crows
+from gear.constraints._derivatives cimport (closed_forward_derivatives as _cfd,
+                                            closed_inverse_derivatives as _cid, deriv_scratch)
+from gear.constraints._aba_route cimport closed_dynamics as _cdyn_aba
+from gear.constraints._dense_route cimport closed_dense as _cdense
+from gear.constraints._projection cimport closed_forward_projection as _cproj
+from gear.constraints._inverse cimport closed_inverse as _cinv_dense
+from gear.constraints._sparse_route cimport closed_inverse_sparse as _cinv_sparse
+
+from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_scratch, maximal_assemble, joint_frames,
+                                   maximal_forward as _cmax, gear_chol, gear_chol_available,
+                                   gear_chol_new, gear_chol_clone, gear_chol_free, gear_chol_lnz,
+                                   gear_chol_perm)
+cimport numpy as cnp
+from libc.math cimport isfinite, fabs, sqrt
+from gear._data cimport (ModelData, ClosureData, MaximalData, SparseKKTData, SparseInvData,
+                        _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec,
+                         _quats_ok, _empty, State1, _state1, _mat, _empty2)
+
+cnp.import_array()
+
+
+cdef inline int _cinv(const ModelC* m, const ClosC* c, const double* q, const double* dq,
+                      const double* ddq, double* tau, const unsigned char* act,
+                      const double* fext, double rcond, double* lam, double* info, Work* w,
+                      CWork* cw) noexcept nogil:
+    # closed inverse dynamics: the sparse route's when its plan is attached
+    if c.spi != NULL:
+        return _cinv_sparse(m, c, q, dq, ddq, tau, act, fext, rcond, lam, info, w, cw)
+    return _cinv_dense(m, c, q, dq, ddq, tau, act, fext, rcond, lam, info, w, cw)
+
+
+def maximal_frames(ModelData md, ClosureData cd, const double[::1] q, double[:, ::1] C,
+                   double[:, ::1] Sp):
+    """``C_i`` and ``S_i^+`` (nb, 36 each, as the maximal kernel computes
+    them) at ``q``; returns the row kernel's status."""
+    cdef Work w = work_from(&md.ws[0], md.nb)
+    cdef CWork cw
+    cdef int st, i
+    if cd.c.mx == NULL:
+        raise ValueError("maximal_frames: no maximal plan attached")
+    cw = cwork_from_c(&cd.c, &cd.cws[0], md.nb, md.nv, cd.m, False)
+    with nogil:
+        st = _crows(&md.c, &cd.c, &q[0], NULL, NULL, NULL, NULL, &w, &cw)
+        if st == 0:
+            for i in range(md.nb):
+                joint_frames(md.c.nvi[i], w.S + 36 * i, &C[i, 0], &Sp[i, 0])
+    return st
+
+
+def maximal_probe(ModelData md, ClosureData cd, const double[::1] q, double[::1] Kx):
+    """The values of ``K = J Mb^{-1} J^T`` of the attached plan at ``q``
+    (zero velocity and load) into ``Kx``; returns the kernel status."""
+    cdef Work w = work_from(&md.ws[0], md.nb)
+    cdef CWork cw
+    cdef MaxW z
+    cdef int st, k
+    cdef const MaxC* x
+    if cd.c.mx == NULL:
+        raise ValueError("maximal_probe: no maximal plan attached")
+    x = <const MaxC*> cd.c.mx
+    if Kx.shape[0] != x.nnzK + x.nout:
+        raise ValueError("maximal_probe: Kx has the wrong length")
+    cw = cwork_from_c(&cd.c, &cd.cws[0], md.nb, md.nv, cd.m, False)
+    z = maxwork(x, cw.mws)
+    with nogil:
+        st = maximal_assemble(&md.c, &cd.c, &q[0], NULL, NULL, NULL, NULL, &w, &cw, &z)
+        if st == 0:
+            for k in range(x.nnzK + x.nout):
+                Kx[k] = z.Kx[k]
+    return st
+
+
+cdef inline int _cdyn(const ModelC* m, const ClosC* c, int route, const double* q,
+                      const double* dq, double* ddq, double* tau, const unsigned char* pres,
+                      const double* fext, double* lam, double* info, Work* w,
+                      CWork* cw) noexcept nogil:
+    # route 0: articulated-body passes (Kim eqs. 67-77); 1: build M (forward
+    # and hybrid); 2: reduced-coordinate projection (forward and hybrid, the projection
+    # solver); 3: maximal coordinates (needs the plan, whose prescription
+    # rows fix which joints are prescribed)
+    if route == 3 and c.mx != NULL:
+        # the plan's prescription rows stand for ``pres`` (matched by the caller)
+        return _cmax(m, c, q, dq, ddq, tau, fext, lam, info, w, cw)
+    if route == 1:
+        return _cdense(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw)
+    if route == 2:
+        return _cproj(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw)
+    return _cdyn_aba(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw)
+
+
+def closed_rows(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
+                double[:, ::1] g, double[:, :, ::1] A, double[:, ::1] bias, int[::1] status):
+    """Residual, A and dA dq of each row of ``q`` (outputs may be None;
+    ``dq`` None: zero bias).  ``status[k]``: 0 or ST_DIST_COINCIDE."""
+    cdef Py_ssize_t N = q.shape[0], k
+    cdef int m = cd.m, nv = md.nv
+    cdef Work w = work_from(&md.ws[0], md.nb)
+    cdef CWork cw = cwork_from_c(&cd.c, &cd.cws[0], md.nb, md.nv, cd.m, False)
+    cdef const double* dqp = _base2(dq)
+    cdef double* gp = <double*> _base2(g) if m > 0 else NULL
+    cdef double* bp = <double*> _base2(bias) if m > 0 else NULL
+    cdef double* Ap = <double*> _base3(A) if m > 0 and nv > 0 else NULL
+    with nogil:
+        for k in range(N):
+            status[k] = _crows(&md.c, &cd.c, &q[k, 0], _row(dqp, k, nv), _orow(gp, k, m),
+                               _orow(Ap, k, m * nv), _orow(bp, k, m), &w, &cw)
+
+
+cdef void _cdyn_batch(ModelData md, ClosureData cd, int route, Py_ssize_t N, const double* qp,
+                      const double* dqp, double* ddqp, double* taup, const unsigned char* pp,
+                      const double* fp, double* lp, double* ip, int* status, int nthreads,
+                      bint full):
+    """The kernel over N states: in the calling thread (one state, or
+    ``nthreads`` 1), else in parallel without the GIL, one workspace per
+    thread."""
+    cdef Py_ssize_t k
+    cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb, st
+    cdef int wsize = md.wsize, cwsize = cd.cwsize
+    cdef Work w
+    cdef CWork cw
+    cdef double* buf
+    if N == 1 or nthreads <= 1:
+        w = work_from(&md.ws[0], nb)
+        cw = cwork_from_c(&cd.c, &cd.cws[0], nb, nv, m, full)
+        cw.chol = cd.h0
+        with nogil:
+            for k in range(N):
+                status[k] = _cdyn(&md.c, &cd.c, route, qp + k * nq, _row(dqp, k, nv), _orow(ddqp, k, nv),
+                                  _orow(taup, k, nv), pp, _row(fp, k, 6 * nb), _orow(lp, k, m),
+                                  ip + 2 * k, &w, &cw)
+        return
+    with nogil, parallel(num_threads=nthreads):
+        buf = <double*> malloc((wsize + cwsize + 1) * sizeof(double))
+        w = work_from(buf, nb)
+        cw = cwork_from_c(&cd.c, buf + wsize, nb, nv, m, full)
+        cw.chol = gear_chol_clone(cd.h0)      # NULL without a maximal plan
+        for k in prange(N, schedule='guided'):
+            st = _cdyn(&md.c, &cd.c, route, qp + k * nq, _row(dqp, k, nv), _orow(ddqp, k, nv),
+                       _orow(taup, k, nv), pp, _row(fp, k, 6 * nb), _orow(lp, k, m),
+                       ip + 2 * k, &w, &cw)
+            status[k] = st
+        gear_chol_free(<gear_chol*> cw.chol)
+        free(buf)
+
+
+def closed_forward_derivatives(ModelData md, ClosureData cd, int nk, const double[:, ::1] q,
+                               const double[:, ::1] dq, const double[:, ::1] tau,
+                               const double[:, :, ::1] fext, double rcond, double[:, ::1] ddq,
+                               double[:, ::1] lam, double[:, :, ::1] X, double[:, :, ::1] Y,
+                               int[::1] status, int nthreads):
+    """Closed-chain forward dynamics and its derivatives for each row
+    (``gear/constraints/_derivatives.pxd``): ``X`` (N, nv, 3 nv), ``Y`` (N,
+    m, 3 nv); ``status[k]`` 0, ST_MASS_NOT_PD, ST_DIST_COINCIDE or
+    ST_DERIV_REDUNDANT (the caller takes the NumPy reference).  Serial for
+    one state, else in parallel without the GIL."""
+    cdef Py_ssize_t N = q.shape[0], k
+    cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb, n3 = 3 * md.nv
+    cdef int wsize = md.wsize, cwsize = cwork_size(md.nb, md.nv, cd.m)
+    cdef int dsize = deriv_scratch(md.nb, md.nv, cd.m, nk)
+    cdef const double* fp = NULL if fext is None else &fext[0, 0, 0]
+    cdef double* lp = &lam[0, 0] if m > 0 else NULL
+    cdef double* Yp = &Y[0, 0, 0] if m > 0 else NULL
+    cdef Work w
+    cdef CWork cw
+    cdef double* buf
+    if N == 1 or nthreads <= 1:
+        nthreads = 1
+    with nogil, parallel(num_threads=nthreads):
+        buf = <double*> malloc((wsize + cwsize + dsize + 1) * sizeof(double))
+        w = work_from(buf, nb)
+        cw = cwork_from(buf + wsize, nb, nv, m)
+        for k in prange(N, schedule='guided'):
+            status[k] = _cfd(&md.c, &cd.c, nk, &q[k, 0], &dq[k, 0], &tau[k, 0], _row(fp, k, 6 * nb),
+                             rcond, &ddq[k, 0], _orow(lp, k, m), &X[k, 0, 0], _orow(Yp, k, m * n3),
+                             buf + wsize + cwsize, &w, &cw)
+        free(buf)
+
+
+def closed_inverse_derivatives(ModelData md, ClosureData cd, int nk, const double[:, ::1] q,
+                               const double[:, ::1] dq, const double[:, ::1] ddq,
+                               const unsigned char[::1] actuated, double[:, ::1] tau,
+                               const double[:, :, ::1] fext, double rcond, double[:, ::1] lam,
+                               double[:, :, ::1] X, double[:, :, ::1] Y, int[::1] status, int nthreads):
+    """Closed inverse dynamics and its derivatives for each row
+    (``gear/constraints/_derivatives.pxd``): ``tau`` (N, nv) holds the
+    passive torques on entry; ``X`` (N, nv, 3 nv), ``Y`` (N, m, 3 nv);
+    ``status[k]`` 0, ST_DIST_COINCIDE, ST_INEXACT or ST_DERIV_REDUNDANT."""
+    cdef Py_ssize_t N = q.shape[0], k
+    cdef int m = cd.m, nv = md.nv, nb = md.nb, n3 = 3 * md.nv
+    cdef int wsize = md.wsize, cwsize = cwork_size(md.nb, md.nv, cd.m)
+    cdef int dsize = deriv_scratch(md.nb, md.nv, cd.m, nk)
+    cdef const double* fp = NULL if fext is None else &fext[0, 0, 0]
+    cdef double* lp = &lam[0, 0] if m > 0 else NULL
+    cdef double* Yp = &Y[0, 0, 0] if m > 0 else NULL
+    cdef Work w
+    cdef CWork cw
+    cdef double* buf
+    if N == 1 or nthreads <= 1:
+        nthreads = 1
+    with nogil, parallel(num_threads=nthreads):
+        buf = <double*> malloc((wsize + cwsize + dsize + 1) * sizeof(double))
+        w = work_from(buf, nb)
+        cw = cwork_from(buf + wsize, nb, nv, m)
+        for k in prange(N, schedule='guided'):
+            status[k] = _cid(&md.c, &cd.c, nk, &q[k, 0], &dq[k, 0], &ddq[k, 0], &actuated[0], &tau[k, 0],
+                             _row(fp, k, 6 * nb), rcond, _orow(lp, k, m), &X[k, 0, 0],
+                             _orow(Yp, k, m * n3), buf + wsize + cwsize, &w, &cw)
+        free(buf)
+
+
+def closed_inverse_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, ddq,
+                                const unsigned char[::1] actuated, tau_passive, double rcond):
+    """Fast single state of :func:`closed_inverse_derivatives` (no loads):
+    ``(tau, lam, X, Y, status)``, or None when the arguments need the
+    general path (see :func:`_state1`; ``tau_passive`` (nv,) or None)."""
+    cdef State1 st
+    cdef Work w
+    cdef CWork cw
+    cdef cnp.npy_intp dims[2]
+    cdef int m = cd.m, nv = md.nv, status, k
+    cdef int cwsize = cwork_size(md.nb, md.nv, cd.m)
+    cdef const double* tp = NULL
+    if not _state1(md, q, dq, ddq, &st):
+        return None
+    if tau_passive is not None:
+        tp = _vec(tau_passive, nv)
+        if tp == NULL:
+            return None
+    tau = _empty(nv)
+    for k in range(nv):
+        (<double*> cnp.PyArray_DATA(tau))[k] = 0.0 if tp == NULL else tp[k]
+    dims[0] = m
+    lam = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
+    dims[0] = nv
+    dims[1] = 3 * nv
+    X = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+    dims[0] = m
+    Y = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+    dims[0] = cwsize + deriv_scratch(md.nb, nv, m, nk) + 1
+    buf = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
+    w = work_from(&md.ws[0], md.nb)
+    cw = cwork_from(<double*> cnp.PyArray_DATA(buf), md.nb, nv, m)
+    status = _cid(&md.c, &cd.c, nk, st.q, st.a, st.b, &actuated[0], <double*> cnp.PyArray_DATA(tau), NULL,
+                  rcond, <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(X),
+                  <double*> cnp.PyArray_DATA(Y), <double*> cnp.PyArray_DATA(buf) + cwsize, &w, &cw)
+    return tau, lam, X, Y, status
+
+
+def closed_forward_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, tau, double rcond):
+    """Fast single state of :func:`closed_forward_derivatives` (no loads):
+    ``(ddq, lam, X, Y, status)``, or None when the arguments need the
+    general path (see :func:`_state1`)."""
+    cdef State1 st
+    cdef Work w
+    cdef CWork cw
+    cdef cnp.npy_intp dims[2]
+    cdef int m = cd.m, nv = md.nv, status
+    cdef int cwsize = cwork_size(md.nb, md.nv, cd.m)
+    if not _state1(md, q, dq, tau, &st):
+        return None
+    ddq = _empty(nv)
+    dims[0] = m
+    lam = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
+    dims[0] = nv
+    dims[1] = 3 * nv
+    X = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+    dims[0] = m
+    Y = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+    dims[0] = cwsize + deriv_scratch(md.nb, nv, m, nk) + 1
+    buf = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
+    w = work_from(&md.ws[0], md.nb)
+    cw = cwork_from(<double*> cnp.PyArray_DATA(buf), md.nb, nv, m)
+    status = _cfd(&md.c, &cd.c, nk, st.q, st.a, st.b, NULL, rcond, <double*> cnp.PyArray_DATA(ddq),
+                  <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(X),
+                  <double*> cnp.PyArray_DATA(Y), <double*> cnp.PyArray_DATA(buf) + cwsize, &w, &cw)
+    return ddq, lam, X, Y, status
+
+
+def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
+                    double[:, ::1] ddq, double[:, ::1] tau, const unsigned char[::1] prescribed,
+                    const double[:, :, ::1] fext, double[:, ::1] lam, double[:, ::1] info,
+                    int[::1] status, int nthreads, int route=0):
+    """Constrained forward (``prescribed`` None) or hybrid dynamics of each
+    row, in place as ``hybrid``; ``lam`` (N, m) and ``info`` (N, 2: rank,
+    residual) written; ``status`` as in ``hybrid``, or ST_DIST_COINCIDE /
+    ST_MASS_NOT_PD.  ``route`` 1 builds M, 2 projects (forward dynamics only).
+    Runs in parallel over rows without the GIL (one workspace per thread)."""
+    cdef Py_ssize_t N = q.shape[0]
+    cdef int m = cd.m, nv = md.nv
+    cdef const unsigned char* pp = NULL
+    cdef bint full = route != 3           # compact (cd.cwsize): the maximal kernel only
+    if prescribed is not None:
+        pp = &prescribed[0]
+    if cd.c.mx != NULL and full:
+        raise ValueError("closed_dynamics: rows with a maximal plan take route 3")
+    _cdyn_batch(md, cd, route, N, &q[0, 0], _base2(dq), &ddq[0, 0] if nv > 0 else NULL,
+                &tau[0, 0] if nv > 0 else NULL, pp, _base3(fext), &lam[0, 0] if m > 0 else NULL,
+                &info[0, 0], &status[0], nthreads, full)
+
+
+def closed_inverse(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
+                   const double[:, ::1] ddq, double[:, ::1] tau, const unsigned char[::1] act,
+                   const double[:, :, ::1] fext, double rcond, double[:, ::1] lam,
+                   double[:, ::1] info, int[::1] status, int nthreads):
+    """Closed-system inverse dynamics (``closed_inverse`` of
+    gear/constraints/_inverse.pxd) of each row: ``tau`` holds the passive
+    dofs' torques on entry and gets the actuated ones (``act`` (nv,) 1 on
+    them); ``lam`` (N, m) and ``info`` (N, 2: rank, relative residual of
+    eq. 57) written; ``status`` 0, ST_INEXACT (-5: fall back to hybrid
+    dynamics), ST_DIST_COINCIDE or ST_MASS_NOT_PD.  Runs in parallel over
+    rows without the GIL (one workspace per thread)."""
+    cdef Py_ssize_t N = q.shape[0], k
+    cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb, st
+    cdef int wsize = md.wsize, cwsize = cd.cwsize
+    cdef const double* qp = &q[0, 0]
+    cdef const double* dqp = _base2(dq)
+    cdef const double* ddqp = _base2(ddq)
+    cdef const double* fp = _base3(fext)
+    cdef double* taup = &tau[0, 0] if nv > 0 else NULL
+    cdef double* lp = &lam[0, 0] if m > 0 else NULL
+    cdef double* ip = &info[0, 0]
+    cdef const unsigned char* ap = &act[0] if nv > 0 else NULL
+    cdef Work w
+    cdef CWork cw
+    cdef double* buf
+    if N == 1 or nthreads <= 1:
+        w = work_from(&md.ws[0], nb)
+        cw = cwork_from_c(&cd.c, &cd.cws[0], nb, nv, m, True)
+        with nogil:
+            for k in range(N):
+                status[k] = _cinv(&md.c, &cd.c, qp + k * nq, _row(dqp, k, nv), _row(ddqp, k, nv),
+                                  _orow(taup, k, nv), ap, _row(fp, k, 6 * nb), rcond, _orow(lp, k, m),
+                                  ip + 2 * k, &w, &cw)
+        return
+    with nogil, parallel(num_threads=nthreads):
+        buf = <double*> malloc((wsize + cwsize + 1) * sizeof(double))
+        w = work_from(buf, nb)
+        cw = cwork_from_c(&cd.c, buf + wsize, nb, nv, m, True)
+        for k in prange(N, schedule='guided'):
+            st = _cinv(&md.c, &cd.c, qp + k * nq, _row(dqp, k, nv), _row(ddqp, k, nv),
+                       _orow(taup, k, nv), ap, _row(fp, k, 6 * nb), rcond, _orow(lp, k, m),
+                       ip + 2 * k, &w, &cw)
+            status[k] = st
+        free(buf)
+
+
+def maximal_terms(ModelData md, ClosureData cd, const double[::1] q, const double[::1] dq,
+                  double[:, ::1] T, double[:, ::1] S, double[:, ::1] eta, double[:, ::1] V,
+                  double[:, ::1] Tw, double[:, ::1] acc, double[:, ::1] F, double[::1] bias):
+    """Per-body terms of the maximal-coordinate system at one state: the
+    joint transforms T_{p,i} (nb, 12), motion subspaces S_i (nb, 36,
+    column-major 6 x nv_i), eta_i (nb, 6), body twists V_i (nb, 6), world
+    poses (nb, 12), bias accelerations (nb, 6), and the loop rows' body
+    wrenches F (m, 12) and dA dq (m,).  ``dq`` may be empty (zero
+    velocity).  Returns the kernel status (0, or ST_DIST_COINCIDE)."""
+    cdef Work w = work_from(&md.ws[0], md.nb)
+    cdef CWork cw = cwork_from_c(&cd.c, &cd.cws[0], md.nb, md.nv, cd.m, False)
+    cdef const double* dqp = &dq[0] if dq.shape[0] > 0 else NULL
+    cdef int st, i, k, nb = md.nb
+    with nogil:
+        st = _crows(&md.c, &cd.c, &q[0], dqp, NULL, NULL, NULL, &w, &cw)   # fills w and cw
+        for i in range(nb):
+            for k in range(12):
+                T[i, k] = w.T[12 * i + k]
+                Tw[i, k] = cw.Tw[12 * i + k]
+            for k in range(36):
+                S[i, k] = w.S[36 * i + k]
+            for k in range(6):
+                eta[i, k] = w.eta[6 * i + k]
+                V[i, k] = w.V[6 * i + k]
+                acc[i, k] = cw.acc[6 * i + k]
+        for i in range(cd.m):
+            for k in range(12):
+                F[i, k] = cw.F[12 * i + k]
+            bias[i] = cw.bias[i]
+    return st
+
+
+cdef object _UNSET = object()
+cdef object _LAZY = object()
+
+
+cdef inline object _field(object v, str name):
+    if v is _UNSET:
+        raise AttributeError(f"this ConstraintResult has no {name!r}")
+    return v
+
+
+def _make_result(fields):
+    return ConstraintResult(**fields)
+
+
+cdef class ConstraintResult:
+    """Result of a constrained dynamics call.
+
+    Attributes
+    ----------
+    ddq : ndarray, shape (nv,) or (N, nv)
+    lam : ndarray, shape (nc,) or (N, nc)
+        Multipliers: ``A^T lam`` is the generalized constraint force.
+    residual : float or ndarray (N,)
+        ``|A ddq + dA dq|``.
+    success : bool or ndarray (N,)
+    message : str
+    solver : str
+    stats : dict
+        Work counters (``factorizations``, ``rank``).
+
+    Other results carry more fields (inverse dynamics: ``tau``, ``exact``;
+    hybrid dynamics: ``tau``); a field a result does not carry raises
+    ``AttributeError``.  The common fields live in C slots so that the
+    native single-call path builds a result in tens of nanoseconds.
+    """
+    cdef object _ddq, _lam, _residual, _success, _message, _solver, _stats, _extra
+    cdef int _rank, _nfac
+    cdef dict __dict__
+
+    def __cinit__(self, *args, **kwargs):
+        self._ddq = _UNSET
+        self._lam = _UNSET
+        self._residual = _UNSET
+        self._success = _UNSET
+        self._message = _UNSET
+        self._solver = _UNSET
+        self._stats = _UNSET
+        self._extra = None
+
+    def __init__(self, **fields):
+        for k, v in fields.items():
+            setattr(self, k, v)
+
+    @property
+    def ddq(self):
+        return _field(self._ddq, "ddq")
+
+    @ddq.setter
+    def ddq(self, v):
+        self._ddq = v
+
+    @property
+    def lam(self):
+        return _field(self._lam, "lam")
+
+    @lam.setter
+    def lam(self, v):
+        self._lam = v
+
+    @property
+    def residual(self):
+        return _field(self._residual, "residual")
+
+    @residual.setter
+    def residual(self, v):
+        self._residual = v
+
+    @property
+    def success(self):
+        return _field(self._success, "success")
+
+    @success.setter
+    def success(self, v):
+        self._success = v
+
+    @property
+    def message(self):
+        return _field(self._message, "message")
+
+    @message.setter
+    def message(self, v):
+        self._message = v
+
+    @property
+    def solver(self):
+        return _field(self._solver, "solver")
+
+    @solver.setter
+    def solver(self, v):
+        self._solver = v
+
+    @property
+    def stats(self):
+        if self._stats is _LAZY:
+            if self._extra is not None:
+                # (an extra "rank": None asks for the kernel's rank)
+                self._stats = dict(self._extra)
+                self._stats.update(factorizations=self._nfac, native=True)
+                if "rank" in self._stats and self._stats["rank"] is None:
+                    self._stats["rank"] = self._rank
+            else:
+                self._stats = {"factorizations": self._nfac, "rank": self._rank, "native": True}
+        return _field(self._stats, "stats")
+
+    @stats.setter
+    def stats(self, v):
+        self._stats = v
+
+    def _fields(self):
+        out = {}
+        for name in ("ddq", "lam", "residual", "success", "message", "solver", "stats"):
+            try:
+                out[name] = getattr(self, name)
+            except AttributeError:
+                pass
+        out.update(vars(self))
+        return out
+
+    def __reduce__(self):
+        return (_make_result, (self._fields(),))
+
+    def __repr__(self):
+        return f"ConstraintResult({', '.join(self._fields())})"
+
+
+cdef ConstraintResult _native_result(ddq, lam, const double* info, int nfac, solver_name,
+                                    dict counters, extra):
+    # the result of a native single call (info = rank or factorisations,
+    # residual); the stats dict is built when read; counts the call
+    counters["calls"] += 1
+    counters["factorizations"] += nfac
+    cdef ConstraintResult out = ConstraintResult.__new__(ConstraintResult)
+    out._ddq = ddq
+    out._lam = lam
+    out._residual = info[1]
+    out._success = True
+    out._message = "ok"
+    out._solver = solver_name
+    out._stats = _LAZY             # {"factorizations", "rank", "native"} (+ extra) when read
+    out._rank = <int> info[0]
+    out._nfac = nfac
+    out._extra = extra
+    return out
+
+
+cdef class FastForward:
+    """One-state constrained forward dynamics with the least Python in
+    between: validates like ``rnea1`` (else returns None for the general
+    path), runs the kernel, and builds the result object directly."""
+    cdef ModelData md
+    cdef ClosureData cd
+    cdef int route
+    cdef object solver_name
+    cdef dict counters
+    cdef int nfac
+    cdef object extra
+
+    def __init__(self, ModelData md, ClosureData cd, int route, solver_name, dict counters,
+                 int factorizations=1, extra=None):
+        # route 3 (maximal): the factorisations are counted per call, and the
+        # stats are ``extra`` plus that count
+        self.md, self.cd, self.route = md, cd, route
+        self.solver_name, self.counters = solver_name, counters
+        self.nfac = factorizations
+        self.extra = extra
+
+    def __call__(self, q, dq, tau):
+        cdef State1 st
+        cdef Work w
+        cdef CWork cw
+        cdef double info[2]
+        cdef int s
+        if not _state1(self.md, q, dq, tau, &st):
+            if self.route != 3:
+                return self._batch(q, dq, tau)
+            return None
+        ddq = _empty(self.md.nv)
+        lam = _empty(self.cd.m)
+        w = work_from(&self.md.ws[0], self.md.nb)
+        cw = cwork_from_c(&self.cd.c, &self.cd.cws[0], self.md.nb, self.md.nv, self.cd.m, False)
+        cw.chol = self.cd.h0
+        cdef double* pd = <double*> cnp.PyArray_DATA(ddq)
+        cdef double* pl = <double*> cnp.PyArray_DATA(lam)
+        if self.md.nb >= 32:
+            # releasing the GIL costs about 0.1 us: worth it on large models only
+            with nogil:
+                s = _cdyn(&self.md.c, &self.cd.c, self.route, st.q, st.a, pd, <double*> st.b, NULL, NULL,
+                          pl, info, &w, &cw)
+        else:
+            s = _cdyn(&self.md.c, &self.cd.c, self.route, st.q, st.a, pd, <double*> st.b, NULL, NULL,
+                      pl, info, &w, &cw)
+        if s != 0:
+            return None
+        return _native_result(ddq, lam, info, <int> info[0] if self.route == 3 else self.nfac,
+                              self.solver_name, self.counters, self.extra)
+
+    cdef object _batch(self, q, dq, tau):
+        """A batch (N, nq), (N, nv), (N, nv) of float64 C-contiguous finite
+        arrays with unit quaternions, validated and run here with the least
+        Python in between (the kernel in the calling thread below
+        ``_PARALLEL_FROM`` states, no thread team to start); anything else
+        returns None for the general path.  The same result as
+        ``ConstrainedModel.forward_dynamics``'s batch path."""
+        cdef Py_ssize_t N, k, i, nv = self.md.nv, nq = self.md.nq, m = self.cd.m
+        cdef const double* qp = _mat(q, nq, &N)
+        cdef Py_ssize_t N2, N3
+        cdef const double* dqp = _mat(dq, nv, &N2)
+        cdef const double* tp = _mat(tau, nv, &N3)
+        cdef int nthreads = 1
+        cdef bint okall = True
+        if qp == NULL or dqp == NULL or tp == NULL or N2 != N or N3 != N or N < 1:
+            return None
+        for k in range(N):
+            if not _quats_ok(self.md, qp + k * nq):
+                return None
+        ddq = _empty2(N, nv)
+        tau_c = np.array(tau)                      # the kernel's tau argument is not const
+        lam = _empty2(N, m)
+        info = _empty2(N, 2)
+        status = np.zeros(N, dtype=np.int32)
+        cdef int[::1] stv = status
+        if N >= _PARALLEL_FROM:
+            from gear.algorithms.dynamics import get_num_threads
+            nthreads = get_num_threads()
+        _cdyn_batch(self.md, self.cd, self.route, N, qp, dqp, <double*> cnp.PyArray_DATA(ddq),
+                    <double*> cnp.PyArray_DATA(<cnp.ndarray> tau_c), NULL, NULL,
+                    <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(info), &stv[0],
+                    nthreads, True)
+        for k in range(N):
+            if stv[k] != 0:
+                return None                        # the general path reports it
+        cdef double* dp = <double*> cnp.PyArray_DATA(ddq)
+        cdef double* ip = <double*> cnp.PyArray_DATA(info)
+        ok = np.empty(N, dtype=bool)
+        cdef cnp.npy_bool* okp = <cnp.npy_bool*> cnp.PyArray_DATA(ok)
+        for k in range(N):
+            okp[k] = True
+            for i in range(nv):
+                if not isfinite(dp[k * nv + i]):
+                    okp[k] = False
+                    okall = False
+                    break
+        rank = np.empty(N, dtype=np.int64)
+        cdef long[::1] rv = rank
+        for k in range(N):
+            rv[k] = <long> ip[2 * k]
+        self.counters["calls"] += N
+        self.counters["factorizations"] += N * self.nfac
+        stats = {"factorizations": N * self.nfac, "rank": rank, "native": True}
+        if self.extra is not None:
+            stats.update({key: v for key, v in self.extra.items() if key != "rank"})
+        cdef ConstraintResult out = ConstraintResult.__new__(ConstraintResult)
+        out._ddq = ddq
+        out._lam = lam
+        out._residual = info[:, 1].copy()
+        out._success = ok
+        out._message = "ok" if okall else "non-finite result in some states"
+        out._solver = self.solver_name
+        out._stats = stats
+        return out
+
+
+cdef class FastInverse:
+    """One-state closed inverse dynamics (default objective) with the least
+    Python in between, like :class:`FastForward`: ``act`` must be a bool
+    array per velocity coordinate and ``tau_passive`` None or a float64
+    vector; anything else, an argument that does not pass the checks of
+    ``rnea1``, or an under-actuated state (the general path then answers
+    with hybrid dynamics) returns None."""
+    cdef ModelData md
+    cdef ClosureData cd
+    cdef double rcond
+    cdef object solver_name
+    cdef dict counters
+
+    def __init__(self, ModelData md, ClosureData cd, double rcond, solver_name, dict counters):
+        self.md, self.cd, self.rcond = md, cd, rcond
+        self.solver_name, self.counters = solver_name, counters
+
+    def __call__(self, q, dq, ddq, act, tau_passive):
+        cdef State1 st
+        cdef const double* tp = NULL
+        cdef Work w
+        cdef CWork cw
+        cdef double info[2]
+        cdef int s, k
+        cdef cnp.ndarray am
+        cdef Py_ssize_t nv = self.md.nv
+        if not _state1(self.md, q, dq, ddq, &st):
+            return None
+        if tau_passive is not None:
+            tp = _vec(tau_passive, nv)
+            if tp == NULL:
+                return None
+        if not cnp.PyArray_CheckExact(act):
+            return None
+        am = <cnp.ndarray> act
+        if (cnp.PyArray_TYPE(am) != cnp.NPY_BOOL or cnp.PyArray_NDIM(am) != 1
+                or cnp.PyArray_DIM(am, 0) != nv or not cnp.PyArray_IS_C_CONTIGUOUS(am)):
+            return None
+        tau = _empty(nv)
+        ddq_o = _empty(nv)
+        lam = _empty(self.cd.m)
+        cdef double* pt = <double*> cnp.PyArray_DATA(tau)
+        cdef double* po = <double*> cnp.PyArray_DATA(ddq_o)
+        for k in range(nv):
+            pt[k] = tp[k] if tp != NULL else 0.0
+            po[k] = st.b[k]
+        w = work_from(&self.md.ws[0], self.md.nb)
+        cw = cwork_from_c(&self.cd.c, &self.cd.cws[0], self.md.nb, nv, self.cd.m, True)
+        s = _cinv(&self.md.c, &self.cd.c, st.q, st.a, st.b, pt,
+                  <const unsigned char*> cnp.PyArray_DATA(am), NULL, self.rcond,
+                  <double*> cnp.PyArray_DATA(lam), info, &w, &cw)
+        if s != 0:
+            return None
+        out = _native_result(ddq_o, lam, info, 1, self.solver_name, self.counters, None)
+        out._residual = _UNSET          # (inverse dynamics carries no residual)
+        out.tau = tau
+        out.exact = True
+        return out
+
+
+cdef class FastHybrid:
+    """One-state constrained hybrid dynamics with the least Python in
+    between, like :class:`FastForward`: ``prescribed`` must be a bool
+    array with one entry per joint (anything else, or an argument that
+    does not pass the checks of ``rnea1``, returns None for the general
+    path).  ``plan(mask_bytes)`` (a Python callable, called once per
+    prescribed set) gives ``(ClosureData, route, extra_stats)`` or None."""
+    cdef ModelData md
+    cdef object solver_name
+    cdef dict counters
+    cdef object plan
+    cdef dict plans
+    cdef int nfac
+
+    def __init__(self, ModelData md, plan, solver_name, dict counters, int factorizations=1):
+        # factorisations counted per call (route 3: the kernel's own count)
+        self.md, self.plan = md, plan
+        self.solver_name, self.counters = solver_name, counters
+        self.nfac = factorizations
+        self.plans = {}
+
+    def __call__(self, q, dq, ddq, tau, prescribed):
+        cdef State1 st
+        cdef const double* pd
+        cdef Work w
+        cdef CWork cw
+        cdef double info[2]
+        cdef int s, route, k
+        cdef ClosureData cd
+        cdef cnp.ndarray pm
+        cdef Py_ssize_t nv = self.md.nv
+        if not _state1(self.md, q, dq, tau, &st):
+            return None
+        pd = _vec(ddq, nv)
+        if pd == NULL or not cnp.PyArray_CheckExact(prescribed):
+            return None
+        pm = <cnp.ndarray> prescribed
+        if (cnp.PyArray_TYPE(pm) != cnp.NPY_BOOL or cnp.PyArray_NDIM(pm) != 1
+                or cnp.PyArray_DIM(pm, 0) != self.md.nb or not cnp.PyArray_IS_C_CONTIGUOUS(pm)):
+            return None
+        key = pm.tobytes()
+        p = self.plans.get(key, _UNSET)
+        if p is _UNSET:
+            p = self.plans[key] = self.plan(key)
+        if p is None:
+            return None
+        cd, route, extra = p
+        ddq_o = _empty(nv)
+        tau_o = _empty(nv)
+        lam = _empty(cd.m)
+        cdef double* po = <double*> cnp.PyArray_DATA(ddq_o)
+        cdef double* pt = <double*> cnp.PyArray_DATA(tau_o)
+        for k in range(nv):
+            po[k] = pd[k]
+            pt[k] = st.b[k]
+        w = work_from(&self.md.ws[0], self.md.nb)
+        cw = cwork_from_c(&cd.c, &cd.cws[0], self.md.nb, self.md.nv, cd.m, route != 3)
+        cw.chol = cd.h0
+        s = _cdyn(&self.md.c, &cd.c, route, st.q, st.a, po, pt,
+                  <const unsigned char*> cnp.PyArray_DATA(pm), NULL,
+                  <double*> cnp.PyArray_DATA(lam), info, &w, &cw)
+        if s != 0:
+            return None
+        out = _native_result(ddq_o, lam, info, <int> info[0] if route == 3 else self.nfac,
+                             self.solver_name, self.counters, extra)
+        out.tau = tau_o
+        return out

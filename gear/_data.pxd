@@ -1,0 +1,157 @@
+# cython: language_level=3
+"""The native data every extension shares: the frozen model and the plans
+of the closed-loop and maximal-coordinate kernels (implemented in
+``gear/_data.pyx``), and the small input checks and pointer helpers of the
+entry points (``gear/_tree.pyx``, ``gear/_closed.pyx``,
+``gear/_rollouts.pyx``)."""
+cimport numpy as cnp
+from libc.math cimport isfinite, fabs, sqrt
+from gear.algorithms._types cimport ModelC
+from gear.constraints._cwork cimport ClosC, SpKKT, SpInv
+from gear.maximal._kernel cimport MaxC, gear_chol
+
+
+cdef class ModelData:
+    cdef ModelC c
+    cdef readonly object arrays
+    cdef double[::1] ws
+    cdef readonly int nb, nq, nv, wsize
+    cdef int nquat
+    cdef int[::1] quat_at      # q offset of each quaternion (Spherical, Free)
+    cdef int[::1] quat_joint   # its joint index
+
+
+cdef class ClosureData:
+    cdef ClosC c
+    cdef readonly object arrays
+    cdef double[::1] cws
+    cdef readonly int m, cwsize
+    cdef readonly object maximal      # the MaximalData attached (route 3), or None
+    cdef readonly object sparse       # the SparseKKTData attached (route 1, sparse K), or None
+    cdef readonly object sparse_inverse   # the SparseInvData attached with it, or None
+    cdef gear_chol* h0                # its CHOLMOD handle (serial calls)
+
+
+cdef class MaximalData:
+    cdef MaxC c
+    cdef readonly object arrays
+    cdef gear_chol* h
+    cdef readonly int nws
+
+
+cdef class SparseKKTData:
+    cdef SpKKT c
+    cdef readonly object arrays
+
+
+cdef class SparseInvData:
+    cdef SpInv c
+    cdef readonly object arrays
+
+
+cdef enum:
+    _PARALLEL_FROM = 32      # batches from this many states run on every thread
+
+
+cdef inline const double* _base2(const double[:, ::1] a):
+    # first element of a batch, or NULL for an absent (None) argument
+    if a is None or a.shape[0] == 0 or a.shape[1] == 0:
+        return NULL
+    return &a[0, 0]
+
+
+cdef inline const double* _base3(const double[:, :, ::1] a):
+    if a is None or a.shape[0] == 0:
+        return NULL
+    return &a[0, 0, 0]
+
+
+cdef inline const double* _row(const double* base, Py_ssize_t k, Py_ssize_t stride) noexcept nogil:
+    if base == NULL:
+        return NULL
+    return base + k * stride
+
+
+cdef inline double* _orow(double* base, Py_ssize_t k, Py_ssize_t stride) noexcept nogil:
+    if base == NULL:
+        return NULL
+    return base + k * stride
+
+
+cdef inline const double* _vec(object o, Py_ssize_t n):
+    cdef cnp.ndarray a
+    cdef const double* p
+    cdef Py_ssize_t k
+    if not cnp.PyArray_CheckExact(o):
+        return NULL
+    a = <cnp.ndarray> o
+    if (cnp.PyArray_TYPE(a) != cnp.NPY_DOUBLE or cnp.PyArray_NDIM(a) != 1
+            or cnp.PyArray_DIM(a, 0) != n or not cnp.PyArray_IS_C_CONTIGUOUS(a)):
+        return NULL
+    p = <const double*> cnp.PyArray_DATA(a)
+    for k in range(n):
+        if not isfinite(p[k]):
+            return NULL
+    return p
+
+
+cdef inline bint _quats_ok(ModelData md, const double* q):
+    cdef Py_ssize_t k
+    cdef const double* u
+    cdef double n2
+    for k in range(md.nquat):
+        u = q + md.quat_at[k]
+        n2 = u[0] * u[0] + u[1] * u[1] + u[2] * u[2] + u[3] * u[3]
+        if fabs(sqrt(n2) - 1.0) > 1e-6:
+            return False
+    return True
+
+
+cdef inline cnp.ndarray _empty(Py_ssize_t n, int ndim=1):
+    # a float64 vector (n,) or square matrix (n, n)
+    cdef cnp.npy_intp dims[2]
+    dims[0] = n
+    dims[1] = n
+    return cnp.PyArray_EMPTY(ndim, dims, cnp.NPY_DOUBLE, 0)
+
+
+cdef struct State1:
+    # a single state's arguments, validated by _state1
+    const double* q
+    const double* a
+    const double* b
+
+
+cdef inline bint _state1(ModelData md, q, a, b, State1* st):
+    """True if q (nq,), a (nv,), b (nv,) are finite 1-D C-contiguous float64
+    arrays and q's quaternions are unit; fills ``st`` with their data."""
+    st.q = _vec(q, md.nq)
+    st.a = _vec(a, md.nv)
+    st.b = _vec(b, md.nv)
+    return st.q != NULL and st.a != NULL and st.b != NULL and _quats_ok(md, st.q)
+
+
+cdef inline const double* _mat(object o, Py_ssize_t n, Py_ssize_t* N):
+    # (N, n) float64 C-contiguous with finite entries: its data, else NULL
+    cdef cnp.ndarray a
+    cdef const double* p
+    cdef Py_ssize_t k
+    if not cnp.PyArray_CheckExact(o):
+        return NULL
+    a = <cnp.ndarray> o
+    if (cnp.PyArray_TYPE(a) != cnp.NPY_DOUBLE or cnp.PyArray_NDIM(a) != 2
+            or cnp.PyArray_DIM(a, 1) != n or not cnp.PyArray_IS_C_CONTIGUOUS(a)):
+        return NULL
+    N[0] = cnp.PyArray_DIM(a, 0)
+    p = <const double*> cnp.PyArray_DATA(a)
+    for k in range(N[0] * n):
+        if not isfinite(p[k]):
+            return NULL
+    return p
+
+
+cdef inline cnp.ndarray _empty2(Py_ssize_t n0, Py_ssize_t n1):
+    cdef cnp.npy_intp dims[2]
+    dims[0] = n0
+    dims[1] = n1
+    return cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)

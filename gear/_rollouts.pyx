@@ -1,0 +1,110 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Native rollouts (``gear/algorithms/_rollout.pxd``): the whole steps
+loop of a batch of states without the GIL, in parallel over states, for
+trees and closed chains."""
+from cython.parallel cimport prange, parallel, threadid
+from libc.stdlib cimport malloc, free
+cimport openmp
+
+import numpy as np
+
+from gear.algorithms._types cimport ModelC, Work, work_from, WORK_PER_BODY
+from gear.algorithms._rnea cimport rnea as _rnea
+from gear.algorithms._aba cimport hybrid as _hybrid
+from gear.algorithms._crba cimport crba as _crba
+from gear.algorithms._fk cimport fk as _fk
+from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_derivatives as _aba_d,
+                                           rnea_tangent as _rnea_t)
+from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv, jcalc_dSdq, jcalc_ddSdq
+from gear.joints._integrate cimport integrate_config as _integrate_config
+from gear.algorithms._rollout cimport RollC, rollout as _rollout, rollout_scratch
+from gear.algorithms._spchol cimport SpChol, spchol_set
+from gear.constraints._cwork cimport (SpInv, ClosC, SpKKT, CWork, cwork_from, cwork_size, cwork_from_c,
+                                      cwork_size_c)
+from gear.constraints._rows cimport constraint_rows as _crows
+from gear.constraints._derivatives cimport (closed_forward_derivatives as _cfd,
+                                            closed_inverse_derivatives as _cid, deriv_scratch)
+from gear.constraints._aba_route cimport closed_dynamics as _cdyn_aba
+from gear.constraints._dense_route cimport closed_dense as _cdense
+from gear.constraints._projection cimport closed_forward_projection as _cproj
+from gear.constraints._inverse cimport closed_inverse as _cinv_dense
+from gear.constraints._sparse_route cimport closed_inverse_sparse as _cinv_sparse
+
+from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_scratch, maximal_assemble, joint_frames,
+                                   maximal_forward as _cmax, gear_chol, gear_chol_available,
+                                   gear_chol_new, gear_chol_clone, gear_chol_free, gear_chol_lnz,
+                                   gear_chol_perm)
+cimport numpy as cnp
+from libc.math cimport isfinite, fabs, sqrt
+from gear._data cimport (ModelData, ClosureData, MaximalData, SparseKKTData, SparseInvData,
+                        _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec,
+                         _quats_ok, _empty, State1, _state1, _mat, _empty2)
+
+cnp.import_array()
+
+
+def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[:, ::1] v0,
+            const double[:, ::1] tau, int integrator, int nsteps, double dt, double last_dt,
+            int record_every, int route, int project, double tol, const double[::1] kp,
+            const double[::1] kd, const double[::1] q_target, const double[::1] dq_target,
+            int gravity_comp, double[:, :, ::1] Q, double[:, :, ::1] V, double[:, :, ::1] L,
+            double[::1] tmax, int[::1] status, int nthreads, int project_start=1, int k0=0,
+            const double[:, ::1] ref=None, double ref_t0=0.0, double ref_dt=1.0,
+            const double[::1] ckp=None, const double[::1] ckd=None):
+    """Native rollouts of each row (see _rollout.pxd); ``cd`` None for a
+    tree; ``tau``/``kp``/``L`` may be None.  Parallel over rows, no GIL."""
+    cdef RollC r
+    cdef Py_ssize_t N = q0.shape[0], k
+    cdef int nq = md.nq, nv = md.nv, nb = md.nb, m = 0 if cd is None else cd.m, st
+    cdef int T = Q.shape[1]
+    cdef int wsize = md.wsize
+    cdef const ClosC* cp = NULL if cd is None else &cd.c
+    cdef int cwsize = cwork_size_c(cp, nb, nv, m, True)
+    cdef int ssize = rollout_scratch(nq, nv, m)
+    cdef const double* qp = &q0[0, 0]
+    cdef const double* vp = &v0[0, 0] if nv > 0 else NULL
+    cdef const double* tp = NULL if tau is None else &tau[0, 0]
+    cdef double* Qp = &Q[0, 0, 0]
+    cdef double* Vp = &V[0, 0, 0] if nv > 0 else NULL
+    cdef double* Lp = NULL if (L is None or m == 0) else &L[0, 0, 0]
+    cdef Work w
+    cdef CWork cw
+    cdef double* buf
+    r.integrator = integrator
+    r.nsteps = nsteps
+    r.dt = dt
+    r.last_dt = last_dt
+    r.record_every = record_every
+    r.nrec = T
+    r.route = route
+    r.project = project
+    r.project_start = project_start
+    r.tol = tol
+    r.kp = NULL if kp is None else &kp[0]
+    r.kd = NULL if kd is None else &kd[0]
+    r.q_target = NULL if q_target is None else &q_target[0]
+    r.dq_target = NULL if dq_target is None else &dq_target[0]
+    r.gravity_comp = gravity_comp
+    r.k0 = k0
+    r.ref = NULL if ref is None else &ref[0, 0]
+    r.nref = 0 if ref is None else <int> ref.shape[0]
+    r.ref_t0 = ref_t0
+    r.ref_dt = ref_dt
+    r.ckp = NULL if ckp is None else &ckp[0]
+    r.ckd = NULL if ckd is None else &ckd[0]
+    if ref is not None and (ref.shape[1] != nq + 2 * nv or ckp is None or ckd is None or ref_dt <= 0):
+        raise ValueError("rollout: the reference samples need nq + 2 nv columns, gains and ref_dt > 0")
+    if N == 0:
+        return
+    with nogil, parallel(num_threads=max(1, min(nthreads, <int> N))):
+        buf = <double*> malloc((wsize + cwsize + ssize + 1) * sizeof(double))
+        w = work_from(buf, nb)
+        cw = cwork_from_c(cp, buf + wsize, nb, nv, m, True)
+        cw.chol = gear_chol_clone(cd.h0) if cp != NULL and cp.mx != NULL else NULL
+        for k in prange(N, schedule='dynamic'):
+            st = _rollout(&md.c, cp, &r, qp + k * nq, _row(vp, k, nv), _row(tp, k, nv),
+                          Qp + k * T * nq, _orow(Vp, k, T * nv), _orow(Lp, k, T * m), &tmax[k],
+                          &w, &cw, buf + wsize + cwsize)
+            status[k] = st
+        gear_chol_free(<gear_chol*> cw.chol)
+        free(buf)

@@ -1,0 +1,511 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Native entry points of the tree algorithms: the batched drivers of
+the recursions in ``gear/algorithms/*.pxd`` (RNEA, ABA / hybrid dynamics,
+CRBA, forward kinematics, their derivatives, configuration integration)
+and their single-state fast paths.
+
+Nothing here validates input beyond the fast paths' checks:
+``gear/algorithms/dynamics.py`` checks shapes, dtypes, contiguity and
+finiteness before calling in.  Batched drivers run ``prange`` over states
+without the GIL; each thread owns its workspace."""
+from cython.parallel cimport prange, parallel, threadid
+from libc.stdlib cimport malloc, free
+cimport openmp
+
+import numpy as np
+
+from gear.algorithms._types cimport ModelC, Work, work_from, WORK_PER_BODY
+from gear.algorithms._rnea cimport rnea as _rnea
+from gear.algorithms._aba cimport hybrid as _hybrid
+from gear.algorithms._crba cimport crba as _crba
+from gear.algorithms._fk cimport fk as _fk
+from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_derivatives as _aba_d,
+                                           rnea_tangent as _rnea_t)
+from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv, jcalc_dSdq, jcalc_ddSdq
+from gear.joints._integrate cimport integrate_config as _integrate_config
+from gear.algorithms._rollout cimport RollC, rollout as _rollout, rollout_scratch
+from gear.algorithms._spchol cimport SpChol, spchol_set
+from gear.constraints._cwork cimport (SpInv, ClosC, SpKKT, CWork, cwork_from, cwork_size, cwork_from_c,
+                                      cwork_size_c)
+from gear.constraints._rows cimport constraint_rows as _crows
+from gear.constraints._derivatives cimport (closed_forward_derivatives as _cfd,
+                                            closed_inverse_derivatives as _cid, deriv_scratch)
+from gear.constraints._aba_route cimport closed_dynamics as _cdyn_aba
+from gear.constraints._dense_route cimport closed_dense as _cdense
+from gear.constraints._projection cimport closed_forward_projection as _cproj
+from gear.constraints._inverse cimport closed_inverse as _cinv_dense
+from gear.constraints._sparse_route cimport closed_inverse_sparse as _cinv_sparse
+
+from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_scratch, maximal_assemble, joint_frames,
+                                   maximal_forward as _cmax, gear_chol, gear_chol_available,
+                                   gear_chol_new, gear_chol_clone, gear_chol_free, gear_chol_lnz,
+                                   gear_chol_perm)
+cimport numpy as cnp
+from libc.math cimport isfinite, fabs, sqrt
+from gear._data cimport (ModelData, ClosureData, MaximalData, SparseKKTData, SparseInvData,
+                        _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec,
+                         _quats_ok, _empty, State1, _state1, _mat, _empty2)
+
+cnp.import_array()
+
+
+# ---------------------------------------------------------------------------
+# Batched drivers.  A Call holds the base pointers and per-state strides of
+# one batched call; _one() runs the kernel on state k (the one kernel switch
+# of this module) and _run() runs all states, serially on the model's cached
+# workspace or in parallel with one workspace per OpenMP thread.
+# ---------------------------------------------------------------------------
+cdef enum:
+    K_RNEA = 0
+    K_HYBRID = 1
+    K_CRBA = 2
+    K_FK = 3
+    K_RNEA_D = 4
+    K_ABA_D = 5
+
+
+cdef struct Call:
+    int kind
+    bint gravity
+    const double* q
+    const double* dq          # NULL = zero velocity
+    const double* ddq         # NULL = zero acceleration (K_RNEA)
+    const double* tau         # K_ABA_D
+    const double* fext        # NULL = no external wrenches
+    const unsigned char* prescribed
+    double* o1                # outputs; meaning per kind (see the drivers)
+    double* o2
+    double* o3
+    double* o4
+    Py_ssize_t so             # stride of o1..o4 (per state)
+    Py_ssize_t so1            # stride of o1 when it differs (K_HYBRID, K_FK, K_ABA_D)
+    int* status               # per state, or NULL
+
+
+cdef inline int _one(const ModelC* m, const Call* c, Py_ssize_t k, Work* w,
+                     double* scratch) noexcept nogil:
+    cdef const double* q = c.q + k * m.nq
+    cdef const double* dq = _row(c.dq, k, m.nv)
+    cdef const double* fe = _row(c.fext, k, 6 * m.nb)
+    if c.kind == K_RNEA:
+        return _rnea(m, q, dq, _row(c.ddq, k, m.nv), fe, c.gravity, c.o1 + k * c.so, w)
+    elif c.kind == K_HYBRID:
+        # o1 = ddq, o2 = tau, both read and written in place
+        return _hybrid(m, q, dq, c.o1 + k * c.so, c.o2 + k * c.so, c.prescribed, fe, w)
+    elif c.kind == K_CRBA:
+        return _crba(m, q, c.o1 + k * c.so, w)
+    elif c.kind == K_FK:
+        # o1 = poses (so1 per state), o2 = twists or NULL
+        _fk(m, q, dq, c.o1 + k * c.so1, _orow(c.o2, k, c.so), w)
+        return 0
+    elif c.kind == K_RNEA_D:
+        return _rnea_d(m, q, dq, _row(c.ddq, k, m.nv), fe, c.o1 + k * c.so, c.o2 + k * c.so,
+                       c.o3 + k * c.so, w)
+    elif c.kind == K_ABA_D:
+        # o1 = ddq (so1), o2 = dddq/dq, o3 = dddq/d(dq), o4 = Minv; scratch: 2 nv x nv
+        return _aba_d(m, q, dq, c.tau + k * m.nv, fe, c.o1 + k * c.so1, c.o2 + k * c.so,
+                      c.o3 + k * c.so, c.o4 + k * c.so, scratch, w)
+    return -2
+
+
+cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
+    cdef Py_ssize_t k
+    cdef int st
+    cdef Work w
+    cdef double* buf
+    cdef int nb = md.nb, wsize = md.wsize, extra = 2 * md.nv * md.nv
+    if N == 1 or nthreads <= 1:
+        w = work_from(&md.ws[0], nb)
+        for k in range(N):
+            st = _one(&md.c, c, k, &w, &md.ws[wsize])
+            if c.status != NULL:
+                c.status[k] = st
+        return
+    with nogil, parallel(num_threads=nthreads):
+        buf = <double*> malloc((wsize + extra + 1) * sizeof(double))
+        w = work_from(buf, nb)
+        for k in prange(N, schedule='guided'):
+            st = _one(&md.c, c, k, &w, buf + wsize)
+            if c.status != NULL:
+                c.status[k] = st
+        free(buf)
+
+
+cdef Call _call(int kind, const double[:, ::1] q, const double[:, ::1] dq,
+                const double[:, :, ::1] fext):
+    cdef Call c
+    c.kind = kind
+    c.gravity = True
+    c.q = &q[0, 0]
+    c.dq = _base2(dq)
+    c.ddq = NULL
+    c.tau = NULL
+    c.fext = _base3(fext)
+    c.prescribed = NULL
+    c.o1 = NULL
+    c.o2 = NULL
+    c.o3 = NULL
+    c.o4 = NULL
+    c.so = 0
+    c.so1 = 0
+    c.status = NULL
+    return c
+
+
+def rnea(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
+         const double[:, ::1] ddq, const double[:, :, ::1] fext, bint gravity,
+         double[:, ::1] out, int nthreads):
+    """Kim Table 2 on each row; ``dq``/``ddq``/``fext`` may be None (zero)."""
+    cdef Call c = _call(K_RNEA, q, dq, fext)
+    c.gravity = gravity
+    c.ddq = _base2(ddq)
+    c.o1 = &out[0, 0] if md.nv > 0 else NULL
+    c.so = md.nv
+    _run(md, &c, q.shape[0], nthreads)
+
+
+def hybrid(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
+           double[:, ::1] ddq, double[:, ::1] tau, const unsigned char[::1] prescribed,
+           const double[:, :, ::1] fext, int[::1] status, int nthreads):
+    """Kim Tables 3/4 in place on each row (``prescribed`` None = ABA).
+
+    ``status[k]`` is 0, or 1 + the body whose S^T Ihat S is singular."""
+    cdef Call c = _call(K_HYBRID, q, dq, fext)
+    if prescribed is not None:
+        c.prescribed = &prescribed[0]
+    c.o1 = &ddq[0, 0] if md.nv > 0 else NULL
+    c.o2 = &tau[0, 0] if md.nv > 0 else NULL
+    c.so = md.nv
+    c.status = &status[0]
+    _run(md, &c, q.shape[0], nthreads)
+
+
+def crba(ModelData md, const double[:, ::1] q, double[:, :, ::1] out, int nthreads):
+    """Mass matrix of each row."""
+    cdef Call c = _call(K_CRBA, q, None, None)
+    c.o1 = &out[0, 0, 0] if md.nv > 0 else NULL
+    c.so = md.nv * md.nv
+    _run(md, &c, q.shape[0], nthreads)
+
+
+def fk(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
+       double[:, :, :, ::1] poses, double[:, :, ::1] twists, int nthreads):
+    """World poses (and body twists when ``dq`` is given) of each row."""
+    cdef Call c = _call(K_FK, q, dq, None)
+    c.o1 = &poses[0, 0, 0, 0]
+    c.so1 = 16 * md.nb
+    c.o2 = <double*> _base3(twists)
+    c.so = 6 * md.nb
+    _run(md, &c, q.shape[0], nthreads)
+
+
+def rnea_thread_ids(ModelData md, const double[:, ::1] q, int[::1] tid, int nthreads):
+    """Run the batched RNEA driver and record which OpenMP thread handled
+    each state (used by the tests to show the batch really runs in parallel)."""
+    cdef Py_ssize_t N = q.shape[0], k
+    cdef const ModelC* mc = &md.c
+    cdef Work w
+    cdef double* buf
+    cdef double* tau
+    cdef int nb = md.nb, wsize = md.wsize, nv = md.nv, md_nq = md.nq
+    cdef const double* qp = &q[0, 0]
+    buf = NULL  # set per thread below; initialised for Cython's firstprivate copy
+    tau = NULL
+    with nogil, parallel(num_threads=nthreads):
+        buf = <double*> malloc((wsize + nv + 1) * sizeof(double))
+        w = work_from(buf, nb)
+        tau = buf + wsize
+        for k in prange(N, schedule='static'):
+            _rnea(mc, qp + k * md_nq, NULL, NULL, NULL, True, tau, &w)
+            tid[k] = threadid()
+        free(buf)
+
+
+def jcalc_py(int kind, const double[::1] prm, const double[::1] q, const double[::1] dq):
+    """Joint transform J (12,), S (6, n) and dS (6, n) of one joint."""
+    cdef int n = jcalc_nv(kind)
+    cdef double[::1] J = np.zeros(12)
+    cdef double[::1] S = np.zeros(36)
+    cdef double[::1] dS = np.zeros(36)
+    cdef double qz[8]
+    cdef const double* qp = qz
+    cdef int k
+    for k in range(8):
+        qz[k] = 0.0
+    if q.shape[0] > 0:
+        qp = &q[0]
+    jcalc(kind, &prm[0], qp, &J[0], &S[0])
+    if dq is not None and n > 0:
+        jcalc_dS(kind, &prm[0], qp, &dq[0], &S[0], &dS[0])
+    Sa = np.asarray(S)[:6 * n].reshape(n, 6).T.copy()
+    dSa = np.asarray(dS)[:6 * n].reshape(n, 6).T.copy()
+    return np.asarray(J), Sa, dSa
+
+
+def jcalc_tangent_py(int kind, const double[::1] prm, const double[::1] q, const double[::1] dq):
+    """Derivatives of one joint's S (6, n) along its own coordinates:
+    ``dS/dq_c`` and ``d(dS(q, dq))/dq_c`` for c < n, each (n, 6, n)."""
+    cdef int n = jcalc_nv(kind)
+    cdef double J[12]
+    cdef double[::1] S = np.zeros(36)
+    cdef double[::1] d1 = np.zeros(36 * 6)
+    cdef double[::1] d2 = np.zeros(36 * 6)
+    cdef double qz[8]
+    cdef const double* qp = qz
+    cdef int k
+    for k in range(8):
+        qz[k] = 0.0
+    if q.shape[0] > 0:
+        qp = &q[0]
+    jcalc(kind, &prm[0], qp, J, &S[0])
+    for k in range(n):
+        jcalc_dSdq(kind, &prm[0], &S[0], k, &d1[36 * k])
+        jcalc_ddSdq(kind, &prm[0], &S[0], k, &dq[0], &d2[36 * k])
+    a1 = np.asarray(d1).reshape(6, 36)[:n, :6 * n].reshape(n, n, 6).transpose(0, 2, 1).copy()
+    a2 = np.asarray(d2).reshape(6, 36)[:n, :6 * n].reshape(n, n, 6).transpose(0, 2, 1).copy()
+    return a1, a2
+
+
+# ---------------------------------------------------------------------------
+# Single-state fast path.  Each function accepts arbitrary Python objects and
+# returns None unless every argument is already a 1-D C-contiguous float64
+# array of the right length with finite entries and unit quaternions; the
+# caller then falls back to the general path, which converts or raises a
+# clear error.  This keeps a single call from Python within a few hundred
+# nanoseconds of the kernel itself.
+# ---------------------------------------------------------------------------
+
+
+
+def rnea1(ModelData md, q, dq, ddq):
+    """Fast single-state RNEA (or a small-overhead batch: :func:`_batch3`),
+    or None (see above)."""
+    cdef State1 st
+    cdef Work w
+    if not _state1(md, q, dq, ddq, &st):
+        return _batch3(md, K_RNEA, q, dq, ddq)
+    out = _empty(md.nv)
+    w = work_from(&md.ws[0], md.nb)
+    _rnea(&md.c, st.q, st.a, st.b, NULL, True, <double*> cnp.PyArray_DATA(out), &w)
+    return out
+
+
+def aba1(ModelData md, q, dq, tau):
+    """Fast single-state ABA (or a small-overhead batch: :func:`_batch3`),
+    or None; raises nothing (status via None)."""
+    cdef State1 st
+    cdef Work w
+    if not _state1(md, q, dq, tau, &st):
+        return _batch3(md, K_HYBRID, q, dq, tau)
+    out = _empty(md.nv)
+    w = work_from(&md.ws[0], md.nb)
+    if _hybrid(&md.c, st.q, st.a, <double*> cnp.PyArray_DATA(out), <double*> st.b, NULL, NULL, &w) != 0:
+        return None
+    return out
+
+
+cdef object _batch3(ModelData md, int kind, q, a, b):
+    """RNEA (``kind`` K_RNEA: ``a, b = dq, ddq``) or ABA (K_HYBRID: ``dq,
+    tau``) of a batch of (N, n) float64 C-contiguous finite arrays with unit
+    quaternions, with the least Python in between: no conversion, and the
+    kernel in the calling thread below ``_PARALLEL_FROM`` states (no thread
+    team to start).  Anything else, or a failing state, returns None for
+    the general path."""
+    cdef Py_ssize_t N, N2, N3, k
+    cdef const double* qp = _mat(q, md.nq, &N)
+    cdef const double* ap = _mat(a, md.nv, &N2)
+    cdef const double* bp = _mat(b, md.nv, &N3)
+    cdef Call c
+    cdef int nthreads = 1
+    if qp == NULL or ap == NULL or bp == NULL or N2 != N or N3 != N or N < 1 or md.nv == 0:
+        return None
+    for k in range(N):
+        if not _quats_ok(md, qp + k * md.nq):
+            return None
+    out = _empty2(N, md.nv)
+    c.kind = kind
+    c.gravity = True
+    c.q = qp
+    c.dq = ap
+    c.ddq = bp if kind == K_RNEA else NULL
+    c.tau = NULL
+    c.fext = NULL
+    c.prescribed = NULL
+    c.o1 = <double*> cnp.PyArray_DATA(out)
+    c.o2 = NULL
+    c.o3 = NULL
+    c.o4 = NULL
+    c.so = md.nv
+    c.so1 = 0
+    c.status = NULL
+    status = None
+    cdef int[::1] sv
+    if kind == K_HYBRID:
+        tau_c = np.array(b)                    # the kernel's tau argument is not const
+        c.o2 = <double*> cnp.PyArray_DATA(<cnp.ndarray> tau_c)
+        status = np.zeros(N, dtype=np.int32)
+        sv = status
+        c.status = &sv[0]
+    if N >= _PARALLEL_FROM:
+        from gear.algorithms.dynamics import get_num_threads
+        nthreads = get_num_threads()
+    _run(md, &c, N, nthreads)
+    if status is not None:
+        for k in range(N):
+            if sv[k] != 0:
+                return None                    # the general path names the joint
+    return out
+
+
+def crba1(ModelData md, q):
+    """Fast single-state mass matrix, or None."""
+    cdef const double* qp = _vec(q, md.nq)
+    cdef Work w
+    cdef cnp.npy_intp dims[2]
+    if qp == NULL or not _quats_ok(md, qp):
+        return None
+    dims[0] = md.nv
+    dims[1] = md.nv
+    out = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+    w = work_from(&md.ws[0], md.nb)
+    _crba(&md.c, qp, <double*> cnp.PyArray_DATA(out), &w)
+    return out
+
+
+def bad_quaternion(ModelData md, const double[:, ::1] q):
+    """(row, joint index) of the first non-unit quaternion in a batch, or None."""
+    cdef Py_ssize_t k, j
+    cdef const double* u
+    for k in range(q.shape[0]):
+        for j in range(md.nquat):
+            u = &q[k, md.quat_at[j]]
+            if fabs(sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2] + u[3] * u[3]) - 1.0) > 1e-6:
+                return (int(k), int(md.quat_joint[j]))
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Derivatives (Kim Sec. 4)
+# ---------------------------------------------------------------------------
+
+
+def rnea_derivatives(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
+                     const double[:, ::1] ddq, const double[:, :, ::1] fext,
+                     double[:, :, ::1] dtau_dq, double[:, :, ::1] dtau_ddq,
+                     double[:, :, ::1] M, int nthreads):
+    """Table 5 Jacobians and the mass matrix for each row."""
+    cdef Call c = _call(K_RNEA_D, q, dq, fext)
+    c.ddq = &ddq[0, 0]
+    c.o1 = &dtau_dq[0, 0, 0]
+    c.o2 = &dtau_ddq[0, 0, 0]
+    c.o3 = &M[0, 0, 0]
+    c.so = md.nv * md.nv
+    _run(md, &c, q.shape[0], nthreads)
+
+
+def aba_derivatives(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
+                    const double[:, ::1] tau, const double[:, :, ::1] fext,
+                    double[:, ::1] ddq, double[:, :, ::1] d_dq, double[:, :, ::1] d_ddq,
+                    double[:, :, ::1] Minv, int[::1] status, int nthreads):
+    """Forward-dynamics derivatives for each row (status as in hybrid; -1 if
+    M is not positive definite)."""
+    cdef Call c = _call(K_ABA_D, q, dq, fext)
+    c.tau = &tau[0, 0]
+    c.o1 = &ddq[0, 0]
+    c.so1 = md.nv
+    c.o2 = &d_dq[0, 0, 0]
+    c.o3 = &d_ddq[0, 0, 0]
+    c.o4 = &Minv[0, 0, 0]
+    c.so = md.nv * md.nv
+    c.status = &status[0]
+    _run(md, &c, q.shape[0], nthreads)
+
+
+def rnea_tangent(ModelData md, const double[::1] q, const double[::1] dq, const double[::1] ddq,
+                 const double[:, ::1] fext, const double[:, ::1] q_p, const double[:, ::1] dq_p,
+                 const double[:, ::1] ddq_p, const double[:, :, ::1] dI, const double[:, :, ::1] dX,
+                 const double[:, ::1] dg, const double[:, :, ::1] dfext, double[:, ::1] out):
+    """Table 5 along P general directions at one state (row p of each seed
+    array is direction p; None = zero).  Writes out (P, nv)."""
+    cdef Py_ssize_t P = out.shape[0], k
+    cdef int nb = md.nb, nv = md.nv
+    cdef Work w = work_from(&md.ws[0], nb)
+    cdef const double* fp = _base2(fext)
+    cdef const double* a1 = _base2(q_p)
+    cdef const double* a2 = _base2(dq_p)
+    cdef const double* a3 = _base2(ddq_p)
+    cdef const double* a4 = _base3(dI)
+    cdef const double* a5 = _base3(dX)
+    cdef const double* a6 = _base2(dg)
+    cdef const double* a7 = _base3(dfext)
+    with nogil:
+        for k in range(P):
+            _rnea_t(&md.c, &q[0], &dq[0], &ddq[0], fp,
+                    _row(a1, k, nv), _row(a2, k, nv), _row(a3, k, nv), _row(a4, k, 10 * nb),
+                    _row(a5, k, 6 * nb), _row(a6, k, 3), _row(a7, k, 6 * nb), &out[k, 0], &w, k == 0)
+
+
+def rnea_derivatives1(ModelData md, q, dq, ddq):
+    """Fast single-state Table 5 Jacobians and M, or None (see rnea1)."""
+    cdef State1 st
+    cdef Work w
+    if not _state1(md, q, dq, ddq, &st):
+        return None
+    A = _empty(md.nv, 2)
+    B = _empty(md.nv, 2)
+    M = _empty(md.nv, 2)
+    w = work_from(&md.ws[0], md.nb)
+    _rnea_d(&md.c, st.q, st.a, st.b, NULL, <double*> cnp.PyArray_DATA(A),
+            <double*> cnp.PyArray_DATA(B), <double*> cnp.PyArray_DATA(M), &w)
+    return A, B, M
+
+
+def aba_derivatives1(ModelData md, q, dq, tau):
+    """Fast single-state forward-dynamics derivatives, or None."""
+    cdef State1 st
+    cdef Work w
+    if not _state1(md, q, dq, tau, &st):
+        return None
+    A = _empty(md.nv, 2)
+    B = _empty(md.nv, 2)
+    Mi = _empty(md.nv, 2)
+    a = _empty(md.nv)
+    w = work_from(&md.ws[0], md.nb)
+    if _aba_d(&md.c, st.q, st.a, st.b, NULL, <double*> cnp.PyArray_DATA(a),
+              <double*> cnp.PyArray_DATA(A), <double*> cnp.PyArray_DATA(B),
+              <double*> cnp.PyArray_DATA(Mi), &md.ws[md.wsize], &w) != 0:
+        return None
+    return A, B, Mi
+
+
+from gear.spatial._spatial cimport congruence_Ad_inv, congruence_Ad_inv_ref
+
+
+def _check_congruence(const double[::1] T, const double[:, ::1] P):
+    """(fast, reference) Ad*_{T^{-1}} P Ad_{T^{-1}} -- for the tests."""
+    a = np.empty((6, 6))
+    b = np.empty((6, 6))
+    cdef double[:, ::1] av = a
+    cdef double[:, ::1] bv = b
+    congruence_Ad_inv(&T[0], &P[0, 0], &av[0, 0])
+    congruence_Ad_inv_ref(&T[0], &P[0, 0], &bv[0, 0])
+    return a, b
+
+
+def integrate(ModelData md, const double[:, ::1] q, const double[:, ::1] v, double dt,
+              double[:, ::1] out, int nthreads):
+    """``out[k] = q[k] exp(dt v[k])`` joint by joint (see _integrate.pxd)."""
+    cdef Py_ssize_t N = q.shape[0], k
+    cdef int nq = md.nq, nv = md.nv
+    cdef const double* qp = &q[0, 0]
+    cdef const double* vp = &v[0, 0] if nv > 0 else NULL
+    cdef double* op = &out[0, 0]
+    if N == 0 or nq == 0:
+        return
+    if N < 64 or nthreads <= 1:
+        with nogil:
+            for k in range(N):
+                _integrate_config(&md.c, qp + k * nq, vp + k * nv, dt, op + k * nq)
+        return
+    for k in prange(N, nogil=True, num_threads=nthreads, schedule='static'):
+        _integrate_config(&md.c, qp + k * nq, vp + k * nv, dt, op + k * nq)
