@@ -21,6 +21,10 @@ this list (Cython cannot cimport in a cycle):
     _projection.pxd     projection route: pivoted QR of A^T and the
                         null-space dynamics
     _inverse.pxd        closed inverse dynamics (Kim eqs. 56-64)
+    _tangent_passes.pxd derivatives of the bodies', frames' and rows'
+                        kinematics along one direction (Kim Table 5's
+                        forward half)
+    _derivatives.pxd    derivatives of closed forward and inverse dynamics
 
 The maximal-coordinate kernel (``gear/maximal/_kernel.pxd``) reuses the
 rows and the compact layout of ``CWork``.
