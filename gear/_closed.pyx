@@ -534,7 +534,10 @@ cdef class ConstraintResult:
         return out
 
     def __reduce__(self):
-        return (_make_result, (self._fields(),))
+        # through gear._core, not this build's module: a pickle may be loaded
+        # where another build of this extension runs
+        from gear import _core
+        return (_core._make_result, (self._fields(),))
 
     def __repr__(self):
         return f"ConstraintResult({', '.join(self._fields())})"
