@@ -91,7 +91,7 @@ def main():
         gear.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
     print(f"closed-chain forward dynamics + derivatives, µs per state; batch of {args.batch} on "
-          f"{gear.get_num_threads()} thread(s)")
+          f"{gear.get_num_threads()} thread(s); kernels: {gear.show_config(file=False)['simd']} build")
     head = (f"{'mechanism':18s} {'nv':>3s} {'nc':>3s} {'gear 1 call':>11s} {'gear batch':>10s} "
             f"{'Pinocchio':>9s} {'1 call/pin':>10s} {'batch/pin':>9s} {'vs pin':>8s} {'vs pin FD':>9s}")
     print(head)
