@@ -8,6 +8,7 @@
     gear analyze MODEL --sweep JOINT     mobility and a sweep of an input joint: PNG, JSON
     gear bench                           per-call times on the bundled models
     gear demo                            the README's demo
+    gear config                          how gear was built and what it runs (gear.show_config)
 
 ``MODEL`` is a URDF (``.urdf``) or MJCF (``.xml``) path, a model bundled in
 ``gear/data`` (``arm7``, ``quadruped``, ``fourbar``), or a bundled mechanism:
@@ -510,7 +511,20 @@ def build_parser():
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--batch", type=_positive(int), default=20000)
     s.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("config", help="how gear was built and what it runs (gear.show_config)",
+                       description="The version, the build of the kernels in use (generic, AVX2 or "
+                       "AVX-512) and the builds this processor runs, OpenMP, threads and CHOLMOD.")
+    s.set_defaults(func=cmd_config)
     return p
+
+
+def cmd_config(args):
+    """``gear config``: :func:`gear.show_config`."""
+    import gear
+
+    gear.show_config()
+    return 0
 
 
 def main(argv=None):

@@ -29,10 +29,20 @@ def one_line_error(err, cmd):
     return lines[0]
 
 
-@pytest.mark.parametrize("cmd", [[], ["info"], ["simulate"], ["compare"], ["analyze"], ["bench"], ["demo"]])
+@pytest.mark.parametrize("cmd", [[], ["info"], ["simulate"], ["compare"], ["analyze"], ["bench"], ["demo"],
+                                 ["config"]])
 def test_help_on_every_command(cmd):
     code, out, err = run(*cmd, "--help")
     assert code == 0 and out.startswith("usage: gear") and not err
+
+
+def test_config_names_the_build_that_runs():
+    import gear
+
+    code, out, err = run("config")
+    assert code == 0 and not err
+    cfg = gear.show_config(file=False)
+    assert f"simd : {cfg['simd']}" in out and "generic x86-64" in out and "threads : " in out
 
 
 def test_console_script_is_installed():
