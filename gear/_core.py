@@ -22,7 +22,7 @@ from ._data import *  # noqa: F401,F403
 from ._data import _padded  # noqa: F401
 
 #: the builds of the kernels, best first: (suffix, name)
-VARIANTS = (("_v4", "x86-64-v4 (AVX-512)"), ("_v3", "x86-64-v3 (AVX2, FMA)"), ("", "generic x86-64"))
+VARIANTS = (("_v4", "x86-64-v4 (AVX-512)"), ("_v3", "x86-64-v3 (AVX2, FMA)"), ("", "generic"))
 _AREAS = ("_tree", "_closed", "_rollouts")
 _LEVEL = {"_v4": "X86_V4", "_v3": "X86_V3"}
 

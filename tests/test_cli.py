@@ -42,7 +42,7 @@ def test_config_names_the_build_that_runs():
     code, out, err = run("config")
     assert code == 0 and not err
     cfg = gear.show_config(file=False)
-    assert f"simd : {cfg['simd']}" in out and "generic x86-64" in out and "threads : " in out
+    assert f"simd : {cfg['simd']}" in out and "generic" in out and "threads : " in out
 
 
 def test_console_script_is_installed():
