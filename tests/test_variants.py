@@ -9,6 +9,9 @@ results are the same bits.
 """
 import contextlib
 import importlib
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -19,7 +22,7 @@ from gear import mechanisms as mech
 from gear.testing import random_tree
 
 WIDE = [s for s, _ in _core.available_variants() if s]
-pytestmark = pytest.mark.skipif(
+needs_wide = pytest.mark.skipif(
     not WIDE, reason="no build for a wider instruction set runs here (not x86-64, or one the compiler "
                      "could not target): only the generic kernels exist")
 
@@ -50,12 +53,14 @@ def _both(suffix, fn):
     return ref, got
 
 
+@needs_wide
 def test_the_best_build_runs_by_default():
     assert _core.VARIANT == _core.available_variants()[0][0]
     cfg = gear.show_config(file=False)
     assert cfg["simd"] == _core.VARIANT_NAME and cfg["simd_available"][-1] == "generic"
 
 
+@needs_wide
 @pytest.mark.parametrize("suffix", WIDE or ["-"])
 def test_tree_kernels(suffix):
     rng = np.random.default_rng(0)
@@ -77,6 +82,7 @@ def test_tree_kernels(suffix):
         assert np.array_equal(got, ref), name
 
 
+@needs_wide
 @pytest.mark.parametrize("suffix", WIDE or ["-"])
 @pytest.mark.parametrize("solver, opts", [("kkt", {"route": "dense"}), ("kkt", {"route": "aba"}),
                                           ("kkt", {"route": "sparse"}), ("projection", {}), ("maximal", {})])
@@ -96,6 +102,7 @@ def test_closed_kernels(suffix, solver, opts):
     assert np.array_equal(got, ref)
 
 
+@needs_wide
 @pytest.mark.parametrize("suffix", WIDE or ["-"])
 def test_closed_chain_derivatives_and_inverse_dynamics(suffix):
     sysm, q = mech.stewart()
@@ -117,6 +124,7 @@ def test_closed_chain_derivatives_and_inverse_dynamics(suffix):
         assert np.array_equal(g, r)
 
 
+@needs_wide
 @pytest.mark.parametrize("suffix", WIDE or ["-"])
 def test_rollouts(suffix):
     arm = gear.load_urdf(gear.data_path("arm7.urdf"))
@@ -133,3 +141,13 @@ def test_rollouts(suffix):
     for name, fn in runs.items():
         ref, got = _both(suffix, fn)
         assert np.array_equal(got, ref), name
+
+
+def test_the_build_can_be_chosen_and_a_wrong_choice_is_refused():
+    code = "import gear; print(gear.show_config(file=False)['simd'])"
+    env = dict(os.environ, GEAR_SIMD="generic")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "generic", p.stderr
+    env["GEAR_SIMD"] = "v9"
+    p = subprocess.run([sys.executable, "-c", "import gear"], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode != 0 and "GEAR_SIMD='v9': choose one of 'generic', 'v3', 'v4'" in p.stderr
