@@ -6,42 +6,16 @@ of the closed-loop kernels (``ClosureData``, ``SparseKKTData``,
 with the symbolic analyses that build them.  Declared in ``_data.pxd`` for
 the entry points of ``gear/_tree.pyx``, ``gear/_closed.pyx`` and
 ``gear/_rollouts.pyx``."""
-from cython.parallel cimport prange, parallel, threadid
-from libc.stdlib cimport malloc, free
+from cython.parallel cimport prange, threadid
 cimport openmp
 
 import numpy as np
 
-from gear.algorithms._types cimport ModelC, Work, work_from, WORK_PER_BODY
-from gear.algorithms._rnea cimport rnea as _rnea
-from gear.algorithms._aba cimport hybrid as _hybrid
-from gear.algorithms._crba cimport crba as _crba
-from gear.algorithms._fk cimport fk as _fk
-from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_derivatives as _aba_d,
-                                           rnea_tangent as _rnea_t)
-from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv, jcalc_dSdq, jcalc_ddSdq
-from gear.joints._integrate cimport integrate_config as _integrate_config
-from gear.algorithms._rollout cimport RollC, rollout as _rollout, rollout_scratch
-from gear.algorithms._spchol cimport SpChol, spchol_set
-from gear.constraints._cwork cimport (SpInv, ClosC, SpKKT, CWork, cwork_from, cwork_size, cwork_from_c,
-                                      cwork_size_c)
-from gear.constraints._rows cimport constraint_rows as _crows
-from gear.constraints._derivatives cimport (closed_forward_derivatives as _cfd,
-                                            closed_inverse_derivatives as _cid, deriv_scratch)
-from gear.constraints._aba_route cimport closed_dynamics as _cdyn_aba
-from gear.constraints._dense_route cimport closed_dense as _cdense
-from gear.constraints._projection cimport closed_forward_projection as _cproj
-from gear.constraints._inverse cimport closed_inverse as _cinv_dense
-from gear.constraints._sparse_route cimport closed_inverse_sparse as _cinv_sparse
-
-from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_scratch, maximal_assemble, joint_frames,
-                                   maximal_forward as _cmax, gear_chol, gear_chol_available,
-                                   gear_chol_new, gear_chol_clone, gear_chol_free, gear_chol_lnz,
-                                   gear_chol_perm)
-cimport numpy as cnp
-from libc.math cimport isfinite, fabs, sqrt
-
-cnp.import_array()
+from gear.algorithms._types cimport WORK_PER_BODY
+from gear.algorithms._spchol cimport spchol_set
+from gear.constraints._cwork cimport SpInv, SpKKT, cwork_size, cwork_size_c
+from gear.maximal._kernel cimport (MaxC, maximal_scratch, gear_chol, gear_chol_available, gear_chol_new,
+                                   gear_chol_free, gear_chol_lnz, gear_chol_perm)
 
 
 def omp_max_threads():
@@ -56,7 +30,6 @@ def omp_enabled():
     for k in prange(64, nogil=True, num_threads=2, schedule='static'):
         t[k] = threadid()
     return max(t) > 0
-
 
 
 cdef class ModelData:
@@ -157,7 +130,6 @@ cdef class ModelData:
         self.c.g[0] = g[0]
         self.c.g[1] = g[1]
         self.c.g[2] = g[2]
-
 
 
 def _padded(x, dtype):
@@ -513,7 +485,6 @@ def cholmod_ordering(int n, Kp, Ki, int ordering):
     gear_chol_perm(h, &o[0])
     gear_chol_free(h)
     return out
-
 
 
 def cholmod_available():

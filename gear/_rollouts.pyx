@@ -2,45 +2,14 @@
 """Native rollouts (``gear/algorithms/_rollout.pxd``): the whole steps
 loop of a batch of states without the GIL, in parallel over states, for
 trees and closed chains."""
-from cython.parallel cimport prange, parallel, threadid
+from cython.parallel cimport prange, parallel
 from libc.stdlib cimport malloc, free
-cimport openmp
 
-import numpy as np
-
-from gear.algorithms._types cimport ModelC, Work, work_from, WORK_PER_BODY
-from gear.algorithms._rnea cimport rnea as _rnea
-from gear.algorithms._aba cimport hybrid as _hybrid
-from gear.algorithms._crba cimport crba as _crba
-from gear.algorithms._fk cimport fk as _fk
-from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_derivatives as _aba_d,
-                                           rnea_tangent as _rnea_t)
-from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv, jcalc_dSdq, jcalc_ddSdq
-from gear.joints._integrate cimport integrate_config as _integrate_config
+from gear.algorithms._types cimport Work, work_from
 from gear.algorithms._rollout cimport RollC, rollout as _rollout, rollout_scratch
-from gear.algorithms._spchol cimport SpChol, spchol_set
-from gear.constraints._cwork cimport (SpInv, ClosC, SpKKT, CWork, cwork_from, cwork_size, cwork_from_c,
-                                      cwork_size_c)
-from gear.constraints._rows cimport constraint_rows as _crows
-from gear.constraints._derivatives cimport (closed_forward_derivatives as _cfd,
-                                            closed_inverse_derivatives as _cid, deriv_scratch)
-from gear.constraints._aba_route cimport closed_dynamics as _cdyn_aba
-from gear.constraints._dense_route cimport closed_dense as _cdense
-from gear.constraints._projection cimport closed_forward_projection as _cproj
-from gear.constraints._inverse cimport closed_inverse as _cinv_dense
-from gear.constraints._sparse_route cimport closed_inverse_sparse as _cinv_sparse
-
-from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_scratch, maximal_assemble, joint_frames,
-                                   maximal_forward as _cmax, gear_chol, gear_chol_available,
-                                   gear_chol_new, gear_chol_clone, gear_chol_free, gear_chol_lnz,
-                                   gear_chol_perm)
-cimport numpy as cnp
-from libc.math cimport isfinite, fabs, sqrt
-from gear._data cimport (ModelData, ClosureData, MaximalData, SparseKKTData, SparseInvData,
-                        _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec,
-                         _quats_ok, _empty, State1, _state1, _mat, _empty2)
-
-cnp.import_array()
+from gear.constraints._cwork cimport ClosC, CWork, cwork_from_c, cwork_size_c
+from gear.maximal._kernel cimport gear_chol, gear_chol_clone, gear_chol_free
+from gear._data cimport ModelData, ClosureData, _row, _orow
 
 
 def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[:, ::1] v0,
