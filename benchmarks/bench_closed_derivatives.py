@@ -52,16 +52,10 @@ def pinocchio_derivatives(sysm, q, dq, tau):
     None) without Pinocchio."""
     try:
         import pinocchio as pin
-        from gear.interop import pinocchio_constraint_models, to_pinocchio
+        from gear.interop import pinocchio_constraint_problem
     except ImportError:
         return None, None
-    pm, mp = to_pinocchio(sysm.model)
-    pd = pm.createData()
-    cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-    for cm in pinocchio_constraint_models(mp, sysm.constraints):
-        cms.append(cm)
-        cds.append(cm.createData())
-    pin.initConstraintDynamics(pm, pd, cms, cds)
+    pm, pd, cms, cds, mp = pinocchio_constraint_problem(sysm.model, sysm.constraints)
     prox = pin.ProximalSettings(1e-12, 1e-10, 200)
     qp, vp, tp = mp.q(q), mp.v(dq), mp.v(tau)
 

@@ -117,16 +117,10 @@ def pinocchio_constraint_dynamics(s, q, dq, tau):
     answer in gear's coordinates; ``(None, None)`` without Pinocchio."""
     try:
         import pinocchio as pin
-        from gear.interop import pinocchio_constraint_models, to_pinocchio
+        from gear.interop import pinocchio_constraint_problem
     except ImportError:
         return None, None
-    pm, mp = to_pinocchio(s.model)
-    pd = pm.createData()
-    cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-    for cm in pinocchio_constraint_models(mp, s.constraints):
-        cms.append(cm)
-        cds.append(cm.createData())
-    pin.initConstraintDynamics(pm, pd, cms, cds)
+    pm, pd, cms, cds, mp = pinocchio_constraint_problem(s.model, s.constraints)
     prox = pin.ProximalSettings(1e-12, 1e-9, 200)
     qp, vp, tp = mp.q(q), mp.v(dq), mp.v(tau)
 

@@ -37,7 +37,7 @@ from . import joints as J
 from .spatial import SE3
 
 __all__ = ["to_pinocchio", "to_mjcf", "mujoco_state_maps", "map_by_name", "PinocchioMap", "pinocchio_constraint_models",
-           "pinocchio_constraint_dynamics"]
+           "pinocchio_constraint_problem", "pinocchio_constraint_dynamics"]
 
 
 def _pin():
@@ -361,6 +361,40 @@ def pinocchio_constraint_models(mapping, closures):
     return out
 
 
+def pinocchio_constraint_problem(model, closures, mapping=None):
+    """The objects Pinocchio's constrained dynamics (``constraintDynamics``
+    and its derivatives) take for ``model`` closed by ``closures``, with
+    ``initConstraintDynamics`` done.
+
+    Parameters
+    ----------
+    model : gear.Model
+    closures : sequence
+        See :func:`pinocchio_constraint_models`.
+    mapping : PinocchioMap, optional
+        From :func:`to_pinocchio` (built when absent).
+
+    Returns
+    -------
+    pin_model, pin_data, constraint_models, constraint_datas, mapping
+        The last four as Pinocchio's ``createData()``,
+        ``StdVec_RigidConstraintModel`` and ``StdVec_RigidConstraintData``
+        and the :class:`PinocchioMap` of the coordinates.
+    """
+    pin = _pin()
+    if mapping is None:
+        _, mapping = to_pinocchio(model)
+    pm = mapping.pin_model
+    pd = pm.createData()
+    cms = pin.StdVec_RigidConstraintModel()
+    cds = pin.StdVec_RigidConstraintData()
+    for cm in pinocchio_constraint_models(mapping, closures):
+        cms.append(cm)
+        cds.append(cm.createData())
+    pin.initConstraintDynamics(pm, pd, cms, cds)
+    return pm, pd, cms, cds, mapping
+
+
 def pinocchio_constraint_dynamics(model, closures, q, dq, tau, mapping=None, mu=0.0,
                                   accuracy=1e-14, max_iter=100):
     """Constrained forward dynamics by Pinocchio's ``constraintDynamics``.
@@ -389,16 +423,7 @@ def pinocchio_constraint_dynamics(model, closures, q, dq, tau, mapping=None, mu=
     ddq : ndarray, shape (nv,)
     """
     pin = _pin()
-    if mapping is None:
-        _, mapping = to_pinocchio(model)
-    pm = mapping.pin_model
-    pd = pm.createData()
-    cms = pin.StdVec_RigidConstraintModel()
-    cds = pin.StdVec_RigidConstraintData()
-    for cm in pinocchio_constraint_models(mapping, closures):
-        cms.append(cm)
-        cds.append(cm.createData())
-    pin.initConstraintDynamics(pm, pd, cms, cds)
+    pm, pd, cms, cds, mapping = pinocchio_constraint_problem(model, closures, mapping)
     prox = pin.ProximalSettings(accuracy, mu, max_iter)
     ddq = pin.constraintDynamics(pm, pd, mapping.q(q), mapping.v(dq), mapping.v(tau), cms, cds, prox)
     return mapping.v_back(ddq)

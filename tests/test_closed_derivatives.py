@@ -211,18 +211,12 @@ def test_overconstrained_bricard_on_its_manifold():
 
 def test_against_pinocchio_on_the_ball_closed_four_bar():
     pin = pytest.importorskip("pinocchio", reason="Pinocchio is an optional test-only reference")
-    from gear.interop import pinocchio_constraint_models, to_pinocchio
+    from gear.interop import pinocchio_constraint_problem
 
     sysm, q = mech.four_bar(closure="ball")
     rng = np.random.default_rng(7)
     nv = sysm.model.nv
-    pm, mp = to_pinocchio(sysm.model)
-    pd = pm.createData()
-    cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-    for cm in pinocchio_constraint_models(mp, sysm.constraints):
-        cms.append(cm)
-        cds.append(cm.createData())
-    pin.initConstraintDynamics(pm, pd, cms, cds)
+    pm, pd, cms, cds, mp = pinocchio_constraint_problem(sysm.model, sysm.constraints)
     prox = pin.ProximalSettings(1e-14, 1e-10, 200)
     for _ in range(3):
         x = sysm.model.integrate(q, 0.1 * rng.standard_normal(nv))       # off the manifold too
