@@ -156,48 +156,23 @@ cdef void _cdyn_batch(ModelData md, ClosureData cd, int route, Py_ssize_t N, con
         free(buf)
 
 
-def closed_forward_derivatives(ModelData md, ClosureData cd, int nk, const double[:, ::1] q,
-                               const double[:, ::1] dq, const double[:, ::1] tau,
-                               const double[:, :, ::1] fext, double rcond, double[:, ::1] ddq,
-                               double[:, ::1] lam, double[:, :, ::1] X, double[:, :, ::1] Y,
-                               int[::1] status, int nthreads):
-    """Closed-chain forward dynamics and its derivatives for each row
-    (``gear/constraints/_derivatives.pxd``): ``X`` (N, nv, 3 nv), ``Y`` (N,
-    m, 3 nv); ``status[k]`` 0, ST_MASS_NOT_PD, ST_DIST_COINCIDE or
-    ST_DERIV_REDUNDANT (the caller takes the NumPy reference).  Serial for
-    one state, else in parallel without the GIL."""
-    cdef Py_ssize_t N = q.shape[0], k
-    cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb, n3 = 3 * md.nv
-    cdef int wsize = md.wsize, cwsize = cwork_size(md.nb, md.nv, cd.m)
-    cdef int dsize = deriv_scratch(md.nb, md.nv, cd.m, nk)
-    cdef const double* fp = NULL if fext is None else &fext[0, 0, 0]
-    cdef double* lp = &lam[0, 0] if m > 0 else NULL
-    cdef double* Yp = &Y[0, 0, 0] if m > 0 else NULL
-    cdef Work w
-    cdef CWork cw
-    cdef double* buf
-    if N == 1 or nthreads <= 1:
-        nthreads = 1
-    with nogil, parallel(num_threads=nthreads):
-        buf = <double*> malloc((wsize + cwsize + dsize + 1) * sizeof(double))
-        w = work_from(buf, nb)
-        cw = cwork_from(buf + wsize, nb, nv, m)
-        for k in prange(N, schedule='guided'):
-            status[k] = _cfd(&md.c, &cd.c, nk, &q[k, 0], &dq[k, 0], &tau[k, 0], _row(fp, k, 6 * nb),
-                             rcond, &ddq[k, 0], _orow(lp, k, m), &X[k, 0, 0], _orow(Yp, k, m * n3),
-                             buf + wsize + cwsize, &w, &cw)
-        free(buf)
+cdef inline int _deriv_one(const ModelC* m, const ClosC* c, int nk, bint inverse, const double* q,
+                           const double* dq, const double* x, const unsigned char* act, double* v,
+                           const double* fext, double rcond, double* lam, double* X, double* Y,
+                           double* s, Work* w, CWork* cw) noexcept nogil:
+    # one state of the forward (x = tau in, v = ddq out) or the inverse
+    # (x = ddq in, v = tau: passive in, actuated out) derivative kernel
+    if inverse:
+        return _cid(m, c, nk, q, dq, x, act, v, fext, rcond, lam, X, Y, s, w, cw)
+    return _cfd(m, c, nk, q, dq, x, fext, rcond, v, lam, X, Y, s, w, cw)
 
 
-def closed_inverse_derivatives(ModelData md, ClosureData cd, int nk, const double[:, ::1] q,
-                               const double[:, ::1] dq, const double[:, ::1] ddq,
-                               const unsigned char[::1] actuated, double[:, ::1] tau,
-                               const double[:, :, ::1] fext, double rcond, double[:, ::1] lam,
-                               double[:, :, ::1] X, double[:, :, ::1] Y, int[::1] status, int nthreads):
-    """Closed inverse dynamics and its derivatives for each row
-    (``gear/constraints/_derivatives.pxd``): ``tau`` (N, nv) holds the
-    passive torques on entry; ``X`` (N, nv, 3 nv), ``Y`` (N, m, 3 nv);
-    ``status[k]`` 0, ST_DIST_COINCIDE, ST_INEXACT or ST_DERIV_REDUNDANT."""
+cdef void _deriv_batch(ModelData md, ClosureData cd, int nk, bint inverse, const double[:, ::1] q,
+                       const double[:, ::1] dq, const double[:, ::1] x, const unsigned char* act,
+                       double[:, ::1] v, const double[:, :, ::1] fext, double rcond, double[:, ::1] lam,
+                       double[:, :, ::1] X, double[:, :, ::1] Y, int[::1] status, int nthreads):
+    # the kernel over the rows: serial for one state, else in parallel without
+    # the GIL, one workspace (Work, CWork, the kernel's scratch) per thread
     cdef Py_ssize_t N = q.shape[0], k
     cdef int m = cd.m, nv = md.nv, nb = md.nb, n3 = 3 * md.nv
     cdef int wsize = md.wsize, cwsize = cwork_size(md.nb, md.nv, cd.m)
@@ -215,10 +190,59 @@ def closed_inverse_derivatives(ModelData md, ClosureData cd, int nk, const doubl
         w = work_from(buf, nb)
         cw = cwork_from(buf + wsize, nb, nv, m)
         for k in prange(N, schedule='guided'):
-            status[k] = _cid(&md.c, &cd.c, nk, &q[k, 0], &dq[k, 0], &ddq[k, 0], &actuated[0], &tau[k, 0],
-                             _row(fp, k, 6 * nb), rcond, _orow(lp, k, m), &X[k, 0, 0],
-                             _orow(Yp, k, m * n3), buf + wsize + cwsize, &w, &cw)
+            status[k] = _deriv_one(&md.c, &cd.c, nk, inverse, &q[k, 0], &dq[k, 0], &x[k, 0], act, &v[k, 0],
+                                   _row(fp, k, 6 * nb), rcond, _orow(lp, k, m), &X[k, 0, 0],
+                                   _orow(Yp, k, m * n3), buf + wsize + cwsize, &w, &cw)
         free(buf)
+
+
+cdef tuple _deriv_single(ModelData md, ClosureData cd, int nk, bint inverse, const State1* st,
+                         const unsigned char* act, v, double rcond):
+    # one state without loads into fresh arrays (``v``: ddq out, or tau in/out)
+    cdef CWork cw
+    cdef cnp.npy_intp dims[2]
+    cdef int m = cd.m, nv = md.nv, status
+    cdef int cwsize = cwork_size(md.nb, md.nv, cd.m)
+    cdef Work w = work_from(&md.ws[0], md.nb)
+    dims[0] = m
+    lam = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
+    dims[0] = nv
+    dims[1] = 3 * nv
+    X = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+    dims[0] = m
+    Y = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+    dims[0] = cwsize + deriv_scratch(md.nb, nv, m, nk) + 1
+    buf = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
+    cw = cwork_from(<double*> cnp.PyArray_DATA(buf), md.nb, nv, m)
+    status = _deriv_one(&md.c, &cd.c, nk, inverse, st.q, st.a, st.b, act, <double*> cnp.PyArray_DATA(v), NULL,
+                        rcond, <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(X),
+                        <double*> cnp.PyArray_DATA(Y), <double*> cnp.PyArray_DATA(buf) + cwsize, &w, &cw)
+    return v, lam, X, Y, status
+
+
+def closed_forward_derivatives(ModelData md, ClosureData cd, int nk, const double[:, ::1] q,
+                               const double[:, ::1] dq, const double[:, ::1] tau,
+                               const double[:, :, ::1] fext, double rcond, double[:, ::1] ddq,
+                               double[:, ::1] lam, double[:, :, ::1] X, double[:, :, ::1] Y,
+                               int[::1] status, int nthreads):
+    """Closed-chain forward dynamics and its derivatives for each row
+    (``gear/constraints/_derivatives.pxd``): ``X`` (N, nv, 3 nv), ``Y`` (N,
+    m, 3 nv); ``status[k]`` 0, ST_MASS_NOT_PD, ST_DIST_COINCIDE or
+    ST_DERIV_REDUNDANT (the caller takes the NumPy reference).  Serial for
+    one state, else in parallel without the GIL."""
+    _deriv_batch(md, cd, nk, False, q, dq, tau, NULL, ddq, fext, rcond, lam, X, Y, status, nthreads)
+
+
+def closed_inverse_derivatives(ModelData md, ClosureData cd, int nk, const double[:, ::1] q,
+                               const double[:, ::1] dq, const double[:, ::1] ddq,
+                               const unsigned char[::1] actuated, double[:, ::1] tau,
+                               const double[:, :, ::1] fext, double rcond, double[:, ::1] lam,
+                               double[:, :, ::1] X, double[:, :, ::1] Y, int[::1] status, int nthreads):
+    """Closed inverse dynamics and its derivatives for each row
+    (``gear/constraints/_derivatives.pxd``): ``tau`` (N, nv) holds the
+    passive torques on entry; ``X`` (N, nv, 3 nv), ``Y`` (N, m, 3 nv);
+    ``status[k]`` 0, ST_DIST_COINCIDE, ST_INEXACT or ST_DERIV_REDUNDANT."""
+    _deriv_batch(md, cd, nk, True, q, dq, ddq, &actuated[0], tau, fext, rcond, lam, X, Y, status, nthreads)
 
 
 def closed_inverse_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, ddq,
@@ -227,36 +251,18 @@ def closed_inverse_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, ddq
     ``(tau, lam, X, Y, status)``, or None when the arguments need the
     general path (see :func:`_state1`; ``tau_passive`` (nv,) or None)."""
     cdef State1 st
-    cdef Work w
-    cdef CWork cw
-    cdef cnp.npy_intp dims[2]
-    cdef int m = cd.m, nv = md.nv, status, k
-    cdef int cwsize = cwork_size(md.nb, md.nv, cd.m)
     cdef const double* tp = NULL
+    cdef int k
     if not _state1(md, q, dq, ddq, &st):
         return None
     if tau_passive is not None:
-        tp = _vec(tau_passive, nv)
+        tp = _vec(tau_passive, md.nv)
         if tp == NULL:
             return None
-    tau = _empty(nv)
-    for k in range(nv):
+    tau = _empty(md.nv)
+    for k in range(md.nv):
         (<double*> cnp.PyArray_DATA(tau))[k] = 0.0 if tp == NULL else tp[k]
-    dims[0] = m
-    lam = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
-    dims[0] = nv
-    dims[1] = 3 * nv
-    X = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
-    dims[0] = m
-    Y = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
-    dims[0] = cwsize + deriv_scratch(md.nb, nv, m, nk) + 1
-    buf = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
-    w = work_from(&md.ws[0], md.nb)
-    cw = cwork_from(<double*> cnp.PyArray_DATA(buf), md.nb, nv, m)
-    status = _cid(&md.c, &cd.c, nk, st.q, st.a, st.b, &actuated[0], <double*> cnp.PyArray_DATA(tau), NULL,
-                  rcond, <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(X),
-                  <double*> cnp.PyArray_DATA(Y), <double*> cnp.PyArray_DATA(buf) + cwsize, &w, &cw)
-    return tau, lam, X, Y, status
+    return _deriv_single(md, cd, nk, True, &st, &actuated[0], tau, rcond)
 
 
 def closed_forward_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, tau, double rcond):
@@ -264,29 +270,9 @@ def closed_forward_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, tau
     ``(ddq, lam, X, Y, status)``, or None when the arguments need the
     general path (see :func:`_state1`)."""
     cdef State1 st
-    cdef Work w
-    cdef CWork cw
-    cdef cnp.npy_intp dims[2]
-    cdef int m = cd.m, nv = md.nv, status
-    cdef int cwsize = cwork_size(md.nb, md.nv, cd.m)
     if not _state1(md, q, dq, tau, &st):
         return None
-    ddq = _empty(nv)
-    dims[0] = m
-    lam = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
-    dims[0] = nv
-    dims[1] = 3 * nv
-    X = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
-    dims[0] = m
-    Y = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
-    dims[0] = cwsize + deriv_scratch(md.nb, nv, m, nk) + 1
-    buf = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
-    w = work_from(&md.ws[0], md.nb)
-    cw = cwork_from(<double*> cnp.PyArray_DATA(buf), md.nb, nv, m)
-    status = _cfd(&md.c, &cd.c, nk, st.q, st.a, st.b, NULL, rcond, <double*> cnp.PyArray_DATA(ddq),
-                  <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(X),
-                  <double*> cnp.PyArray_DATA(Y), <double*> cnp.PyArray_DATA(buf) + cwsize, &w, &cw)
-    return ddq, lam, X, Y, status
+    return _deriv_single(md, cd, nk, False, &st, NULL, _empty(md.nv), rcond)
 
 
 def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
