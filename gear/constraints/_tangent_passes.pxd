@@ -32,7 +32,7 @@ from gear.algorithms._derivatives cimport rnea_derivatives
 from gear.spatial._spatial cimport Ad_inv, dAd_inv, ad, cross3, matvec3, matTvec3
 from gear.joints._jcalc cimport jcalc_dS, jcalc_dSdq, jcalc_ddSdq, jcalc_has_dS
 from gear.constraints._cwork cimport ROW_POS, ROW_AXIS, ROW_DOT, ROW_DIST, ROW_COUPLER, ClosC, CWork
-from gear.constraints._rows cimport frame_world, dot3
+from gear.constraints._rows cimport frame_world, dot3, motion_pass
 
 
 cdef inline int tan_size(int nb, int nv, int nk) noexcept nogil:
@@ -499,15 +499,8 @@ cdef inline void tan_twists_at_y(const ModelC* m, const ClosC* c, int nk, const 
                                  TanW* T) noexcept nogil:
     """Body and frame twists at the velocity ``T.y`` (zero rows' multiplier
     derivative ``d(A y)/dq``)."""
-    cdef int i, p, r, k
-    for i in range(m.nb):
-        p = m.parent[i]
-        if p >= 0:
-            Ad_inv(w.T + 12 * i, T.Vy + 6 * p, T.Vy + 6 * i)
-        else:
-            for r in range(6):
-                T.Vy[6 * i + r] = 0.0
-        S_mul_add(w.S + 36 * i, m.nvi[i], T.y + m.iv[i], T.Vy + 6 * i)
+    cdef int k
+    motion_pass(m, w, T.y, T.Vy)                   # V_i = J_i y
     for k in range(nk):
         _frame_twist(cw, T.Vy, c.body_a[k], c.place_a + 12 * k, T.ys + 12 * k)
         _frame_twist(cw, T.Vy, c.body_b[k], c.place_b + 12 * k, T.ys + 12 * k + 6)

@@ -27,6 +27,8 @@ each kind.
 """
 from cython.parallel cimport prange
 from libc.math cimport atan2, floor, sqrt, sin, cos
+from gear.spatial._spatial cimport Ad_inv, cross3, matvec3, matTvec3
+from gear.constraints._rows cimport dot3
 
 import numpy as np
 
@@ -44,38 +46,14 @@ cdef enum:
 cdef double TWO_PI = 6.283185307179586
 
 
-cdef inline double _dot(const double* a, const double* b) noexcept nogil:
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-
-
-cdef inline void _cross(const double* a, const double* b, double* out) noexcept nogil:
-    out[0] = a[1] * b[2] - a[2] * b[1]
-    out[1] = a[2] * b[0] - a[0] * b[2]
-    out[2] = a[0] * b[1] - a[1] * b[0]
-
-
-cdef inline void _mv(const double* R, const double* x, double* out) noexcept nogil:
-    # R x for R (3, 3) row-major
-    cdef int r
-    for r in range(3):
-        out[r] = R[3 * r] * x[0] + R[3 * r + 1] * x[1] + R[3 * r + 2] * x[2]
-
-
-cdef inline void _mtv(const double* R, const double* x, double* out) noexcept nogil:
-    # R^T x
-    cdef int r
-    for r in range(3):
-        out[r] = R[r] * x[0] + R[3 + r] * x[1] + R[6 + r] * x[2]
-
-
 cdef inline double _angle_about(const double* R, const double* a) noexcept nogil:
     cdef double vee[3]
     cdef double Ra[3]
     vee[0] = R[7] - R[5]
     vee[1] = R[2] - R[6]
     vee[2] = R[3] - R[1]
-    _mv(R, a, Ra)
-    return atan2(_dot(vee, a), R[0] + R[4] + R[8] - _dot(a, Ra))
+    matvec3(R, a, Ra)
+    return atan2(dot3(vee, a), R[0] + R[4] + R[8] - dot3(a, Ra))
 
 
 cdef inline void _quat(const double* R, double* q) noexcept nogil:
@@ -161,20 +139,20 @@ cdef inline void _joint_q(int kind, const double* ax, double pitch, const double
     if kind == REVOLUTE or kind == HELICAL or kind == CYLINDRICAL:
         th = _angle_about(R, ax)
         if kind == HELICAL and pitch != 0.0:
-            s = _dot(y, ax) / pitch
+            s = dot3(y, ax) / pitch
             th = th + TWO_PI * _round((s - th) / TWO_PI)
         q[0] = th
         if kind == CYLINDRICAL:
-            q[1] = _dot(y, ax)
+            q[1] = dot3(y, ax)
     elif kind == PRISMATIC:
-        q[0] = _dot(y, ax)
+        q[0] = dot3(y, ax)
     elif kind == UNIVERSAL:
-        _mv(R, ax + 3, t)                                  # R a2
-        co = _dot(ax, ax + 3)
+        matvec3(R, ax + 3, t)                                  # R a2
+        co = dot3(ax, ax + 3)
         for r in range(3):
             perp[r] = ax[3 + r] - ax[r] * co
-        _cross(perp, t, u)
-        th = atan2(_dot(u, ax), _dot(t, perp))
+        cross3(perp, t, u)
+        th = atan2(dot3(u, ax), dot3(t, perp))
         q[0] = th
         # R1 = exp(th a1) (Rodrigues), then the angle of R1^T R about a2
         s, c = sin(th), cos(th)
@@ -192,8 +170,8 @@ cdef inline void _joint_q(int kind, const double* ax, double pitch, const double
                 M[3 * r + k] = R1[r] * R[k] + R1[3 + r] * R[3 + k] + R1[6 + r] * R[6 + k]
         q[1] = _angle_about(M, ax + 3)
     elif kind == PLANAR:
-        q[0] = _dot(y, ax)
-        q[1] = _dot(y, ax + 3)
+        q[0] = dot3(y, ax)
+        q[1] = dot3(y, ax + 3)
         q[2] = _angle_about(R, ax + 6)
     elif kind == SPHERICAL:
         _quat(R, q)
@@ -210,45 +188,34 @@ cdef inline void _joint_dq(int kind, const double* ax, double pitch, const doubl
     cdef double c, r1, r2, det
     cdef int r
     if kind == REVOLUTE:
-        v[0] = _dot(ax, eta)
+        v[0] = dot3(ax, eta)
     elif kind == PRISMATIC:
-        v[0] = _dot(ax, eta + 3)
+        v[0] = dot3(ax, eta + 3)
     elif kind == HELICAL:
-        v[0] = (_dot(ax, eta) + pitch * _dot(ax, eta + 3)) / (1.0 + pitch * pitch)
+        v[0] = (dot3(ax, eta) + pitch * dot3(ax, eta + 3)) / (1.0 + pitch * pitch)
     elif kind == CYLINDRICAL:
-        v[0] = _dot(ax, eta)
-        v[1] = _dot(ax, eta + 3)
+        v[0] = dot3(ax, eta)
+        v[1] = dot3(ax, eta + 3)
     elif kind == UNIVERSAL:
-        _mtv(Y, ax, b1)                                    # R^T a1
-        c = _dot(b1, ax + 3)
-        r1 = _dot(b1, eta)
-        r2 = _dot(ax + 3, eta)
+        matTvec3(Y, ax, b1)                                    # R^T a1
+        c = dot3(b1, ax + 3)
+        r1 = dot3(b1, eta)
+        r2 = dot3(ax + 3, eta)
         det = 1.0 - c * c
         v[0] = (r1 - c * r2) / det
         v[1] = (r2 - c * r1) / det
     elif kind == PLANAR:
-        _mtv(Y, ax, b1)
-        _mtv(Y, ax + 3, b2)
-        v[0] = _dot(b1, eta + 3)
-        v[1] = _dot(b2, eta + 3)
-        v[2] = _dot(ax + 6, eta)
+        matTvec3(Y, ax, b1)
+        matTvec3(Y, ax + 3, b2)
+        v[0] = dot3(b1, eta + 3)
+        v[1] = dot3(b2, eta + 3)
+        v[2] = dot3(ax + 6, eta)
     elif kind == SPHERICAL:
         for r in range(3):
             v[r] = eta[r]
     elif kind == FREE:
         for r in range(6):
             v[r] = eta[r]
-
-
-cdef inline void _ad_inv(const double* X, const double* V, double* out) noexcept nogil:
-    # Ad_{X^{-1}} V = (R^T w, R^T (v - p x w)) for X = (R 9, p 3)
-    cdef double t[3]
-    _cross(X + 9, V, t)
-    t[0] = V[3] - t[0]
-    t[1] = V[4] - t[1]
-    t[2] = V[5] - t[2]
-    _mtv(X, V, out)
-    _mtv(X, t, out + 3)
 
 
 cdef void _frame(const double* P, const double* V, int nb, const int* kind, const int* parent,
@@ -268,7 +235,7 @@ cdef void _frame(const double* P, const double* V, int nb, const int* kind, cons
         if V == NULL:
             continue
         if p >= 0:
-            _ad_inv(X, V + 6 * p, eta)
+            Ad_inv(X, V + 6 * p, eta)
             for r in range(6):
                 eta[r] = V[6 * i + r] - eta[r]
         else:
