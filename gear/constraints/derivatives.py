@@ -159,12 +159,7 @@ def _forward_batch(sysm, q, dq, tau, f_ext, rcond):
 
 
 def _validated(sysm, q, dq, tau, f_ext):
-    q = sysm._q(q)
-    N = q.shape[0] if q.ndim == 2 else None
-    dq = sysm._v(dq, "dq", N)
-    tau = sysm._v(tau, "tau", N)
-    if f_ext is not None:
-        f_ext = sysm._v(f_ext, "f_ext", N, (sysm.model.nbodies, 6))
+    q, N, dq, tau, f_ext = sysm._state(q, f_ext, dq=dq, tau=tau)
     if N is None:
         return q[None], dq[None], tau[None], None if f_ext is None else f_ext[None], True
     return q, dq, tau, f_ext, False
@@ -254,15 +249,10 @@ def inverse_dynamics_derivatives(sysm, q, dq, ddq, actuated, tau_passive=None, f
             return ClosedDerivatives(_INVERSE, out[0], out[1], out[2], out[3])
         if out is not None and out[4] == -5:
             raise _under_actuated(None)
-    q = sysm._q(q)
-    single = q.ndim == 1
-    N = None if single else q.shape[0]
-    dq = sysm._v(dq, "dq", N)
-    ddq = sysm._v(ddq, "ddq", N)
     nv, nc = sysm.model.nv, sysm.nc
-    tau_p = sysm._v(np.zeros(nv) if tau_passive is None else tau_passive, "tau_passive", N)
-    if f_ext is not None:
-        f_ext = sysm._v(f_ext, "f_ext", N, (sysm.model.nbodies, 6))
+    q, N, dq, ddq, tau_p, f_ext = sysm._state(q, f_ext, dq=dq, ddq=ddq,
+                                              tau_passive=np.zeros(nv) if tau_passive is None else tau_passive)
+    single = N is None
     a = sysm._joint_dofs(actuated, "actuated")
     if single:
         q, dq, ddq, tau_p = q[None], dq[None], ddq[None], tau_p[None]

@@ -284,6 +284,17 @@ class ConstrainedModel:
             raise ValueError(f"{name} has {out.shape[0]} states but q has {N}")
         return out
 
+    def _state(self, q, f_ext=None, **vectors):
+        """Validate a state: ``(q, N, *vectors, f_ext)`` with ``N`` None for
+        one state, each keyword a vector (nv,) or batch (N, nv) checked
+        under its name, ``f_ext`` (nbodies, 6) or (N, nbodies, 6) or None."""
+        q = self._q(q)
+        N = q.shape[0] if q.ndim == 2 else None
+        out = [self._v(v, name, N) for name, v in vectors.items()]
+        if f_ext is not None:
+            f_ext = self._v(f_ext, "f_ext", N, (self.model.nbodies, 6))
+        return (q, N, *out, f_ext)
+
     # -- rows ----------------------------------------------------------------
     def _rows_native(self, q, dq=None):
         """``(g, A, dA dq)`` for a batch ``q`` (N, nq) from the native
@@ -620,12 +631,7 @@ class ConstrainedModel:
                 out = ff(q, dq, tau)
                 if out is not None:
                     return out
-        q = self._q(q)
-        N = q.shape[0] if q.ndim == 2 else None
-        dq = self._v(dq, "dq", N)
-        tau = self._v(tau, "tau", N)
-        if f_ext is not None:
-            f_ext = self._v(f_ext, "f_ext", N, (self.model.nbodies, 6))
+        q, N, dq, tau, f_ext = self._state(q, f_ext, dq=dq, tau=tau)
         if N is None:
             ddq, lam, res, stats = self.solver.forward(q, dq, tau, f_ext)
             ok = bool(np.isfinite(ddq).all())
@@ -866,13 +872,8 @@ class ConstrainedModel:
                 out = fi(q, dq, ddq, self._joint_dofs(actuated, "actuated"), tau_passive)
                 if out is not None:
                     return out
-        q = self._q(q)
-        N = q.shape[0] if q.ndim == 2 else None
-        dq = self._v(dq, "dq", N)
-        ddq = self._v(ddq, "ddq", N)
-        tau_p = self._v(np.zeros(self.model.nv) if tau_passive is None else tau_passive, "tau_passive", N)
-        if f_ext is not None:
-            f_ext = self._v(f_ext, "f_ext", N, (self.model.nbodies, 6))
+        q, N, dq, ddq, tau_p, f_ext = self._state(
+            q, f_ext, dq=dq, ddq=ddq, tau_passive=np.zeros(self.model.nv) if tau_passive is None else tau_passive)
         a = self._joint_dofs(actuated, "actuated")
         if N is None:
             tau, lam, exact, ddq_o, stats = self.solver.inverse(q, dq, ddq, a, tau_p, objective, f_ext)
@@ -933,13 +934,7 @@ class ConstrainedModel:
                 out = hf(q, dq, ddq, tau, self._fast_mask(prescribed))
                 if out is not None:
                     return out
-        q = self._q(q)
-        N = q.shape[0] if q.ndim == 2 else None
-        dq = self._v(dq, "dq", N)
-        ddq = self._v(ddq, "ddq", N)
-        tau = self._v(tau, "tau", N)
-        if f_ext is not None:
-            f_ext = self._v(f_ext, "f_ext", N, (self.model.nbodies, 6))
+        q, N, dq, ddq, tau, f_ext = self._state(q, f_ext, dq=dq, ddq=ddq, tau=tau)
         u = self._joint_dofs(prescribed, "prescribed")
         if N is None:
             t, d, lam, res, stats = self.solver.hybrid(q, dq, ddq, tau, u, f_ext)
