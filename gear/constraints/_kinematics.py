@@ -30,6 +30,25 @@ def _ad(V):
     return out
 
 
+def joint_step(model, i, qi, dqi=None):
+    """Joint i at its coordinates ``qi`` (rates ``dqi`` or None): its motion
+    subspace ``S`` (6, n) and ``dS`` (6, n; ``dS dq`` of Kim eq. 41, zeros
+    without ``dqi``), the pose ``H`` (4, 4) of ``X = placement J(q)`` and
+    ``Ad_{X^{-1}}`` (6, 6)."""
+    from .. import _core
+
+    joint = model.joints[i]
+    n = joint.nv
+    Jt, S, dS = _core.jcalc_py(joint.kind, joint.params, qi, dqi)
+    Jt = np.asarray(Jt)
+    P = model.placements[i]
+    R = P.R @ Jt[:9].reshape(3, 3)
+    p = P.R @ Jt[9:] + P.p
+    H = np.eye(4)
+    H[:3, :3], H[:3, 3] = R, p
+    return np.asarray(S).reshape(6, n), np.asarray(dS).reshape(6, n), H, _adj(R.T, -R.T @ p)
+
+
 def tree_kinematics(model, q, dq=None):
     """Per body: world pose ``(nb, 4, 4)``, body Jacobian ``(nb, 6, nv)``,
     body twist ``(nb, 6)`` and bias acceleration ``(nb, 6)``.
@@ -39,8 +58,6 @@ def tree_kinematics(model, q, dq=None):
     that ``dV_i/dt = J_i ddq + a_i``.  Twists and accelerations are zero
     when ``dq`` is None.  ``q``/``dq`` are trusted (validated by the caller).
     """
-    from .. import _core
-
     nb, nv = model.nbodies, model.nv
     poses = np.empty((nb, 4, 4))
     J = np.zeros((nb, 6, nv))
@@ -51,28 +68,19 @@ def tree_kinematics(model, q, dq=None):
         n = joint.nv
         qi = np.ascontiguousarray(q[iq[i]:iq[i] + joint.nq])
         dqi = None if dq is None or n == 0 else np.ascontiguousarray(dq[iv[i]:iv[i] + n])
-        Jt, S, dS = _core.jcalc_py(joint.kind, joint.params, qi, dqi)
-        Jt, S = np.asarray(Jt), np.asarray(S)
-        P = model.placements[i]
-        Rj = Jt[:9].reshape(3, 3)
-        R = P.R @ Rj                                   # X = placement * J(q)
-        p = P.R @ Jt[9:] + P.p
-        Xinv = _adj(R.T, -R.T @ p)
+        S, dS, H, Xinv = joint_step(model, i, qi, dqi)
         par = model.parents[i]
-        H = np.eye(4)
-        H[:3, :3], H[:3, 3] = R, p
         poses[i] = H if par < 0 else poses[par] @ H
         if par >= 0:
             J[i] = Xinv @ J[par]
             V[i] = Xinv @ V[par]
             acc[i] = Xinv @ acc[par]
         if n:
-            S = S.reshape(6, n)
             J[i][:, iv[i]:iv[i] + n] += S
             if dqi is not None:
                 Sdq = S @ dqi
                 V[i] += Sdq
-                acc[i] += _ad(V[i]) @ Sdq + np.asarray(dS).reshape(6, n) @ dqi
+                acc[i] += _ad(V[i]) @ Sdq + dS @ dqi
     return poses, J, V, acc
 
 

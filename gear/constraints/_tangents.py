@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from .closures import _ROWS, LoopClosure
-from ._kinematics import _adj, _ad
+from ._kinematics import _adj, _ad, joint_step
 
 __all__ = ["row_tangents"]
 
@@ -87,16 +87,8 @@ def tangent_kinematics(model, q, dq):
         s = slice(iv[i], iv[i] + n)
         qi = np.ascontiguousarray(q[iq[i]:iq[i] + joint.nq])
         dqi = np.ascontiguousarray(dq[s])
-        Jt, S, dS = _core.jcalc_py(joint.kind, joint.params, qi, dqi if n else None)
-        Jt, S, dS = np.asarray(Jt), np.asarray(S).reshape(6, n), np.asarray(dS).reshape(6, n)
-        P = model.placements[i]
-        Rj = Jt[:9].reshape(3, 3)
-        R = P.R @ Rj
-        p = P.R @ Jt[9:] + P.p
-        Xinv = _adj(R.T, -R.T @ p)
+        S, dS, H, Xinv = joint_step(model, i, qi, dqi if n else None)
         par = model.parents[i]
-        H = np.eye(4)
-        H[:3, :3], H[:3, 3] = R, p
         poses[i] = H if par < 0 else poses[par] @ H
         h = np.zeros((D, 6))                        # S_i d(q_i)/dp
         dSi = np.zeros((D, 6, n))                   # d(S_i)/dp
