@@ -304,12 +304,12 @@ def _linearize_one(sysm, q, dq, X, minimal, rcond):
         Am = np.block([[L, np.eye(nv)], [Fq, Fv]])
         Bm = np.concatenate([np.zeros((nv, nv)), Ft])
         return Am, Bm
-    A, _, dA, _, _ = row_tangents(sysm, q, dq)
+    A = sysm.constraint_jacobian(q)
     G = constraint_basis(A, rcond)
-    if sysm.nc:
+    H = np.zeros((nv, G.shape[1]))
+    if sysm.nc and dq.any():                # at rest d(A dq)/dq is zero: no row derivatives
+        dA = row_tangents(sysm, q, dq)[2]
         H = -np.linalg.pinv(A, rcond=rcond) @ np.einsum("kcn,n->ck", dA, dq) @ G
-    else:
-        H = np.zeros((nv, G.shape[1]))
     d = G.shape[1]
     Ar = np.block([[G.T @ L @ G, np.eye(d)], [G.T @ (Fq @ G + Fv @ H), G.T @ Fv @ G]])
     Br = np.concatenate([np.zeros((d, nv)), G.T @ Ft])
