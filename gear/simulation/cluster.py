@@ -200,11 +200,7 @@ def _submit_campaign(client, camp, target, run_chunk, inputs, progress):
     finally:
         client.cancel([f for f in futures if not f.done()])
     wall = time.perf_counter() - wall
-    now = np.asarray(root["done"][:], dtype=bool)
-    chunk_walls = np.asarray(root["chunk_stats"][:])[now & ~done, 0]
-    extra = {"workers": nworkers,
-             "overhead_per_chunk": (max(0.0, wall - sum(chunk_walls) / slots) / len(todo)) if todo else 0.0}
-    return rollout.campaign_result(root, camp, summaries, before, done, wall, extra)
+    return rollout.campaign_result(root, camp, summaries, before, done, wall, {"workers": nworkers}, slots)
 
 
 def _run_in_memory(host_threads, rows, target, q, v, tau, f_ext, single, stabilization, gains, prescribed,
@@ -308,7 +304,7 @@ def run_gathered(client, target, S, q, v, t_final, dt, chunks, progress, options
     ev = [r[5]["evaluations"] for r in results]
     stats.update(wall_time=wall, batch=N, chunks=len(parts), chunks_run=len(parts), chunks_skipped=0,
                  chunks_retried=retried, workers=nworkers, chunk_wall_times=chunk_walls,
-                 overhead_per_chunk=max(0.0, wall - sum(chunk_walls) / slots) / len(parts),
+                 overhead_per_chunk=rollout.overhead_per_chunk(wall, chunk_walls, slots, len(parts)),
                  state_steps_per_s=stats["steps"] * N / max(wall, 1e-12),
                  evaluations=None if any(e is None for e in ev) else max(ev),        # per state
                  native=all(r[5]["native"] for r in results))
@@ -379,6 +375,6 @@ def run_maximal_gathered(client, mx, start, tau, f_ext, t_final, dt, chunks, pro
     chunk_walls = [r[1] for r in results]
     tr.stats.update(wall_time=wall, batch=N, chunks=len(parts), chunks_run=len(parts), chunks_skipped=0,
                     chunks_retried=retried, workers=nworkers, chunk_wall_times=chunk_walls,
-                    overhead_per_chunk=max(0.0, wall - sum(chunk_walls) / slots) / len(parts),
+                    overhead_per_chunk=rollout.overhead_per_chunk(wall, chunk_walls, slots, len(parts)),
                     state_steps_per_s=tr.stats["steps"] * N / max(wall, 1e-12))
     return tr

@@ -414,7 +414,14 @@ def prepare_campaign(S, q, v, out, resume, chunks, slots, t_final, dt, integrato
                     native=bool(native), rtol=rtol, atol=atol, steps=n)
 
 
-def campaign_result(root, camp, summaries, before, done_before, wall, extra=None):
+def overhead_per_chunk(wall, chunk_walls, slots, n):
+    """Seconds per chunk a distributed run spent beyond its chunks' own
+    work: ``(wall - sum(chunk_walls) / slots) / n`` (0 when negative or no
+    chunk ran)."""
+    return max(0.0, wall - sum(chunk_walls) / slots) / n if n else 0.0
+
+
+def campaign_result(root, camp, summaries, before, done_before, wall, extra=None, slots=None):
     """The :class:`Trajectory` of a campaign's store, with its stats.
 
     Parameters
@@ -435,6 +442,9 @@ def campaign_result(root, camp, summaries, before, done_before, wall, extra=None
         This call's wall time.
     extra : dict, optional
         More stats (the cluster's).
+    slots : int, optional
+        The cluster's worker threads: adds ``overhead_per_chunk``
+        (:func:`overhead_per_chunk` of the chunks this call ran).
     """
     from .recorder import store_trajectory
 
@@ -469,6 +479,8 @@ def campaign_result(root, camp, summaries, before, done_before, wall, extra=None
         stats["solver_counters"] = counters
         stats["max_residual"] = float(np.nanmax(res)) if not np.isnan(res).all() else 0.0
         stats["stabilization"] = str(camp.stabilization)
+    if slots:
+        stats["overhead_per_chunk"] = overhead_per_chunk(wall, stats["chunk_wall_times"], slots, len(ran))
     stats.update(extra or {})
     root.attrs["stats"] = {k: v for k, v in stats.items() if isinstance(v, (int, float, str))}
     return store_trajectory(root, stats)
