@@ -41,6 +41,11 @@ for name, make in (("Stewart platform", gear.mechanisms.stewart),
     nv = sm.model.nv
     v, t = sm.project_velocity(q0, rng.standard_normal(nv)), rng.standard_normal(nv)
     out[f"{name}: forward dynamics + derivatives"] = best_time(lambda: sm.forward_dynamics_derivatives(q0, v, t)) * 1e6
+sg, qg = gear.mechanisms.n_four_bar(100, tree="ground")
+vg, tg = sg.project_velocity(qg, rng.standard_normal(sg.model.nv)), rng.standard_normal(sg.model.nv)
+for route in ("dense", "sparse"):
+    sr = sg.with_solver("kkt", route=route)
+    out[f"N-four-bar (N = 100, ground): kkt {route}"] = best_time(lambda: sr.forward_dynamics(qg, vg, tg)) * 1e6
 q0, d0 = arm.random_configuration(rng, n=64), rng.standard_normal((64, arm.nv))
 out["arm7 RK4 rollout step (64 states)"] = best_time(
     lambda: gear.simulate(arm, q0, d0, 0.2, 1e-3, integrator="rk4", progress=False), repeat=3) / (64 * 200) * 1e6
