@@ -359,13 +359,15 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
         ``A`` that are not exactly zero at a random configuration (the dense
         route skips zero rows: the out-of-plane rows of balls closing planar
         loops are zero everywhere), ``s`` their mean number of non-zeros,
-        ``nnz_K`` and ``f`` the entries of ``K`` and the flops of its sparse
-        factor (``gear/constraints/sparse.py``: the rows it keeps)::
+        ``P`` the sum over those rows of ``d_k`` over each row's non-zero
+        dofs (the work of ``L^{-T} a`` on a row's root path), ``nnz_K`` and
+        ``f`` the entries of ``K`` and the flops of its sparse factor
+        (``gear/constraints/sparse.py``: the rows it keeps)::
 
             aba    ~ 165 nbodies (nc + 2)           articulated-body and unit passes
-            dense  ~ sum d_k^2 + 2 nz s mean(d) + nz^2 s / 2 + nz^3 / 6
+            dense  ~ sum d_k^2 + 2 P + nz^2 s / 2 + nz^3 / 6
                                                     L^T L, Y, K = Y^T Y, pivoted solve
-            sparse ~ sum d_k^2 + 2 nc s mean(d) + 3 nnz_K s' + f + 30 nc
+            sparse ~ sum d_k^2 + 2 P + 3 nnz_K s' + f + 30 nc
                                                     the same with K's pairs only
 
         (``s'`` the mean overlap of two meeting rows' supports).  The factor
@@ -399,13 +401,16 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
         s = float(np.count_nonzero(A[rows]) / nz) if nz else 0.0
         dmean = float(depth.mean()) if model.nv else 0.0
         tree = float((depth ** 2).sum())
-        dense = tree + 2 * nz * s * dmean + nz * nz * s / 2 + nz ** 3 / 6
+        # the row solves' work: a row on a deep path costs its depths, not
+        # its length times the mean depth (rows near a chain's root are cheap)
+        paths = float(((A[rows] != 0.0) @ depth).sum())
+        dense = tree + 2 * paths + nz * nz * s / 2 + nz ** 3 / 6
         costs = {"aba": 165.0 * model.nbodies * (sys.nc + 2), "dense": dense}
         if sys._native(self.options["rcond"]) is not None and sys.nc > 0 and dense > 2000.0:
-            costs["sparse"] = self._sparse_cost(A, depth, tree, dmean)
+            costs["sparse"] = self._sparse_cost(A, depth, tree, dmean, paths)
         return costs
 
-    def _sparse_cost(self, A, depth, tree, dmean):
+    def _sparse_cost(self, A, depth, tree, dmean, paths):
         """The sparse route's modelled work (see :meth:`route_costs`)."""
         m = self.system.nc
         s = float(np.count_nonzero(A) / max(m, 1))
@@ -414,7 +419,7 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
         pat = self._pattern()
         if pat.pair_fill > 0.25 and len(pat.groups) > 40:
             return float("inf")            # K dense: the dense route's work and more
-        return (tree + 2 * m * s * dmean + 3 * pat.nnz_K * min(s, dmean + 1)
+        return (tree + 2 * paths + 3 * pat.nnz_K * min(s, dmean + 1)
                 + pat.factor_flops + 30 * m)
 
     def _forward_numpy(self, q, dq, tau, f_ext):
