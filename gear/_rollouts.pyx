@@ -19,9 +19,11 @@ def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[
             int gravity_comp, double[:, :, ::1] Q, double[:, :, ::1] V, double[:, :, ::1] L,
             double[::1] tmax, int[::1] status, int nthreads, int project_start=1, int k0=0,
             const double[:, ::1] ref=None, double ref_t0=0.0, double ref_dt=1.0,
-            const double[::1] ckp=None, const double[::1] ckd=None):
+            const double[::1] ckp=None, const double[::1] ckd=None, double bg_a=0.0,
+            double bg_b=0.0):
     """Native rollouts of each row (see _rollout.pxd); ``cd`` None for a
-    tree; ``tau``/``kp``/``L`` may be None.  Parallel over rows, no GIL."""
+    tree; ``tau``/``kp``/``L`` may be None; ``bg_a``, ``bg_b``: Baumgarte's
+    ``2 alpha`` and ``beta^2`` (closed chains).  Parallel over rows, no GIL."""
     cdef RollC r
     cdef Py_ssize_t N = q0.shape[0], k
     cdef int nq = md.nq, nv = md.nv, nb = md.nb, m = 0 if cd is None else cd.m, st
@@ -61,6 +63,8 @@ def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[
     r.ref_dt = ref_dt
     r.ckp = NULL if ckp is None else &ckp[0]
     r.ckd = NULL if ckd is None else &ckd[0]
+    r.bg_a = bg_a
+    r.bg_b = bg_b
     if ref is not None and (ref.shape[1] != nq + 2 * nv or ckp is None or ckd is None or ref_dt <= 0):
         raise ValueError("rollout: the reference samples need nq + 2 nv columns, gains and ref_dt > 0")
     if N == 0:

@@ -713,3 +713,109 @@ def test_native_projection_hybrid_and_inverse_on_random_trees_of_every_joint_kin
         assert np.abs(inv.tau - t2).max() < 1e-8 * scale, js
         if ex2:
             assert inv.stats["native"] and rel(inv.lam, l2) < 1e-7, js
+
+
+def _baumgarte_cases():
+    """(name, system) of every mechanism, the ground-tree N-four-bar (the
+    sparse route), a coupled arm (coupler rows) and a random tree of every
+    joint kind closed by a ball, a distance and a revolute closure."""
+    out = [(n, MECHS[n]()) for n in sorted(MECHS) if n != "rolling_ball"]
+    out.append(("n_four_bar_40_ground", mech.n_four_bar(40, tree="ground")))
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    j = arm.joint_names
+    coupled = gear.ConstrainedModel(arm, [gear.JointCoupler(j[3], j[1], multiplier=-0.5, offset=0.2)])
+    out.append(("coupled_arm", (coupled, coupled.assemble(arm.neutral(), locked=[j[1]]))))
+    rng = np.random.default_rng(5)
+    model = random_tree(rng, nbodies=9, kinds=[k for k in ALL_KINDS if k != "fixed"])
+    for _ in range(50):            # a draw whose rows are independent (a unique answer)
+        rand, q = _closed_random(model, rng)
+        if np.linalg.matrix_rank(rand.constraint_jacobian(q)) == rand.nc:
+            break
+    else:
+        raise AssertionError("no independent closures drawn")
+    out.append(("random_tree", (rand, q)))
+    return out
+
+
+def _closed_random(model, rng):
+    """A ball, a distance and a revolute closure between random bodies,
+    built closed at a random ``q`` (frame B placed on frame A there)."""
+    q = model.random_configuration(rng)
+    poses = gear.maximal.from_reduced(model, q)
+    cs = []
+    for kind in ("ball", "distance", "revolute"):
+        a, b = (int(x) for x in rng.choice(model.nbodies, 2, replace=False))
+        # built closed at q: frame B placed on frame A there (a rod for the distance)
+        pa = random_se3(rng)
+        Ta = poses[a] @ pa.homogeneous()
+        params = {}
+        if kind == "distance":
+            d = rng.uniform(0.3, 1.0, 3)
+            Ta = Ta @ gear.SE3(p=d).homogeneous()
+            params["distance"] = float(np.linalg.norm(d))
+        pb = gear.SE3.from_matrix(np.linalg.solve(poses[b], Ta))
+        cs.append(gear.LoopClosure(a, pa, b, pb, kind, **params))
+    return gear.ConstrainedModel(model, cs), q
+
+
+@pytest.mark.parametrize("name,case", _baumgarte_cases(), ids=lambda x: x if isinstance(x, str) else "")
+def test_native_baumgarte_equals_its_python_path(name, case):
+    """stabilization='baumgarte' in the native loop (one solve of A ddq =
+    -(dA dq + 2 alpha A v + beta^2 g), the terms in the rows' bias) equals
+    the Python loop (the hard answer plus the minimum-M-norm correction),
+    from states off the manifold in position and velocity, on every route
+    of the kkt solver, the projection and maximal solvers, Euler and RK4."""
+    sysm, q = case
+    model = sysm.model
+    rng = np.random.default_rng(len(name))
+    n = 3
+    qs = np.stack([model.integrate(q, 1e-3 * rng.standard_normal(model.nv)) for _ in range(n)])
+    dqs = np.stack([sysm.project_velocity(x, rng.standard_normal(model.nv)) for x in qs])
+    dqs += 1e-3 * rng.standard_normal(dqs.shape)
+    if name == "four_bar_collinear":
+        dqs[:] = 0.0           # at the branch point most velocities have no motion
+    if name in ("bricard", "four_bar_collinear"):
+        # redundant rows: off the manifold the stabilised system has no
+        # solution, and the least-squares compromise depends on the order
+        # of elimination (one solve against two): start on the manifold
+        qs = np.stack([sysm.assemble(x) for x in qs])
+        dqs = np.stack([sysm.project_velocity(x, v) for x, v in zip(qs, dqs)])
+    solvers = [("kkt", {"route": r}) for r in ("aba", "dense")] + [("projection", {})]
+    if name.startswith("n_four_bar_40"):
+        solvers = [("kkt", {"route": "sparse"})]
+    # the maximal solver takes loop closures only; at the collinear
+    # four-bar's branch point its least-squares answer to the inconsistent
+    # system (one solve against the Python path's two) differs by 1e-6
+    if gear._core.cholmod_available() and name not in ("coupled_arm", "four_bar_collinear"):
+        solvers.append(("maximal", {}))
+    for solver, opts in solvers:
+        ss = sysm.with_solver(solver, **opts)
+        for integ in ("euler", "rk4"):
+            kw = dict(integrator=integ, stabilization="baumgarte", record_every=10, progress=False)
+            a = gear.simulate(ss, qs, dqs, 0.03, 1e-3, **kw)
+            b = gear.simulate(ss, qs, dqs, 0.03, 1e-3, native=False, **kw)
+            assert a.stats["native"] and not b.stats["native"], (solver, integ)
+            assert rel(a.q, b.q) < 1e-9 and rel(a.dq, b.dq) < 1e-9, (solver, opts, integ)
+            if not (solver == "maximal" and name == "bricard"):
+                # (the maximal solver's multipliers of redundant rows are one
+                # exact solution, not the minimum-norm one: not unique)
+                assert rel(a.lam, b.lam) < 1e-7, (solver, opts, integ)
+    if name in ("bricard", "four_bar_collinear"):
+        return
+    # from off the manifold it pulls the joints back: far below the
+    # unstabilised run's drift
+    ss = sysm.with_solver("kkt")
+    a = gear.simulate(ss, qs, dqs, 0.3, 1e-3, stabilization="baumgarte", record_every=100, progress=False)
+    b = gear.simulate(ss, qs, dqs, 0.3, 1e-3, stabilization=None, record_every=100, progress=False)
+    ra = max(np.abs(sysm.constraint_residual(x)).max() for x in a.q[:, -1])
+    rb = max(np.abs(sysm.constraint_residual(x)).max() for x in b.q[:, -1])
+    assert ra < max(0.2 * rb, 1e-9), (ra, rb)
+
+
+def test_soft_baumgarte_stays_in_python():
+    """The soft solver's Baumgarte path corrects its compliant answer with
+    the hard rows: not the one solve of the native loop."""
+    sysm, q = mech.four_bar()
+    r = gear.simulate(sysm.with_solver("soft"), q, np.zeros(3), 0.01, 1e-3, stabilization="baumgarte",
+                      progress=False)
+    assert not r.stats["native"]

@@ -10,7 +10,9 @@ constrained forward dynamics of a closed chain (one of the routes in
 ``gear/constraints/``: ``_aba_route.pxd``, ``_dense_route.pxd``,
 ``_projection.pxd``), or the maximal-coordinate kernel of
 ``gear/maximal/_kernel.pxd``.  Closed chains can be projected back onto the
-constraint manifold after each step.  The position step is Gauss-Newton
+constraint manifold after each step, or stabilised by Baumgarte's terms in
+the rows' bias (``2 alpha A v + beta^2 g``, in ``closure_rows``).  The
+position step of the projection is Gauss-Newton
 ``dq = -A^T (A A^T)^+ g`` to ``tol``, and the velocity is then projected
 by ``v -= A^T (A A^T)^+ A v``, with the same minimum-norm PSD solve as
 the dynamics.
@@ -60,6 +62,8 @@ cdef struct RollC:
     double ref_dt
     const double* ckp       # (nv,) computed-torque gains
     const double* ckd
+    double bg_a             # closed chains, Baumgarte stabilisation: 2 alpha
+    double bg_b             # ... and beta^2 (both 0: none)
 
 
 cdef inline int rollout_scratch(int nq, int nv, int m) noexcept nogil:
@@ -122,6 +126,11 @@ cdef inline int _accel(const ModelC* m, const ClosC* c, const RollC* r, double t
                                       + r.kd[m.iv[k] + iq] * (r.dq_target[m.iv[k] + iq] - v[m.iv[k] + iq]))
     if c == NULL:
         return hybrid(m, q, v, a, tau, NULL, NULL, w)
+    # Baumgarte: the routes solve A ddq = -(dA dq + 2 alpha A v + beta^2 g)
+    # (closure_rows stabilises the bias)
+    cw.bg_a = r.bg_a
+    cw.bg_b = r.bg_b
+    cw.bdq = v
     if r.route == 1:
         return closed_forward_dense(m, c, q, v, a, tau, NULL, lam, info, w, cw)
     if r.route == 2:

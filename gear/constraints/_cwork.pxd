@@ -154,6 +154,13 @@ cdef struct CWork:
     double* mws    # the maximal-coordinate kernel's scratch (ClosC.mxws), or NULL
     double* sws    # the sparse route's values and scratch (sparse_scratch), or NULL
     void* chol     # its CHOLMOD handle (gear_chol, one per thread), or NULL
+    # Baumgarte stabilisation of the rows (a rollout's own workspace; zero
+    # elsewhere): closure_rows adds bg_a (A v)_r + bg_b g_r to each bias, so
+    # that A ddq = -(dA dq + 2 alpha A v + beta^2 g); bdq the velocity v
+    # (read by coupler rows, whose rate is not in the frames)
+    double bg_a    # 2 alpha
+    double bg_b    # beta^2
+    const double* bdq
 
 
 cdef inline double* _carve(double* base, int* off, int n) noexcept nogil:
@@ -179,6 +186,9 @@ cdef inline int cwork_layout(CWork* c, double* base, int nb, int nv, int m,
     c.mws = NULL
     c.sws = NULL
     c.chol = NULL
+    c.bg_a = 0.0
+    c.bg_b = 0.0
+    c.bdq = NULL
     if compact:
         c.F = _carve(base, &off, 12 * m)
         c.bias = _carve(base, &off, m)

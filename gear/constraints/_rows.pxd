@@ -159,8 +159,13 @@ cdef inline int closure_rows(const ModelC* m, const ClosC* c, const double* q, c
     (``world_kinematics`` first).  ``F`` in each body's coordinates, or
     with ``world`` in the world frame (moment about the world origin:
     ``Ad*_{T_0b^{-1}}`` of the body wrench, ``(m + x × f, f)`` with x the
-    closure frame's origin).  Returns 0 or ST_DIST_COINCIDE."""
+    closure frame's origin).  With Baumgarte gains in ``cw`` (``bg_a``,
+    ``bg_b``) the bias is stabilised: ``+ bg_a dg/dt + bg_b g``, the rate
+    ``dg/dt = A_r dq`` read from the frames' velocities.  Returns 0 or
+    ST_DIST_COINCIDE."""
     cdef int r, k, i, j, a, b, last = -2
+    cdef double rate = 0.0
+    cdef bint stab = cw.bg_a != 0.0 or cw.bg_b != 0.0
     cdef double d[3]
     cdef double dd[3]
     cdef double ddd[3]
@@ -183,6 +188,10 @@ cdef inline int closure_rows(const ModelC* m, const ClosC* c, const double* q, c
         if c.rtype[r] == ROW_COUPLER:
             cw.g[r] = q[c.rqi[r]] - c.rcoef[r] * q[c.rqj[r]] - c.roff[r]
             cw.bias[r] = 0.0
+            if stab:
+                if cw.bdq != NULL:
+                    rate = cw.bdq[c.ri[r]] - c.rcoef[r] * cw.bdq[c.rj[r]]
+                cw.bias[r] = cw.bg_a * rate + cw.bg_b * cw.g[r]
             continue
         if k != last:
             frame_world(w, cw, c.body_a[k], c.place_a + 12 * k, frA)
@@ -204,6 +213,7 @@ cdef inline int closure_rows(const ModelC* m, const ClosC* c, const double* q, c
             fB[i] = 1.0
             fA[i] = -1.0
             cw.bias[r] = ddd[i]
+            rate = dd[i]
         elif c.rtype[r] == ROW_AXIS:
             for a in range(3):
                 u[a] = frA[3 * a + i]            # column i of R_A
@@ -218,6 +228,7 @@ cdef inline int closure_rows(const ModelC* m, const ClosC* c, const double* q, c
             for a in range(3):
                 t[a] += s[a]                     # d^2 u / dt^2
             cw.bias[r] = dot3(t, d) + 2.0 * dot3(du, dd) + dot3(u, ddd)
+            rate = dot3(du, d) + dot3(u, dd)
         elif c.rtype[r] == ROW_DOT:
             for a in range(3):
                 u[a] = frA[3 * a + i]
@@ -229,6 +240,7 @@ cdef inline int closure_rows(const ModelC* m, const ClosC* c, const double* q, c
             for a in range(3):
                 mB[a] = n[a]
                 mA[a] = -n[a]
+            rate = dot3(du, v) + dot3(u, dv)
             cross3(dv, u, t)
             cross3(v, du, s)
             for a in range(3):
@@ -248,6 +260,9 @@ cdef inline int closure_rows(const ModelC* m, const ClosC* c, const double* q, c
             cw.g[r] = L - c.length[k]
             e = dot3(fB, dd)
             cw.bias[r] = (dot3(dd, dd) - e * e) / L + dot3(fB, ddd)
+            rate = e
+        if stab:
+            cw.bias[r] += cw.bg_a * rate + cw.bg_b * cw.g[r]
         if world:
             world_wrench(c.body_a[k], frA + 9, mA, fA, cw.F + 12 * r)
             world_wrench(c.body_b[k], frB + 9, mB, fB, cw.F + 12 * r + 6)

@@ -238,8 +238,9 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         vector-space joints), ``tau`` None, an array or a
         :mod:`gear.controllers` PD/GravityCompensation/ComputedTorque (with a
         ``SampledReference``, trees), no ``f_ext``,
-        closed chains with the ``kkt``, ``projection`` or ``soft`` solver and projection or no
-        stabilisation.  ``stats["native"]`` says which loop ran.
+        closed chains with the ``kkt``, ``projection``, ``soft`` or
+        ``maximal`` solver and projection, Baumgarte (not with ``soft``) or
+        no stabilisation.  ``stats["native"]`` says which loop ran.
 
     Returns
     -------

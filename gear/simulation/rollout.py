@@ -22,7 +22,8 @@ def _native_plan(S, integrator, native):
     GravityCompensation / ComputedTorque with a SampledReference (trees),
     no f_ext; closed chains with the kkt, projection, soft or (built with
     CHOLMOD) maximal solver on LoopClosure/coupler rows and projection or
-    no stabilisation."""
+    no stabilisation, or Baumgarte's (not with the soft solver, whose
+    Python path corrects its answer with the hard rows)."""
     from .. import controllers
     from ..joints import FREE, SPHERICAL
 
@@ -36,7 +37,7 @@ def _native_plan(S, integrator, native):
         return None
     plan = dict(integrator=0 if integrator == "euler" else 1, tau=None, kp=None, kd=None,
                 q_target=None, dq_target=None, gravity_comp=0, cd=None, route=0, project=0,
-                ref=None, ref_t0=0.0, ref_dt=1.0, ckp=None, ckd=None)
+                ref=None, ref_t0=0.0, ref_dt=1.0, ckp=None, ckd=None, bg_a=0.0, bg_b=0.0)
     tau = S.tau
     if isinstance(tau, controllers.GravityCompensation) and tau.model is m:
         plan["gravity_comp"] = 1
@@ -61,9 +62,16 @@ def _native_plan(S, integrator, native):
         solver = S.sys.solver
         # exactly the built-in kkt, projection, soft and maximal solvers (a
         # subclass may change the answer), whose kernels run in the loop
-        if (type(solver) not in (KKTSolver, ProjectionSolver, SoftSolver, MaximalSolver)
-                or S.stabilization not in ("projection", None)):
+        if type(solver) not in (KKTSolver, ProjectionSolver, SoftSolver, MaximalSolver):
             return None
+        if S.stabilization == "baumgarte":
+            # one solve of A ddq = -(dA dq + 2 alpha A v + beta^2 g): the
+            # hard answer plus the Python path's minimum-M-norm correction
+            # (the soft solver's would go through its compliant K)
+            if type(solver) is SoftSolver or not all(S.sys._holonomic_mask()):
+                return None
+            alpha, beta = S.gains
+            plan.update(bg_a=2.0 * alpha, bg_b=beta * beta)
         nd = solver._native_data()
         if nd is None:
             return None
@@ -89,7 +97,7 @@ def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first
                   record_every, plan["route"], plan["project"], 1e-12, plan["kp"], plan["kd"],
                   plan["q_target"], plan["dq_target"], plan["gravity_comp"], Q, V, L, tmax, status,
                   nthreads, int(first), int(k0), plan["ref"], plan["ref_t0"], plan["ref_dt"],
-                  plan["ckp"], plan["ckd"])
+                  plan["ckp"], plan["ckd"], plan["bg_a"], plan["bg_b"])
     bad = np.flatnonzero(status)
     if bad.size:
         st, k = int(status[bad[0]]), int(bad[0])
