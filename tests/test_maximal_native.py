@@ -1,6 +1,7 @@
-"""The native velocity-level maximal step (gear.maximal.native; Ruan,
-"Articulated rigid body systems", eq. 12) against the NumPy step
-(gear.maximal.stepping.step, integrator "euler").
+"""The native maximal steps (gear.maximal.native): the velocity-level
+Euler step (Ruan, "Articulated rigid body systems", eq. 12) and the
+acceleration-level rk4 and rkmk4 steps, against the NumPy steps
+(gear.maximal.stepping.step).
 
 Tolerances.  Poses agree to 1e-13.  Twists: where ``K = J M^{-1} J^T`` is
 regular (RSSR, Stewart platform, trees) to 1e-12 relative; where the rows
@@ -53,12 +54,12 @@ def _batch(mx, sys, q0, N, rng, drift=0.0):
     return np.array(P), np.array(V)
 
 
-def _compare(mx, P, V, tau, f_ext, stab, steps, rtol_v, lam_too):
+def _compare(mx, P, V, tau, f_ext, stab, steps, rtol_v, lam_too, integrator="euler"):
     Pa, Va, Pb, Vb = P, V, P, V
     for _ in range(steps):
-        Pa, Va, la = stepping.step(mx, Pa, Va, H, "euler", tau, f_ext, stab)
-        out = native.native_step(mx, Pb, Vb, H, tau, f_ext, stab)
-        assert out is not None, native.why_not(mx)
+        Pa, Va, la = stepping.step(mx, Pa, Va, H, integrator, tau, f_ext, stab)
+        out = native.native_step(mx, Pb, Vb, H, tau, f_ext, stab, integrator=integrator)
+        assert out is not None, native.why_not(mx, integrator)
         Pb, Vb, lb = out
         assert Pb.shape == Pa.shape and Vb.shape == Va.shape and lb.shape == la.shape
         np.testing.assert_allclose(Pb, Pa, rtol=0, atol=1e-13)
@@ -268,13 +269,17 @@ def test_model_step_dispatches_and_falls_back():
     b = native.native_step(mx, P, V, H, stabilization="baumgarte")
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
-    # other integrators: NumPy's step, unchanged
     a = native.step(mx, P, V, H, "rkmk4")
-    b = stepping.step(mx, P, V, H, "rkmk4")
+    b = native.native_step(mx, P, V, H, integrator="rkmk4")
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
-    assert native.why_not(mx, "rk4").startswith("integrator 'rk4'")
-    assert native.why_not(mx) is None
+    # the implicit step: NumPy's, unchanged
+    a = native.step(mx, P, V, H, "implicit")
+    b = stepping.step(mx, P, V, H, "implicit")
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    assert native.why_not(mx, "implicit").startswith("integrator 'implicit'")
+    assert native.why_not(mx) is None and native.why_not(mx, "rk4") is None
 
 
 def test_model_methods_take_the_native_path():
@@ -303,7 +308,7 @@ def test_outside_the_kernel_native_step_returns_none():
     b = stepping.step(soft, P[None], V[None], H, "euler")
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
-    assert "integrator 'rk4'" in native.why_not(gear.MaximalModel(sys), "rk4")
+    assert "integrator 'implicit'" in native.why_not(gear.MaximalModel(sys), "implicit")
     with pytest.raises(NotImplementedError, match="compliant"):
         native.native_run(soft, P[None], V[None], H, 1)
 
@@ -402,3 +407,86 @@ def test_native_row_residuals_equal_numpy_and_threads_do_not_share_them():
         np.testing.assert_allclose(_joint_error(mx, P, True), np.abs(g_np).max(axis=1), rtol=0, atol=1e-14)
     finally:
         gear.set_num_threads(before)
+
+
+# ---------------------------------------------------------------------------
+# the acceleration level: rk4 (pose matrices, polar factor) and rkmk4
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("integrator", ["rk4", "rkmk4"])
+@pytest.mark.parametrize("name", list(MECHS))
+def test_runge_kutta_equals_the_numpy_step_on_closed_chains(name, integrator):
+    """Forward dynamics from poses and twists (the rows' acceleration bias
+    of every row type, Baumgarte's terms) in the classical tableau: rk4's
+    rotations moved to their polar factor (Newton-Schulz here, an SVD in
+    NumPy: the same rotation to 1e-15), rkmk4 through exp and dexp^-1."""
+    sys, q0 = MECHS[name]()
+    mx = gear.MaximalModel(sys)
+    rng = np.random.default_rng(17)
+    rtol_v = 1e-12 if name in REGULAR else 1e-10
+    P, V = _batch(mx, sys, q0, 3, rng, 1e-3 if name in REGULAR else 0.0)
+    tau = rng.standard_normal((3, sys.model.nv))
+    f_ext = 0.3 * rng.standard_normal((3, mx.nbodies, 6))
+    for stab in (None, "baumgarte"):
+        _compare(mx, P, V, tau, f_ext, stab, 4, rtol_v, name in REGULAR, integrator)
+
+
+@pytest.mark.parametrize("integrator", ["rk4", "rkmk4"])
+def test_runge_kutta_on_random_trees_and_sparse_K(integrator):
+    """Every joint kind (helix, universal and planar rows among them), and
+    more rows than the dense route takes (K sparse)."""
+    rng = np.random.default_rng(23)
+    m = gear.testing.random_tree(rng, nbodies=10)
+    mx = gear.MaximalModel(m)
+    q = np.array([m.random_configuration(rng) for _ in range(2)])
+    P, V = mx.state(q, rng.standard_normal((2, m.nv)))
+    P = P @ exp_se3_rows(1e-3 * rng.standard_normal((2, mx.nbodies, 6)))
+    tau, f_ext = rng.standard_normal((2, m.nv)), rng.standard_normal((2, mx.nbodies, 6))
+    for stab in (None, "baumgarte"):
+        _compare(mx, P, V, tau, f_ext, stab, 3, 1e-12, True, integrator)
+    sys, q0 = mech.n_four_bar(12, tree="ground")
+    mx = gear.MaximalModel(sys)
+    assert "Lp" in native.plan(mx).arrays
+    P, V = _batch(mx, sys, q0, 2, rng)
+    _compare(mx, P, V, rng.standard_normal((2, sys.model.nv)), None, "baumgarte", 3, 1e-10, False, integrator)
+
+
+@pytest.mark.parametrize("integrator", ["rk4", "rkmk4"])
+def test_runge_kutta_run_with_projection_equals_steps_and_projections(integrator):
+    sys, q0 = mech.slider_crank()
+    mx = gear.MaximalModel(sys)
+    rng = np.random.default_rng(6)
+    P, V = _batch(mx, sys, q0, 2, rng)
+    tau = rng.standard_normal((2, sys.model.nv))
+    Pr, Vr, lam = native.native_run(mx, P, V, H, 8, record_every=4, tau=tau, stabilization="projection",
+                                    integrator=integrator)
+    Pa, Va, _ = stepping.project(mx, P, V)
+    for k in range(1, 9):
+        Pa, Va, la = stepping.step(mx, Pa, Va, H, integrator, tau, None, "projection")
+        Pa, Va, _ = stepping.project(mx, Pa, Va)
+        if k % 4 == 0:
+            np.testing.assert_allclose(Pr[:, k // 4], Pa, rtol=0, atol=1e-13)
+            np.testing.assert_allclose(Vr[:, k // 4], Va, rtol=0, atol=1e-10 * np.abs(Va).max())
+            np.testing.assert_allclose(lam[:, k // 4], la, rtol=0, atol=1e-8 * np.abs(la).max())
+    assert np.abs(mx.joint_residual(Pr[:, -1])).max() <= 1e-12
+
+
+def test_simulate_runs_runge_kutta_natively():
+    """gear.simulate(mx, integrator="rk4"/"rkmk4") takes the native loop, a
+    batch gives its single runs' bits, and energy is kept to the order of
+    the method (rkmk4 with projection, the hanging four-bar)."""
+    sys, q0 = mech.four_bar()
+    mx = gear.MaximalModel(sys)
+    rng = np.random.default_rng(2)
+    dq = np.stack([sys.project_velocity(q0, rng.standard_normal(3)) for _ in range(3)])
+    qs = np.repeat(q0[None], 3, axis=0)
+    for integ in ("rk4", "rkmk4"):
+        tr = gear.simulate(mx, qs, dq, 0.2, 1e-3, integrator=integ, stabilization="projection",
+                           record_every=50, progress=False)
+        assert tr.stats["native"] and tr.stats["max_joint_error"] <= 1e-12
+        one = gear.simulate(mx, q0, dq[1], 0.2, 1e-3, integrator=integ, stabilization="projection",
+                            record_every=50, progress=False)
+        np.testing.assert_array_equal(one.q, tr.q[1])
+        P, V = mx.state(tr.q[:, 0], tr.dq[:, 0])
+        E0 = mx.energy(P, V)
+        P, V = tr.poses[:, -1], tr.twists[:, -1]
+        assert np.abs(mx.energy(P, V) - E0).max() < 1e-8 * max(1.0, np.abs(E0).max())

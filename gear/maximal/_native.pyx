@@ -47,7 +47,7 @@ from libc.stdlib cimport malloc, free
 from libc.math cimport sqrt, sin, cos, fabs, atan2, rint, M_PI
 
 from gear.spatial._spatial cimport (cross3, matmul3, matvec3, matTvec3, se3_mul, se3_inv, dAd_inv, dad,
-                                    mat6_vec)
+                                    ad, mat6_vec)
 from gear.algorithms._dense cimport chol_factor, chol_solve, dot
 from gear.algorithms._spchol cimport SpChol, spchol_set, spchol_factor, spchol_solve_basic
 
@@ -712,6 +712,311 @@ cdef int project_one(const PlanC* p, const double* P16, const double* V, double 
     return ST_OK
 
 
+# ---------------------------------------------------------------------------
+# the acceleration level: forward dynamics from poses and twists, and the
+# Runge-Kutta steps of gear.maximal.stepping (rk4, rkmk4)
+# ---------------------------------------------------------------------------
+cdef inline void frame_motion(const double* T, const double* V, int body, const double* R,
+                              const double* pos, double* Rw, double* pw, double* w, double* v,
+                              double* ac) noexcept nogil:
+    """A row's frame in the world (``frame``) with its angular velocity
+    ``w``, origin velocity ``v`` and origin acceleration bias ``ac`` (at
+    ``dV = 0``), all in world coordinates (rows.py's ``_frames``): with
+    the origin's body velocity ``vo = v_b + w_b x p``, ``w = R_b w_b``,
+    ``v = R_b vo``, ``ac = R_b (w_b x vo)``; zero on the world."""
+    cdef double vo[3]
+    cdef double t[3]
+    cdef int k
+    frame(T, body, R, pos, Rw, pw)
+    if body < 0:
+        for k in range(3):
+            w[k] = 0.0
+            v[k] = 0.0
+            ac[k] = 0.0
+        return
+    cross3(V + 6 * body, pos, vo)
+    for k in range(3):
+        vo[k] += V[6 * body + 3 + k]
+    matvec3(T + 12 * body, V + 6 * body, w)
+    matvec3(T + 12 * body, vo, v)
+    cross3(V + 6 * body, vo, t)
+    matvec3(T + 12 * body, t, ac)
+
+
+cdef inline double row_bias(const PlanC* p, const double* T, const double* V, int r) noexcept nogil:
+    """The bias ``b_r`` of row r, ``J_r dV + b_r = d^2 g_r / dt^2``
+    (rows.py's ``evaluate``), for each row type."""
+    cdef double RAw[9]
+    cdef double RBw[9]
+    cdef double pAw[3]
+    cdef double pBw[3]
+    cdef double wA[3]
+    cdef double wB[3]
+    cdef double vA[3]
+    cdef double vB[3]
+    cdef double aA[3]
+    cdef double aB[3]
+    cdef double d[3]
+    cdef double dd[3]
+    cdef double ddd[3]
+    cdef double u[3]
+    cdef double wj[3]
+    cdef double du[3]
+    cdef double ddu[3]
+    cdef double dw[3]
+    cdef double t1[3]
+    cdef double t2[3]
+    cdef double a1[3]
+    cdef double a2[3]
+    cdef double b1[3]
+    cdef double pp[3]
+    cdef double rr[3]
+    cdef double Dw[3]
+    cdef double dp[3]
+    cdef double dr[3]
+    cdef double b, L, e, sn, cs, rho, s1, c1, s2, c2, drho
+    cdef int k, i = p.ci[r], j = p.cj[r], i1, i2, t = p.ty[r]
+    frame_motion(T, V, p.ia[r], p.RA + 9 * r, p.pA + 3 * r, RAw, pAw, wA, vA, aA)
+    frame_motion(T, V, p.ib[r], p.RB + 9 * r, p.pB + 3 * r, RBw, pBw, wB, vB, aB)
+    for k in range(3):
+        d[k] = pBw[k] - pAw[k]
+        dd[k] = vB[k] - vA[k]
+        ddd[k] = aB[k] - aA[k]
+        u[k] = RAw[3 * k + i]
+        wj[k] = RBw[3 * k + j]
+    if t == POS:
+        return ddd[i]
+    if t == AXIS or t == HELIX:
+        cross3(wA, u, du)
+        cross3(wA, du, ddu)
+        b = dot3(ddu, d) + 2.0 * dot3(du, dd) + dot3(u, ddd)
+        if t == HELIX:
+            # - h theta'' (theta' = (c s' - s c') / rho, rows.py)
+            i1, i2 = (i + 1) % 3, (i + 2) % 3
+            for k in range(3):
+                a1[k] = RAw[3 * k + i1]
+                a2[k] = RAw[3 * k + i2]
+                b1[k] = RBw[3 * k + i1]
+                Dw[k] = wA[k] - wB[k]
+            sn, cs = dot3(a2, b1), dot3(a1, b1)
+            cross3(a2, b1, pp)
+            cross3(a1, b1, rr)
+            rho = sn * sn + cs * cs
+            s1, c1 = dot3(pp, Dw), dot3(rr, Dw)
+            cross3(wA, a2, t1)
+            cross3(t1, b1, dp)
+            cross3(wB, b1, t2)
+            cross3(a2, t2, t1)
+            for k in range(3):
+                dp[k] += t1[k]
+            cross3(wA, a1, t1)
+            cross3(t1, b1, dr)
+            cross3(a1, t2, t1)
+            for k in range(3):
+                dr[k] += t1[k]
+            s2, c2 = dot3(dp, Dw), dot3(dr, Dw)
+            drho = 2.0 * (sn * s1 + cs * c1)
+            b -= p.pitch[r] * (((cs * s2 - sn * c2) * rho - (cs * s1 - sn * c1) * drho) / (rho * rho))
+        return b
+    if t == DOT:
+        cross3(wA, u, du)
+        cross3(wB, wj, dw)
+        cross3(dw, u, t1)
+        cross3(wj, du, t2)
+        for k in range(3):
+            t1[k] += t2[k]
+            t2[k] = wB[k] - wA[k]
+        return dot3(t2, t1)
+    L = sqrt(dot3(d, d))                  # DIST (row() has checked L)
+    e = dot3(d, dd) / L
+    return (dot3(dd, dd) - e * e) / L + dot3(d, ddd) / L
+
+
+cdef int accel_one(const PlanC* p, const double* T, const double* V, const double* tau,
+                   const double* fext, double ga, double gb, double* dV, double* lam,
+                   double* ws) noexcept nogil:
+    """Forward dynamics at one state (``MaximalModel._accel``): ``dV = M^{-1}
+    (f + J^T lam)`` with ``J dV + b = -ga J V - gb g`` (``ga = 2 alpha``,
+    ``gb = beta^2``: Baumgarte; zero: the rows' acceleration held), ``K lam
+    = -b - ga J V - gb g - J M^{-1} f`` solved as the Euler step does.
+    ``T`` (nb, 12) as _spatial.pxd; ``ws``: scratch_size doubles (the row
+    scratch at euler_one's offsets, its first 24 nb unused)."""
+    cdef int nb = p.nb, m = p.m, b, r, k, st
+    cdef double* F = ws + 24 * nb
+    cdef double* G = F + 12 * m
+    cdef double* g = G + 12 * m
+    cdef double* rhs = g + m
+    cdef double* x = rhs + m
+    cdef double* res = x + m
+    cdef double* K = res + m
+    cdef double* L = K + (3 * m if p.sparse else m * m)
+    cdef int* first = <int*> (L + m * m)
+    cdef double* f = ws                   # (nb, 6) the body forces
+    body_forces(p, T, V, tau, fext, f)
+    for b in range(nb):
+        mat6_vec(p.Minv + 36 * b, f + 6 * b, dV + 6 * b)
+    if m == 0:
+        return ST_OK
+    st = factor_rows(p, T, g, F, G, K, L, first)
+    if st != ST_OK:
+        return st
+    J_apply(p, F, V, lam)                 # (lam holds J V until the end)
+    J_apply(p, F, dV, rhs)
+    for r in range(m):
+        rhs[r] = (-row_bias(p, T, V, r) - ga * lam[r] - gb * g[r]) - rhs[r]
+    solve_rows(p, F, G, K, L, first, rhs, x, res)
+    add_Minv_Jt(p, G, x, 1.0, dV)
+    for r in range(m):
+        lam[r] = x[r]
+    return ST_OK
+
+
+cdef inline void polar3(double* R) noexcept nogil:
+    """R <- its orthogonal polar factor (the nearest rotation), by
+    Newton-Schulz iterations ``X <- X (3 I - X^T X) / 2`` (R is a rotation
+    up to O(h^5) here: two or three iterations reach rounding)."""
+    cdef double A[9]
+    cdef double X[9]
+    cdef double e
+    cdef int it, a, b
+    for it in range(8):
+        for a in range(3):
+            for b in range(3):
+                A[3 * a + b] = -(R[a] * R[b] + R[3 + a] * R[3 + b] + R[6 + a] * R[6 + b])
+        e = 0.0
+        for a in range(3):
+            A[4 * a] += 3.0
+            for b in range(3):
+                if fabs(A[3 * a + b] - (2.0 if a == b else 0.0)) > e:
+                    e = fabs(A[3 * a + b] - (2.0 if a == b else 0.0))
+        if e <= 1e-16:
+            return
+        matmul3(R, A, X)
+        for a in range(9):
+            R[a] = 0.5 * X[a]
+
+
+cdef inline void pose_rate(const double* T, const double* V, double* kT) noexcept nogil:
+    # d/dt of the pose matrix T (dT/dt = T V^): (R [w]x, R v) for each body
+    cdef double W[9]
+    W[0] = 0.0; W[1] = -V[2]; W[2] = V[1]
+    W[3] = V[2]; W[4] = 0.0; W[5] = -V[0]
+    W[6] = -V[1]; W[7] = V[0]; W[8] = 0.0
+    matmul3(T, W, kT)
+    matvec3(T, V + 3, kT + 9)
+
+
+cdef inline void dexp_inv(const double* th, const double* xi, double* out) noexcept nogil:
+    # xi + [th, xi] / 2 + [th, [th, xi]] / 12 (stacks.dexp_inv_se3_rows)
+    cdef double c1[6]
+    cdef double c2[6]
+    cdef int k
+    ad(th, xi, c1)
+    ad(th, c1, c2)
+    for k in range(6):
+        out[k] = (xi[k] + 0.5 * c1[k]) + c2[k] / 12.0
+
+
+cdef int rk_one(const PlanC* p, const double* P16, const double* V, const double* tau,
+                const double* fext, double h, double ga, double gb, bint mk, double* Pout,
+                double* Vout, double* lam, double* ws) noexcept nogil:
+    """One step of the classical tableau (stepping._rk_step): Munthe-Kaas
+    (``mk``: ``T = T0 exp(theta)``, ``theta' = dexp^{-1}_{-theta}(V)``) or
+    on the pose matrices (``dT/dt = T V^``, the rotations moved to their
+    polar factor after the step).  ``lam``: the row forces at the start.
+    ``ws``: scratch_size + 72 nb doubles."""
+    cdef int nb = p.nb, m = p.m, b, k, s, st
+    cdef double* T0 = ws + scratch_size(p)     # (nb, 12) the state
+    cdef double* V0 = T0 + 12 * nb             # (nb, 6)
+    cdef double* Ti = V0 + 6 * nb              # (nb, 12) a stage's poses
+    cdef double* Vi = Ti + 12 * nb             # (nb, 6) ... and twists
+    cdef double* kV = Vi + 6 * nb              # (nb, 6) a stage's acceleration
+    cdef double* SV = kV + 6 * nb              # (nb, 6) sum b_s kV_s
+    cdef double* kP = SV + 6 * nb              # (nb, 12) a stage's pose rate (or theta')
+    cdef double* SP = kP + 12 * nb             # (nb, 12) sum b_s kP_s
+    cdef double E[12]
+    cdef double th[6]
+    cdef double hc, bs
+    cdef double C[3]
+    cdef double B[3]
+    C[0] = 0.5; C[1] = 0.5; C[2] = 1.0
+    B[0] = 1.0 / 3.0; B[1] = 1.0 / 3.0; B[2] = 1.0 / 6.0
+    for b in range(nb):
+        pose_in(P16 + 16 * b, T0 + 12 * b)
+    for k in range(6 * nb):
+        V0[k] = V[k]
+    st = accel_one(p, T0, V0, tau, fext, ga, gb, kV, lam, ws)
+    if st != ST_OK:
+        return st
+    for k in range(6 * nb):
+        SV[k] = (1.0 / 6.0) * kV[k]
+    for b in range(nb):
+        if mk:
+            for k in range(6):
+                kP[6 * b + k] = V0[6 * b + k]
+                SP[6 * b + k] = (1.0 / 6.0) * kP[6 * b + k]
+        else:
+            pose_rate(T0 + 12 * b, V0 + 6 * b, kP + 12 * b)
+            for k in range(12):
+                SP[12 * b + k] = (1.0 / 6.0) * kP[12 * b + k]
+    for s in range(3):
+        hc = h * C[s]
+        bs = B[s]
+        for k in range(6 * nb):
+            Vi[k] = V0[k] + hc * kV[k]
+        for b in range(nb):
+            if mk:
+                for k in range(6):
+                    th[k] = hc * kP[6 * b + k]
+                exp_se3(th, E)
+                se3_mul(T0 + 12 * b, E, Ti + 12 * b)
+                dexp_inv(th, Vi + 6 * b, kP + 6 * b)
+            else:
+                for k in range(12):
+                    Ti[12 * b + k] = T0[12 * b + k] + hc * kP[12 * b + k]
+        st = accel_one(p, Ti, Vi, tau, fext, ga, gb, kV, lam + m, ws)
+        if st != ST_OK:
+            return st
+        for k in range(6 * nb):
+            SV[k] += bs * kV[k]
+        for b in range(nb):
+            if mk:
+                for k in range(6):
+                    SP[6 * b + k] += bs * kP[6 * b + k]
+            else:
+                pose_rate(Ti + 12 * b, Vi + 6 * b, kP + 12 * b)
+                for k in range(12):
+                    SP[12 * b + k] += bs * kP[12 * b + k]
+    for b in range(nb):
+        if mk:
+            for k in range(6):
+                th[k] = h * SP[6 * b + k]
+            exp_se3(th, E)
+            se3_mul(T0 + 12 * b, E, Ti + 12 * b)
+        else:
+            for k in range(12):
+                Ti[12 * b + k] = T0[12 * b + k] + h * SP[12 * b + k]
+            polar3(Ti + 12 * b)
+        pose_out(Ti + 12 * b, Pout + 16 * b)
+    for k in range(6 * nb):
+        Vout[k] = V0[k] + h * SV[k]
+    return ST_OK
+
+
+cdef inline int step_one(const PlanC* p, const double* P16, const double* V, const double* tau,
+                         const double* fext, double h, int integ, double gain, double ga, double gb,
+                         double* Pout, double* Vout, double* lam, double* ws) noexcept nogil:
+    # integ 0: Euler (eq. 12, ``gain`` = beta / h), 1: rk4, 2: rkmk4 (``ga``, ``gb``)
+    if integ == 0:
+        return euler_one(p, P16, V, tau, fext, h, gain, Pout, Vout, lam, ws)
+    return rk_one(p, P16, V, tau, fext, h, ga, gb, integ == 2, Pout, Vout, lam, ws)
+
+
+cdef inline int step_scratch(const PlanC* p, int integ) noexcept nogil:
+    # the doubles step_one needs (then the caller's lam: 2 m for Runge-Kutta stages)
+    return scratch_size(p) + (0 if integ == 0 else 72 * p.nb)
+
+
 cdef class Plan:
     """The frozen arrays of one MaximalModel for the kernel (built by
     ``gear.maximal.native.plan``)."""
@@ -786,48 +1091,59 @@ cdef const double* _opt(const double[:, ::1] a):
     return &a[0, 0] if a is not None and a.shape[0] > 0 and a.shape[1] > 0 else NULL
 
 
-def euler_step(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double h, double gain,
-               const double[:, ::1] tau, const double[:, ::1] fext, double[:, ::1] Pout,
-               double[:, ::1] Vout, double[:, ::1] lam, int[::1] status, int nthreads):
-    """One Euler step (eq. 12) of N states: P (N, 16 nb), V (N, 6 nb), tau
-    (N, nv) or None, fext (N, 6 nb) or None; writes Pout, Vout, lam (N, m)
-    and status (N,) (0, or 1: a distance row's points coincide, 2: K not
-    positive definite); returns the number of states that failed."""
+def step(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double h, int integ, double gain,
+         double ga, double gb, const double[:, ::1] tau, const double[:, ::1] fext, double[:, ::1] Pout,
+         double[:, ::1] Vout, double[:, ::1] lam, int[::1] status, int nthreads):
+    """One step of N states: P (N, 16 nb), V (N, 6 nb), tau (N, nv) or
+    None, fext (N, 6 nb) or None; ``integ`` 0 (Euler, eq. 12, ``gain`` =
+    beta / h), 1 (rk4) or 2 (rkmk4) with the Baumgarte terms ``ga`` (2
+    alpha) and ``gb`` (beta^2); writes Pout, Vout, lam (N, m) (Runge-Kutta:
+    the row forces at the start of the step) and status (N,) (0, or 1: a
+    distance row's points coincide, 2: K not positive definite); returns
+    the number of states that failed."""
     cdef Py_ssize_t N = P.shape[0], k
     cdef const PlanC* p = &plan.c
-    cdef int wsize = scratch_size(p), nv = p.nv, nb = p.nb, m = p.m
+    cdef int wsize = step_scratch(p, integ), nv = p.nv, nb = p.nb, m = p.m
     cdef const double* tp = _opt(tau)
     cdef const double* fp = _opt(fext)
-    cdef double* lp = &lam[0, 0] if m > 0 else NULL
     cdef double* ws
-    cdef int nt = max(1, min(nthreads, N)), failed = 0
+    cdef double* lw
+    cdef int nt = max(1, min(nthreads, N)), failed = 0, j
     if N == 0:
         return 0
     if nt == 1:                           # one thread: no parallel region
-        ws = <double*> malloc(wsize * sizeof(double))
+        ws = <double*> malloc((wsize + 2 * m + 1) * sizeof(double))
+        lw = ws + wsize
         with nogil:
             for k in range(N):
-                status[k] = euler_one(p, &P[k, 0], &V[k, 0], tp + k * nv if tp != NULL else NULL,
-                                      fp + k * 6 * nb if fp != NULL else NULL, h, gain, &Pout[k, 0],
-                                      &Vout[k, 0], lp + k * m if lp != NULL else NULL, ws)
+                status[k] = step_one(p, &P[k, 0], &V[k, 0], tp + k * nv if tp != NULL else NULL,
+                                     fp + k * 6 * nb if fp != NULL else NULL, h, integ, gain, ga, gb,
+                                     &Pout[k, 0], &Vout[k, 0], lw, ws)
+                for j in range(m):
+                    lam[k, j] = lw[j]
         free(ws)
     else:
         with nogil, parallel(num_threads=nt):
-            ws = <double*> malloc(wsize * sizeof(double))
+            ws = <double*> malloc((wsize + 2 * m + 1) * sizeof(double))
+            lw = ws + wsize
             for k in prange(N, schedule='static'):
-                status[k] = euler_one(p, &P[k, 0], &V[k, 0], tp + k * nv if tp != NULL else NULL,
-                                      fp + k * 6 * nb if fp != NULL else NULL, h, gain, &Pout[k, 0],
-                                      &Vout[k, 0], lp + k * m if lp != NULL else NULL, ws)
+                status[k] = step_one(p, &P[k, 0], &V[k, 0], tp + k * nv if tp != NULL else NULL,
+                                     fp + k * 6 * nb if fp != NULL else NULL, h, integ, gain, ga, gb,
+                                     &Pout[k, 0], &Vout[k, 0], lw, ws)
+                for j in range(m):
+                    lam[k, j] = lw[j]
             free(ws)
     for k in range(N):
         failed += status[k] != 0
     return failed
 
 
-def euler_run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, double gain, bint proj, int steps,
-              int every, const double[:, ::1] tau, const double[:, ::1] fext, double[:, :, ::1] Prec,
-              double[:, :, ::1] Vrec, double[:, :, ::1] lamrec, int[::1] status, int nthreads):
-    """``steps`` Euler steps of N states, each state on its own thread: P, V
+def run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, int integ, double gain, double ga,
+        double gb, bint proj, int steps, int every, const double[:, ::1] tau, const double[:, ::1] fext,
+        double[:, :, ::1] Prec, double[:, :, ::1] Vrec, double[:, :, ::1] lamrec, int[::1] status,
+        int nthreads):
+    """``steps`` steps of N states (``integ``, ``gain``, ``ga``, ``gb`` as
+    :func:`step`), each state on its own thread: P, V
     (advanced in place) and, at steps 0, every, 2 every, ... (and the last),
     the frames Prec (N, T, 16 nb), Vrec (N, T, 6 nb), lamrec (N, T, m) (the
     row forces of the step that led there; zero at step 0).  ``proj``: the
@@ -836,7 +1152,7 @@ def euler_run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, double ga
     failing step (status != 0; P, V are those before it)."""
     cdef Py_ssize_t N = P.shape[0], k
     cdef const PlanC* p = &plan.c
-    cdef int wsize = scratch_size(p), nv = p.nv, nb = p.nb, m = p.m, n, fr, st, j
+    cdef int wsize = step_scratch(p, integ), nv = p.nv, nb = p.nb, m = p.m, n, fr, st, j
     cdef const double* tp = _opt(tau)
     cdef const double* fp = _opt(fext)
     cdef double* ws
@@ -845,7 +1161,7 @@ def euler_run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, double ga
     if N == 0:
         return
     with nogil, parallel(num_threads=nt):
-        ws = <double*> malloc((wsize + m + 1) * sizeof(double))
+        ws = <double*> malloc((wsize + 2 * m + 1) * sizeof(double))
         lam = ws + wsize
         for k in prange(N, schedule='static'):
             fr = 0
@@ -865,9 +1181,9 @@ def euler_run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, double ga
                     fr = fr + 1
                 if n == steps:
                     break
-                st = euler_one(p, &P[k, 0], &V[k, 0], tp + k * nv if tp != NULL else NULL,
-                               fp + k * 6 * nb if fp != NULL else NULL, h, gain, &P[k, 0], &V[k, 0],
-                               lam, ws)
+                st = step_one(p, &P[k, 0], &V[k, 0], tp + k * nv if tp != NULL else NULL,
+                              fp + k * 6 * nb if fp != NULL else NULL, h, integ, gain, ga, gb, &P[k, 0],
+                              &V[k, 0], lam, ws)
                 if st == ST_OK and proj and m > 0:
                     st = project_one(p, &P[k, 0], &V[k, 0], 1e-12, 10, &P[k, 0], &V[k, 0], lam + m, ws)
             status[k] = st

@@ -1,8 +1,10 @@
-"""The native velocity-level maximal step (Ruan, "Articulated rigid body
-systems", eq. 12; the kernel is ``gear/maximal/_native.pyx``).
+"""The native maximal steps (the kernel is ``gear/maximal/_native.pyx``):
+the velocity-level Euler step (Ruan, "Articulated rigid body systems",
+eq. 12) and the acceleration-level Runge-Kutta steps (``"rk4"`` on the pose
+matrices, ``"rkmk4"`` Munthe-Kaas).
 
 :func:`native_step` has the contract of :func:`gear.maximal.stepping.step`
-with ``integrator="euler"`` and runs the batch in parallel without the GIL;
+for those integrators and runs the batch in parallel without the GIL;
 :func:`step` takes every integrator and uses the native kernel where it
 covers the call, NumPy otherwise; :func:`native_run` advances a batch
 through many steps in one native call, recording every k-th frame.
@@ -11,7 +13,7 @@ The kernel covers hard rows of all five row types (pos, axis, dot, dist,
 helix: every joint kind and loop closure), with joint torques on every
 joint kind: ``K`` dense up to :data:`gear.maximal.kkt.DENSE_ROWS` rows,
 sparse above (its pattern, order and factor planned once here).  It does
-not cover compliant rows, joint couplers or the other integrators: there
+not cover compliant rows, joint couplers or the ``"implicit"`` step: there
 :func:`native_step` returns None (:func:`why_not` says why).
 :func:`native_project` (and :func:`project`, with the NumPy fallback) is
 the Gauss-Newton projection of :func:`gear.maximal.stepping.project`.
@@ -103,10 +105,15 @@ def plan(mx):
     return mx.native_plan()
 
 
+#: the integrators of the native kernel and their codes
+INTEGRATOR_CODES = {"euler": 0, "rk4": 1, "rkmk4": 2}
+
+
 def why_not(mx, integrator="euler"):
     """None when the native step covers the call, else the reason."""
-    if integrator != "euler":
-        return f"integrator {integrator!r}: the native step is Euler's (eq. 12)"
+    if integrator not in INTEGRATOR_CODES:
+        return (f"integrator {integrator!r}: the native steps are "
+                f"{', '.join(map(repr, INTEGRATOR_CODES))}")
     return None if plan(mx) is not None else mx._native[1]
 
 
@@ -124,46 +131,59 @@ def _inputs(mx, P, V, tau, f_ext):
     return P.reshape(N, 16 * nb), V.reshape(N, 6 * nb), tau, f_ext
 
 
-def _gain(h, stabilization, beta):
+def _gains(h, integrator, stabilization, beta, gains):
+    """``(integrator code, gain, ga, gb)`` of the kernel: Euler's velocity-
+    level Baumgarte ``gain = beta / h``; Runge-Kutta's acceleration-level
+    ``ga = 2 alpha``, ``gb = beta^2`` (as :func:`gear.maximal.stepping.step`)."""
     if not (np.isfinite(h) and h > 0):
         raise ValueError(f"the step h must be positive and finite, got {h!r}")
     if stabilization not in stepping.STABILIZATIONS:
         raise ValueError(f"stabilization must be 'baumgarte', 'projection' or None, got {stabilization!r}")
-    b = stepping.BAUMGARTE_BETA if beta is None else float(beta)
-    return b / h if stabilization == "baumgarte" else 0.0
+    if integrator not in INTEGRATOR_CODES:
+        raise ValueError(f"the native steps are {list(INTEGRATOR_CODES)}, got {integrator!r}")
+    code, gain, ga, gb = INTEGRATOR_CODES[integrator], 0.0, 0.0, 0.0
+    if stabilization == "baumgarte":
+        if code == 0:
+            gain = (stepping.BAUMGARTE_BETA if beta is None else float(beta)) / h
+        else:
+            alpha, bb = gains if gains is not None else (1.0 / (5.0 * h), 1.0 / (5.0 * h))
+            ga, gb = 2.0 * alpha, bb ** 2
+    return code, gain, ga, gb
 
 
-def native_step(mx, P, V, h, tau=None, f_ext=None, stabilization=None, beta=None):
-    """One Euler step (Ruan's eq. 12) of a batch, natively.
+def native_step(mx, P, V, h, tau=None, f_ext=None, stabilization=None, beta=None, integrator="euler",
+                gains=None):
+    """One step of a batch, natively: Euler (Ruan's eq. 12), ``"rk4"`` or
+    ``"rkmk4"``.
 
-    Parameters and results as :func:`gear.maximal.stepping.step` with
-    ``integrator="euler"``: ``P`` (N, nb, 4, 4), ``V`` (N, nb, 6), ``tau``
+    Parameters and results as :func:`gear.maximal.stepping.step`
+    (``beta``: Euler's Baumgarte factor, ``gains``: Runge-Kutta's
+    ``(alpha, beta)``): ``P`` (N, nb, 4, 4), ``V`` (N, nb, 6), ``tau``
     (N, nv) or None, ``f_ext`` (N, nb, 6) or None; returns ``(P, V, lam)``
     after the step, or None when the kernel does not cover the call
     (:func:`why_not`), so that the caller takes the NumPy step.
     """
     pl = plan(mx)
-    if pl is None:
+    if pl is None or integrator not in INTEGRATOR_CODES:
         return None
-    gain = _gain(h, stabilization, beta)
+    code, gain, ga, gb = _gains(h, integrator, stabilization, beta, gains)
     Pf, Vf, tau, f_ext = _inputs(mx, P, V, tau, f_ext)
     N, nb = Pf.shape[0], mx.nbodies
     Po, Vo = np.empty((N, nb, 4, 4)), np.empty((N, nb, 6))
     lam = np.empty((N, mx.nrows))
     status = np.empty(N, dtype=np.int32)
-    if _native.euler_step(pl, Pf, Vf, float(h), gain, tau, f_ext, Po.reshape(N, 16 * nb), Vo.reshape(N, 6 * nb),
-                          lam, status, get_num_threads()):
+    if _native.step(pl, Pf, Vf, float(h), code, gain, ga, gb, tau, f_ext, Po.reshape(N, 16 * nb),
+                    Vo.reshape(N, 6 * nb), lam, status, get_num_threads()):
         return None            # a coincident distance row or an indefinite K: NumPy's step says which
     return Po, Vo, lam
 
 
 def step(mx, P, V, h, integrator, tau=None, f_ext=None, stabilization=None, beta=None, gains=None):
     """:func:`gear.maximal.stepping.step`, natively where the kernel covers
-    the call (Euler, hard rows, the dense route), NumPy otherwise."""
-    if integrator == "euler":
-        out = native_step(mx, P, V, h, tau, f_ext, stabilization, beta)
-        if out is not None:
-            return out
+    the call (Euler, rk4, rkmk4; hard rows), NumPy otherwise."""
+    out = native_step(mx, P, V, h, tau, f_ext, stabilization, beta, integrator, gains)
+    if out is not None:
+        return out
     return stepping.step(mx, P, V, h, integrator, tau, f_ext, stabilization, beta, gains)
 
 
@@ -195,9 +215,10 @@ def project(mx, P, V, tol=1e-12, max_iter=10):
     return out if out is not None else stepping.project(mx, P, V, tol, max_iter)
 
 
-def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabilization=None, beta=None):
-    """``steps`` Euler steps of a batch in one native call, every state on
-    its own thread.
+def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabilization=None, beta=None,
+               integrator="euler", gains=None):
+    """``steps`` steps of a batch in one native call (Euler, ``"rk4"`` or
+    ``"rkmk4"``), every state on its own thread.
 
     Parameters
     ----------
@@ -206,7 +227,7 @@ def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabili
     h : float
     steps, record_every : int
         Frames are recorded at steps 0, k, 2k, ... and at the last step.
-    tau, f_ext, stabilization, beta
+    tau, f_ext, stabilization, beta, integrator, gains
         As :func:`native_step` (constant over the run); ``"projection"``
         projects the state (:func:`native_project`) at the start and after
         every step, as :func:`gear.simulate` does.
@@ -216,7 +237,8 @@ def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabili
     poses : ndarray, shape (N, T, nb, 4, 4)
     twists : ndarray, shape (N, T, nb, 6)
     lam : ndarray, shape (N, T, nrows)
-        The row forces of the step that led to each frame (zero at step 0).
+        The row forces of the step that led to each frame (at its start
+        for Runge-Kutta; zero at step 0).
 
     Raises
     ------
@@ -227,13 +249,13 @@ def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabili
         When a state's step fails (coincident distance points, or ``K``
         not positive definite) or its state becomes non-finite.
     """
-    reason = why_not(mx)
+    reason = why_not(mx, integrator)
     if reason is not None:
         raise NotImplementedError(f"native_run does not cover this call: {reason}")
     steps, every = int(steps), int(record_every)
     if steps < 0 or every < 1:
         raise ValueError(f"steps must be >= 0 and record_every >= 1, got {steps} and {every}")
-    gain = _gain(h, stabilization, beta)
+    code, gain, ga, gb = _gains(h, integrator, stabilization, beta, gains)
     N, nb = np.shape(P)[0], mx.nbodies
     Pf, Vf, tau, f_ext = _inputs(mx, P, V, tau, f_ext)
     Pf, Vf = Pf.copy(), Vf.copy()
@@ -241,8 +263,8 @@ def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabili
     Prec, Vrec = np.empty((N, T, 16 * nb)), np.empty((N, T, 6 * nb))
     lam = np.empty((N, T, mx.nrows))
     status = np.zeros(N, dtype=np.int32)
-    _native.euler_run(plan(mx), Pf, Vf, float(h), gain, stabilization == "projection", steps, every, tau, f_ext,
-                      Prec, Vrec, lam, status, get_num_threads())
+    _native.run(plan(mx), Pf, Vf, float(h), code, gain, ga, gb, stabilization == "projection", steps, every,
+                tau, f_ext, Prec, Vrec, lam, status, get_num_threads())
     bad = np.flatnonzero(status)
     if bad.size:
         what = {1: "a distance row's two points coincide", 2: "K + delta I is not positive definite"}

@@ -152,7 +152,7 @@ def _python_loop(mx, P, V, n, rec_steps, t_final, dt, integrator, tau, f_ext, st
 
 
 def _native_loop(mx, P, V, n, rec_steps, t_final, dt, integrator, tau, f_ext, stab, beta, gains, out, tt, bar):
-    """The Euler steps in native segments (:func:`gear.maximal.native.native_run`,
+    """The steps in native segments (:func:`gear.maximal.native.native_run`,
     a few hundred recorded frames each, for the progress bar), the last
     one shortened to land on ``t_final`` through :meth:`MaximalModel.step`."""
     from ..maximal.native import native_run
@@ -165,7 +165,7 @@ def _native_loop(mx, P, V, n, rec_steps, t_final, dt, integrator, tau, f_ext, st
     while True:
         steps = min(seg, full - k0)
         try:
-            Ps, Vs, Ls = native_run(mx, P, V, dt, steps, every, tau, f_ext, stab, beta)
+            Ps, Vs, Ls = native_run(mx, P, V, dt, steps, every, tau, f_ext, stab, beta, integrator, gains)
         except FloatingPointError:
             raise _blown_up(k0 + 1, k0 * dt) from None
         # frames at k0, k0 + every, ..., and k0 + steps (always kept by native_run)
