@@ -14,7 +14,8 @@ dt = 1 ms:
 * ``maximal euler+proj``: the same with Gauss-Newton projection;
 * ``maximal euler+proj (native)``: both natively (``native_run`` with
   ``stabilization="projection"``);
-* ``maximal rkmk4``: Runge-Kutta-Munthe-Kaas, no stabilisation;
+* ``maximal rkmk4``: Runge-Kutta-Munthe-Kaas, no stabilisation (natively
+  where the kernel covers the model, as Euler);
 * ``reduced euler``, ``reduced rk4``: gear's native rollout loop with the
   kkt solver and projection (``gear.simulate(sys, ...)``);
 * ``exudyn``: Exudyn's implicit generalized-alpha step on its
@@ -105,8 +106,8 @@ def main(argv=None):
                                             if why_not(mx) is None else None),
             "maximal euler+proj": per_step(lambda: gear.simulate(mx, q, dq, se * dt, dt, integrator="euler",
                                                                  stabilization="projection", record_every=re), se),
-            "maximal rkmk4": per_step(lambda: gear.simulate(mx, q, dq, T, dt, integrator="rkmk4",
-                                                            stabilization=None), steps),
+            "maximal rkmk4": per_step(lambda: gear.simulate(mx, q, dq, se * dt, dt, integrator="rkmk4",
+                                                            stabilization=None, record_every=re), se),
             # (the chain tree's reduced K is dense: about a second a step at
             # N = 1000, so two steps there)
             "reduced euler": per_step(lambda: gear.simulate(s, q, dq, rs * dt, dt, integrator="euler"), rs),

@@ -490,3 +490,25 @@ def test_simulate_runs_runge_kutta_natively():
         E0 = mx.energy(P, V)
         P, V = tr.poses[:, -1], tr.twists[:, -1]
         assert np.abs(mx.energy(P, V) - E0).max() < 1e-8 * max(1.0, np.abs(E0).max())
+
+
+@pytest.mark.parametrize("name", list(MECHS))
+def test_native_forward_dynamics_equals_the_numpy_solve(name):
+    """MaximalModel.forward_dynamics runs natively: dV, lam and the
+    residual equal NumPy's (_accel) where K is regular; with redundant rows
+    (singular K) dV agrees and lam's part in K's null space is arbitrary."""
+    sys, q0 = MECHS[name]()
+    mx = gear.MaximalModel(sys)
+    rng = np.random.default_rng(29)
+    P, V = _batch(mx, sys, q0, 3, rng, 1e-3 if name in REGULAR else 0.0)
+    tau = rng.standard_normal((3, sys.model.nv))
+    f_ext = 0.3 * rng.standard_normal((3, mx.nbodies, 6))
+    r = mx.forward_dynamics(P, V, tau, f_ext)
+    dV, lam, res = mx._accel(P, V, tau, f_ext)
+    assert native.native_accel(mx, P, V, tau, f_ext) is not None
+    np.testing.assert_allclose(r.dV, dV, rtol=0, atol=1e-10 * np.abs(dV).max())
+    if name in REGULAR:
+        np.testing.assert_allclose(r.lam, lam, rtol=0, atol=1e-11 * np.abs(lam).max())
+    assert np.all(r.residual <= 1e-9 * max(1.0, np.abs(dV).max()))
+    one = mx.forward_dynamics(P[1], V[1], tau[1], f_ext[1])
+    np.testing.assert_array_equal(one.dV, r.dV[1])

@@ -834,13 +834,14 @@ cdef inline double row_bias(const PlanC* p, const double* T, const double* V, in
 
 cdef int accel_one(const PlanC* p, const double* T, const double* V, const double* tau,
                    const double* fext, double ga, double gb, double* dV, double* lam,
-                   double* ws) noexcept nogil:
+                   double* ws, double* resid=NULL) noexcept nogil:
     """Forward dynamics at one state (``MaximalModel._accel``): ``dV = M^{-1}
     (f + J^T lam)`` with ``J dV + b = -ga J V - gb g`` (``ga = 2 alpha``,
     ``gb = beta^2``: Baumgarte; zero: the rows' acceleration held), ``K lam
     = -b - ga J V - gb g - J M^{-1} f`` solved as the Euler step does.
     ``T`` (nb, 12) as _spatial.pxd; ``ws``: scratch_size doubles (the row
-    scratch at euler_one's offsets, its first 24 nb unused)."""
+    scratch at euler_one's offsets, its first 24 nb unused); ``resid`` (if
+    not NULL): ``max_r |J_r dV - target_r|``, how well the rows hold."""
     cdef int nb = p.nb, m = p.m, b, r, k, st
     cdef double* F = ws + 24 * nb
     cdef double* G = F + 12 * m
@@ -855,17 +856,26 @@ cdef int accel_one(const PlanC* p, const double* T, const double* V, const doubl
     body_forces(p, T, V, tau, fext, f)
     for b in range(nb):
         mat6_vec(p.Minv + 36 * b, f + 6 * b, dV + 6 * b)
+    if resid != NULL:
+        resid[0] = 0.0
     if m == 0:
         return ST_OK
     st = factor_rows(p, T, g, F, G, K, L, first)
     if st != ST_OK:
         return st
-    J_apply(p, F, V, lam)                 # (lam holds J V until the end)
+    J_apply(p, F, V, lam)                 # (lam holds J V, then the target, until the end)
     J_apply(p, F, dV, rhs)
     for r in range(m):
-        rhs[r] = (-row_bias(p, T, V, r) - ga * lam[r] - gb * g[r]) - rhs[r]
+        lam[r] = -row_bias(p, T, V, r) - ga * lam[r] - gb * g[r]
+        rhs[r] = lam[r] - rhs[r]
     solve_rows(p, F, G, K, L, first, rhs, x, res)
     add_Minv_Jt(p, G, x, 1.0, dV)
+    if resid != NULL:
+        J_apply(p, F, dV, res)
+        resid[0] = 0.0
+        for r in range(m):
+            if fabs(res[r] - lam[r]) > resid[0]:
+                resid[0] = fabs(res[r] - lam[r])
     for r in range(m):
         lam[r] = x[r]
     return ST_OK
@@ -1136,6 +1146,34 @@ def step(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double h, in
     for k in range(N):
         failed += status[k] != 0
     return failed
+
+
+def accel(Plan plan, const double[:, ::1] P, const double[:, ::1] V, const double[:, ::1] tau,
+          const double[:, ::1] fext, double[:, ::1] dV, double[:, ::1] lam, double[::1] resid,
+          int[::1] status, int nthreads):
+    """Forward dynamics of N states (``MaximalModel.forward_dynamics``): P
+    (N, 16 nb), V (N, 6 nb), tau (N, nv) or None, fext (N, 6 nb) or None;
+    writes dV (N, 6 nb), lam (N, m), resid (N,) and status (N,)."""
+    cdef Py_ssize_t N = P.shape[0], k
+    cdef const PlanC* p = &plan.c
+    cdef int wsize = scratch_size(p), nv = p.nv, nb = p.nb, m = p.m, b
+    cdef const double* tp = _opt(tau)
+    cdef const double* fp = _opt(fext)
+    cdef double* ws
+    cdef double* T
+    cdef int nt = max(1, min(nthreads, N))
+    if N == 0:
+        return
+    with nogil, parallel(num_threads=nt):
+        ws = <double*> malloc((wsize + 12 * nb + m + 1) * sizeof(double))
+        T = ws + wsize
+        for k in prange(N, schedule='static'):
+            for b in range(nb):
+                pose_in(&P[k, 16 * b], T + 12 * b)
+            status[k] = accel_one(p, T, &V[k, 0], tp + k * nv if tp != NULL else NULL,
+                                  fp + k * 6 * nb if fp != NULL else NULL, 0.0, 0.0, &dV[k, 0],
+                                  &lam[k, 0] if m > 0 else T + 12 * nb, ws, &resid[k])
+        free(ws)
 
 
 def run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, int integ, double gain, double ga,

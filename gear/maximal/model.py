@@ -616,7 +616,10 @@ class MaximalModel:
         if twists is None:
             raise TypeError("twists are required (body twists, shape (nb, 6)); pass zeros for a state at rest")
         P, V, tau, f_ext, single = self._check_poses(poses, twists, tau, f_ext)
-        dV, lam, res = self._accel(P, V, tau, f_ext)
+        from .native import native_accel
+
+        out = native_accel(self, P, V, tau, f_ext)
+        dV, lam, res = out if out is not None else self._accel(P, V, tau, f_ext)
         if single:
             return MaximalResult(dV[0], lam[0], float(res[0]))
         return MaximalResult(dV, lam, res)

@@ -27,7 +27,7 @@ from ..algorithms.dynamics import get_num_threads
 from . import _native, stepping
 from .kkt import DENSE_ROWS
 
-__all__ = ["native_step", "native_project", "native_run", "step", "project", "plan", "why_not", "build"]
+__all__ = ["native_step", "native_accel", "native_project", "native_run", "step", "project", "plan", "why_not", "build"]
 
 
 def build(mx):
@@ -185,6 +185,22 @@ def step(mx, P, V, h, integrator, tau=None, f_ext=None, stabilization=None, beta
     if out is not None:
         return out
     return stepping.step(mx, P, V, h, integrator, tau, f_ext, stabilization, beta, gains)
+
+
+def native_accel(mx, P, V, tau=None, f_ext=None):
+    """Forward dynamics from poses and twists (:meth:`gear.MaximalModel.
+    forward_dynamics`), natively: ``(dV, lam, residual)`` for ``P`` (N, nb,
+    4, 4), ``V`` (N, nb, 6), or None when the kernel does not cover the
+    model (or a state fails: NumPy's solve then says why)."""
+    pl = plan(mx)
+    if pl is None:
+        return None
+    Pf, Vf, tau, f_ext = _inputs(mx, P, V, tau, f_ext)
+    N, nb = Pf.shape[0], mx.nbodies
+    dV, lam = np.empty((N, nb, 6)), np.empty((N, mx.nrows))
+    res, status = np.zeros(N), np.zeros(N, dtype=np.int32)
+    _native.accel(pl, Pf, Vf, tau, f_ext, dV.reshape(N, 6 * nb), lam, res, status, get_num_threads())
+    return None if status.any() else (dV, lam, res)
 
 
 def native_project(mx, P, V, tol=1e-12, max_iter=10):
