@@ -1,6 +1,5 @@
 """Regenerate the committed comparison and analysis reports under
-docs/reports/ (about a minute on a 2-core machine, most of it the
-maximal-coordinate rk4 runs, which step in NumPy):
+docs/reports/ (under a minute on a 2-core machine):
 
     .venv/bin/python docs/reports/make_reports.py
     .venv/bin/python docs/reports/make_reports.py --docs-only   # refill docs/compare.md only

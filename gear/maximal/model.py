@@ -549,7 +549,7 @@ class MaximalModel:
         return f
 
     def native_plan(self):
-        """The native Euler kernel's frozen arrays (:mod:`gear.maximal.native`),
+        """The native kernel's frozen arrays (:mod:`gear.maximal.native`),
         built once; None when the model is outside what the kernel covers."""
         if getattr(self, "_native", None) is None:
             from .native import build

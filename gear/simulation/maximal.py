@@ -1,5 +1,5 @@
 """The rollout loop of a :class:`gear.MaximalModel`: body poses and twists
-advanced by :meth:`gear.MaximalModel.step` (the native Euler kernel of
+advanced by :meth:`gear.MaximalModel.step` (the native kernel of
 :mod:`gear.maximal.native` where it covers the model, else
 :func:`gear.maximal.stepping.step`), recorded with their joint
 coordinates read back (:meth:`gear.MaximalModel.to_reduced`) and the
@@ -197,7 +197,7 @@ def _native_loop(mx, P, V, n, rec_steps, t_final, dt, integrator, tau, f_ext, st
 
 def _joint_error(mx, frames, native):
     """max |g| over the rows of each frame (nf, nb, 4, 4): natively where the
-    Euler kernel covers the model (``gear.maximal._native.residual_max``,
+    kernel covers the model (``gear.maximal._native.residual_max``,
     the same rows), else by :meth:`MaximalModel.evaluate`."""
     if native and mx.nrows:
         from ..algorithms.dynamics import get_num_threads
