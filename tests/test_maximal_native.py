@@ -269,17 +269,24 @@ def test_model_step_dispatches_and_falls_back():
     b = native.native_step(mx, P, V, H, stabilization="baumgarte")
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
-    a = native.step(mx, P, V, H, "rkmk4")
-    b = native.native_step(mx, P, V, H, integrator="rkmk4")
+    for integ in ("rkmk4", "implicit"):
+        a = native.step(mx, P, V, H, integ)
+        b = native.native_step(mx, P, V, H, integrator=integ)
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    assert native.why_not(mx, "leapfrog").startswith("integrator 'leapfrog'")
+    assert all(native.why_not(mx, i) is None for i in ("euler", "rk4", "rkmk4", "implicit"))
+    # joint couplers: NumPy's step, unchanged
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    j = arm.joint_names
+    coupled = gear.ConstrainedModel(arm, [gear.JointCoupler(j[3], j[1], multiplier=-0.5, offset=0.2)])
+    cx = gear.MaximalModel(coupled)
+    Pc, Vc = cx.state(coupled.assemble(arm.neutral(), locked=[j[1]]), np.zeros(arm.nv))
+    assert "couplers" in native.why_not(cx)
+    a = native.step(cx, Pc[None], Vc[None], H, "rk4")
+    b = stepping.step(cx, Pc[None], Vc[None], H, "rk4")
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
-    # the implicit step: NumPy's, unchanged
-    a = native.step(mx, P, V, H, "implicit")
-    b = stepping.step(mx, P, V, H, "implicit")
-    for x, y in zip(a, b):
-        np.testing.assert_array_equal(x, y)
-    assert native.why_not(mx, "implicit").startswith("integrator 'implicit'")
-    assert native.why_not(mx) is None and native.why_not(mx, "rk4") is None
 
 
 def test_model_methods_take_the_native_path():
@@ -299,18 +306,21 @@ def test_model_methods_take_the_native_path():
 
 
 def test_outside_the_kernel_native_step_returns_none():
-    sys, q0 = mech.four_bar()
-    soft = gear.MaximalModel(sys, stiffness=1e4, damping=10.0)
-    P, V = soft.state(q0, np.zeros(sys.model.nv))
-    assert native.native_step(soft, P[None], V[None], H) is None
-    assert "compliant" in native.why_not(soft)
-    a = native.step(soft, P[None], V[None], H, "euler")
-    b = stepping.step(soft, P[None], V[None], H, "euler")
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    j = arm.joint_names
+    coupled = gear.ConstrainedModel(arm, [gear.JointCoupler(j[3], j[1], multiplier=-0.5, offset=0.2)])
+    cx = gear.MaximalModel(coupled)
+    P, V = cx.state(coupled.assemble(arm.neutral(), locked=[j[1]]), np.zeros(arm.nv))
+    assert native.native_step(cx, P[None], V[None], H) is None
+    assert native.native_accel(cx, P[None], V[None]) is None
+    a = native.step(cx, P[None], V[None], H, "euler")
+    b = stepping.step(cx, P[None], V[None], H, "euler")
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
-    assert "integrator 'implicit'" in native.why_not(gear.MaximalModel(sys), "implicit")
-    with pytest.raises(NotImplementedError, match="compliant"):
-        native.native_run(soft, P[None], V[None], H, 1)
+    sys, q0 = mech.four_bar()
+    assert "integrator 'leapfrog'" in native.why_not(gear.MaximalModel(sys), "leapfrog")
+    with pytest.raises(NotImplementedError, match="couplers"):
+        native.native_run(cx, P[None], V[None], H, 1)
 
 
 def test_bad_arguments():
@@ -512,3 +522,55 @@ def test_native_forward_dynamics_equals_the_numpy_solve(name):
     assert np.all(r.residual <= 1e-9 * max(1.0, np.abs(dV).max()))
     one = mx.forward_dynamics(P[1], V[1], tau[1], f_ext[1])
     np.testing.assert_array_equal(one.dV, r.dV[1])
+
+
+# ---------------------------------------------------------------------------
+# compliant rows (Ruan, eqs. 13-14): springs and dampers instead of lam
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["four_bar", "slider_crank", "five_bar", "n_four_bar_12_ground", "stewart"])
+def test_compliant_rows_equal_the_numpy_steps(name):
+    """Explicit springs (euler, rk4, rkmk4: lam = -k g - c J V, no solve)
+    and the linearly implicit step (K + CFM, the rows' ERP), with one
+    stiffness and with one per row, dense and sparse K, against NumPy.
+    (The Stewart platform's light legs make explicit springs unstable at
+    this step: it runs the implicit step only.)"""
+    if name == "n_four_bar_12_ground":
+        sys, q0 = mech.n_four_bar(12, tree="ground")
+    else:
+        sys, q0 = MECHS[name]()
+    rng = np.random.default_rng(31)
+    m = gear.MaximalModel(sys).nrows
+    integrators = ("implicit",) if name == "stewart" else ("euler", "implicit", "rk4", "rkmk4")
+    # (the links are rods with a small inertia about their own axes: stiff
+    # springs on their joints make the explicit steps unstable at this step
+    # and amplify rounding, so the explicit steps get soft ones)
+    for k, c in ((1.0, 0.01), (rng.uniform(0.5, 2.0, m), rng.uniform(0.0, 0.02, m)),
+                 (300.0, 1.0), (rng.uniform(100.0, 1000.0, m), rng.uniform(0.0, 2.0, m))):
+        mx = gear.MaximalModel(sys, stiffness=k, damping=c)
+        assert native.why_not(mx) is None
+        P, V = _batch(mx, sys, q0, 2, rng, 1e-3)
+        tau = rng.standard_normal((2, sys.model.nv))
+        stiff = np.max(k) > 10.0
+        for integ in integrators:
+            if stiff and integ != "implicit":
+                continue
+            # (Baumgarte is ignored by springs, as in NumPy's steps)
+            _compare(mx, P, V, tau, None, "baumgarte", 3, 1e-10, True, integ)
+    stiff = gear.MaximalModel(sys, stiffness=1e7, damping=1e3)
+    P, V = _batch(stiff, sys, q0, 1, rng, 1e-4)
+    _compare(stiff, P, V, None, None, None, 3, 1e-11, False, "implicit")
+
+
+def test_simulate_runs_compliant_rows_natively():
+    """gear.simulate with a compliant MaximalModel: native, and projection
+    leaves springs alone (as NumPy's project does)."""
+    sys, q0 = mech.four_bar()
+    mx = gear.MaximalModel(sys, stiffness=1e5, damping=50.0)
+    for integ in ("euler", "implicit", "rk4"):
+        tr = gear.simulate(mx, q0, np.zeros(3), 0.05, 1e-4 if integ != "implicit" else 1e-3,
+                           integrator=integ, progress=False)
+        assert tr.stats["native"], integ
+    P, V = mx.state(q0, np.zeros(3))
+    Pd = P[None] @ exp_se3_rows(1e-3 * np.random.default_rng(0).standard_normal((1, mx.nbodies, 6)))
+    out = native.native_project(mx, Pd, V[None])
+    np.testing.assert_array_equal(out[0], Pd)

@@ -101,14 +101,22 @@ cdef struct PlanC:
     const int* bside
     const int* bdst         #   ... and for each pair i <= j of a body's segments, where
                             #   F_i . G_j lands among the factor's values
+    const double* kst       # (m,) compliant rows' stiffness and damping (Ruan, eqs. 13-14),
+    const double* kdm       #   or NULL: hard rows
 
 
 cdef inline int scratch_size(const PlanC* p) noexcept nogil:
     # T, V, D: 24 nb; F, G: 24 m; g, rhs, x, res: 4 m; K, L: 2 m^2 and m ints
-    # (dense), or the factor's values, 3 m of its scratch and 6 nb (sparse)
+    # (dense), or the factor's values, 3 m of its scratch and 6 nb (sparse);
+    # then the compliant rows' CFM (m, cfm_area)
     if p.sparse:
-        return 30 * p.nb + 31 * p.m + p.ch.nnz + 8
-    return 24 * p.nb + 29 * p.m + 2 * p.m * p.m + 8
+        return 30 * p.nb + 32 * p.m + p.ch.nnz + 8
+    return 24 * p.nb + 30 * p.m + 2 * p.m * p.m + 8
+
+
+cdef inline double* cfm_area(const PlanC* p, double* ws) noexcept nogil:
+    # the last m doubles of scratch_size: the CFM of compliant rows
+    return ws + scratch_size(p) - p.m
 
 
 cdef inline void pose_in(const double* P16, double* T) noexcept nogil:
@@ -528,10 +536,11 @@ cdef inline void move(double* T, int nb, const double* V, double h) noexcept nog
 
 
 cdef inline int rows_and_K_sparse(const PlanC* p, const double* T, double* g, double* F, double* G,
-                                  double* Lx, double* x, double* dep) noexcept nogil:
+                                  double* Lx, double* x, double* dep, const double* cfm) noexcept nogil:
     """As :func:`rows_and_K` with ``K`` sparse: the products of each body's
-    segments into the factor's values ``Lx``, then ``K + delta I``
-    factorised in place (``x``, ``dep``: (m,) scratch)."""
+    segments into the factor's values ``Lx`` (plus ``cfm`` on the diagonal
+    where not NULL), then ``K + delta I`` factorised in place (``x``,
+    ``dep``: (m,) scratch)."""
     cdef int m = p.m, r, b, st, i, j, t
     cdef double delta = 0.0
     st = rows_and_G(p, T, g, F, G)
@@ -546,6 +555,9 @@ cdef inline int rows_and_K_sparse(const PlanC* p, const double* T, double* g, do
                 Lx[p.bdst[t]] += dot6(F + 12 * p.brow[i] + 6 * p.bside[i],
                                       G + 12 * p.brow[j] + 6 * p.bside[j])
                 t += 1
+    if cfm != NULL:
+        for r in range(m):
+            Lx[p.ch.Lp[p.pinv[r]]] += cfm[r]
     delta = REG * max_abs(Lx, p.ch.nnz)
     if delta < 1e-300 * REG:
         delta = 1e-300 * REG
@@ -558,10 +570,10 @@ cdef inline int rows_and_K_sparse(const PlanC* p, const double* T, double* g, do
 
 cdef inline void solve_K_sparse(const PlanC* p, const double* F, const double* G, const double* Lx,
                                 const double* dep, const double* rhs, double* x, double* res,
-                                double* y, double* D) noexcept nogil:
+                                double* y, double* D, const double* cfm) noexcept nogil:
     """x with K x = rhs: the sparse factor's solve, refined like
-    :func:`solve_K` with ``K x = J M^{-1} J^T x`` (``y`` (m,), ``D`` (nb, 6)
-    scratch)."""
+    :func:`solve_K` with ``K x = J M^{-1} J^T x`` (``+ cfm x`` where not
+    NULL; ``y`` (m,), ``D`` (nb, 6) scratch)."""
     cdef int m = p.m, r, it, k
     cdef double tol = 1e-14 * max_abs(rhs, m)
     if tol < 1e-14:
@@ -576,6 +588,9 @@ cdef inline void solve_K_sparse(const PlanC* p, const double* F, const double* G
             D[k] = 0.0
         add_Minv_Jt(p, G, x, 1.0, D)
         J_apply(p, F, D, res)
+        if cfm != NULL:
+            for r in range(m):
+                res[r] += cfm[r] * x[r]
         for r in range(m):
             res[r] = rhs[r] - res[r]
         if max_abs(res, m) <= tol:
@@ -588,35 +603,43 @@ cdef inline void solve_K_sparse(const PlanC* p, const double* F, const double* G
 
 
 cdef inline int factor_rows(const PlanC* p, const double* T, double* g, double* F, double* G,
-                            double* K, double* L, int* first) noexcept nogil:
-    """The rows, ``J``'s blocks and the factor of ``K + delta I``: dense
-    (``K``, ``L``, ``first``) or sparse (``L`` holds the factor's values,
-    ``K`` the scratch ``dep`` (m) then ``x`` (m))."""
-    cdef int st
+                            double* K, double* L, int* first, const double* cfm=NULL) noexcept nogil:
+    """The rows, ``J``'s blocks and the factor of ``K + delta I`` (``K``
+    with ``cfm`` on its diagonal where not NULL: compliant rows, eq. 14):
+    dense (``K``, ``L``, ``first``) or sparse (``L`` holds the factor's
+    values, ``K`` the scratch ``dep`` (m) then ``x`` (m))."""
+    cdef int st, r
     if p.sparse:
-        return rows_and_K_sparse(p, T, g, F, G, L, K + p.m, K)
+        return rows_and_K_sparse(p, T, g, F, G, L, K + p.m, K, cfm)
     st = rows_and_K(p, T, g, F, G, K)
     if st == ST_OK:
+        if cfm != NULL:
+            for r in range(p.m):
+                K[r * p.m + r] += cfm[r]
         st = factor_K(K, L, first, p.m)
     return st
 
 
 cdef inline void solve_rows(const PlanC* p, const double* F, const double* G, const double* K,
                             const double* L, const int* first, const double* rhs, double* x,
-                            double* res) noexcept nogil:
+                            double* res, const double* cfm=NULL) noexcept nogil:
     # K x = rhs on the factor of factor_rows (sparse: K + 2 m and its
-    # scratch after the factor's values hold y and D)
+    # scratch after the factor's values hold y and D; cfm as factor_rows)
     if p.sparse:
-        solve_K_sparse(p, F, G, L, K, rhs, x, res, K + 2 * p.m, L + p.ch.nnz)
+        solve_K_sparse(p, F, G, L, K, rhs, x, res, K + 2 * p.m, L + p.ch.nnz, cfm)
     else:
         solve_K(K, L, first, p.m, rhs, x, res)
 
 
 cdef int euler_one(const PlanC* p, const double* P16, const double* V, const double* tau,
                    const double* fext, double h, double gain, double* Pout, double* Vout,
-                   double* lam, double* ws) noexcept nogil:
+                   double* lam, double* ws, bint implicit=False) noexcept nogil:
     """One step of one state (eq. 12).  ``gain``: beta / h (Baumgarte) or 0.
-    ``Pout``/``Vout`` may be ``P16``/``V``."""
+    Compliant rows (``p.kst``): their spring and damper force at the start
+    of the step, ``lam = -k g - c J V`` (explicit), or with ``implicit`` at
+    its end, linearised (eq. 14): ``(K + CFM) mu = -(k / (h k + c)) g - J
+    V*``, ``CFM = 1 / (h (h k + c))``.  ``Pout``/``Vout`` may be
+    ``P16``/``V``."""
     cdef int nb = p.nb, m = p.m, b, r, k, st
     cdef double* T = ws                   # (nb, 12)
     cdef double* Vs = T + 12 * nb         # (nb, 6) f, then V* and V+
@@ -629,6 +652,7 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
     cdef double* K = res + m              # (m, m); sparse: (3 m) scratch
     cdef double* L = K + (3 * m if p.sparse else m * m)   # (m, m); sparse: the factor's values
     cdef int* first = <int*> (L + m * m)  # (m,) the envelope of K (dense)
+    cdef double* cfm
     cdef double Mf[6]
     for b in range(nb):
         pose_in(P16 + 16 * b, T + 12 * b)
@@ -638,15 +662,33 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
         mat6_vec(p.Minv + 36 * b, Vs + 6 * b, Mf)
         for k in range(6):
             Vs[6 * b + k] = V[6 * b + k] + h * Mf[k]
-    if m > 0:
+    if m > 0 and p.kst != NULL and not implicit:
+        # springs and dampers at the start: V+ = V* + h M^{-1} J^T lam
+        st = rows_and_G(p, T, g, F, G)
+        if st != ST_OK:
+            return st
+        J_apply(p, F, V, rhs)
+        for r in range(m):
+            lam[r] = -p.kst[r] * g[r] - p.kdm[r] * rhs[r]
+        add_Minv_Jt(p, G, lam, h, Vs)
+    elif m > 0:
         # K mu = -gain g - J V*,  V+ = V* + M^{-1} J^T mu,  lam = mu / h
-        st = factor_rows(p, T, g, F, G, K, L, first)
+        # (compliant, implicit: K + CFM and -(k / (h k + c)) g)
+        cfm = NULL
+        if p.kst != NULL:
+            cfm = cfm_area(p, ws)
+            for r in range(m):
+                cfm[r] = 1.0 / (h * (h * p.kst[r] + p.kdm[r]))
+        st = factor_rows(p, T, g, F, G, K, L, first, cfm)
         if st != ST_OK:
             return st
         J_apply(p, F, Vs, rhs)
         for r in range(m):
-            rhs[r] = -gain * g[r] - rhs[r]
-        solve_rows(p, F, G, K, L, first, rhs, x, res)
+            if cfm != NULL:
+                rhs[r] = -(p.kst[r] / (h * p.kst[r] + p.kdm[r])) * g[r] - rhs[r]
+            else:
+                rhs[r] = -gain * g[r] - rhs[r]
+        solve_rows(p, F, G, K, L, first, rhs, x, res, cfm)
         add_Minv_Jt(p, G, x, 1.0, Vs)
         for r in range(m):
             lam[r] = x[r] / h
@@ -860,6 +902,16 @@ cdef int accel_one(const PlanC* p, const double* T, const double* V, const doubl
         resid[0] = 0.0
     if m == 0:
         return ST_OK
+    if p.kst != NULL:
+        # compliant rows: lam = -k g - c J V, no solve (residual zero)
+        st = rows_and_G(p, T, g, F, G)
+        if st != ST_OK:
+            return st
+        J_apply(p, F, V, rhs)
+        for r in range(m):
+            lam[r] = -p.kst[r] * g[r] - p.kdm[r] * rhs[r]
+        add_Minv_Jt(p, G, lam, 1.0, dV)
+        return ST_OK
     st = factor_rows(p, T, g, F, G, K, L, first)
     if st != ST_OK:
         return st
@@ -882,28 +934,36 @@ cdef int accel_one(const PlanC* p, const double* T, const double* V, const doubl
 
 
 cdef inline void polar3(double* R) noexcept nogil:
-    """R <- its orthogonal polar factor (the nearest rotation), by
-    Newton-Schulz iterations ``X <- X (3 I - X^T X) / 2`` (R is a rotation
-    up to O(h^5) here: two or three iterations reach rounding)."""
-    cdef double A[9]
-    cdef double X[9]
-    cdef double e
-    cdef int it, a, b
-    for it in range(8):
-        for a in range(3):
-            for b in range(3):
-                A[3 * a + b] = -(R[a] * R[b] + R[3 + a] * R[3 + b] + R[6 + a] * R[6 + b])
+    """R <- its orthogonal polar factor (the nearest rotation; NumPy's path
+    takes ``U V^T`` of an SVD), by Newton's iteration ``X <- (X + X^{-T}) /
+    2``, which converges for every invertible X, quadratically near a
+    rotation (R is one up to O(h^5) after a stable step: two or three
+    iterations reach rounding)."""
+    cdef double C[9]
+    cdef double det, e, t
+    cdef int it, k
+    for it in range(60):
+        # the cofactor matrix: X^{-T} = C / det X
+        C[0] = R[4] * R[8] - R[5] * R[7]
+        C[1] = R[5] * R[6] - R[3] * R[8]
+        C[2] = R[3] * R[7] - R[4] * R[6]
+        C[3] = R[2] * R[7] - R[1] * R[8]
+        C[4] = R[0] * R[8] - R[2] * R[6]
+        C[5] = R[1] * R[6] - R[0] * R[7]
+        C[6] = R[1] * R[5] - R[2] * R[4]
+        C[7] = R[2] * R[3] - R[0] * R[5]
+        C[8] = R[0] * R[4] - R[1] * R[3]
+        det = R[0] * C[0] + R[1] * C[1] + R[2] * C[2]
+        if det == 0.0 or det != det:
+            return
         e = 0.0
-        for a in range(3):
-            A[4 * a] += 3.0
-            for b in range(3):
-                if fabs(A[3 * a + b] - (2.0 if a == b else 0.0)) > e:
-                    e = fabs(A[3 * a + b] - (2.0 if a == b else 0.0))
+        for k in range(9):
+            t = 0.5 * (R[k] + C[k] / det)
+            if fabs(t - R[k]) > e:
+                e = fabs(t - R[k])
+            R[k] = t
         if e <= 1e-16:
             return
-        matmul3(R, A, X)
-        for a in range(9):
-            R[a] = 0.5 * X[a]
 
 
 cdef inline void pose_rate(const double* T, const double* V, double* kT) noexcept nogil:
@@ -1016,15 +1076,16 @@ cdef int rk_one(const PlanC* p, const double* P16, const double* V, const double
 cdef inline int step_one(const PlanC* p, const double* P16, const double* V, const double* tau,
                          const double* fext, double h, int integ, double gain, double ga, double gb,
                          double* Pout, double* Vout, double* lam, double* ws) noexcept nogil:
-    # integ 0: Euler (eq. 12, ``gain`` = beta / h), 1: rk4, 2: rkmk4 (``ga``, ``gb``)
-    if integ == 0:
-        return euler_one(p, P16, V, tau, fext, h, gain, Pout, Vout, lam, ws)
+    # integ 0: Euler (eq. 12, ``gain`` = beta / h), 1: rk4, 2: rkmk4 (``ga``,
+    # ``gb``), 3: implicit (Euler with compliant rows linearly implicit)
+    if integ == 0 or integ == 3:
+        return euler_one(p, P16, V, tau, fext, h, gain, Pout, Vout, lam, ws, integ == 3)
     return rk_one(p, P16, V, tau, fext, h, ga, gb, integ == 2, Pout, Vout, lam, ws)
 
 
 cdef inline int step_scratch(const PlanC* p, int integ) noexcept nogil:
     # the doubles step_one needs (then the caller's lam: 2 m for Runge-Kutta stages)
-    return scratch_size(p) + (0 if integ == 0 else 72 * p.nb)
+    return scratch_size(p) + (0 if integ == 0 or integ == 3 else 72 * p.nb)
 
 
 cdef class Plan:
@@ -1035,7 +1096,7 @@ cdef class Plan:
     cdef readonly int nb, m, nv
 
     def __init__(self, I6, Minv, parent, gravity, ty, ia, ib, ci, cj, RA, pA, RB, pB, offset, pitch,
-                 nvb, iv, vary, S, RPl, axes, sparse=None):
+                 nvb, iv, vary, S, RPl, axes, sparse=None, stiffness=None, damping=None):
         """``sparse``: None (dense K) or ``(Lp, Li, LRp, LRk, LRpos, pinv,
         bptr, brow, bside, bdst)`` (``gear.maximal.native.build``)."""
         f8 = lambda a, n: np.ascontiguousarray(np.asarray(a, dtype=np.float64).reshape(-1, n))
@@ -1070,6 +1131,15 @@ cdef class Plan:
         self.c.S = _dptr(a["S"])
         self.c.RPl = _dptr(a["RPl"])
         self.c.axes = _dptr(a["axes"])
+        self.c.kst = NULL
+        self.c.kdm = NULL
+        if stiffness is not None:
+            a["kst"] = f8(np.broadcast_to(np.asarray(stiffness, dtype=float), (self.m,)), 1)
+            a["kdm"] = f8(np.broadcast_to(np.asarray(0.0 if damping is None else damping, dtype=float),
+                                          (self.m,)), 1)
+            if self.m:
+                self.c.kst = _dptr(a["kst"])
+                self.c.kdm = _dptr(a["kdm"])
         self.c.sparse = sparse is not None
         if sparse is not None:
             names = ("Lp", "Li", "LRp", "LRk", "LRpos", "pinv", "bptr", "brow", "bside", "bdst")
@@ -1204,7 +1274,7 @@ def run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, int integ, doub
         for k in prange(N, schedule='static'):
             fr = 0
             st = ST_OK
-            if proj and m > 0:
+            if proj and m > 0 and p.kst == NULL:
                 st = project_one(p, &P[k, 0], &V[k, 0], 1e-12, 10, &P[k, 0], &V[k, 0], lam + m, ws)
             for n in range(steps + 1):
                 if st != ST_OK:
@@ -1222,7 +1292,7 @@ def run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, int integ, doub
                 st = step_one(p, &P[k, 0], &V[k, 0], tp + k * nv if tp != NULL else NULL,
                               fp + k * 6 * nb if fp != NULL else NULL, h, integ, gain, ga, gb, &P[k, 0],
                               &V[k, 0], lam, ws)
-                if st == ST_OK and proj and m > 0:
+                if st == ST_OK and proj and m > 0 and p.kst == NULL:
                     st = project_one(p, &P[k, 0], &V[k, 0], 1e-12, 10, &P[k, 0], &V[k, 0], lam + m, ws)
             status[k] = st
         free(ws)

@@ -1,7 +1,8 @@
 """The native maximal steps (the kernel is ``gear/maximal/_native.pyx``):
 the velocity-level Euler step (Ruan, "Articulated rigid body systems",
-eq. 12) and the acceleration-level Runge-Kutta steps (``"rk4"`` on the pose
-matrices, ``"rkmk4"`` Munthe-Kaas).
+eq. 12), its linearly implicit form for compliant rows (eq. 14), and the
+acceleration-level Runge-Kutta steps (``"rk4"`` on the pose matrices,
+``"rkmk4"`` Munthe-Kaas).
 
 :func:`native_step` has the contract of :func:`gear.maximal.stepping.step`
 for those integrators and runs the batch in parallel without the GIL;
@@ -9,11 +10,11 @@ for those integrators and runs the batch in parallel without the GIL;
 covers the call, NumPy otherwise; :func:`native_run` advances a batch
 through many steps in one native call, recording every k-th frame.
 
-The kernel covers hard rows of all five row types (pos, axis, dot, dist,
-helix: every joint kind and loop closure), with joint torques on every
-joint kind: ``K`` dense up to :data:`gear.maximal.kkt.DENSE_ROWS` rows,
-sparse above (its pattern, order and factor planned once here).  It does
-not cover compliant rows, joint couplers or the ``"implicit"`` step: there
+The kernel covers hard and compliant rows of all five row types (pos,
+axis, dot, dist, helix: every joint kind and loop closure), with joint
+torques on every joint kind: ``K`` dense up to
+:data:`gear.maximal.kkt.DENSE_ROWS` rows, sparse above (its pattern, order
+and factor planned once here).  It does not cover joint couplers: there
 :func:`native_step` returns None (:func:`why_not` says why).
 :func:`native_project` (and :func:`project`, with the NumPy fallback) is
 the Gauss-Newton projection of :func:`gear.maximal.stepping.project`.
@@ -35,8 +36,6 @@ def build(mx):
     or None and the reason when the model is outside what the kernel
     covers, and the gravity they were built with."""
     g = tuple(np.asarray(mx.model.gravity, dtype=float))
-    if mx.compliant:
-        return None, "compliant rows (stiffness=) take the NumPy step", g
     if getattr(mx, "_couplers", None):
         return None, "joint couplers (rows on joint coordinates) take the NumPy step", g
     m, t, nb = mx.model, mx.rows, mx.nbodies
@@ -58,7 +57,7 @@ def build(mx):
         S[i, :Si.size] = Si.T.ravel()
     sparse = _sparse_plan(nb, np.asarray(t.ia), np.asarray(t.ib)) if mx.nrows > DENSE_ROWS else None
     p = _native.Plan(mx.I6, mx.Minv, mx._parents, m.gravity, t.types, t.ia, t.ib, t.i, t.j, t.RA, t.pA, t.RB, t.pB,
-                     t.offset, t.pitch, nvb, iv, vary, S, RPl, axes, sparse)
+                     t.offset, t.pitch, nvb, iv, vary, S, RPl, axes, sparse, mx.stiffness, mx.damping)
     return p, None, g
 
 
@@ -106,7 +105,7 @@ def plan(mx):
 
 
 #: the integrators of the native kernel and their codes
-INTEGRATOR_CODES = {"euler": 0, "rk4": 1, "rkmk4": 2}
+INTEGRATOR_CODES = {"euler": 0, "rk4": 1, "rkmk4": 2, "implicit": 3}
 
 
 def why_not(mx, integrator="euler"):
@@ -131,7 +130,7 @@ def _inputs(mx, P, V, tau, f_ext):
     return P.reshape(N, 16 * nb), V.reshape(N, 6 * nb), tau, f_ext
 
 
-def _gains(h, integrator, stabilization, beta, gains):
+def _gains(h, integrator, stabilization, beta, gains, compliant=False):
     """``(integrator code, gain, ga, gb)`` of the kernel: Euler's velocity-
     level Baumgarte ``gain = beta / h``; Runge-Kutta's acceleration-level
     ``ga = 2 alpha``, ``gb = beta^2`` (as :func:`gear.maximal.stepping.step`)."""
@@ -142,8 +141,8 @@ def _gains(h, integrator, stabilization, beta, gains):
     if integrator not in INTEGRATOR_CODES:
         raise ValueError(f"the native steps are {list(INTEGRATOR_CODES)}, got {integrator!r}")
     code, gain, ga, gb = INTEGRATOR_CODES[integrator], 0.0, 0.0, 0.0
-    if stabilization == "baumgarte":
-        if code == 0:
+    if stabilization == "baumgarte" and not compliant:      # (compliant rows are springs)
+        if code in (0, 3):
             gain = (stepping.BAUMGARTE_BETA if beta is None else float(beta)) / h
         else:
             alpha, bb = gains if gains is not None else (1.0 / (5.0 * h), 1.0 / (5.0 * h))
@@ -166,7 +165,7 @@ def native_step(mx, P, V, h, tau=None, f_ext=None, stabilization=None, beta=None
     pl = plan(mx)
     if pl is None or integrator not in INTEGRATOR_CODES:
         return None
-    code, gain, ga, gb = _gains(h, integrator, stabilization, beta, gains)
+    code, gain, ga, gb = _gains(h, integrator, stabilization, beta, gains, mx.compliant)
     Pf, Vf, tau, f_ext = _inputs(mx, P, V, tau, f_ext)
     N, nb = Pf.shape[0], mx.nbodies
     Po, Vo = np.empty((N, nb, 4, 4)), np.empty((N, nb, 6))
@@ -211,7 +210,7 @@ def native_project(mx, P, V, tol=1e-12, max_iter=10):
     ``|g|`` before), or None when the kernel does not cover the model."""
     if why_not(mx) is not None:
         return None
-    if mx.nrows == 0:
+    if mx.nrows == 0 or mx.compliant:          # (springs: nothing to project, as NumPy's)
         return P, V, 0.0
     N, nb = np.shape(P)[0], mx.nbodies
     Pf, Vf, _, _ = _inputs(mx, P, V, None, None)
@@ -271,7 +270,7 @@ def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabili
     steps, every = int(steps), int(record_every)
     if steps < 0 or every < 1:
         raise ValueError(f"steps must be >= 0 and record_every >= 1, got {steps} and {every}")
-    code, gain, ga, gb = _gains(h, integrator, stabilization, beta, gains)
+    code, gain, ga, gb = _gains(h, integrator, stabilization, beta, gains, mx.compliant)
     N, nb = np.shape(P)[0], mx.nbodies
     Pf, Vf, tau, f_ext = _inputs(mx, P, V, tau, f_ext)
     Pf, Vf = Pf.copy(), Vf.copy()
