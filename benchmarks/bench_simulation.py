@@ -102,13 +102,74 @@ def pinocchio_rate(urdf, q0, dq0, steps, dt):
     return _rate(len(q0), steps, run)
 
 
+def euler_table(N=256, steps=200, dt=1e-3):
+    """Rollouts of N states x ``steps`` steps against ``mujoco.rollout``,
+    Euler to Euler (gear's semi-implicit Euler; MuJoCo's Euler, also
+    semi-implicit) with the RK4 rows beside, on 1 and 2 threads: panda
+    (example-robot-data, exported to MJCF by gear.interop.to_mjcf so that
+    both load the same inertias without meshes) and the closed four-bar
+    (gear exact: Baumgarte's stabilisation, or projection to 1e-12;
+    MuJoCo's soft ``equality connect``)."""
+    import tempfile
+
+    import gear.interop
+    from gear.testing import zoo_dir
+
+    rng = np.random.default_rng(1)
+    cases = []
+    d = zoo_dir()
+    if d is not None and os.path.isfile(os.path.join(d, "panda_description/urdf/panda.urdf")):
+        panda = gear.load_urdf(os.path.join(d, "panda_description/urdf/panda.urdf"))
+        fd, xml = tempfile.mkstemp(suffix=".xml")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(gear.interop.to_mjcf(panda))
+        q0 = panda.random_configuration(rng, n=N)
+        dq0 = 0.5 * rng.standard_normal((N, panda.nv))
+        cases.append(("panda", panda, xml, q0, dq0, {}))
+    else:
+        print("# example-robot-data not installed: no panda row")
+    fb = gear.load_mjcf(gear.data_path("fourbar.xml"))
+    sysm = gear.ConstrainedModel(fb)
+    q = sysm.assemble(fb.neutral())
+    qs = np.stack([sysm.assemble(sysm.model.integrate(q, 0.05 * rng.standard_normal(3))) for _ in range(N)])
+    dqs = np.stack([sysm.project_velocity(x, rng.standard_normal(3)) for x in qs])
+    cases.append(("four-bar, Baumgarte", sysm, gear.data_path("fourbar.xml"), qs, dqs,
+                  {"stabilization": "baumgarte"}))
+    cases.append(("four-bar, projection", sysm, gear.data_path("fourbar.xml"), qs, dqs,
+                  {"stabilization": "projection"}))
+    print(f"\n## rollouts against mujoco.rollout: {N} states x {steps} steps, dt = {dt:g} s; "
+          "state-steps per second\n")
+    print(f"{'case':<22} {'integrator':>10} {'threads':>7} {'gear':>12} {'mujoco':>12} {'gear/mujoco':>11} "
+          f"{'gear 2/1 thr':>12} {'max resid':>10}")
+    for name, target, xml, q0, dq0, kw in cases:
+        for integ, mj_integ in (("euler", "EULER"), ("rk4", "RK4")):
+            one = None
+            for th in (1, 2):
+                g, tr = gear_rate(target, q0, dq0, steps, dt, th, integrator=integ, **kw)
+                mj = mujoco_rate(xml, q0, dq0, steps, dt, th, integrator=mj_integ)
+                res = "-"
+                if isinstance(target, gear.ConstrainedModel):
+                    res = f"{max(np.abs(target.constraint_residual(x)).max() for x in tr.q[:, -1]):10.1e}"
+                scale = "" if one is None else f"{g / one:12.2f}"
+                one = g if one is None else one
+                print(f"{name:<22} {integ:>10} {th:>7} {g:12,.0f} {'-' if mj is None else f'{mj:12,.0f}'} "
+                      f"{'-' if mj is None else f'{g / mj:11.2f}'} {scale:>12} {res:>10}")
+    print("\n(goal: gear >= 2x mujoco.rollout at 1 and 2 threads, Euler to Euler; two threads >= 1.9x one)")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--states", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--dask", action="store_true", help="also time the Dask path on a 2-process LocalCluster")
+    ap.add_argument("--euler-only", action="store_true",
+                    help="only the table against mujoco.rollout, Euler to Euler (256 x 200)")
     a = ap.parse_args(argv)
+    if a.euler_only:
+        print(f"# gear {gear.__version__} | numpy {np.__version__} | {os.cpu_count()} cores")
+        euler_table()
+        return
     div = 10 if a.quick else 1
     N, S = a.states // div, a.steps // div
     rng = np.random.default_rng(0)
@@ -143,6 +204,7 @@ def main(argv=None):
         mj = mujoco_rate(gear.data_path("fourbar.xml"), qs, dqs, Sf, 1e-3, th)
         print(f"{th:>7} {g:12,.0f} {res:10.1e} {'-' if mj is None else f'{mj:14,.0f}'} "
               f"{'-' if mj is None else f'{g / mj:12.2f}'}")
+    euler_table()
     # the maximal-coordinate solver in the native loop (gear built with CHOLMOD)
     mx = sysm.with_solver("maximal")
     print(f"\nthe same rollouts with solver='maximal' (native loop: {gear._core.cholmod_available()})\n")
