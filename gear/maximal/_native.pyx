@@ -558,7 +558,13 @@ cdef inline int rows_and_K_sparse(const PlanC* p, const double* T, double* g, do
     if cfm != NULL:
         for r in range(m):
             Lx[p.ch.Lp[p.pinv[r]]] += cfm[r]
-    delta = REG * max_abs(Lx, p.ch.nnz)
+    # K is positive semi-definite: its largest entry is on its diagonal
+    # (as kkt.sparse_solver takes it), no need to scan the factor's values
+    delta = 0.0
+    for r in range(m):
+        if Lx[p.ch.Lp[r]] > delta:
+            delta = Lx[p.ch.Lp[r]]
+    delta = REG * delta
     if delta < 1e-300 * REG:
         delta = 1e-300 * REG
     for r in range(m):
