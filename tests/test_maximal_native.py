@@ -94,7 +94,7 @@ def test_equals_the_numpy_step_on_random_trees_of_every_joint_kind(seed):
     _compare_random_states(mx, rng, 3, 4)
 
 
-def _compare_random_states(mx, rng, N, steps):
+def _compare_random_states(mx, rng, N, steps, integrator="euler"):
     """N random states of ``mx``'s tree, 1e-3 off its rows, with torques
     and external wrenches: native steps against NumPy's, without and with
     Baumgarte."""
@@ -105,7 +105,7 @@ def _compare_random_states(mx, rng, N, steps):
     tau = rng.standard_normal((N, m.nv))
     f_ext = rng.standard_normal((N, mx.nbodies, 6))
     for stab in (None, "baumgarte"):
-        _compare(mx, P, V, tau, f_ext, stab, steps, 1e-12, True)
+        _compare(mx, P, V, tau, f_ext, stab, steps, 1e-12, True, integrator)
 
 
 def _with_rods(mx, rods):
@@ -445,14 +445,7 @@ def test_runge_kutta_on_random_trees_and_sparse_K(integrator):
     """Every joint kind (helix, universal and planar rows among them), and
     more rows than the dense route takes (K sparse)."""
     rng = np.random.default_rng(23)
-    m = gear.testing.random_tree(rng, nbodies=10)
-    mx = gear.MaximalModel(m)
-    q = np.array([m.random_configuration(rng) for _ in range(2)])
-    P, V = mx.state(q, rng.standard_normal((2, m.nv)))
-    P = P @ exp_se3_rows(1e-3 * rng.standard_normal((2, mx.nbodies, 6)))
-    tau, f_ext = rng.standard_normal((2, m.nv)), rng.standard_normal((2, mx.nbodies, 6))
-    for stab in (None, "baumgarte"):
-        _compare(mx, P, V, tau, f_ext, stab, 3, 1e-12, True, integrator)
+    _compare_random_states(gear.MaximalModel(gear.testing.random_tree(rng, nbodies=10)), rng, 2, 3, integrator)
     sys, q0 = mech.n_four_bar(12, tree="ground")
     mx = gear.MaximalModel(sys)
     assert "Lp" in native.plan(mx).arrays

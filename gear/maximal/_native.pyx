@@ -114,6 +114,34 @@ cdef inline int scratch_size(const PlanC* p) noexcept nogil:
     return 24 * p.nb + 30 * p.m + 2 * p.m * p.m + 8
 
 
+cdef struct RowWs:
+    # the rows' part of the scratch (scratch_size), from 24 nb on
+    double* F             # (m, 12) rows of J, per side
+    double* G             # (m, 12) M^{-1} F
+    double* g             # (m,) residuals
+    double* rhs
+    double* x
+    double* res
+    double* K             # (m, m); sparse: (3 m) scratch
+    double* L             # (m, m); sparse: the factor's values
+    int* first            # (m,) the envelope of K (dense)
+
+
+cdef inline RowWs row_ws(const PlanC* p, double* ws) noexcept nogil:
+    cdef RowWs z
+    cdef int m = p.m
+    z.F = ws + 24 * p.nb
+    z.G = z.F + 12 * m
+    z.g = z.G + 12 * m
+    z.rhs = z.g + m
+    z.x = z.rhs + m
+    z.res = z.x + m
+    z.K = z.res + m
+    z.L = z.K + (3 * m if p.sparse else m * m)
+    z.first = <int*> (z.L + m * m)
+    return z
+
+
 cdef inline double* cfm_area(const PlanC* p, double* ws) noexcept nogil:
     # the last m doubles of scratch_size: the CFM of compliant rows
     return ws + scratch_size(p) - p.m
@@ -649,15 +677,7 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
     cdef int nb = p.nb, m = p.m, b, r, k, st
     cdef double* T = ws                   # (nb, 12)
     cdef double* Vs = T + 12 * nb         # (nb, 6) f, then V* and V+
-    cdef double* F = Vs + 12 * nb         # (m, 12) rows of J, per side (after D of project_one)
-    cdef double* G = F + 12 * m           # (m, 12) M^{-1} F
-    cdef double* g = G + 12 * m
-    cdef double* rhs = g + m
-    cdef double* x = rhs + m
-    cdef double* res = x + m
-    cdef double* K = res + m              # (m, m); sparse: (3 m) scratch
-    cdef double* L = K + (3 * m if p.sparse else m * m)   # (m, m); sparse: the factor's values
-    cdef int* first = <int*> (L + m * m)  # (m,) the envelope of K (dense)
+    cdef RowWs z = row_ws(p, ws)          # (after Vs and D of project_one)
     cdef double* cfm
     cdef double Mf[6]
     for b in range(nb):
@@ -670,13 +690,13 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
             Vs[6 * b + k] = V[6 * b + k] + h * Mf[k]
     if m > 0 and p.kst != NULL and not implicit:
         # springs and dampers at the start: V+ = V* + h M^{-1} J^T lam
-        st = rows_and_G(p, T, g, F, G)
+        st = rows_and_G(p, T, z.g, z.F, z.G)
         if st != ST_OK:
             return st
-        J_apply(p, F, V, rhs)
+        J_apply(p, z.F, V, z.rhs)
         for r in range(m):
-            lam[r] = -p.kst[r] * g[r] - p.kdm[r] * rhs[r]
-        add_Minv_Jt(p, G, lam, h, Vs)
+            lam[r] = -p.kst[r] * z.g[r] - p.kdm[r] * z.rhs[r]
+        add_Minv_Jt(p, z.G, lam, h, Vs)
     elif m > 0:
         # K mu = -gain g - J V*,  V+ = V* + M^{-1} J^T mu,  lam = mu / h
         # (compliant, implicit: K + CFM and -(k / (h k + c)) g)
@@ -685,19 +705,19 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
             cfm = cfm_area(p, ws)
             for r in range(m):
                 cfm[r] = 1.0 / (h * (h * p.kst[r] + p.kdm[r]))
-        st = factor_rows(p, T, g, F, G, K, L, first, cfm)
+        st = factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first, cfm)
         if st != ST_OK:
             return st
-        J_apply(p, F, Vs, rhs)
+        J_apply(p, z.F, Vs, z.rhs)
         for r in range(m):
             if cfm != NULL:
-                rhs[r] = -(p.kst[r] / (h * p.kst[r] + p.kdm[r])) * g[r] - rhs[r]
+                z.rhs[r] = -(p.kst[r] / (h * p.kst[r] + p.kdm[r])) * z.g[r] - z.rhs[r]
             else:
-                rhs[r] = -gain * g[r] - rhs[r]
-        solve_rows(p, F, G, K, L, first, rhs, x, res, cfm)
-        add_Minv_Jt(p, G, x, 1.0, Vs)
+                z.rhs[r] = -gain * z.g[r] - z.rhs[r]
+        solve_rows(p, z.F, z.G, z.K, z.L, z.first, z.rhs, z.x, z.res, cfm)
+        add_Minv_Jt(p, z.G, z.x, 1.0, Vs)
         for r in range(m):
-            lam[r] = x[r] / h
+            lam[r] = z.x[r] / h
     # T+ = T exp(h V+)
     move(T, nb, Vs, h)
     for b in range(nb):
@@ -717,42 +737,34 @@ cdef int project_one(const PlanC* p, const double* P16, const double* V, double 
     cdef double* T = ws
     cdef double* Vs = T + 12 * nb
     cdef double* D = Vs + 6 * nb          # (nb, 6) the Gauss-Newton step
-    cdef double* F = D + 6 * nb
-    cdef double* G = F + 12 * m
-    cdef double* g = G + 12 * m
-    cdef double* rhs = g + m
-    cdef double* x = rhs + m
-    cdef double* res = x + m
-    cdef double* K = res + m
-    cdef double* L = K + (3 * m if p.sparse else m * m)
-    cdef int* first = <int*> (L + m * m)
+    cdef RowWs z = row_ws(p, ws)
     cdef double Fr[12]
     for b in range(nb):
         pose_in(P16 + 16 * b, T + 12 * b)
         for k in range(6):
             Vs[6 * b + k] = V[6 * b + k]
-    st = factor_rows(p, T, g, F, G, K, L, first)
+    st = factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first)
     if st != ST_OK:
         return st
-    before[0] = max_abs(g, m)
+    before[0] = max_abs(z.g, m)
     for it in range(max_iter):
-        if max_abs(g, m) <= tol:
+        if max_abs(z.g, m) <= tol:
             break
-        solve_rows(p, F, G, K, L, first, g, x, res)
+        solve_rows(p, z.F, z.G, z.K, z.L, z.first, z.g, z.x, z.res)
         for k in range(6 * nb):               # D = -M^{-1} J^T K^{-1} g
             D[k] = 0.0
-        add_Minv_Jt(p, G, x, -1.0, D)
+        add_Minv_Jt(p, z.G, z.x, -1.0, D)
         move(T, nb, D, 1.0)
         for r in range(m):
-            st = row(p, T, r, g + r, Fr)
+            st = row(p, T, r, z.g + r, Fr)
             if st != ST_OK:
                 return st
-    st = factor_rows(p, T, g, F, G, K, L, first)
+    st = factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first)
     if st != ST_OK:
         return st
-    J_apply(p, F, Vs, rhs)
-    solve_rows(p, F, G, K, L, first, rhs, x, res)
-    add_Minv_Jt(p, G, x, -1.0, Vs)
+    J_apply(p, z.F, Vs, z.rhs)
+    solve_rows(p, z.F, z.G, z.K, z.L, z.first, z.rhs, z.x, z.res)
+    add_Minv_Jt(p, z.G, z.x, -1.0, Vs)
     for b in range(nb):
         pose_out(T + 12 * b, Pout + 16 * b)
         for k in range(6):
@@ -891,15 +903,7 @@ cdef int accel_one(const PlanC* p, const double* T, const double* V, const doubl
     scratch at euler_one's offsets, its first 24 nb unused); ``resid`` (if
     not NULL): ``max_r |J_r dV - target_r|``, how well the rows hold."""
     cdef int nb = p.nb, m = p.m, b, r, k, st
-    cdef double* F = ws + 24 * nb
-    cdef double* G = F + 12 * m
-    cdef double* g = G + 12 * m
-    cdef double* rhs = g + m
-    cdef double* x = rhs + m
-    cdef double* res = x + m
-    cdef double* K = res + m
-    cdef double* L = K + (3 * m if p.sparse else m * m)
-    cdef int* first = <int*> (L + m * m)
+    cdef RowWs z = row_ws(p, ws)
     cdef double* f = ws                   # (nb, 6) the body forces
     body_forces(p, T, V, tau, fext, f)
     for b in range(nb):
@@ -910,32 +914,32 @@ cdef int accel_one(const PlanC* p, const double* T, const double* V, const doubl
         return ST_OK
     if p.kst != NULL:
         # compliant rows: lam = -k g - c J V, no solve (residual zero)
-        st = rows_and_G(p, T, g, F, G)
+        st = rows_and_G(p, T, z.g, z.F, z.G)
         if st != ST_OK:
             return st
-        J_apply(p, F, V, rhs)
+        J_apply(p, z.F, V, z.rhs)
         for r in range(m):
-            lam[r] = -p.kst[r] * g[r] - p.kdm[r] * rhs[r]
-        add_Minv_Jt(p, G, lam, 1.0, dV)
+            lam[r] = -p.kst[r] * z.g[r] - p.kdm[r] * z.rhs[r]
+        add_Minv_Jt(p, z.G, lam, 1.0, dV)
         return ST_OK
-    st = factor_rows(p, T, g, F, G, K, L, first)
+    st = factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first)
     if st != ST_OK:
         return st
-    J_apply(p, F, V, lam)                 # (lam holds J V, then the target, until the end)
-    J_apply(p, F, dV, rhs)
+    J_apply(p, z.F, V, lam)                 # (lam holds J V, then the target, until the end)
+    J_apply(p, z.F, dV, z.rhs)
     for r in range(m):
-        lam[r] = -row_bias(p, T, V, r) - ga * lam[r] - gb * g[r]
-        rhs[r] = lam[r] - rhs[r]
-    solve_rows(p, F, G, K, L, first, rhs, x, res)
-    add_Minv_Jt(p, G, x, 1.0, dV)
+        lam[r] = -row_bias(p, T, V, r) - ga * lam[r] - gb * z.g[r]
+        z.rhs[r] = lam[r] - z.rhs[r]
+    solve_rows(p, z.F, z.G, z.K, z.L, z.first, z.rhs, z.x, z.res)
+    add_Minv_Jt(p, z.G, z.x, 1.0, dV)
     if resid != NULL:
-        J_apply(p, F, dV, res)
+        J_apply(p, z.F, dV, z.res)
         resid[0] = 0.0
         for r in range(m):
-            if fabs(res[r] - lam[r]) > resid[0]:
-                resid[0] = fabs(res[r] - lam[r])
+            if fabs(z.res[r] - lam[r]) > resid[0]:
+                resid[0] = fabs(z.res[r] - lam[r])
     for r in range(m):
-        lam[r] = x[r]
+        lam[r] = z.x[r]
     return ST_OK
 
 
