@@ -819,3 +819,18 @@ def test_soft_baumgarte_stays_in_python():
     r = gear.simulate(sysm.with_solver("soft"), q, np.zeros(3), 0.01, 1e-3, stabilization="baumgarte",
                       progress=False)
     assert not r.stats["native"]
+
+
+@pytest.mark.parametrize("name", sorted(MECHS))
+def test_batched_jacobian_and_bias_equal_single_states(name):
+    """constraint_jacobian / constraint_bias of a batch (the rows of every
+    state in one native call where the constraints allow) give each
+    state's single-call bits, Python constraints included."""
+    sysm, q = MECHS[name]()
+    nv = sysm.model.nv
+    rng = np.random.default_rng(len(name))
+    qs = np.stack([sysm.model.integrate(q, 0.1 * rng.standard_normal(nv)) for _ in range(4)])
+    v = rng.standard_normal((4, nv))
+    assert np.array_equal(sysm.constraint_jacobian(qs), np.stack([sysm.constraint_jacobian(x) for x in qs]))
+    assert np.array_equal(sysm.constraint_bias(qs, v),
+                          np.stack([sysm.constraint_bias(x, y) for x, y in zip(qs, v)]))

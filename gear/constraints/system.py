@@ -375,7 +375,7 @@ class ConstrainedModel:
         """``A(q)``, shape ``(nc, nv)`` (or ``(N, nc, nv)``)."""
         q = self._q(q)
         if q.ndim == 2:
-            return np.stack([self.constraint_jacobian(x) for x in q])
+            return self._rows_batch(q)[1]
         return self._rows(q)[0]
 
     def constraint_bias(self, q, dq):
@@ -383,7 +383,7 @@ class ConstrainedModel:
         q = self._q(q)
         dq = self._v(dq, "dq", q.shape[0] if q.ndim == 2 else None)
         if q.ndim == 2:
-            return np.stack([self.constraint_bias(x, v) for x, v in zip(q, dq)])
+            return self._rows_batch(q, dq)[2]
         return self._rows(q, dq)[1]
 
     # -- the spanning tree -----------------------------------------------------
