@@ -19,6 +19,18 @@ from .spatial import SE3, Inertia
 __all__ = ["Model"]
 
 
+
+def _pair(na, a, abatch, nb, b, bbatch):
+    """Two (N, n) batches of one size: a single state (not a batch) against
+    a batch is repeated; two batches must agree."""
+    if a.shape[0] == b.shape[0]:
+        return a, b
+    if not abatch:
+        return np.ascontiguousarray(np.broadcast_to(a, (b.shape[0], a.shape[1]))), b
+    if not bbatch:
+        return a, np.ascontiguousarray(np.broadcast_to(b, (a.shape[0], b.shape[1])))
+    raise ValueError(f"{na} and {nb} batch sizes differ: {a.shape[0]} vs {b.shape[0]}")
+
 class Model:
     """A kinematic tree of rigid bodies.
 
@@ -272,17 +284,19 @@ class Model:
         ----------
         q : array_like, shape (nq,) or (N, nq)
         dq : array_like, shape (nv,) or (N, nv)
+            One state against a batch is broadcast (one ``q`` moved by
+            ``N`` velocities, or ``N`` configurations by one).
         dt : float
 
         Returns
         -------
-        ndarray, shape of ``q``
+        ndarray, shape (nq,) or (N, nq)
         """
         dt = check_scalar("dt", dt)
-        qb, batch = as_batch("q", q, (self.nq,))
-        vb, _ = as_batch("dq", dq, (self.nv,))
-        if vb.shape[0] != qb.shape[0]:
-            raise ValueError(f"q and dq batch sizes differ: {qb.shape[0]} vs {vb.shape[0]}")
+        qb, qbatch = as_batch("q", q, (self.nq,))
+        vb, vbatch = as_batch("dq", dq, (self.nv,))
+        qb, vb = _pair("q", qb, qbatch, "dq", vb, vbatch)
+        batch = qbatch or vbatch
         self.check_configuration(qb)
         out = np.empty((qb.shape[0], self.nq))
         if self.nbodies:
@@ -306,11 +320,21 @@ class Model:
         return out if batch else out[0]
 
     def difference(self, q0, q1):
-        """Velocity ``v`` (shape (..., nv)) with ``integrate(q0, v) = q1``."""
-        a, batch = as_batch("q0", q0, (self.nq,))
-        b, _ = as_batch("q1", q1, (self.nq,))
-        if a.shape[0] != b.shape[0]:
-            raise ValueError(f"q0 and q1 batch sizes differ: {a.shape[0]} vs {b.shape[0]}")
+        """Velocity ``v`` with ``integrate(q0, v) = q1``.
+
+        Parameters
+        ----------
+        q0, q1 : array_like, shape (nq,) or (N, nq)
+            One configuration against a batch is broadcast.
+
+        Returns
+        -------
+        ndarray, shape (nv,) or (N, nv)
+        """
+        a, abatch = as_batch("q0", q0, (self.nq,))
+        b, bbatch = as_batch("q1", q1, (self.nq,))
+        a, b = _pair("q0", a, abatch, "q1", b, bbatch)
+        batch = abatch or bbatch
         self.check_configuration(a, "q0")
         self.check_configuration(b, "q1")
         out = np.empty((a.shape[0], self.nv))

@@ -594,3 +594,22 @@ def test_native_integrate_equals_the_joint_by_joint_map():
         b = m.integrate(q, v, 0.1)
         assert np.abs(m.integrate(q, m.difference(q, b)) - b).max() < 1e-12
         m.check_configuration(b)
+
+
+def test_integrate_and_difference_broadcast_one_state_against_a_batch():
+    """One configuration against N velocities (or N configurations against
+    one), as users sample around a nominal state: the same as N calls;
+    two batches of different sizes are refused."""
+    m = gear.load_urdf(gear.data_path("quadruped.urdf"))
+    rng = np.random.default_rng(0)
+    a, B = m.random_configuration(rng), m.random_configuration(rng, n=3)
+    V = rng.standard_normal((3, m.nv))
+    np.testing.assert_array_equal(m.integrate(a, V), np.stack([m.integrate(a, v) for v in V]))
+    np.testing.assert_array_equal(m.integrate(B, V[0]), np.stack([m.integrate(b, V[0]) for b in B]))
+    np.testing.assert_array_equal(m.difference(a, B), np.stack([m.difference(a, b) for b in B]))
+    np.testing.assert_array_equal(m.difference(B, a), np.stack([m.difference(b, a) for b in B]))
+    assert m.integrate(a, V[0]).shape == (m.nq,) and m.difference(a, B[0]).shape == (m.nv,)
+    with pytest.raises(ValueError, match="batch sizes differ: 3 vs 2"):
+        m.integrate(B, V[:2])
+    with pytest.raises(ValueError, match="batch sizes differ"):
+        m.difference(B, B[:2])
