@@ -11,9 +11,10 @@ GALLERY = pathlib.Path(__file__).resolve().parents[1] / "docs" / "gallery"
 EXAMPLES = sorted(p.name for p in GALLERY.glob("plot_*.py"))
 
 
-def test_the_gallery_has_its_six_examples():
+def test_the_gallery_has_its_seven_examples():
     assert EXAMPLES == ["plot_closed_lqr.py", "plot_dask_campaign.py", "plot_fourbar_sweep.py",
-                        "plot_robot_dynamics.py", "plot_solver_comparison.py", "plot_spanning_trees.py"]
+                        "plot_maximal_drift.py", "plot_robot_dynamics.py", "plot_solver_comparison.py",
+                        "plot_spanning_trees.py"]
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
@@ -35,6 +36,12 @@ def test_gallery_example_runs(name, tmp_path):
     elif name == "plot_solver_comparison.py":
         diffs = {line.split()[0]: float(line.split("|ddq - kkt|")[1].split()[0]) for line in out.splitlines()}
         assert max(diffs["projection"], diffs["maximal"]) < 1e-10 and diffs["soft"] < 1e-5
+    elif name == "plot_maximal_drift.py":
+        rows = {line.split(" native")[0].strip(): line for line in out.splitlines() if " native " in line}
+        assert len(rows) == 5 and all("native True" in r for r in rows.values())
+        err = {k: float(v.split("max joint error ")[1].split(",")[0]) for k, v in rows.items()}
+        assert err["euler, unstabilised"] > 1e-4 and err["euler, baumgarte"] < 0.2 * err["euler, unstabilised"]
+        assert err["euler, projection"] < 1e-11 and err["rkmk4, projection"] < 1e-11
     elif name == "plot_dask_campaign.py":
         assert "Dask run equals the local run: True" in out
 
