@@ -90,15 +90,15 @@ def test_forward_derivatives_on_and_off_the_manifold(name):
     _check_forward(sysm, qo, rng.standard_normal(nv), tau)
 
 
-def _random_closed(seed, kind):
-    """A random tree of every joint kind with one closure of ``kind``
-    between random bodies, or from a body to the world, whose rows have
-    full rank (random placements: not closed).  Full row rank keeps the
-    KKT system consistent at every state, so the dynamics is a smooth
-    function of the state; see :mod:`gear.constraints.derivatives` for
-    redundant rows."""
+def _random_closed(seed, kind, kinds=None):
+    """A random tree of every joint kind (or of ``kinds``) with one closure
+    of ``kind`` between random bodies, or from a body to the world, whose
+    rows have full rank (random placements: not closed).  Full row rank
+    keeps the KKT system consistent at every state, so the dynamics is a
+    smooth function of the state; see :mod:`gear.constraints.derivatives`
+    for redundant rows."""
     rng = np.random.default_rng(seed)
-    model = random_tree(rng, nbodies=8, kinds=[k for k in ALL_KINDS if k != "fixed"])
+    model = random_tree(rng, nbodies=8, kinds=kinds or [k for k in ALL_KINDS if k != "fixed"])
     q = model.random_configuration(rng)
     params = {"distance": 0.7} if kind == "distance" else {}
     while True:
@@ -389,6 +389,20 @@ def _assert_equal_to_reference(sysm, q, dq, tau, f_ext, reference, tol=1e-10):
 @pytest.mark.parametrize("seed", range(3))
 def test_native_kernel_equals_the_reference_on_every_closure_and_joint_kind(kind, seed, monkeypatch):
     sysm, q, rng = _random_closed(10 + seed, kind)
+    nv = sysm.model.nv
+    reference = _native_only(monkeypatch)
+    _assert_equal_to_reference(sysm, q, rng.standard_normal(nv), rng.standard_normal(nv),
+                               0.3 * rng.standard_normal((sysm.model.nbodies, 6)), reference)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_native_kernel_with_one_dof_joints_on_every_closure_kind(kind, monkeypatch):
+    """Trees of one-dof joints (revolute, prismatic, helical): the kernel
+    takes the dq columns of the rows' derivative from the q passes,
+    ``d(dA dq)_r / d(dq_l) = 2 d(A_r dq) / dq_l`` (the Hessian of ``g_r`` is
+    symmetric in vector-space coordinates), for every row type."""
+    sysm, q, rng = _random_closed(20, kind, kinds=["revolute", "prismatic", "helical"])
+    assert all(j.nv <= 1 for j in sysm.model.joints)
     nv = sysm.model.nv
     reference = _native_only(monkeypatch)
     _assert_equal_to_reference(sysm, q, rng.standard_normal(nv), rng.standard_normal(nv),

@@ -104,7 +104,7 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
     cdef int nv = m.nv, nb = m.nb, nr = c.m, n3 = 3 * m.nv, nP = m.voff[m.nv]
     cdef int i, r, a, e, na, st, d, nz, l
     cdef double t, dmax
-    cdef bint zero_rows
+    cdef bint zero_rows, sym
     cdef double* zd                           # row pointers of the solve
     cdef double* Wa
     cdef int* ia
@@ -211,7 +211,12 @@ cdef inline int closed_forward_derivatives(const ModelC* m, const ClosC* c, int 
         X[i] = 0.0
     for i in range(nr * n3):
         Y[i] = 0.0
-    tangent_passes(m, c, q, dq, ddq, lam, 2 * nv, n3, w, cw, &T, X, Y, Zr)
+    # with joints of at most one dof the dq directions come from the q passes
+    sym = True
+    for i in range(nb):
+        if m.nvi[i] > 1:
+            sym = False
+    tangent_passes(m, c, q, dq, ddq, lam, nv if sym else 2 * nv, n3, w, cw, &T, X, Y, Zr, sym)
     loaded_tree_derivatives(m, c, q, dq, ddq, fext, lam, fe, dIq, dIv, NULL, w, cw)
     # the solve on all 3 nv right-hand sides at once, by rows (coupler rows:
     # constant, R2 = 0):  z = L^{-T} r1,  K y = r2 - W^T z,  x = L^{-1} (z + W y)

@@ -250,14 +250,16 @@ cdef inline void frame_tangent(const CWork* cw, const Work* w, const double* af,
 cdef inline double row_tangent(int typ, int i, int j, double length, const double* fa,
                                const double* fb, const double* ta, const double* tb,
                                const double* ya, const double* yb, double* mw, double* dmw,
-                               double* fw, double* dfw, double* drate) noexcept nogil:
+                               double* fw, double* dfw, double* drate,
+                               double* dratev=NULL) noexcept nogil:
     """The derivative of one row's acceleration-level value ``A_r ddq + (dA
     dq)_r = d^2 g_r/dt^2`` (frames ``fa``, ``fb`` from ``frame_world`` with
     full accelerations; tangents ``ta``, ``tb`` from ``frame_tangent``).
     Also the world moment and force the row puts on {A} (``mw[0:3]``,
     ``fw[0:3]``) and {B} (``mw[3:6]``, ``fw[3:6]``) with their
-    derivatives, and (``ya`` not NULL: frame twists at ``y``) the derivative
-    of the rate ``A_r y`` in ``drate``."""
+    derivatives, (``ya`` not NULL: frame twists at ``y``) the derivative
+    of the rate ``A_r y`` in ``drate``, and (``dratev`` not NULL) the
+    derivative of the rate ``A_r dq`` at the velocity itself, ``dq`` held."""
     cdef int k
     cdef double d[3]
     cdef double dd_[3]
@@ -302,6 +304,8 @@ cdef inline double row_tangent(int typ, int i, int j, double length, const doubl
         fw[3 + i] = 1.0
         if ya != NULL:
             drate[0] = (tb[21 + i] - ta[21 + i])
+        if dratev != NULL:
+            dratev[0] = dv_[i]                        # rate (v_B - v_A)_i
         return da_[i]
     if typ == ROW_DIST:
         L = sqrt3(d)
@@ -324,6 +328,8 @@ cdef inline double row_tangent(int typ, int i, int j, double length, const doubl
                 x[k] = yb[3 + k] - ya[3 + k]          # dd at y
                 dx[k] = tb[21 + k] - ta[21 + k]
             drate[0] = _ddot(u, du_, x, dx)
+        if dratev != NULL:
+            dratev[0] = dev                           # rate u . (v_B - v_A)
         return dnum / L - num * dL / (L * L) + _ddot(u, du_, a, da_)
     for k in range(3):
         u[k] = fa[3 * k + i]                          # column i of R_A
@@ -350,6 +356,8 @@ cdef inline double row_tangent(int typ, int i, int j, double length, const doubl
                 x[k] = yb[3 + k] - ya[3 + k]
                 dx[k] = tb[21 + k] - ta[21 + k]
             drate[0] = _ddot(w1, dw1, d, dd_) + _ddot(u, du_, x, dx)
+        if dratev != NULL:
+            dratev[0] = _ddot(w1, dw1, d, dd_) + _ddot(u, du_, v, dv_)   # (w_A x u) . d + u . v
         return out
     # ROW_DOT
     for k in range(3):
@@ -373,6 +381,8 @@ cdef inline double row_tangent(int typ, int i, int j, double length, const doubl
         t1[k] = fb[12 + k] - fa[12 + k]
         dt1[k] = tb[6 + k] - ta[6 + k]
     out = _ddot(x, dx, n, dn) + _ddot(t1, dt1, s1, ds1)
+    if dratev != NULL:
+        dratev[0] = _ddot(t1, dt1, n, dn)             # rate (w_B - w_A) . (z x u)
     if ya != NULL:
         for k in range(3):
             x[k] = yb[k] - ya[k]
@@ -508,17 +518,24 @@ cdef inline void tan_twists_at_y(const ModelC* m, const ClosC* c, int nk, const 
 
 cdef inline void tangent_passes(const ModelC* m, const ClosC* c, const double* q, const double* dq,
                                 const double* ddq, const double* lam, int ndir, int n3, const Work* w,
-                                const CWork* cw, TanW* T, double* X, double* Y, double* Zr) noexcept nogil:
+                                const CWork* cw, TanW* T, double* X, double* Y, double* Zr,
+                                bint sym=False) noexcept nogil:
     """One tangent pass per direction l < ``ndir`` (q first, then dq): into
     column l of ``X`` (nv, n3) ``J^T dF/dq`` (q directions: how the
     multipliers' body wrenches turn with the frames, carried to the root
     and paired with S), into column l of ``Y`` (m, n3; NULL: not wanted)
     ``-d(A ddq + dA dq)/dl``, and into ``Zr`` (m, nv) ``d(A_r y)/dq`` of the
     rows with a zero multiplier when ``T.Vy`` is set.  ``X`` and ``Y`` are
-    added to / written in their columns l only."""
+    added to / written in their columns l only.
+
+    ``sym`` (every joint of at most one dof, so that the coordinates are a
+    vector space and ``d^2 g / dq dq`` is symmetric): the dq columns of
+    ``Y`` come from the q passes, ``d(dA dq)_r / d(dq_l) = 2 d(A_r dq) /
+    dq_l`` (``dA dq = dq^T (d^2 g_r) dq``), and the caller passes only the
+    q directions."""
     cdef int nv = m.nv, nb = m.nb, nr = c.m
     cdef int i, k, r, l, side, b, p
-    cdef double drate, val
+    cdef double drate, val, dratev
     cdef double ta[24]
     cdef double tb[24]
     cdef double mw[6]
@@ -551,9 +568,11 @@ cdef inline void tangent_passes(const ModelC* m, const ClosC* c, const double* q
                               T.frs + 48 * k + 24, ta, tb,
                               NULL if vy == NULL else T.ys + 12 * k,
                               NULL if vy == NULL else T.ys + 12 * k + 6,
-                              mw, dmw, fw, dfw, &drate)
+                              mw, dmw, fw, dfw, &drate, &dratev if (sym and not vel) else NULL)
             if Y != NULL:
                 Y[r * n3 + l] = -val
+                if sym and not vel:
+                    Y[r * n3 + m.nv + l] = -2.0 * dratev
             if vel:
                 continue
             if lam[r] != 0.0:
