@@ -217,3 +217,13 @@ def test_zoo_robot_in_maximal_coordinates(path):
     poses, twists = mx.state(q, dq)
     dV = mx.forward_dynamics(poses, twists, tau).dV
     assert np.abs(dV - ref).max() <= 1e-9 * max(1.0, np.abs(ref).max())
+    # the native Runge-Kutta steps (every joint kind the zoo has) give
+    # NumPy's steps (gear.maximal.stepping), where the kernel covers the model
+    from gear.maximal import native, stepping
+
+    if native.why_not(mx, "rk4") is None:
+        for integ in ("rk4", "rkmk4"):
+            Pa, Va, _ = stepping.step(mx, poses[None], twists[None], 1e-3, integ, tau[None])
+            Pb, Vb, _ = native.native_step(mx, poses[None], twists[None], 1e-3, tau[None], integrator=integ)
+            assert np.abs(Pa - Pb).max() < 1e-9
+            assert np.abs(Va - Vb).max() <= 1e-9 * max(1.0, np.abs(Va).max())
