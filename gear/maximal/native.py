@@ -145,7 +145,7 @@ def _gains(h, integrator, stabilization, beta, gains, compliant=False):
         if code in (0, 3):
             gain = (stepping.BAUMGARTE_BETA if beta is None else float(beta)) / h
         else:
-            alpha, bb = gains if gains is not None else (1.0 / (5.0 * h), 1.0 / (5.0 * h))
+            alpha, bb = stepping.acceleration_gains(h, gains)
             ga, gb = 2.0 * alpha, bb ** 2
     return code, gain, ga, gb
 

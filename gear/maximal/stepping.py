@@ -35,7 +35,7 @@ from ..spatial.stacks import dexp_inv_se3_rows, exp_se3_rows
 from .kkt import RowSystem
 from .model import _minv_jt, rs_J_apply
 
-__all__ = ["INTEGRATORS", "STABILIZATIONS", "step", "project", "BAUMGARTE_BETA"]
+__all__ = ["INTEGRATORS", "STABILIZATIONS", "step", "project", "acceleration_gains", "BAUMGARTE_BETA"]
 
 INTEGRATORS = ("euler", "implicit", "rk4", "rkmk4")
 STABILIZATIONS = (None, "baumgarte", "projection")
@@ -120,6 +120,12 @@ def _rk_step(mx, P, V, h, tau, f_ext, gains, munthe_kaas):
     return Pn, V + h * sum(b * k for b, k in zip(_RK_B, kV)), lam0
 
 
+def acceleration_gains(h, gains=None):
+    """The acceleration-level Baumgarte gains ``(alpha, beta)`` of a step
+    ``h``: ``gains``, or ``1 / (5 h)`` each (critically damped, five steps)."""
+    return tuple(gains) if gains is not None else (1.0 / (5.0 * h), 1.0 / (5.0 * h))
+
+
 def step(mx, P, V, h, integrator, tau=None, f_ext=None, stabilization=None, beta=None, gains=None):
     """One step of every state of a batch.
 
@@ -154,7 +160,7 @@ def step(mx, P, V, h, integrator, tau=None, f_ext=None, stabilization=None, beta
     if integrator in ("rk4", "rkmk4"):
         g = None
         if stabilization == "baumgarte" and not mx.compliant:
-            g = gains if gains is not None else (1.0 / (5.0 * h), 1.0 / (5.0 * h))
+            g = acceleration_gains(h, gains)
         return _rk_step(mx, P, V, h, tau, f_ext, g, integrator == "rkmk4")
     raise ValueError(f"unknown integrator {integrator!r} for maximal coordinates; choose one of "
                      f"{list(INTEGRATORS)}")

@@ -378,7 +378,7 @@ def prepare_campaign(mx, start, tau, f_ext, out, resume, chunks, slots, t_final,
     if integrator in ("euler", "implicit"):
         gains_id = [beta if beta is not None else stepping.BAUMGARTE_BETA]
     else:
-        gains_id = list(gains) if gains is not None else [1.0 / (5.0 * dt)] * 2
+        gains_id = list(stepping.acceleration_gains(dt, gains))
     n, rec_steps = steps_and_frames(t_final, dt, record_every)
     T = len(rec_steps)
     shapes = frame_shapes(mx)
