@@ -106,6 +106,18 @@ def _frame(kin, body, P):
     return R, p, R @ JA[:3], R @ JA[3:], w, v, al, ac
 
 
+
+def rod(d, closure):
+    """``(L, e)``: the length and direction of a distance closure's rod
+    ``d`` (the second point less the first), or a one-line ``ValueError``
+    where the two points coincide."""
+    L = float(np.linalg.norm(d))
+    if L < 1e-12:
+        raise ValueError(f"distance closure {closure.name or ''!s}: the two points "
+                         "coincide, so the direction of the rod is undefined")
+    return L, d / L
+
+
 def closure_rows(kin, closure, ia, ib, dq=None, length=None):
     """Residual ``g``, rows ``A`` and bias ``dA dq`` of one loop closure.
 
@@ -154,11 +166,7 @@ def closure_rows(kin, closure, ia, ib, dq=None, length=None):
             A[r] = n @ (JwB - JwA)
             b[r] = (alB - alA) @ n + (wB - wA) @ (np.cross(dw, u) + np.cross(w, du))
         else:  # "dist"
-            L = float(np.linalg.norm(d))
-            if L < 1e-12:
-                raise ValueError(f"distance closure {closure.name or ''!s}: the two points "
-                                 "coincide, so the direction of the rod is undefined")
-            e = d / L
+            L, e = rod(d, closure)
             g[r] = L - (L if length is None else length)
             A[r] = e @ (JvB - JvA)
             b[r] = (dd @ dd - (e @ dd) ** 2) / L + e @ ddd

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from .closures import _ROWS, LoopClosure
-from ._kinematics import _adj, _ad, joint_step
+from ._kinematics import _adj, _ad, joint_step, rod
 
 __all__ = ["row_tangents"]
 
@@ -218,11 +218,7 @@ def closure_row_tangents(kin, tan, closure, ia, ib, D):
             x2, dx2 = _dot(wB - wA, dwB - dwA, s1 + s2, ds1 + ds2)
             b[r], db[:, r] = x1 + x2, dx1 + dx2
         else:  # "dist"
-            L = float(np.linalg.norm(d))
-            if L < 1e-12:
-                raise ValueError(f"distance closure {closure.name or ''!s}: the two points "
-                                 "coincide, so the direction of the rod is undefined")
-            e = d / L
+            L, e = rod(d, closure)
             dL = dd_ @ e
             de = (dd_ - dL[:, None] * e) / L
             A[r] = e @ Jv
