@@ -232,6 +232,15 @@ def test_against_pinocchio_on_the_ball_closed_four_bar():
 # ---------------------------------------------------------------------------
 # inverse dynamics
 # ---------------------------------------------------------------------------
+def _consistent_motion(sysm, q, rng):
+    """A velocity and an acceleration the loops allow at ``q`` (``A dq = 0``,
+    ``A ddq + dA dq = 0``), from random draws."""
+    nv = sysm.model.nv
+    dq = sysm.project_velocity(q, rng.standard_normal(nv))
+    A, bias = sysm.constraint_jacobian(q), sysm.constraint_bias(q, dq)
+    return dq, np.linalg.lstsq(A, -bias, rcond=None)[0] + sysm.project_velocity(q, rng.standard_normal(nv))
+
+
 @pytest.mark.parametrize("name, actuated", [
     ("four_bar", ["crank"]), ("five_bar", ["left", "right"]), ("slider_crank", ["crank"]),
     ("stewart", [f"leg{k}_slide" for k in range(6)]),
@@ -241,9 +250,7 @@ def test_inverse_derivatives(name, actuated):
     m = sysm.model
     nv = m.nv
     rng = np.random.default_rng(8)
-    dq = sysm.project_velocity(q, rng.standard_normal(nv))
-    A, bias = sysm.constraint_jacobian(q), sysm.constraint_bias(q, dq)
-    ddq = np.linalg.lstsq(A, -bias, rcond=None)[0] + sysm.project_velocity(q, rng.standard_normal(nv))
+    dq, ddq = _consistent_motion(sysm, q, rng)
     d = sysm.inverse_dynamics_derivatives(q, dq, ddq, actuated)
     assert rel(d.tau, sysm.inverse_dynamics(q, dq, ddq, actuated).tau) < 1e-13
 
@@ -466,9 +473,7 @@ def test_native_inverse_kernel_equals_the_reference(name, actuated, native, monk
     m = sysm.model
     nv = m.nv
     rng = np.random.default_rng(15)
-    dq = sysm.project_velocity(q, rng.standard_normal(nv))
-    A, bias = sysm.constraint_jacobian(q), sysm.constraint_bias(q, dq)
-    ddq = np.linalg.lstsq(A, -bias, rcond=None)[0] + sysm.project_velocity(q, rng.standard_normal(nv))
+    dq, ddq = _consistent_motion(sysm, q, rng)
     f_ext = 0.2 * rng.standard_normal((m.nbodies, 6))
     tau_p = 0.3 * rng.standard_normal(nv)
     if not np.all(sysm.inverse_dynamics(q, dq, ddq, actuated, tau_p, f_ext=f_ext).exact):
