@@ -189,8 +189,7 @@ cdef inline int closure_rows(const ModelC* m, const ClosC* c, const double* q, c
             cw.g[r] = q[c.rqi[r]] - c.rcoef[r] * q[c.rqj[r]] - c.roff[r]
             cw.bias[r] = 0.0
             if stab:
-                if cw.bdq != NULL:
-                    rate = cw.bdq[c.ri[r]] - c.rcoef[r] * cw.bdq[c.rj[r]]
+                rate = 0.0 if cw.bdq == NULL else cw.bdq[c.ri[r]] - c.rcoef[r] * cw.bdq[c.rj[r]]
                 cw.bias[r] = cw.bg_a * rate + cw.bg_b * cw.g[r]
             continue
         if k != last:
