@@ -15,8 +15,9 @@ from libc.math cimport fabs, sqrt
 
 import numpy as np
 
-from gear.algorithms._types cimport ModelC, Work, work_from
-from gear.algorithms._rnea cimport rnea as _rnea
+from gear.algorithms._types cimport ModelC, Work, work_from, Lanes, lanes_from, lanes_size
+from gear.algorithms._rnea cimport rnea as _rnea, rnea_lanes as _rnea_lanes
+from gear.spatial._lanes cimport LANES
 from gear.algorithms._aba cimport hybrid as _hybrid
 from gear.algorithms._crba cimport crba as _crba
 from gear.algorithms._fk cimport fk as _fk
@@ -89,26 +90,66 @@ cdef inline int _one(const ModelC* m, const Call* c, Py_ssize_t k, Work* w,
     return -2
 
 
+cdef inline bint _has_lanes(int kind) noexcept nogil:
+    # the kernels with a lane version (several states per instruction)
+    return kind == K_RNEA
+
+
+cdef inline int _block(const ModelC* m, const Call* c, Py_ssize_t k, Lanes* lw) noexcept nogil:
+    """States ``k .. k + LANES - 1`` at once through the lane kernel of
+    ``c.kind`` (results equal ``_one``'s on each state, bit for bit)."""
+    cdef int l
+    if c.status != NULL:
+        for l in range(LANES):
+            c.status[k + l] = 0
+    return _rnea_lanes(m, c.q + k * m.nq, _row(c.dq, k, m.nv), _row(c.ddq, k, m.nv),
+                       _row(c.fext, k, 6 * m.nb), c.gravity, c.o1 + k * c.so, c.so, lw)
+
+
 cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
-    cdef Py_ssize_t k
+    """All ``N`` states of ``c``: blocks of ``LANES`` states through the
+    lane kernel where ``c.kind`` has one, the rest one at a time; serially
+    on the model's cached workspace, or over ``nthreads`` threads with one
+    workspace each."""
+    cdef Py_ssize_t k, b
     cdef int st
     cdef Work w
+    cdef Lanes lw
     cdef double* buf
+    cdef double* lbuf = NULL
     cdef int nb = md.nb, wsize = md.wsize, extra = 2 * md.nv * md.nv
+    cdef Py_ssize_t nblk = N // LANES if _has_lanes(c.kind) else 0
+    cdef Py_ssize_t k0 = nblk * LANES
+    cdef Py_ssize_t lsize = lanes_size(nb, LANES) if nblk > 0 else 0
+    if nblk == 1 and N == LANES:
+        nthreads = 1                           # one block: nothing to share
     if N == 1 or nthreads <= 1:
         w = work_from(&md.ws[0], nb)
-        for k in range(N):
+        if nblk > 0:
+            lbuf = <double*> malloc(lsize * sizeof(double))
+            if lbuf == NULL:
+                raise MemoryError()
+            lw = lanes_from(lbuf, nb, LANES)
+            for b in range(nblk):
+                _block(&md.c, c, b * LANES, &lw)
+            free(lbuf)
+        for k in range(k0, N):
             st = _one(&md.c, c, k, &w, &md.ws[wsize])
             if c.status != NULL:
                 c.status[k] = st
         return
     with nogil, parallel(num_threads=nthreads):
-        buf = <double*> malloc((wsize + extra + 1) * sizeof(double))
+        buf = <double*> malloc((wsize + extra + 1 + lsize) * sizeof(double))
         w = work_from(buf, nb)
-        for k in prange(N, schedule='guided'):
-            st = _one(&md.c, c, k, &w, buf + wsize)
-            if c.status != NULL:
-                c.status[k] = st
+        lw = lanes_from(buf + wsize + extra + 1, nb, LANES)
+        for b in prange(nblk + N - k0, schedule='guided'):
+            if b < nblk:
+                _block(&md.c, c, b * LANES, &lw)
+            else:
+                k = k0 + b - nblk
+                st = _one(&md.c, c, k, &w, buf + wsize)
+                if c.status != NULL:
+                    c.status[k] = st
         free(buf)
 
 

@@ -60,3 +60,36 @@ cdef inline Work work_from(double* base, int nb) noexcept nogil:
     w.D = w.A + 6 * nb
     w.C = w.D + 36 * nb
     return w
+
+
+cdef struct Lanes:
+    # the workspace of the lane kernels (gear/spatial/_lanes.pxd layout:
+    # component k of lane l at [k * LANES + l])
+    double* T      # (nb, 12, LANES) T_{lambda(i), i}
+    double* V      # (nb, 6, LANES) body twists
+    double* dV     # (nb, 6, LANES)
+    double* F      # (nb, 6, LANES) joint wrenches
+    double* Sdq    # (nb, 6, LANES) S_i dq_i
+    double* Sddq   # (nb, 6, LANES) S_i ddq_i (one-dof joints)
+    double* S      # (LANES, nb, 36) each lane's S_i, column-major as in Work
+    double* eta    # (6, LANES) eta_i of the body at hand
+    double* dV0    # (6, LANES) the base acceleration (0, -g)
+
+
+cdef inline Lanes lanes_from(double* base, int nb, int lanes) noexcept nogil:
+    # ``base`` holds lanes_size(nb, lanes) doubles
+    cdef Lanes w
+    w.T = base
+    w.V = w.T + 12 * lanes * nb
+    w.dV = w.V + 6 * lanes * nb
+    w.F = w.dV + 6 * lanes * nb
+    w.Sdq = w.F + 6 * lanes * nb
+    w.Sddq = w.Sdq + 6 * lanes * nb
+    w.S = w.Sddq + 6 * lanes * nb
+    w.eta = w.S + 36 * lanes * nb
+    w.dV0 = w.eta + 6 * lanes
+    return w
+
+
+cdef inline Py_ssize_t lanes_size(int nb, int lanes) noexcept nogil:
+    return (12 + 6 * 5 + 36) * lanes * nb + 12 * lanes

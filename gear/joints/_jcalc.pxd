@@ -20,6 +20,7 @@ Adding a joint kind is one new case in each function below.
 """
 from libc.math cimport sin, cos
 from gear.spatial._spatial cimport rodrigues, quat_to_rot, cross3, matTvec3, se3_mul
+from gear.spatial._lanes cimport LANES
 
 cdef enum:
     J_FIXED = 0
@@ -143,6 +144,83 @@ cdef inline void jcalc_placed(int kind, const double* prm, const double* q, cons
         return
     jcalc(kind, prm, q, J, S)
     se3_mul(X, J, T)
+
+
+cdef inline bint jcalc_lanes_kind(int kind) noexcept nogil:
+    """The kinds ``jcalc_placed_lanes`` computes on all lanes at once: one
+    dof and a constant S (the others go lane by lane through
+    ``jcalc_placed``)."""
+    return kind == J_REVOLUTE or kind == J_PRISMATIC
+
+
+cdef inline void jcalc_placed_lanes(int kind, const double* prm, const double* q,
+                                    const double* X, double* T, double* S) noexcept nogil:
+    """``jcalc_placed`` on ``LANES`` states at once for the kinds of
+    ``jcalc_lanes_kind``: ``q[l]`` the joint coordinate of lane ``l``, ``T``
+    in the lane layout of ``gear/spatial/_lanes.pxd`` (12 components), ``S``
+    the constant 6-vector shared by the lanes.  The same arithmetic as
+    ``jcalc_placed``, term for term (``sin`` and ``cos`` from libm, lane
+    by lane)."""
+    cdef int l, r
+    cdef double c[LANES]
+    cdef double sn[LANES]
+    cdef double c1[LANES]
+    cdef double d0, d1, d2, x0, x1, x2
+    cdef double R[9 * LANES]
+    if kind == J_PRISMATIC:
+        # T = X (1, a q):  R = X_R, p = X_R a q + X_p
+        for r in range(9):
+            for l in range(LANES):
+                T[r * LANES + l] = X[r]
+        for r in range(3):
+            for l in range(LANES):
+                T[(9 + r) * LANES + l] = (X[3 * r] * (prm[0] * q[l]) + X[3 * r + 1] * (prm[1] * q[l])
+                                          + X[3 * r + 2] * (prm[2] * q[l])) + X[9 + r]
+        S[0] = 0.0; S[1] = 0.0; S[2] = 0.0
+        S[3] = prm[0]; S[4] = prm[1]; S[5] = prm[2]
+        return
+    for l in range(LANES):
+        c[l] = cos(q[l])
+        sn[l] = sin(q[l])
+    S[0] = prm[0]; S[1] = prm[1]; S[2] = prm[2]
+    S[3] = 0.0; S[4] = 0.0; S[5] = 0.0
+    for r in range(3):
+        for l in range(LANES):
+            T[(9 + r) * LANES + l] = X[9 + r]
+    if revolute_z(kind, prm):
+        for r in range(3):
+            x0 = X[3 * r]
+            x1 = X[3 * r + 1]
+            x2 = X[3 * r + 2]
+            for l in range(LANES):
+                T[(3 * r) * LANES + l] = x0 * c[l] + x1 * sn[l]
+                T[(3 * r + 1) * LANES + l] = x1 * c[l] - x0 * sn[l]
+                T[(3 * r + 2) * LANES + l] = x2
+        return
+    # Rodrigues' formula (_spatial.rodrigues), then R = X_R J_R (se3_mul)
+    d0 = prm[1] * prm[1] + prm[2] * prm[2]
+    d1 = prm[0] * prm[0] + prm[2] * prm[2]
+    d2 = prm[0] * prm[0] + prm[1] * prm[1]
+    for l in range(LANES):
+        c1[l] = 1.0 - c[l]
+    for l in range(LANES):
+        R[0 * LANES + l] = 1.0 - c1[l] * d0
+        R[4 * LANES + l] = 1.0 - c1[l] * d1
+        R[8 * LANES + l] = 1.0 - c1[l] * d2
+        R[1 * LANES + l] = c1[l] * prm[0] * prm[1] - sn[l] * prm[2]
+        R[3 * LANES + l] = c1[l] * prm[0] * prm[1] + sn[l] * prm[2]
+        R[2 * LANES + l] = c1[l] * prm[0] * prm[2] + sn[l] * prm[1]
+        R[6 * LANES + l] = c1[l] * prm[0] * prm[2] - sn[l] * prm[1]
+        R[5 * LANES + l] = c1[l] * prm[1] * prm[2] - sn[l] * prm[0]
+        R[7 * LANES + l] = c1[l] * prm[1] * prm[2] + sn[l] * prm[0]
+    for r in range(3):
+        x0 = X[3 * r]
+        x1 = X[3 * r + 1]
+        x2 = X[3 * r + 2]
+        for l in range(LANES):
+            T[(3 * r) * LANES + l] = x0 * R[0 * LANES + l] + x1 * R[3 * LANES + l] + x2 * R[6 * LANES + l]
+            T[(3 * r + 1) * LANES + l] = x0 * R[1 * LANES + l] + x1 * R[4 * LANES + l] + x2 * R[7 * LANES + l]
+            T[(3 * r + 2) * LANES + l] = x0 * R[2 * LANES + l] + x1 * R[5 * LANES + l] + x2 * R[8 * LANES + l]
 
 
 cdef inline void _mul3_inplace_right(double* A, const double* B) noexcept nogil:

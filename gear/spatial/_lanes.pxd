@@ -1,0 +1,121 @@
+# cython: language_level=3
+"""Structure-of-arrays twins of ``_spatial.pxd``: the same operations on
+``LANES`` independent states at once.
+
+Storage ("lanes"): component ``k`` of lane ``l`` of an operand is
+``x[k * LANES + l]``; an SE(3) element has 12 components (R row-major,
+then p, as in ``_spatial.pxd``), a twist or wrench 6.  Every function is
+a loop over the lanes whose body is the scalar formula of its twin, term
+for term, so that the compiler turns each line into one vector
+instruction over the lanes (four doubles: one AVX2 register, two SSE2
+ones in the generic build).  Outputs never alias inputs (``restrict``).
+
+Scalar operands shared by every lane (a body's inertia) are plain
+``_spatial.pxd`` layouts.
+"""
+
+cdef extern from *:
+    ctypedef double* dout "double *__restrict__"
+    ctypedef const double* din "const double *__restrict__"
+
+
+cdef enum:
+    LANES = 4      # states per block; the trip count the vectoriser sees
+
+
+cdef inline void l_Ad_inv(din T, din V, dout out) noexcept nogil:
+    # Ad_{T^{-1}} V = (R^T w, R^T (v - p x w))   (_spatial.Ad_inv)
+    cdef int l
+    cdef double t0, t1, t2
+    for l in range(LANES):
+        t0 = V[3 * LANES + l] - (T[10 * LANES + l] * V[2 * LANES + l] - T[11 * LANES + l] * V[1 * LANES + l])
+        t1 = V[4 * LANES + l] - (T[11 * LANES + l] * V[0 * LANES + l] - T[9 * LANES + l] * V[2 * LANES + l])
+        t2 = V[5 * LANES + l] - (T[9 * LANES + l] * V[1 * LANES + l] - T[10 * LANES + l] * V[0 * LANES + l])
+        out[0 * LANES + l] = (T[0 * LANES + l] * V[0 * LANES + l] + T[3 * LANES + l] * V[1 * LANES + l]
+                              + T[6 * LANES + l] * V[2 * LANES + l])
+        out[1 * LANES + l] = (T[1 * LANES + l] * V[0 * LANES + l] + T[4 * LANES + l] * V[1 * LANES + l]
+                              + T[7 * LANES + l] * V[2 * LANES + l])
+        out[2 * LANES + l] = (T[2 * LANES + l] * V[0 * LANES + l] + T[5 * LANES + l] * V[1 * LANES + l]
+                              + T[8 * LANES + l] * V[2 * LANES + l])
+        out[3 * LANES + l] = T[0 * LANES + l] * t0 + T[3 * LANES + l] * t1 + T[6 * LANES + l] * t2
+        out[4 * LANES + l] = T[1 * LANES + l] * t0 + T[4 * LANES + l] * t1 + T[7 * LANES + l] * t2
+        out[5 * LANES + l] = T[2 * LANES + l] * t0 + T[5 * LANES + l] * t1 + T[8 * LANES + l] * t2
+
+
+cdef inline void l_dAd_inv_add(din T, din F, dout out) noexcept nogil:
+    # out += Ad*_{T^{-1}} F = (R m + p x R f, R f)   (_spatial.dAd_inv)
+    cdef int l
+    cdef double m0, m1, m2, f0, f1, f2
+    for l in range(LANES):
+        m0 = T[0 * LANES + l] * F[0 * LANES + l] + T[1 * LANES + l] * F[1 * LANES + l] + T[2 * LANES + l] * F[2 * LANES + l]
+        m1 = T[3 * LANES + l] * F[0 * LANES + l] + T[4 * LANES + l] * F[1 * LANES + l] + T[5 * LANES + l] * F[2 * LANES + l]
+        m2 = T[6 * LANES + l] * F[0 * LANES + l] + T[7 * LANES + l] * F[1 * LANES + l] + T[8 * LANES + l] * F[2 * LANES + l]
+        f0 = T[0 * LANES + l] * F[3 * LANES + l] + T[1 * LANES + l] * F[4 * LANES + l] + T[2 * LANES + l] * F[5 * LANES + l]
+        f1 = T[3 * LANES + l] * F[3 * LANES + l] + T[4 * LANES + l] * F[4 * LANES + l] + T[5 * LANES + l] * F[5 * LANES + l]
+        f2 = T[6 * LANES + l] * F[3 * LANES + l] + T[7 * LANES + l] * F[4 * LANES + l] + T[8 * LANES + l] * F[5 * LANES + l]
+        out[0 * LANES + l] += m0 + (T[10 * LANES + l] * f2 - T[11 * LANES + l] * f1)
+        out[1 * LANES + l] += m1 + (T[11 * LANES + l] * f0 - T[9 * LANES + l] * f2)
+        out[2 * LANES + l] += m2 + (T[9 * LANES + l] * f1 - T[10 * LANES + l] * f0)
+        out[3 * LANES + l] += f0
+        out[4 * LANES + l] += f1
+        out[5 * LANES + l] += f2
+
+
+cdef inline void l_ad(din V, din X, dout out) noexcept nogil:
+    # ad_V X = (w x xw, v x xw + w x xv)   (_spatial.ad)
+    cdef int l
+    cdef double w0, w1, w2, v0, v1, v2, a0, a1, a2, b0, b1, b2
+    for l in range(LANES):
+        w0 = V[0 * LANES + l]; w1 = V[1 * LANES + l]; w2 = V[2 * LANES + l]
+        v0 = V[3 * LANES + l]; v1 = V[4 * LANES + l]; v2 = V[5 * LANES + l]
+        a0 = X[0 * LANES + l]; a1 = X[1 * LANES + l]; a2 = X[2 * LANES + l]
+        b0 = X[3 * LANES + l]; b1 = X[4 * LANES + l]; b2 = X[5 * LANES + l]
+        out[0 * LANES + l] = w1 * a2 - w2 * a1
+        out[1 * LANES + l] = w2 * a0 - w0 * a2
+        out[2 * LANES + l] = w0 * a1 - w1 * a0
+        out[3 * LANES + l] = (v1 * a2 - v2 * a1) + (w1 * b2 - w2 * b1)
+        out[4 * LANES + l] = (v2 * a0 - v0 * a2) + (w2 * b0 - w0 * b2)
+        out[5 * LANES + l] = (v0 * a1 - v1 * a0) + (w0 * b1 - w1 * b0)
+
+
+cdef inline void l_inertia_force(const double* I, din V, din dV, dout out) noexcept nogil:
+    # out = I dV - ad*_V (I V)   (Kim eq. 42 without the children; _spatial
+    # inertia_mul twice and dad, I = (m, h, Ixx, Iyy, Izz, Ixy, Ixz, Iyz))
+    cdef int l
+    cdef double m = I[0], hx = I[1], hy = I[2], hz = I[3]
+    cdef double Ixx = I[4], Iyy = I[5], Izz = I[6], Ixy = I[7], Ixz = I[8], Iyz = I[9]
+    cdef double w0, w1, w2, v0, v1, v2, p0, p1, p2, f0, f1, f2
+    cdef double a0, a1, a2, b0, b1, b2
+    for l in range(LANES):
+        # I dV
+        a0 = dV[0 * LANES + l]; a1 = dV[1 * LANES + l]; a2 = dV[2 * LANES + l]
+        b0 = dV[3 * LANES + l]; b1 = dV[4 * LANES + l]; b2 = dV[5 * LANES + l]
+        out[0 * LANES + l] = Ixx * a0 + Ixy * a1 + Ixz * a2 + (hy * b2 - hz * b1)
+        out[1 * LANES + l] = Ixy * a0 + Iyy * a1 + Iyz * a2 + (hz * b0 - hx * b2)
+        out[2 * LANES + l] = Ixz * a0 + Iyz * a1 + Izz * a2 + (hx * b1 - hy * b0)
+        out[3 * LANES + l] = m * b0 - (hy * a2 - hz * a1)
+        out[4 * LANES + l] = m * b1 - (hz * a0 - hx * a2)
+        out[5 * LANES + l] = m * b2 - (hx * a1 - hy * a0)
+        # (p, f) = I V
+        w0 = V[0 * LANES + l]; w1 = V[1 * LANES + l]; w2 = V[2 * LANES + l]
+        v0 = V[3 * LANES + l]; v1 = V[4 * LANES + l]; v2 = V[5 * LANES + l]
+        p0 = Ixx * w0 + Ixy * w1 + Ixz * w2 + (hy * v2 - hz * v1)
+        p1 = Ixy * w0 + Iyy * w1 + Iyz * w2 + (hz * v0 - hx * v2)
+        p2 = Ixz * w0 + Iyz * w1 + Izz * w2 + (hx * v1 - hy * v0)
+        f0 = m * v0 - (hy * w2 - hz * w1)
+        f1 = m * v1 - (hz * w0 - hx * w2)
+        f2 = m * v2 - (hx * w1 - hy * w0)
+        # - ad*_V (p, f) = -(p x w + f x v, f x w)
+        out[0 * LANES + l] -= (p1 * w2 - p2 * w1) + (f1 * v2 - f2 * v1)
+        out[1 * LANES + l] -= (p2 * w0 - p0 * w2) + (f2 * v0 - f0 * v2)
+        out[2 * LANES + l] -= (p0 * w1 - p1 * w0) + (f0 * v1 - f1 * v0)
+        out[3 * LANES + l] -= f1 * w2 - f2 * w1
+        out[4 * LANES + l] -= f2 * w0 - f0 * w2
+        out[5 * LANES + l] -= f0 * w1 - f1 * w0
+
+
+cdef inline void l_add(din x, dout out, int n) noexcept nogil:
+    # out += x over n components
+    cdef int k
+    for k in range(n * LANES):
+        out[k] += x[k]
