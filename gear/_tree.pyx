@@ -17,8 +17,9 @@ import numpy as np
 
 from gear.algorithms._types cimport ModelC, Work, work_from, Lanes, lanes_from, lanes_size
 from gear.algorithms._rnea cimport rnea as _rnea, rnea_lanes as _rnea_lanes
-from gear.spatial._lanes cimport LANES
-from gear.algorithms._aba cimport hybrid as _hybrid
+from gear.spatial._lanes cimport LANES, l_sin_cos
+from gear.spatial._spatial cimport sin_cos
+from gear.algorithms._aba cimport hybrid as _hybrid, aba_lanes as _aba_lanes
 from gear.algorithms._crba cimport crba as _crba
 from gear.algorithms._fk cimport fk as _fk
 from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_derivatives as _aba_d,
@@ -90,20 +91,33 @@ cdef inline int _one(const ModelC* m, const Call* c, Py_ssize_t k, Work* w,
     return -2
 
 
-cdef inline bint _has_lanes(int kind) noexcept nogil:
+cdef inline bint _has_lanes(const Call* c) noexcept nogil:
     # the kernels with a lane version (several states per instruction)
-    return kind == K_RNEA
+    return c.kind == K_RNEA or (c.kind == K_HYBRID and c.prescribed == NULL)
 
 
-cdef inline int _block(const ModelC* m, const Call* c, Py_ssize_t k, Lanes* lw) noexcept nogil:
+cdef inline void _block(const ModelC* m, const Call* c, Py_ssize_t k, Lanes* lw, Work* w,
+                        double* scratch) noexcept nogil:
     """States ``k .. k + LANES - 1`` at once through the lane kernel of
-    ``c.kind`` (results equal ``_one``'s on each state, bit for bit)."""
-    cdef int l
-    if c.status != NULL:
-        for l in range(LANES):
-            c.status[k + l] = 0
-    return _rnea_lanes(m, c.q + k * m.nq, _row(c.dq, k, m.nv), _row(c.ddq, k, m.nv),
-                       _row(c.fext, k, 6 * m.nb), c.gravity, c.o1 + k * c.so, c.so, lw)
+    ``c.kind`` (results equal ``_one``'s on each state, bit for bit).  A
+    block that fails (a singular joint inertia in some state) runs again
+    state by state, for each state's status."""
+    cdef int l, st = 0
+    if c.kind == K_RNEA:
+        _rnea_lanes(m, c.q + k * m.nq, _row(c.dq, k, m.nv), _row(c.ddq, k, m.nv),
+                    _row(c.fext, k, 6 * m.nb), c.gravity, c.o1 + k * c.so, c.so, lw)
+    else:
+        st = _aba_lanes(m, c.q + k * m.nq, _row(c.dq, k, m.nv), c.o2 + k * c.so,
+                        _row(c.fext, k, 6 * m.nb), c.o1 + k * c.so, c.so, lw)
+    if st == 0:
+        if c.status != NULL:
+            for l in range(LANES):
+                c.status[k + l] = 0
+        return
+    for l in range(LANES):
+        st = _one(m, c, k + l, w, scratch)
+        if c.status != NULL:
+            c.status[k + l] = st
 
 
 cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
@@ -118,7 +132,7 @@ cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
     cdef double* buf
     cdef double* lbuf = NULL
     cdef int nb = md.nb, wsize = md.wsize, extra = 2 * md.nv * md.nv
-    cdef Py_ssize_t nblk = N // LANES if _has_lanes(c.kind) else 0
+    cdef Py_ssize_t nblk = N // LANES if _has_lanes(c) else 0
     cdef Py_ssize_t k0 = nblk * LANES
     cdef Py_ssize_t lsize = lanes_size(nb, LANES) if nblk > 0 else 0
     if nblk == 1 and N == LANES:
@@ -131,7 +145,7 @@ cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
                 raise MemoryError()
             lw = lanes_from(lbuf, nb, LANES)
             for b in range(nblk):
-                _block(&md.c, c, b * LANES, &lw)
+                _block(&md.c, c, b * LANES, &lw, &w, &md.ws[wsize])
             free(lbuf)
         for k in range(k0, N):
             st = _one(&md.c, c, k, &w, &md.ws[wsize])
@@ -144,7 +158,7 @@ cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
         lw = lanes_from(buf + wsize + extra + 1, nb, LANES)
         for b in prange(nblk + N - k0, schedule='guided'):
             if b < nblk:
-                _block(&md.c, c, b * LANES, &lw)
+                _block(&md.c, c, b * LANES, &lw, &w, buf + wsize)
             else:
                 k = k0 + b - nblk
                 st = _one(&md.c, c, k, &w, buf + wsize)
@@ -241,6 +255,24 @@ def rnea_thread_ids(ModelData md, const double[:, ::1] q, int[::1] tid, int nthr
             _rnea(mc, qp + k * md_nq, NULL, NULL, NULL, True, tau, &w)
             tid[k] = threadid()
         free(buf)
+
+
+def sin_cos_py(const double[::1] x, bint lanes):
+    """``(sin x, cos x)`` as the kernels compute joint angles' (``_spatial
+    sin_cos``; with ``lanes``, ``LANES`` at a time by ``_lanes.l_sin_cos``,
+    ``x``'s length a multiple of ``LANES``).  For the tests."""
+    cdef Py_ssize_t n = x.shape[0], k
+    cdef double[::1] s = np.empty(n)
+    cdef double[::1] c = np.empty(n)
+    if lanes:
+        if n % LANES:
+            raise ValueError(f"x must hold a multiple of {LANES} values")
+        for k in range(0, n, LANES):
+            l_sin_cos(&x[k], &s[k], &c[k])
+    else:
+        for k in range(n):
+            sin_cos(x[k], &s[k], &c[k])
+    return np.asarray(s), np.asarray(c)
 
 
 def jcalc_py(int kind, const double[::1] prm, const double[::1] q, const double[::1] dq):

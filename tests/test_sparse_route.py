@@ -147,15 +147,18 @@ def _closed_at(seed):
     return gear.ConstrainedModel(model, cs), q, rng
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 11])
 def test_sparse_route_on_random_trees_with_every_closure_kind(seed):
     """Every joint kind, one closure of each kind (many dependent rows: the
     minimum-norm completion) at a closed state with a consistent velocity.
-    Some of these draws are locked and ill-conditioned (seed 5: ``K``'s
-    smallest non-zero eigenvalue 1e-5 of its largest): there ``ddq`` is
+    Some of these draws are locked and ill-conditioned (seed 11: ``K``'s
+    smallest non-zero eigenvalue 2e-7 of its largest): there ``ddq`` is
     compared on the scale of the forces that cancel in it, and the
     minimum-norm ``lam`` -- whose null-space part is conditioned by the
-    completion -- to 1e-7 (``A^T lam`` to 1e-10)."""
+    completion -- to 1e-7 (``A^T lam`` to 1e-10).  Seed 5 is left out: it
+    sits on the rank decision's threshold, where moving ``q`` by one
+    rounding (scaling it by 1 + k 1e-15) takes the sparse route's rank
+    between 22 and 23 and with it the minimum-norm ``lam``."""
     sysm, q, rng = _closed_at(seed)
     model = sysm.model
     assert np.abs(sysm.constraint_residual(q)).max() < 1e-10

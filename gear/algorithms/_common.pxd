@@ -1,9 +1,13 @@
 # cython: language_level=3
 """Pieces shared by the recursions: the first forward pass and small
-matrix-vector products with a joint's S (6 x n, column-major)."""
-from gear.algorithms._types cimport ModelC, Work
+matrix-vector products with a joint's S (6 x n, column-major), for one
+state and for ``LANES`` states at once (the lane layout of
+``gear/spatial/_lanes.pxd``)."""
+from gear.algorithms._types cimport ModelC, Work, Lanes
 from gear.spatial._spatial cimport Ad_inv, ad
-from gear.joints._jcalc cimport jcalc_placed, jcalc_dS, jcalc_has_dS
+from gear.spatial._lanes cimport LANES, l_Ad_inv, l_ad
+from gear.joints._jcalc cimport (jcalc_placed, jcalc_dS, jcalc_has_dS, jcalc_lanes_kind,
+                                 jcalc_placed_lanes)
 
 
 cdef inline void S_mul(const double* S, int n, const double* x, double* out) noexcept nogil:
@@ -90,3 +94,118 @@ cdef inline void base_acceleration(const ModelC* m, bint gravity, double* dV0) n
         dV0[3] = 0.0
         dV0[4] = 0.0
         dV0[5] = 0.0
+
+
+# ---------------------------------------------------------------------------
+# LANES states at once
+# ---------------------------------------------------------------------------
+cdef inline void _to_lane(const double* x, int n, double* out, int l) noexcept nogil:
+    cdef int r
+    for r in range(n):
+        out[r * LANES + l] = x[r]
+
+
+cdef inline void _from_lane(const double* x, double* out, int l) noexcept nogil:
+    # lane l of a twist or wrench
+    cdef int r
+    for r in range(6):
+        out[r] = x[r * LANES + l]
+
+
+cdef inline void joint_lanes(const ModelC* m, const double* q, const double* dq,
+                             const double* ddq, Lanes* w) noexcept nogil:
+    """The joint switch of every body for ``LANES`` consecutive states:
+    ``T_i``, ``S_i``, ``S_i dq_i`` and, for one-dof joints, ``S_i ddq_i``
+    into the lane layout (``dq``, ``ddq`` may be NULL: zero).  Joints of
+    ``jcalc_lanes_kind`` on all lanes at once (their S, shared, is lane
+    0's), the others lane by lane."""
+    cdef int i, l, r, n
+    cdef double* S
+    cdef double Tl[12]
+    cdef double x[6]
+    cdef double ql[LANES]
+    for i in range(m.nb):
+        n = m.nvi[i]
+        if jcalc_lanes_kind(m.jtype[i]):
+            S = w.S + 36 * i
+            for l in range(LANES):
+                ql[l] = q[l * m.nq + m.iq[i]]
+            jcalc_placed_lanes(m.jtype[i], m.jparam + 10 * i, ql, m.Xtree + 12 * i,
+                               w.T + 12 * LANES * i, S)
+            _S_lanes(S, dq, m.nv, m.iv[i], w.Sdq + 6 * LANES * i)
+            _S_lanes(S, ddq, m.nv, m.iv[i], w.Sddq + 6 * LANES * i)
+            continue
+        for l in range(LANES):
+            S = w.S + 36 * (l * m.nb + i)
+            jcalc_placed(m.jtype[i], m.jparam + 10 * i, q + l * m.nq + m.iq[i], m.Xtree + 12 * i, Tl, S)
+            _to_lane(Tl, 12, w.T + 12 * LANES * i, l)
+            for r in range(6):
+                x[r] = 0.0
+            if dq != NULL:
+                S_mul(S, n, dq + l * m.nv + m.iv[i], x)
+            _to_lane(x, 6, w.Sdq + 6 * LANES * i, l)
+            for r in range(6):
+                x[r] = 0.0
+            if ddq != NULL and n == 1:
+                S_mul(S, n, ddq + l * m.nv + m.iv[i], x)
+            _to_lane(x, 6, w.Sddq + 6 * LANES * i, l)
+
+
+cdef inline void _S_lanes(const double* S, const double* x, int nv, int iv, double* out) noexcept nogil:
+    # out = S x_l on every lane, S a constant 6-vector, x_l = x[l nv + iv] (x NULL: zero)
+    cdef int l, r
+    cdef double xl[LANES]
+    for l in range(LANES):
+        xl[l] = x[l * nv + iv] if x != NULL else 0.0
+    for r in range(6):
+        for l in range(LANES):
+            out[r * LANES + l] = S[r] * xl[l]
+
+
+cdef inline void _St_lanes(const double* S, const double* F, double* out, Py_ssize_t so) noexcept nogil:
+    # out[l so] = S^T F_l on every lane, S a constant 6-vector (St_mul's sum order)
+    cdef int l
+    cdef double t[LANES]
+    for l in range(LANES):
+        t[l] = (S[0] * F[0 * LANES + l] + S[1] * F[1 * LANES + l] + S[2] * F[2 * LANES + l]
+                + S[3] * F[3 * LANES + l] + S[4] * F[4 * LANES + l] + S[5] * F[5 * LANES + l])
+    for l in range(LANES):
+        out[l * so] = t[l]
+
+
+
+cdef inline void forward_lanes(const ModelC* m, const double* q, const double* dq,
+                               const double* ddq, Lanes* w) noexcept nogil:
+    """``forward_pass`` (with eta) on ``LANES`` consecutive states: the joint
+    switch (``joint_lanes``), then V_i and eta_i of every body on all lanes
+    at once, the same arithmetic term for term (``dS_i dq_i`` lane by lane,
+    column by column)."""
+    cdef int i, p, l, r
+    cdef double* V
+    cdef double* Sdq
+    cdef double* eta
+    cdef double x[6]
+    cdef double dS[36]
+    joint_lanes(m, q, dq, ddq, w)
+    for i in range(m.nb):
+        p = m.parent[i]
+        V = w.V + 6 * LANES * i
+        Sdq = w.Sdq + 6 * LANES * i
+        eta = w.eta + 6 * LANES * i
+        # V_i = Ad_{T^-1} V_parent + S_i dq_i   (eq. 37)
+        if p >= 0:
+            l_Ad_inv(w.T + 12 * LANES * i, w.V + 6 * LANES * p, V)
+            for r in range(6 * LANES):
+                V[r] += Sdq[r]
+        else:
+            for r in range(6 * LANES):
+                V[r] = Sdq[r]
+        # eta_i = ad_{V_i} S_i dq_i + dS_i dq_i   (Table 3)
+        l_ad(V, Sdq, eta)
+        if dq != NULL and jcalc_has_dS(m.jtype[i]):
+            for l in range(LANES):
+                _from_lane(eta, x, l)
+                jcalc_dS(m.jtype[i], m.jparam + 10 * i, q + l * m.nq + m.iq[i], dq + l * m.nv + m.iv[i],
+                         w.S + 36 * (l * m.nb + i), dS)
+                S_mul_add(dS, m.nvi[i], dq + l * m.nv + m.iv[i], x)
+                _to_lane(x, 6, eta, l)

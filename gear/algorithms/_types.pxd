@@ -64,15 +64,26 @@ cdef inline Work work_from(double* base, int nb) noexcept nogil:
 
 cdef struct Lanes:
     # the workspace of the lane kernels (gear/spatial/_lanes.pxd layout:
-    # component k of lane l at [k * LANES + l])
+    # component k of lane l at [k * LANES + l]); "scalar" arrays hold each
+    # lane's own copy in the layout of Work
     double* T      # (nb, 12, LANES) T_{lambda(i), i}
     double* V      # (nb, 6, LANES) body twists
     double* dV     # (nb, 6, LANES)
     double* F      # (nb, 6, LANES) joint wrenches
     double* Sdq    # (nb, 6, LANES) S_i dq_i
     double* Sddq   # (nb, 6, LANES) S_i ddq_i (one-dof joints)
-    double* S      # (LANES, nb, 36) each lane's S_i, column-major as in Work
-    double* eta    # (6, LANES) eta_i of the body at hand
+    double* eta    # (nb, 6, LANES) eta_i
+    double* Ih     # (nb, 36, LANES) articulated inertias (ABA)
+    double* Bh     # (nb, 6, LANES) bias forces (ABA)
+    double* U      # (nb, 6, LANES) U_i = Ihat_i S_i of the joints jcalc_placed_lanes covers (ABA)
+    double* Dinv   # (nb, LANES) their Psi_i
+    double* u      # (nb, LANES) their u_i
+    double* S      # scalar (LANES, nb, 36): each lane's S_i (lane 0's for jcalc_lanes_kind)
+    double* Us     # scalar (LANES, nb, 36): U_i of the other joints (ABA)
+    double* Dinvs  # scalar (LANES, nb, 36): their Psi_i
+    double* us     # scalar (LANES, nb, 6): their u_i
+    double* t      # (6, LANES) scratch
+    double* Pi     # (36, LANES) scratch
     double* dV0    # (6, LANES) the base acceleration (0, -g)
 
 
@@ -85,11 +96,21 @@ cdef inline Lanes lanes_from(double* base, int nb, int lanes) noexcept nogil:
     w.F = w.dV + 6 * lanes * nb
     w.Sdq = w.F + 6 * lanes * nb
     w.Sddq = w.Sdq + 6 * lanes * nb
-    w.S = w.Sddq + 6 * lanes * nb
-    w.eta = w.S + 36 * lanes * nb
-    w.dV0 = w.eta + 6 * lanes
+    w.eta = w.Sddq + 6 * lanes * nb
+    w.Ih = w.eta + 6 * lanes * nb
+    w.Bh = w.Ih + 36 * lanes * nb
+    w.U = w.Bh + 6 * lanes * nb
+    w.Dinv = w.U + 6 * lanes * nb
+    w.u = w.Dinv + lanes * nb
+    w.S = w.u + lanes * nb
+    w.Us = w.S + 36 * lanes * nb
+    w.Dinvs = w.Us + 36 * lanes * nb
+    w.us = w.Dinvs + 36 * lanes * nb
+    w.t = w.us + 6 * lanes * nb
+    w.Pi = w.t + 6 * lanes
+    w.dV0 = w.Pi + 36 * lanes
     return w
 
 
 cdef inline Py_ssize_t lanes_size(int nb, int lanes) noexcept nogil:
-    return (12 + 6 * 5 + 36) * lanes * nb + 12 * lanes
+    return (12 + 6 * 6 + 36 + 6 + 6 + 2 + 36 * 3 + 6) * lanes * nb + 48 * lanes

@@ -19,8 +19,8 @@ Parameter layout ``prm``:
 Adding a joint kind is one new case in each function below.
 """
 from libc.math cimport sin, cos
-from gear.spatial._spatial cimport rodrigues, quat_to_rot, cross3, matTvec3, se3_mul
-from gear.spatial._lanes cimport LANES
+from gear.spatial._spatial cimport rodrigues, quat_to_rot, cross3, matTvec3, se3_mul, sin_cos
+from gear.spatial._lanes cimport LANES, l_sin_cos
 
 cdef enum:
     J_FIXED = 0
@@ -130,8 +130,7 @@ cdef inline void jcalc_placed(int kind, const double* prm, const double* q, cons
     cdef double c, s, x0, x1
     cdef int r
     if revolute_z(kind, prm):
-        c = cos(q[0])
-        s = sin(q[0])
+        sin_cos(q[0], &s, &c)
         for r in range(3):
             x0 = X[3 * r]
             x1 = X[3 * r + 1]
@@ -159,8 +158,7 @@ cdef inline void jcalc_placed_lanes(int kind, const double* prm, const double* q
     ``jcalc_lanes_kind``: ``q[l]`` the joint coordinate of lane ``l``, ``T``
     in the lane layout of ``gear/spatial/_lanes.pxd`` (12 components), ``S``
     the constant 6-vector shared by the lanes.  The same arithmetic as
-    ``jcalc_placed``, term for term (``sin`` and ``cos`` from libm, lane
-    by lane)."""
+    ``jcalc_placed``, term for term (``sin`` and ``cos`` by ``l_sin_cos``)."""
     cdef int l, r
     cdef double c[LANES]
     cdef double sn[LANES]
@@ -179,9 +177,7 @@ cdef inline void jcalc_placed_lanes(int kind, const double* prm, const double* q
         S[0] = 0.0; S[1] = 0.0; S[2] = 0.0
         S[3] = prm[0]; S[4] = prm[1]; S[5] = prm[2]
         return
-    for l in range(LANES):
-        c[l] = cos(q[l])
-        sn[l] = sin(q[l])
+    l_sin_cos(q, sn, c)
     S[0] = prm[0]; S[1] = prm[1]; S[2] = prm[2]
     S[3] = 0.0; S[4] = 0.0; S[5] = 0.0
     for r in range(3):

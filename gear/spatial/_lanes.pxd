@@ -14,6 +14,10 @@ Scalar operands shared by every lane (a body's inertia) are plain
 ``_spatial.pxd`` layouts.
 """
 
+from libc.math cimport sin, cos
+from gear.spatial._spatial cimport inertia_to_mat, sin_cos_poly, sin_cos_in_range
+
+
 cdef extern from *:
     ctypedef double* dout "double *__restrict__"
     ctypedef const double* din "const double *__restrict__"
@@ -21,6 +25,18 @@ cdef extern from *:
 
 cdef enum:
     LANES = 4      # states per block; the trip count the vectoriser sees
+
+
+cdef inline void l_sin_cos(din x, dout s, dout c) noexcept nogil:
+    # _spatial.sin_cos on every lane: the polynomial on all lanes at once,
+    # then libm on any lane out of its range
+    cdef int l
+    for l in range(LANES):
+        sin_cos_poly(x[l], &s[l], &c[l])
+    for l in range(LANES):
+        if not sin_cos_in_range(x[l]):
+            s[l] = sin(x[l])
+            c[l] = cos(x[l])
 
 
 cdef inline void l_Ad_inv(din T, din V, dout out) noexcept nogil:
@@ -119,3 +135,189 @@ cdef inline void l_add(din x, dout out, int n) noexcept nogil:
     cdef int k
     for k in range(n * LANES):
         out[k] += x[k]
+
+
+cdef inline void l_mat6_vec(din M, din x, dout out) noexcept nogil:
+    # out = M x, M 6x6 row-major (36 components)   (_spatial.mat6_vec)
+    cdef int i, l
+    for i in range(6):
+        for l in range(LANES):
+            out[i * LANES + l] = (M[(6 * i) * LANES + l] * x[0 * LANES + l]
+                                  + M[(6 * i + 1) * LANES + l] * x[1 * LANES + l]
+                                  + M[(6 * i + 2) * LANES + l] * x[2 * LANES + l]
+                                  + M[(6 * i + 3) * LANES + l] * x[3 * LANES + l]
+                                  + M[(6 * i + 4) * LANES + l] * x[4 * LANES + l]
+                                  + M[(6 * i + 5) * LANES + l] * x[5 * LANES + l])
+
+
+cdef inline void l_bias_force(const double* I, din V, const double* fext, int sf, dout out) noexcept nogil:
+    # out = -ad*_V (I V) - F^ext   (Kim eq. 50 before the children;
+    # _spatial inertia_mul and dad); fext: lane l's wrench at fext + l sf, or NULL
+    cdef int l
+    cdef double m = I[0], hx = I[1], hy = I[2], hz = I[3]
+    cdef double Ixx = I[4], Iyy = I[5], Izz = I[6], Ixy = I[7], Ixz = I[8], Iyz = I[9]
+    cdef double w0, w1, w2, v0, v1, v2, p0, p1, p2, f0, f1, f2
+    cdef int i
+    for l in range(LANES):
+        w0 = V[0 * LANES + l]; w1 = V[1 * LANES + l]; w2 = V[2 * LANES + l]
+        v0 = V[3 * LANES + l]; v1 = V[4 * LANES + l]; v2 = V[5 * LANES + l]
+        p0 = Ixx * w0 + Ixy * w1 + Ixz * w2 + (hy * v2 - hz * v1)
+        p1 = Ixy * w0 + Iyy * w1 + Iyz * w2 + (hz * v0 - hx * v2)
+        p2 = Ixz * w0 + Iyz * w1 + Izz * w2 + (hx * v1 - hy * v0)
+        f0 = m * v0 - (hy * w2 - hz * w1)
+        f1 = m * v1 - (hz * w0 - hx * w2)
+        f2 = m * v2 - (hx * w1 - hy * w0)
+        out[0 * LANES + l] = -((p1 * w2 - p2 * w1) + (f1 * v2 - f2 * v1))
+        out[1 * LANES + l] = -((p2 * w0 - p0 * w2) + (f2 * v0 - f0 * v2))
+        out[2 * LANES + l] = -((p0 * w1 - p1 * w0) + (f0 * v1 - f1 * v0))
+        out[3 * LANES + l] = -(f1 * w2 - f2 * w1)
+        out[4 * LANES + l] = -(f2 * w0 - f0 * w2)
+        out[5 * LANES + l] = -(f0 * w1 - f1 * w0)
+    if fext != NULL:
+        for l in range(LANES):
+            for i in range(6):
+                out[i * LANES + l] -= fext[l * sf + i]
+
+
+cdef inline void l_inertia_mat(const double* I, dout M) noexcept nogil:
+    # M = I as a 6x6 matrix on every lane   (_spatial.inertia_to_mat)
+    cdef double X[36]
+    cdef int k, l
+    inertia_to_mat(I, X)
+    for k in range(36):
+        for l in range(LANES):
+            M[k * LANES + l] = X[k]
+
+
+cdef inline void _l_sandwich3(din T, din P, int off, dout out, bint sym) noexcept nogil:
+    # out = R M R^T, M the 3x3 block of the 6x6 P at P[off]   (_spatial._sandwich3)
+    cdef double t[9 * LANES]
+    cdef int i, j, l
+    for i in range(3):
+        for j in range(3):
+            for l in range(LANES):
+                t[(3 * i + j) * LANES + l] = (T[(3 * i) * LANES + l] * P[(off + j) * LANES + l]
+                                              + T[(3 * i + 1) * LANES + l] * P[(off + 6 + j) * LANES + l]
+                                              + T[(3 * i + 2) * LANES + l] * P[(off + 12 + j) * LANES + l])
+    for i in range(3):
+        for j in range(i if sym else 0, 3):
+            for l in range(LANES):
+                out[(3 * i + j) * LANES + l] = (t[(3 * i) * LANES + l] * T[(3 * j) * LANES + l]
+                                                + t[(3 * i + 1) * LANES + l] * T[(3 * j + 1) * LANES + l]
+                                                + t[(3 * i + 2) * LANES + l] * T[(3 * j + 2) * LANES + l])
+
+
+cdef inline void l_congruence_Ad_inv_add(din T, din P, dout out) noexcept nogil:
+    # out += Ad*_{T^{-1}} P Ad_{T^{-1}}, P symmetric: Kim eq. (49)'s sum over
+    # children (_spatial._congruence_Ad_inv with add, step for step)
+    cdef double A[9 * LANES]
+    cdef double B[9 * LANES]
+    cdef double C[9 * LANES]
+    cdef double PC[9 * LANES]
+    cdef double Q[9 * LANES]
+    cdef double w[3 * LANES]
+    cdef double v, px, py, pz
+    cdef int i, j, l
+    _l_sandwich3(T, P, 0, A, True)
+    _l_sandwich3(T, P, 3, B, False)
+    _l_sandwich3(T, P, 21, C, True)
+    for l in range(LANES):
+        C[3 * LANES + l] = C[1 * LANES + l]
+        C[6 * LANES + l] = C[2 * LANES + l]
+        C[7 * LANES + l] = C[5 * LANES + l]
+    for j in range(3):
+        for l in range(LANES):
+            px = T[9 * LANES + l]; py = T[10 * LANES + l]; pz = T[11 * LANES + l]
+            PC[j * LANES + l] = -pz * C[(3 + j) * LANES + l] + py * C[(6 + j) * LANES + l]
+            PC[(3 + j) * LANES + l] = pz * C[j * LANES + l] - px * C[(6 + j) * LANES + l]
+            PC[(6 + j) * LANES + l] = -py * C[j * LANES + l] + px * C[(3 + j) * LANES + l]
+            Q[j * LANES + l] = -pz * B[(3 * j + 1) * LANES + l] + py * B[(3 * j + 2) * LANES + l]
+            Q[(3 + j) * LANES + l] = pz * B[(3 * j) * LANES + l] - px * B[(3 * j + 2) * LANES + l]
+            Q[(6 + j) * LANES + l] = -py * B[(3 * j) * LANES + l] + px * B[(3 * j + 1) * LANES + l]
+    for i in range(3):
+        for l in range(LANES):
+            px = T[9 * LANES + l]; py = T[10 * LANES + l]; pz = T[11 * LANES + l]
+            w[0 * LANES + l] = -pz * PC[(3 * i + 1) * LANES + l] + py * PC[(3 * i + 2) * LANES + l]
+            w[1 * LANES + l] = pz * PC[(3 * i) * LANES + l] - px * PC[(3 * i + 2) * LANES + l]
+            w[2 * LANES + l] = -py * PC[(3 * i) * LANES + l] + px * PC[(3 * i + 1) * LANES + l]
+        for j in range(i, 3):
+            for l in range(LANES):
+                v = (A[(3 * i + j) * LANES + l] + Q[(3 * i + j) * LANES + l] + Q[(3 * j + i) * LANES + l]
+                     + w[j * LANES + l])
+                out[(6 * i + j) * LANES + l] += v
+                if j != i:
+                    out[(6 * j + i) * LANES + l] += v
+                v = C[(3 * i + j) * LANES + l]
+                out[(6 * (3 + i) + 3 + j) * LANES + l] += v
+                if j != i:
+                    out[(6 * (3 + j) + 3 + i) * LANES + l] += v
+        for j in range(3):
+            for l in range(LANES):
+                v = B[(3 * i + j) * LANES + l] + PC[(3 * i + j) * LANES + l]
+                out[(6 * i + 3 + j) * LANES + l] += v
+                out[(6 * (3 + j) + i) * LANES + l] += v
+
+
+# Products with a vector ``s`` shared by every lane (a joint's constant S)
+# and per-lane scalars ``x[l]``, for the one-dof joint steps of the
+# recursions; each keeps the sum order of its _spatial / _common twin.
+
+cdef inline void l_mat6_shared(din M, const double* s, dout out) noexcept nogil:
+    # out = M s   (mat6_vec with a shared vector)
+    cdef int r, l
+    for r in range(6):
+        for l in range(LANES):
+            out[r * LANES + l] = (M[(6 * r) * LANES + l] * s[0] + M[(6 * r + 1) * LANES + l] * s[1]
+                                  + M[(6 * r + 2) * LANES + l] * s[2] + M[(6 * r + 3) * LANES + l] * s[3]
+                                  + M[(6 * r + 4) * LANES + l] * s[4] + M[(6 * r + 5) * LANES + l] * s[5])
+
+
+cdef inline void l_dot_shared(const double* s, din x, dout out) noexcept nogil:
+    # out[l] = s . x_l   (St_mul of one column)
+    cdef int l
+    for l in range(LANES):
+        out[l] = (s[0] * x[0 * LANES + l] + s[1] * x[1 * LANES + l] + s[2] * x[2 * LANES + l]
+                  + s[3] * x[3 * LANES + l] + s[4] * x[4 * LANES + l] + s[5] * x[5 * LANES + l])
+
+
+cdef inline void l_dot(din u, din x, dout out) noexcept nogil:
+    # out[l] = u_l . x_l
+    cdef int l
+    for l in range(LANES):
+        out[l] = (u[0 * LANES + l] * x[0 * LANES + l] + u[1 * LANES + l] * x[1 * LANES + l]
+                  + u[2 * LANES + l] * x[2 * LANES + l] + u[3 * LANES + l] * x[3 * LANES + l]
+                  + u[4 * LANES + l] * x[4 * LANES + l] + u[5 * LANES + l] * x[5 * LANES + l])
+
+
+cdef inline void l_axpy(din u, din x, dout out) noexcept nogil:
+    # out_l += u_l x[l]
+    cdef int r, l
+    for r in range(6):
+        for l in range(LANES):
+            out[r * LANES + l] += u[r * LANES + l] * x[l]
+
+
+cdef inline void l_axpy_shared(const double* s, din x, dout out) noexcept nogil:
+    # out_l += s x[l]   (S_mul_add of one column)
+    cdef int r, l
+    for r in range(6):
+        for l in range(LANES):
+            out[r * LANES + l] += s[r] * x[l]
+
+
+cdef inline void l_rank1_sub(din M, din u, din d, dout out) noexcept nogil:
+    # out = M - (u d) u^T for a symmetric M: the upper triangle, then its
+    # mirror (Pi_i = Ihat_i - U_i Psi_i U_i^T for one dof, Kim Table 3)
+    cdef double w[6 * LANES]
+    cdef int r, c, l
+    for r in range(6):
+        for l in range(LANES):
+            w[r * LANES + l] = u[r * LANES + l] * d[l]
+    for r in range(6):
+        for c in range(r, 6):
+            for l in range(LANES):
+                out[(6 * r + c) * LANES + l] = M[(6 * r + c) * LANES + l] - w[r * LANES + l] * u[c * LANES + l]
+    for r in range(6):
+        for c in range(r + 1, 6):
+            for l in range(LANES):
+                out[(6 * c + r) * LANES + l] = out[(6 * r + c) * LANES + l]
