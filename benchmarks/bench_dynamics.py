@@ -2,13 +2,17 @@
 
 Run:  python benchmarks/bench_dynamics.py [--quick]
 
-Prints four tables, each from one run on this machine:
+Prints five tables, each from one run on this machine:
   1. single call from Python: gear vs ``pin.rnea/aba/crba`` from Python;
   2. batched, one thread, per state: gear vs Pinocchio's own C++ call (no
      Python in between; benchmarks/pin_bench.cpp) and vs a Python loop over pin;
   3. threads: a batch of 10,000 states on 1 and 2 threads;
-  4. serial chains of n = 1..64 bodies: batched per-state times (linear in n).
-Ratios are gear / Pinocchio (below 1 means gear is faster).
+  4. serial chains of n = 1..64 bodies: batched per-state times (linear in n);
+  5. against Pinocchio's parallel C++ (``pin.rneaInParallel``,
+     ``pin.abaInParallel`` over a ``pin.ModelPool``), 10,000 states, 1 and 2
+     threads each, on ur5, panda and talos_reduced.
+Ratios are gear / Pinocchio (below 1 means gear is faster).  ``--table 5``
+prints one table only.
 """
 from __future__ import annotations
 
@@ -176,10 +180,65 @@ def chains_table(quick, exe):
               f"{g['ABA'] / n * 1e9:5.0f}ns")
 
 
+def parallel_table(quick):
+    """gear's batched RNEA and ABA against Pinocchio's rneaInParallel and
+    abaInParallel: the same states, the same number of threads."""
+    N = 2000 if quick else 10000
+    print(f"\n## 5. Against Pinocchio's parallel C++: batch of {N} states, us per state "
+          f"(best of interleaved runs)\n")
+    try:
+        import pinocchio as pin
+    except ImportError:
+        print("pinocchio not installed: skipped")
+        return
+    if not hasattr(pin, "rneaInParallel"):
+        print(f"pinocchio {pin.__version__} has no rneaInParallel: skipped")
+        return
+    print(f"{'robot':<10} {'algo':<5} {'threads':>7} {'gear':>8} {'pin':>8} {'gear/pin':>9}")
+    for label, path, floating in robots():
+        if label not in ("ur5", "panda", "talos_red"):
+            continue
+        m = gear.load_urdf(path, floating_base=floating)
+        pm = pin_model(path, floating)
+        if pm is None:
+            continue
+        pool = pin.ModelPool(pm, 2)
+        # each library its own random states (one per row for gear, one per
+        # column for Pinocchio): the cost of a state does not depend on it
+        Q, V, A = (np.asfortranarray(np.array(x).T) for x in pin_states(pm, N))
+        gq, gv, ga = states(m, N)
+        gtau = gear.inverse_dynamics(m, gq, gv, ga)
+        ptau = np.asfortranarray(np.random.default_rng(1).standard_normal(V.shape))
+        out = np.empty_like(gv)
+        pout = np.asfortranarray(np.empty_like(V))
+        old = gear.get_num_threads()
+        best = {}
+        try:
+            for _ in range(2 if quick else 4):
+                for th in (1, 2):
+                    gear.set_num_threads(th)
+                    for algo, g, p in (
+                            ("RNEA", lambda: gear.inverse_dynamics(m, gq, gv, ga, out=out),
+                             lambda: pin.rneaInParallel(th, pool, Q, V, A, pout)),
+                            ("ABA", lambda: gear.forward_dynamics(m, gq, gv, gtau, out=out),
+                             lambda: pin.abaInParallel(th, pool, Q, V, ptau, pout))):
+                        for who, fn in (("gear", g), ("pin", p)):
+                            t = best_time(fn, number=1) / N
+                            key = (algo, th, who)
+                            best[key] = min(best.get(key, np.inf), t)
+        finally:
+            gear.set_num_threads(old)
+        for algo in ("RNEA", "ABA"):
+            for th in (1, 2):
+                g, p = best[(algo, th, "gear")], best[(algo, th, "pin")]
+                print(f"{label:<10} {algo:<5} {th:>7} {g * 1e6:8.3f} {p * 1e6:8.3f} {g / p:9.2f}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller batches (a smoke run)")
     parser.add_argument("--no-cpp", action="store_true", help="skip Pinocchio's C++ reference")
+    parser.add_argument("--table", type=int, choices=range(1, 6), help="print this table only")
     args = parser.parse_args(argv)
     import platform
 
@@ -191,11 +250,14 @@ def main(argv=None):
         print(f"# pinocchio {pin.__version__}")
     except ImportError:
         print("# pinocchio not installed: gear times only")
-    exe = None if args.no_cpp else pin_cpp.build(verbose=True)
-    single_call_table(args.quick)
-    batched_table(args.quick, exe)
-    threads_table(args.quick)
-    chains_table(args.quick, exe)
+    need_cpp = not args.no_cpp and args.table in (None, 2, 4)
+    exe = pin_cpp.build(verbose=True) if need_cpp else None
+    tables = {1: lambda: single_call_table(args.quick), 2: lambda: batched_table(args.quick, exe),
+              3: lambda: threads_table(args.quick), 4: lambda: chains_table(args.quick, exe),
+              5: lambda: parallel_table(args.quick)}
+    for k, fn in tables.items():
+        if args.table in (None, k):
+            fn()
 
 
 if __name__ == "__main__":

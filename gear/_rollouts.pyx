@@ -5,8 +5,10 @@ trees and closed chains."""
 from cython.parallel cimport prange, parallel
 from libc.stdlib cimport malloc, free
 
-from gear.algorithms._types cimport Work, work_from
-from gear.algorithms._rollout cimport RollC, rollout as _rollout, rollout_scratch
+from gear.algorithms._types cimport Work, work_from, Lanes, lanes_from, lanes_size
+from gear.algorithms._rollout cimport (RollC, rollout as _rollout, rollout_scratch, rollout_lanes,
+                                       rollout_lanes_scratch)
+from gear.spatial._lanes cimport LANES
 from gear.constraints._cwork cimport ClosC, CWork, cwork_from_c, cwork_size_c
 from gear.maximal._kernel cimport gear_chol, gear_chol_clone, gear_chol_free
 from gear._data cimport ModelData, ClosureData, _row, _orow
@@ -69,15 +71,37 @@ def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[
         raise ValueError("rollout: the reference samples need nq + 2 nv columns, gains and ref_dt > 0")
     if N == 0:
         return
-    with nogil, parallel(num_threads=max(1, min(nthreads, <int> N))):
-        buf = <double*> malloc((wsize + cwsize + ssize + 1) * sizeof(double))
+    # a tree's states run LANES at a time (rollout_lanes), the rest one by one
+    cdef Py_ssize_t nblk = N // LANES if cp == NULL and nv > 0 else 0
+    cdef Py_ssize_t kb = nblk * LANES, b, j
+    cdef Py_ssize_t lsize = lanes_size(nb, LANES) + rollout_lanes_scratch(nq, nv) if nblk > 0 else 0
+    cdef Lanes lw
+    with nogil, parallel(num_threads=max(1, min(nthreads, <int> (nblk + N - kb)))):
+        buf = <double*> malloc((wsize + cwsize + ssize + 1 + lsize) * sizeof(double))
         w = work_from(buf, nb)
         cw = cwork_from_c(cp, buf + wsize, nb, nv, m, True)
         cw.chol = gear_chol_clone(cd.h0) if cp != NULL and cp.mx != NULL else NULL
-        for k in prange(N, schedule='dynamic'):
-            st = _rollout(&md.c, cp, &r, qp + k * nq, _row(vp, k, nv), _row(tp, k, nv),
-                          Qp + k * T * nq, _orow(Vp, k, T * nv), _orow(Lp, k, T * m), &tmax[k],
-                          &w, &cw, buf + wsize + cwsize)
-            status[k] = st
+        lw = lanes_from(buf + wsize + cwsize + ssize + 1, nb, LANES)
+        for b in prange(nblk + N - kb, schedule='dynamic'):
+            if b < nblk:
+                k = b * LANES
+                st = rollout_lanes(&md.c, &r, qp + k * nq, _row(vp, k, nv), _row(tp, k, nv),
+                                   Qp + k * T * nq, _orow(Vp, k, T * nv), &w, &lw,
+                                   buf + wsize + cwsize + ssize + 1 + lanes_size(nb, LANES))
+                for j in range(k, k + LANES):
+                    tmax[j] = 0.0
+                    if st != 0:
+                        # a lane failed: each state alone, for its status
+                        status[j] = _rollout(&md.c, cp, &r, qp + j * nq, _row(vp, j, nv), _row(tp, j, nv),
+                                             Qp + j * T * nq, _orow(Vp, j, T * nv), NULL, &tmax[j],
+                                             &w, &cw, buf + wsize + cwsize)
+                    else:
+                        status[j] = 0
+            else:
+                k = kb + b - nblk
+                st = _rollout(&md.c, cp, &r, qp + k * nq, _row(vp, k, nv), _row(tp, k, nv),
+                              Qp + k * T * nq, _orow(Vp, k, T * nv), _orow(Lp, k, T * m), &tmax[k],
+                              &w, &cw, buf + wsize + cwsize)
+                status[k] = st
         gear_chol_free(<gear_chol*> cw.chol)
         free(buf)

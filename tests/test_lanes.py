@@ -141,3 +141,60 @@ def test_aba_block_with_a_singular_state_reports_it():
     q[5, 1] = 0.0
     with pytest.raises(gear.SingularInertiaError, match="arm"):
         gear.forward_dynamics(m, q, dq, tau)
+
+
+def _rollouts_equal_single_runs(model, q0, v0, **kw):
+    batch = gear.simulate(model, q0, v0, 0.03, 1e-3, **kw)
+    assert batch.stats["native"]
+    for k in range(len(q0)):
+        kk = {key: (val[k] if isinstance(val, np.ndarray) else val) for key, val in kw.items()}
+        one = gear.simulate(model, q0[k], v0[k], 0.03, 1e-3, **kk)
+        assert np.array_equal(one.q, batch.q[k]) and np.array_equal(one.dq, batch.dq[k]), k
+
+
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+def test_tree_rollouts_four_at_a_time_equal_single_runs(integrator, threads):
+    rng = np.random.default_rng(21)
+    for seed, root_free in ((1, False), (2, True)):
+        model = random_tree(np.random.default_rng(seed), nbodies=9, root_free=root_free)
+        q0 = model.random_configuration(rng, n=11)                # two blocks of four and three left
+        v0 = rng.standard_normal((11, model.nv))
+        for n in (1, 2):
+            threads(n)
+            _rollouts_equal_single_runs(model, q0, v0, integrator=integrator)
+            _rollouts_equal_single_runs(model, q0, v0, integrator=integrator,
+                                        tau=rng.standard_normal((11, model.nv)), record_every=7)
+
+
+def test_tree_rollouts_four_at_a_time_with_native_controllers():
+    from gear.controllers import PD, ComputedTorque, SampledReference
+
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    rng = np.random.default_rng(22)
+    q0 = arm.random_configuration(rng, n=9)
+    v0 = rng.standard_normal((9, arm.nv))
+    pd = PD(arm, 50.0, 5.0, arm.neutral() + 0.1, gravity_compensation=True)
+    tg = np.linspace(0.0, 0.1, 11)
+    ref = SampledReference(tg, np.sin(tg)[:, None] * np.ones(arm.nv), np.cos(tg)[:, None] * np.ones(arm.nv),
+                           -np.sin(tg)[:, None] * np.ones(arm.nv))
+    for tau in (pd, ComputedTorque(arm, 100.0, 20.0, ref)):
+        for integrator in ("euler", "rk4"):
+            _rollouts_equal_single_runs(arm, q0, v0, tau=tau, integrator=integrator)
+
+
+def test_a_failing_state_in_a_block_of_rollouts_is_reported_alone():
+    """The slider on a massless arm (see the ABA test above): a state that
+    starts with the slider on the axis fails, the three others of its
+    block of four and the other block run to the end."""
+    from gear.joints import Prismatic, Revolute
+
+    m = gear.Model()
+    m.add_body("arm", "world", Revolute([0, 0, 1]), inertia=None)
+    m.add_body("slider", "arm", Prismatic([1, 0, 0]), inertia=gear.Inertia(1.0, [0, 0, 0], np.zeros((3, 3))))
+    q0 = np.tile([0.0, 1.0], (8, 1))
+    v0 = np.zeros((8, 2))
+    ok = gear.simulate(m, q0, v0, 0.01, 1e-3)
+    assert np.isfinite(ok.q).all()
+    q0[2, 1] = 0.0
+    with pytest.raises(gear.SingularInertiaError):
+        gear.simulate(m, q0, v0, 0.01, 1e-3)

@@ -2,6 +2,10 @@
 """Native rollouts: the whole steps loop of one state without the GIL (the
 batch runs in parallel over states, one workspace per thread).
 
+A tree's states run four at a time (``rollout_lanes``: the articulated-
+body algorithm on all four at once, ``aba_lanes``), the same bits as one
+at a time.
+
 Integrators: semi-implicit Euler and classical RK4, with the stages
 combined in the tangent space and applied with the joints' exponential
 maps (``integrate_config``), as in ``gear/simulation.py``.  The
@@ -26,8 +30,9 @@ interpolated linearly at each stage time (``gear.controllers.
 SampledReference``).
 """
 from libc.math cimport fabs, sqrt
-from gear.algorithms._types cimport ModelC, Work
-from gear.algorithms._aba cimport hybrid
+from gear.algorithms._types cimport ModelC, Work, Lanes
+from gear.algorithms._aba cimport hybrid, aba_lanes
+from gear.spatial._lanes cimport LANES
 from gear.algorithms._rnea cimport rnea
 from gear.joints._integrate cimport integrate_config
 from gear.maximal._kernel cimport maximal_forward
@@ -91,13 +96,12 @@ cdef inline void reference_at(const RollC* r, int width, double t, double* out) 
         out[k] = (1.0 - f) * r.ref[i * width + k] + f * r.ref[(i + 1) * width + k]
 
 
-cdef inline int _accel(const ModelC* m, const ClosC* c, const RollC* r, double t, const double* q,
-                       const double* v, const double* tau0, double* tau, double* a,
-                       double* lam, Work* w, CWork* cw, double* xs) noexcept nogil:
-    """``a = ddq(q, v)`` at time ``t`` with the torques of ``r`` (``tau``
-    and ``xs`` (nq + 3 nv) are scratch)."""
+cdef inline void _torques(const ModelC* m, const RollC* r, double t, const double* q,
+                          const double* v, const double* tau0, double* tau, double* a, Work* w,
+                          double* xs) noexcept nogil:
+    """The torques of ``r`` at time ``t`` into ``tau`` (``a`` (nv) and
+    ``xs`` (nq + 3 nv) are scratch)."""
     cdef int k, iq
-    cdef double info[2]
     cdef double* ca
     for k in range(m.nv):
         tau[k] = tau0[k] if tau0 != NULL else 0.0
@@ -124,6 +128,15 @@ cdef inline int _accel(const ModelC* m, const ClosC* c, const RollC* r, double t
             for iq in range(m.nvi[k]):
                 tau[m.iv[k] + iq] += (r.kp[m.iv[k] + iq] * (r.q_target[m.iq[k] + iq] - q[m.iq[k] + iq])
                                       + r.kd[m.iv[k] + iq] * (r.dq_target[m.iv[k] + iq] - v[m.iv[k] + iq]))
+
+
+cdef inline int _accel(const ModelC* m, const ClosC* c, const RollC* r, double t, const double* q,
+                       const double* v, const double* tau0, double* tau, double* a,
+                       double* lam, Work* w, CWork* cw, double* xs) noexcept nogil:
+    """``a = ddq(q, v)`` at time ``t`` with the torques of ``r`` (``tau``
+    and ``xs`` (nq + 3 nv) are scratch)."""
+    cdef double info[2]
+    _torques(m, r, t, q, v, tau0, tau, a, w, xs)
     if c == NULL:
         return hybrid(m, q, v, a, tau, NULL, NULL, w)
     # Baumgarte: the routes solve A ddq = -(dA dq + 2 alpha A v + beta^2 g)
@@ -194,6 +207,49 @@ cdef inline int _project(const ModelC* m, const ClosC* c, const RollC* r, double
     return 0
 
 
+cdef inline void euler_step(const ModelC* m, double h, double* q, double* v, const double* a,
+                            double* qs) noexcept nogil:
+    # semi-implicit Euler: v += h a, then q <- q exp(h v)   (qs: scratch)
+    cdef int i
+    for i in range(m.nv):
+        v[i] += h * a[i]
+    integrate_config(m, q, v, h, qs)
+    for i in range(m.nq):
+        q[i] = qs[i]
+
+
+cdef inline void rk4_stage(const ModelC* m, int stage, double h, const double* q, const double* v,
+                           const double* a, double* vs, double* th, double* d, double* qs) noexcept nogil:
+    """From stage ``stage`` (1, 2, 3, with acceleration ``a`` at velocity
+    ``vs``, ``v`` for stage 1) to the next one's state ``qs``, ``vs``;
+    ``d`` sums the stage velocities with RK4's weights."""
+    cdef int i
+    cdef double c = 1.0 if stage == 3 else 0.5
+    for i in range(m.nv):
+        th[i] = c * h * (v[i] if stage == 1 else vs[i])
+        vs[i] = v[i] + c * h * a[i]
+        if stage == 1:
+            d[i] = v[i] + 2.0 * vs[i]
+        elif stage == 2:
+            d[i] += 2.0 * vs[i]
+        else:
+            d[i] += vs[i]
+    integrate_config(m, q, th, 1.0, qs)
+
+
+cdef inline void rk4_finish(const ModelC* m, double h, double* q, double* v, const double* a1,
+                            const double* a2, const double* a3, const double* a4, double* th,
+                            const double* d, double* qs) noexcept nogil:
+    # the RK4 step from the stages' velocities (d) and accelerations
+    cdef int i
+    for i in range(m.nv):
+        th[i] = (h / 6.0) * d[i]
+        v[i] += (h / 6.0) * (a1[i] + 2.0 * a2[i] + 2.0 * a3[i] + a4[i])
+    integrate_config(m, q, th, 1.0, qs)
+    for i in range(m.nq):
+        q[i] = qs[i]
+
+
 cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const double* q0,
                         const double* v0, const double* tau0, double* Q, double* V, double* L,
                         double* tmax, Work* w, CWork* cw, double* scr) noexcept nogil:
@@ -249,43 +305,22 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
         if st != 0:
             return st
         if r.integrator == 0:
-            for i in range(nv):
-                v[i] += h * a1[i]
-            integrate_config(m, q, v, h, qs)
-            for i in range(nq):
-                q[i] = qs[i]
+            euler_step(m, h, q, v, a1, qs)
         else:
-            # stage 2 at q exp(h/2 v), v + h/2 a1
-            for i in range(nv):
-                th[i] = 0.5 * h * v[i]
-                vs[i] = v[i] + 0.5 * h * a1[i]
-                d[i] = v[i] + 2.0 * vs[i]                # running sum of the stage velocities
-            integrate_config(m, q, th, 1.0, qs)
+            # stages 2, 3, 4 at q exp(c h v_s), v + c h a_s
+            rk4_stage(m, 1, h, q, v, a1, vs, th, d, qs)
             st = _accel(m, c, r, t + 0.5 * h, qs, vs, tau0, tau, a2, lam, w, cw, xs)
             if st != 0:
                 return st
-            for i in range(nv):
-                th[i] = 0.5 * h * vs[i]
-                vs[i] = v[i] + 0.5 * h * a2[i]
-                d[i] += 2.0 * vs[i]
-            integrate_config(m, q, th, 1.0, qs)
+            rk4_stage(m, 2, h, q, v, a2, vs, th, d, qs)
             st = _accel(m, c, r, t + 0.5 * h, qs, vs, tau0, tau, a3, lam, w, cw, xs)
             if st != 0:
                 return st
-            for i in range(nv):
-                th[i] = h * vs[i]
-                vs[i] = v[i] + h * a3[i]
-                d[i] += vs[i]
-            integrate_config(m, q, th, 1.0, qs)
+            rk4_stage(m, 3, h, q, v, a3, vs, th, d, qs)
             st = _accel(m, c, r, t + h, qs, vs, tau0, tau, a4, lam, w, cw, xs)
             if st != 0:
                 return st
-            for i in range(nv):
-                th[i] = (h / 6.0) * d[i]
-                v[i] += (h / 6.0) * (a1[i] + 2.0 * a2[i] + 2.0 * a3[i] + a4[i])
-            integrate_config(m, q, th, 1.0, qs)
-            for i in range(nq):
-                q[i] = qs[i]
+            rk4_finish(m, h, q, v, a1, a2, a3, a4, th, d, qs)
         for i in range(nq):
             if not (fabs(q[i]) < 1e300):
                 return -5
@@ -303,4 +338,102 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
                 st = _project(m, c, r, q, v, qs, gg, y, d, w, cw)
                 if st != 0:
                     return st
+    return 0
+
+
+cdef inline int rollout_lanes_scratch(int nq, int nv) noexcept nogil:
+    return LANES * (2 * nq + 10 * nv) + nq + 3 * nv + 4
+
+
+cdef inline int _accel_lanes(const ModelC* m, const RollC* r, double t, const double* q,
+                             const double* v, const double* tau0, double* tau, double* a,
+                             Work* w, Lanes* lw, double* xs) noexcept nogil:
+    """``_accel`` of a tree on ``LANES`` states (rows of ``q`` (LANES, nq),
+    ``v``, ``tau``, ``a`` (LANES, nv); ``tau0`` lane l at ``tau0 + l nv``
+    or NULL): each lane's torques, then ``aba_lanes``."""
+    cdef int l
+    for l in range(LANES):
+        _torques(m, r, t, q + l * m.nq, v + l * m.nv, NULL if tau0 == NULL else tau0 + l * m.nv,
+                 tau + l * m.nv, a + l * m.nv, w, xs)
+    return aba_lanes(m, q, v, tau, NULL, a, m.nv, lw)
+
+
+cdef inline int rollout_lanes(const ModelC* m, const RollC* r, const double* q0, const double* v0,
+                              const double* tau0, double* Q, double* V, Work* w, Lanes* lw,
+                              double* scr) noexcept nogil:
+    """``rollout`` of a tree on ``LANES`` states at once: lane l starts at
+    ``q0 + l nq``, ``v0 + l nv`` (``v0``, ``tau0`` may be NULL: zero) and
+    records into ``Q + l nrec nq``, ``V + l nrec nv``.  Each step's
+    accelerations come from ``aba_lanes``; the torques and the integrator
+    (``euler_step``, ``rk4_stage``, ``rk4_finish``) run lane by lane: each
+    lane's frames equal ``rollout``'s bit for bit.  Returns 0, or non-zero
+    if some lane failed (a singular joint inertia, a non-finite state): the
+    caller then runs the four states one by one for their statuses."""
+    cdef int nq = m.nq, nv = m.nv
+    cdef int k, l, i, st, rec = 0
+    cdef double h, t
+    cdef double* q = scr
+    cdef double* qs = q + LANES * nq
+    cdef double* v = qs + LANES * nq
+    cdef double* a1 = v + LANES * nv
+    cdef double* a2 = a1 + LANES * nv
+    cdef double* a3 = a2 + LANES * nv
+    cdef double* a4 = a3 + LANES * nv
+    cdef double* vs = a4 + LANES * nv
+    cdef double* th = vs + LANES * nv
+    cdef double* tau = th + LANES * nv
+    cdef double* d = tau + LANES * nv
+    cdef double* xs = d + LANES * nv                 # nq + 3 nv, one lane at a time
+    for l in range(LANES):
+        for i in range(nq):
+            q[l * nq + i] = q0[l * nq + i]
+        for i in range(nv):
+            v[l * nv + i] = v0[l * nv + i] if v0 != NULL else 0.0
+    for k in range(r.nsteps + 1):
+        t = (r.k0 + k) * r.dt
+        if k % r.record_every == 0 or k == r.nsteps:
+            for l in range(LANES):
+                for i in range(nq):
+                    Q[(l * r.nrec + rec) * nq + i] = q[l * nq + i]
+                if V != NULL:
+                    for i in range(nv):
+                        V[(l * r.nrec + rec) * nv + i] = v[l * nv + i]
+            rec += 1
+        if k == r.nsteps:
+            break
+        h = r.dt if k < r.nsteps - 1 else r.last_dt
+        st = _accel_lanes(m, r, t, q, v, tau0, tau, a1, w, lw, xs)
+        if st != 0:
+            return st
+        if r.integrator == 0:
+            for l in range(LANES):
+                euler_step(m, h, q + l * nq, v + l * nv, a1 + l * nv, qs + l * nq)
+        else:
+            for l in range(LANES):
+                rk4_stage(m, 1, h, q + l * nq, v + l * nv, a1 + l * nv, vs + l * nv, th + l * nv,
+                          d + l * nv, qs + l * nq)
+            st = _accel_lanes(m, r, t + 0.5 * h, qs, vs, tau0, tau, a2, w, lw, xs)
+            if st != 0:
+                return st
+            for l in range(LANES):
+                rk4_stage(m, 2, h, q + l * nq, v + l * nv, a2 + l * nv, vs + l * nv, th + l * nv,
+                          d + l * nv, qs + l * nq)
+            st = _accel_lanes(m, r, t + 0.5 * h, qs, vs, tau0, tau, a3, w, lw, xs)
+            if st != 0:
+                return st
+            for l in range(LANES):
+                rk4_stage(m, 3, h, q + l * nq, v + l * nv, a3 + l * nv, vs + l * nv, th + l * nv,
+                          d + l * nv, qs + l * nq)
+            st = _accel_lanes(m, r, t + h, qs, vs, tau0, tau, a4, w, lw, xs)
+            if st != 0:
+                return st
+            for l in range(LANES):
+                rk4_finish(m, h, q + l * nq, v + l * nv, a1 + l * nv, a2 + l * nv, a3 + l * nv,
+                           a4 + l * nv, th + l * nv, d + l * nv, qs + l * nq)
+        for i in range(LANES * nq):
+            if not (fabs(q[i]) < 1e300):
+                return -5
+        for i in range(LANES * nv):
+            if not (fabs(v[i]) < 1e300):
+                return -5
     return 0
