@@ -110,7 +110,9 @@ def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first
             return _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first, k0)
         if st in (-11, -13):
             S.sys.solver._native_status(st, k, None, None)
-        if st == -5 or not (np.isfinite(Q[k]).all() and np.isfinite(V[k]).all()):
+        # (a rollout that stopped on a singular joint inertia, st > 0, left
+        # its later frames unwritten: their contents say nothing)
+        if st == -5 or (st < 0 and not (np.isfinite(Q[k]).all() and np.isfinite(V[k]).all())):
             raise FloatingPointError(f"the state{which} became non-finite {span}; reduce dt, or use "
                                      "integrator='implicit' for stiff systems")
         if st > 0:
