@@ -203,3 +203,21 @@ def test_a_failing_state_in_a_block_of_rollouts_is_reported_alone():
             mp.setattr(np, "empty", lambda shape, *a, **k: np.full(shape, fill))
             with pytest.raises(gear.SingularInertiaError, match="arm"):
                 gear.simulate(m, q0, v0, 0.01, 1e-3)
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_mass_matrix_batch_equals_single_states_on_every_joint_kind(kind, threads):
+    rng = np.random.default_rng(30 + ALL_KINDS.index(kind))
+    model = random_tree(rng, nbodies=8, kinds=[kind, "revolute"], root_free=kind == "free")
+    for N in (1, 4, 5, 11, 40):
+        q = model.random_configuration(rng, n=N)
+        ref = np.array([gear.mass_matrix(model, q[k]) for k in range(N)])
+        for n in (1, 2):
+            threads(n)
+            assert np.array_equal(gear.mass_matrix(model, q), ref), (kind, N)
+    # and the mass matrix is the one RNEA implies: M ddq = RNEA(q, 0, ddq) - RNEA(q, 0, 0)
+    ddq = rng.standard_normal((N, model.nv))
+    z = np.zeros_like(ddq)
+    Md = np.einsum("nij,nj->ni", gear.mass_matrix(model, q), ddq)
+    diff = gear.inverse_dynamics(model, q, z, ddq) - gear.inverse_dynamics(model, q, z, z)
+    assert np.max(np.abs(Md - diff)) < 1e-10 * max(1.0, np.max(np.abs(diff)))

@@ -12,9 +12,11 @@ of body i, Kim eq. 7 and 21):
 Composite inertias stay rigid-body inertias (10 parameters), and each
 (column, ancestor) entry of M is one 6-vector dot product.
 """
-from gear.algorithms._types cimport ModelC, Work
-from gear.algorithms._common cimport forward_pass, St_mul
+from gear.algorithms._types cimport ModelC, Work, Lanes
+from gear.algorithms._common cimport forward_pass, St_mul, joint_lanes, _to_lane
 from gear.spatial._spatial cimport se3_mul, Ad, inertia_mul, inertia_to_parent
+from gear.spatial._lanes cimport (LANES, l_se3_mul, l_Ad, l_inertia_mul, l_inertia_to_parent, l_dot)
+from gear.joints._jcalc cimport jcalc_lanes_kind
 
 
 cdef inline int crba(const ModelC* m, const double* q, double* M, Work* w) noexcept nogil:
@@ -96,3 +98,60 @@ cdef inline void crba_packed(const ModelC* m, double* P, double* D, Work* w) noe
                 if nj > 0:
                     St_mul(w.U + 36 * j, nj, Fc, P + m.voff[k] + m.vdep[m.iv[j]])
                 j = m.parent[j]
+
+
+cdef inline int crba_lanes(const ModelC* m, const double* q, double* M, Py_ssize_t so,
+                           Lanes* w) noexcept nogil:
+    """``crba`` on ``LANES`` consecutive states (lane ``l``: ``q + l nq``,
+    ``M + l so``), the world poses, inertias, joint Jacobians and
+    composite sums on all lanes at once, the same arithmetic term for term
+    (the same bits).  Workspace: ``w.T`` the joint transforms, ``w.Ih``
+    body i's world pose (12) and composite inertia (10) at ``36 LANES i``
+    (as ``crba_world`` uses ``Work.Ih``), ``w.Us`` the world S's columns
+    (``(nb, 36, LANES)``)."""
+    cdef int i, j, n, nj, r, c, k, l
+    cdef int nv = m.nv
+    cdef double* T0
+    cdef double* U = w.Us
+    cdef double* Sl = w.t
+    cdef double* F = w.eta
+    cdef double* d = w.dV0
+    joint_lanes(m, q, NULL, NULL, w)
+    for l in range(LANES):
+        for k in range(nv * nv):
+            M[l * so + k] = 0.0
+    for i in range(m.nb):
+        T0 = w.Ih + 36 * LANES * i
+        if m.parent[i] >= 0:
+            l_se3_mul(w.Ih + 36 * LANES * m.parent[i], w.T + 12 * LANES * i, T0)
+        else:
+            for r in range(12 * LANES):
+                T0[r] = w.T[12 * LANES * i + r]
+        l_inertia_to_parent(T0, m.inertia + 10 * i, T0 + 12 * LANES)
+        for c in range(m.nvi[i]):
+            if jcalc_lanes_kind(m.jtype[i]):
+                for r in range(6):
+                    for l in range(LANES):
+                        Sl[r * LANES + l] = w.S[36 * i + 6 * c + r]
+            else:
+                for l in range(LANES):
+                    _to_lane(w.S + 36 * (l * m.nb + i) + 6 * c, 6, Sl, l)
+            l_Ad(T0, Sl, U + 36 * LANES * i + 6 * LANES * c)
+    for i in range(m.nb - 1, -1, -1):
+        if m.parent[i] >= 0:
+            for r in range(10 * LANES):
+                w.Ih[36 * LANES * m.parent[i] + 12 * LANES + r] += w.Ih[36 * LANES * i + 12 * LANES + r]
+    for i in range(m.nb):
+        n = m.nvi[i]
+        for c in range(n):
+            l_inertia_mul(w.Ih + 36 * LANES * i + 12 * LANES, U + 36 * LANES * i + 6 * LANES * c, F)
+            j = i
+            while j >= 0:
+                nj = m.nvi[j]
+                for r in range(nj):
+                    l_dot(U + 36 * LANES * j + 6 * LANES * r, F, d)
+                    for l in range(LANES):
+                        M[l * so + (m.iv[j] + r) * nv + m.iv[i] + c] = d[l]
+                        M[l * so + (m.iv[i] + c) * nv + m.iv[j] + r] = d[l]
+                j = m.parent[j]
+    return 0

@@ -321,3 +321,100 @@ cdef inline void l_rank1_sub(din M, din u, din d, dout out) noexcept nogil:
         for c in range(r + 1, 6):
             for l in range(LANES):
                 out[(6 * c + r) * LANES + l] = out[(6 * r + c) * LANES + l]
+
+
+# The world-frame pieces of the composite-rigid-body algorithm
+
+cdef inline void l_se3_mul(din A, din B, dout out) noexcept nogil:
+    # out = A B = (Ra Rb, Ra pb + pa)   (_spatial.se3_mul)
+    cdef int i, j, l
+    for i in range(3):
+        for j in range(3):
+            for l in range(LANES):
+                out[(3 * i + j) * LANES + l] = (A[(3 * i) * LANES + l] * B[j * LANES + l]
+                                                + A[(3 * i + 1) * LANES + l] * B[(3 + j) * LANES + l]
+                                                + A[(3 * i + 2) * LANES + l] * B[(6 + j) * LANES + l])
+    for i in range(3):
+        for l in range(LANES):
+            out[(9 + i) * LANES + l] = (A[(3 * i) * LANES + l] * B[9 * LANES + l]
+                                        + A[(3 * i + 1) * LANES + l] * B[10 * LANES + l]
+                                        + A[(3 * i + 2) * LANES + l] * B[11 * LANES + l]) + A[(9 + i) * LANES + l]
+
+
+cdef inline void l_Ad(din T, din V, dout out) noexcept nogil:
+    # Ad_T V = (R w, p x R w + R v)   (_spatial.Ad)
+    cdef int i, l
+    for i in range(3):
+        for l in range(LANES):
+            out[i * LANES + l] = (T[(3 * i) * LANES + l] * V[0 * LANES + l] + T[(3 * i + 1) * LANES + l] * V[1 * LANES + l]
+                                  + T[(3 * i + 2) * LANES + l] * V[2 * LANES + l])
+            out[(3 + i) * LANES + l] = (T[(3 * i) * LANES + l] * V[3 * LANES + l]
+                                        + T[(3 * i + 1) * LANES + l] * V[4 * LANES + l]
+                                        + T[(3 * i + 2) * LANES + l] * V[5 * LANES + l])
+    for l in range(LANES):
+        out[3 * LANES + l] += T[10 * LANES + l] * out[2 * LANES + l] - T[11 * LANES + l] * out[1 * LANES + l]
+        out[4 * LANES + l] += T[11 * LANES + l] * out[0 * LANES + l] - T[9 * LANES + l] * out[2 * LANES + l]
+        out[5 * LANES + l] += T[9 * LANES + l] * out[1 * LANES + l] - T[10 * LANES + l] * out[0 * LANES + l]
+
+
+cdef inline void l_inertia_mul(din I, din V, dout out) noexcept nogil:
+    # out = I V, I a rigid-body inertia per lane (10 components)   (_spatial.inertia_mul)
+    cdef int l
+    cdef double w0, w1, w2, v0, v1, v2, m, hx, hy, hz
+    for l in range(LANES):
+        m = I[0 * LANES + l]; hx = I[1 * LANES + l]; hy = I[2 * LANES + l]; hz = I[3 * LANES + l]
+        w0 = V[0 * LANES + l]; w1 = V[1 * LANES + l]; w2 = V[2 * LANES + l]
+        v0 = V[3 * LANES + l]; v1 = V[4 * LANES + l]; v2 = V[5 * LANES + l]
+        out[0 * LANES + l] = (I[4 * LANES + l] * w0 + I[7 * LANES + l] * w1 + I[8 * LANES + l] * w2
+                              + (hy * v2 - hz * v1))
+        out[1 * LANES + l] = (I[7 * LANES + l] * w0 + I[5 * LANES + l] * w1 + I[9 * LANES + l] * w2
+                              + (hz * v0 - hx * v2))
+        out[2 * LANES + l] = (I[8 * LANES + l] * w0 + I[9 * LANES + l] * w1 + I[6 * LANES + l] * w2
+                              + (hx * v1 - hy * v0))
+        out[3 * LANES + l] = m * v0 - (hy * w2 - hz * w1)
+        out[4 * LANES + l] = m * v1 - (hz * w0 - hx * w2)
+        out[5 * LANES + l] = m * v2 - (hx * w1 - hy * w0)
+
+
+cdef inline void l_inertia_to_parent(din T, const double* I, dout out) noexcept nogil:
+    # a body's inertia I (shared by the lanes) in the frame T = (R, p) of
+    # each lane   (_spatial.inertia_to_parent, step for step)
+    cdef double Ib[9]
+    cdef double RI[9 * LANES]
+    cdef double Ip[9 * LANES]
+    cdef double Rh[3 * LANES]
+    cdef double m = I[0]
+    cdef double px, py, pz, pp, hp
+    cdef int i, j, l
+    Ib[0] = I[4]; Ib[4] = I[5]; Ib[8] = I[6]
+    Ib[1] = I[7]; Ib[3] = I[7]
+    Ib[2] = I[8]; Ib[6] = I[8]
+    Ib[5] = I[9]; Ib[7] = I[9]
+    for i in range(3):
+        for l in range(LANES):
+            Rh[i * LANES + l] = T[(3 * i) * LANES + l] * I[1] + T[(3 * i + 1) * LANES + l] * I[2] + T[(3 * i + 2) * LANES + l] * I[3]
+    for i in range(3):
+        for j in range(3):
+            for l in range(LANES):
+                RI[(3 * i + j) * LANES + l] = (T[(3 * i) * LANES + l] * Ib[j] + T[(3 * i + 1) * LANES + l] * Ib[3 + j]
+                                               + T[(3 * i + 2) * LANES + l] * Ib[6 + j])
+    for i in range(3):
+        for j in range(3):
+            for l in range(LANES):
+                Ip[(3 * i + j) * LANES + l] = (RI[(3 * i) * LANES + l] * T[(3 * j) * LANES + l]
+                                               + RI[(3 * i + 1) * LANES + l] * T[(3 * j + 1) * LANES + l]
+                                               + RI[(3 * i + 2) * LANES + l] * T[(3 * j + 2) * LANES + l])
+    for l in range(LANES):
+        px = T[9 * LANES + l]; py = T[10 * LANES + l]; pz = T[11 * LANES + l]
+        pp = px * px + py * py + pz * pz
+        hp = Rh[0 * LANES + l] * px + Rh[1 * LANES + l] * py + Rh[2 * LANES + l] * pz
+        out[0 * LANES + l] = m
+        out[1 * LANES + l] = Rh[0 * LANES + l] + m * px
+        out[2 * LANES + l] = Rh[1 * LANES + l] + m * py
+        out[3 * LANES + l] = Rh[2 * LANES + l] + m * pz
+        out[4 * LANES + l] = Ip[0 * LANES + l] + m * (pp - px * px) + 2.0 * (hp - Rh[0 * LANES + l] * px)
+        out[5 * LANES + l] = Ip[4 * LANES + l] + m * (pp - py * py) + 2.0 * (hp - Rh[1 * LANES + l] * py)
+        out[6 * LANES + l] = Ip[8 * LANES + l] + m * (pp - pz * pz) + 2.0 * (hp - Rh[2 * LANES + l] * pz)
+        out[7 * LANES + l] = Ip[1 * LANES + l] - m * px * py - (px * Rh[1 * LANES + l] + Rh[0 * LANES + l] * py)
+        out[8 * LANES + l] = Ip[2 * LANES + l] - m * px * pz - (px * Rh[2 * LANES + l] + Rh[0 * LANES + l] * pz)
+        out[9 * LANES + l] = Ip[5 * LANES + l] - m * py * pz - (py * Rh[2 * LANES + l] + Rh[1 * LANES + l] * pz)
