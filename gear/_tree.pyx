@@ -18,6 +18,7 @@ import numpy as np
 from gear.algorithms._types cimport ModelC, Work, work_from, Lanes, lanes_from, lanes_size
 from gear.algorithms._rnea cimport rnea as _rnea, rnea_lanes as _rnea_lanes
 from gear.spatial._lanes cimport LANES, l_sin_cos
+from gear.spatial._v4 cimport v4
 from gear.spatial._spatial cimport sin_cos
 from gear.algorithms._aba cimport hybrid as _hybrid, aba_lanes as _aba_lanes
 from gear.algorithms._crba cimport crba as _crba, crba_lanes as _crba_lanes
@@ -270,7 +271,7 @@ def sin_cos_py(const double[::1] x, bint lanes):
         if n % LANES:
             raise ValueError(f"x must hold a multiple of {LANES} values")
         for k in range(0, n, LANES):
-            l_sin_cos(&x[k], &s[k], &c[k])
+            l_sin_cos((<const v4*> &x[k])[0], <v4*> &s[k], <v4*> &c[k])
     else:
         for k in range(n):
             sin_cos(x[k], &s[k], &c[k])

@@ -21,9 +21,11 @@ U_i = Ihat_i S_i and u_i = tau_i - S_i^T (Ihat_i eta_i + Bhat_i) the
 updates read Pi_i = Ihat_i - U_i Psi_i U_i^T, beta_i = Bhat_i + Ihat_i eta_i +
 U_i Psi_i u_i and ddq_i = Psi_i (u_i - U_i^T a_i).
 """
+cimport cython
 from gear.algorithms._types cimport ModelC, Work, Lanes
 from gear.algorithms._common cimport (forward_pass, base_acceleration, S_mul_add, St_mul,
                                       forward_lanes, _to_lane, _from_lane)
+from gear.spatial._v4 cimport v4, splat, gather
 from gear.spatial._lanes cimport (LANES, l_Ad_inv, l_dAd_inv_add, l_mat6_vec, l_bias_force,
                                   l_inertia_mat, l_congruence_Ad_inv_add, l_mat6_shared, l_dot_shared,
                                   l_dot, l_axpy, l_axpy_shared, l_rank1_sub)
@@ -223,6 +225,7 @@ cdef inline int hybrid(const ModelC* m, const double* q, const double* dq,
     return 0
 
 
+@cython.cdivision(True)
 cdef inline int aba_lanes(const ModelC* m, const double* q, const double* dq,
                           const double* tau, const double* fext, double* ddq,
                           Py_ssize_t so, Lanes* w) noexcept nogil:
@@ -280,14 +283,12 @@ cdef inline int aba_lanes(const ModelC* m, const double* q, const double* dq,
             l_mat6_shared(Ih, S, U)
             l_dot_shared(S, U, D)
             l_dot_shared(S, t, y)
-            for l in range(LANES):
-                u[l] = tau[l * so + iv] - y[l]
+            (<v4*> u)[0] = gather(tau + iv, so) - (<v4*> y)[0]
             for l in range(LANES):
                 if not (D[l] > 0.0):
                     return 1 + i
-            for l in range(LANES):
-                Dinv[l] = 1.0 / D[l]
-                y[l] = Dinv[l] * u[l]
+            (<v4*> Dinv)[0] = splat(1.0) / (<v4*> D)[0]
+            (<v4*> y)[0] = (<v4*> Dinv)[0] * (<v4*> u)[0]
             l_axpy(U, y, t)
             if p >= 0:
                 P = w.Pi
@@ -309,8 +310,8 @@ cdef inline int aba_lanes(const ModelC* m, const double* q, const double* dq,
             l_dAd_inv_add(T, t, w.Bh + 6 * LANES * p)
             l_congruence_Ad_inv_add(T, P, w.Ih + 36 * LANES * p)
     base_acceleration(m, True, x)
-    for l in range(LANES):
-        _to_lane(x, 6, w.dV0, l)
+    for r in range(6):
+        (<v4*> w.dV0)[r] = splat(x[r])
     a = w.t
     for i in range(m.nb):
         p = m.parent[i]
@@ -328,8 +329,8 @@ cdef inline int aba_lanes(const ModelC* m, const double* q, const double* dq,
             Dinv = w.Dinv + LANES * i
             u = w.u + LANES * i
             l_dot(U, a, y)
+            (<v4*> y)[0] = (<v4*> Dinv)[0] * ((<v4*> u)[0] - (<v4*> y)[0])
             for l in range(LANES):
-                y[l] = Dinv[l] * (u[l] - y[l])
                 ddq[l * so + iv] = y[l]
             l_axpy_shared(S, y, dV)
         elif n > 0:

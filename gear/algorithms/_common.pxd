@@ -6,6 +6,7 @@ state and for ``LANES`` states at once (the lane layout of
 from gear.algorithms._types cimport ModelC, Work, Lanes
 from gear.spatial._spatial cimport Ad_inv, ad
 from gear.spatial._lanes cimport LANES, l_Ad_inv, l_ad
+from gear.spatial._v4 cimport v4, splat, gather
 from gear.joints._jcalc cimport (jcalc_placed, jcalc_dS, jcalc_has_dS, jcalc_lanes_kind,
                                  jcalc_placed_lanes)
 
@@ -121,45 +122,40 @@ cdef inline void joint_lanes(const ModelC* m, const double* q, const double* dq,
     0's), the others lane by lane."""
     cdef int i, l, r, n
     cdef double* S
-    cdef double Tl[12]
-    cdef double x[6]
-    cdef double ql[LANES]
+    cdef double a[24 * LANES]
     for i in range(m.nb):
         n = m.nvi[i]
         if jcalc_lanes_kind(m.jtype[i]):
             S = w.S + 36 * i
-            for l in range(LANES):
-                ql[l] = q[l * m.nq + m.iq[i]]
-            jcalc_placed_lanes(m.jtype[i], m.jparam + 10 * i, ql, m.Xtree + 12 * i,
+            jcalc_placed_lanes(m.jtype[i], m.jparam + 10 * i, gather(q + m.iq[i], m.nq), m.Xtree + 12 * i,
                                w.T + 12 * LANES * i, S)
             _S_lanes(S, dq, m.nv, m.iv[i], w.Sdq + 6 * LANES * i)
             _S_lanes(S, ddq, m.nv, m.iv[i], w.Sddq + 6 * LANES * i)
             continue
+        # lane by lane into one array per lane (a: T, S dq, S ddq), then
+        # into the lane layout built in registers (see _v4.v4_set)
         for l in range(LANES):
             S = w.S + 36 * (l * m.nb + i)
-            jcalc_placed(m.jtype[i], m.jparam + 10 * i, q + l * m.nq + m.iq[i], m.Xtree + 12 * i, Tl, S)
-            _to_lane(Tl, 12, w.T + 12 * LANES * i, l)
-            for r in range(6):
-                x[r] = 0.0
+            jcalc_placed(m.jtype[i], m.jparam + 10 * i, q + l * m.nq + m.iq[i], m.Xtree + 12 * i, a + 24 * l, S)
+            for r in range(12):
+                a[24 * l + 12 + r] = 0.0
             if dq != NULL:
-                S_mul(S, n, dq + l * m.nv + m.iv[i], x)
-            _to_lane(x, 6, w.Sdq + 6 * LANES * i, l)
-            for r in range(6):
-                x[r] = 0.0
+                S_mul(S, n, dq + l * m.nv + m.iv[i], a + 24 * l + 12)
             if ddq != NULL and n == 1:
-                S_mul(S, n, ddq + l * m.nv + m.iv[i], x)
-            _to_lane(x, 6, w.Sddq + 6 * LANES * i, l)
+                S_mul(S, n, ddq + l * m.nv + m.iv[i], a + 24 * l + 18)
+        for r in range(12):
+            (<v4*> (w.T + 12 * LANES * i))[r] = gather(a + r, 24)
+        for r in range(6):
+            (<v4*> (w.Sdq + 6 * LANES * i))[r] = gather(a + 12 + r, 24)
+            (<v4*> (w.Sddq + 6 * LANES * i))[r] = gather(a + 18 + r, 24)
 
 
 cdef inline void _S_lanes(const double* S, const double* x, int nv, int iv, double* out) noexcept nogil:
     # out = S x_l on every lane, S a constant 6-vector, x_l = x[l nv + iv] (x NULL: zero)
-    cdef int l, r
-    cdef double xl[LANES]
-    for l in range(LANES):
-        xl[l] = x[l * nv + iv] if x != NULL else 0.0
+    cdef v4 x4 = gather(x + iv, nv) if x != NULL else splat(0.0)
+    cdef int r
     for r in range(6):
-        for l in range(LANES):
-            out[r * LANES + l] = S[r] * xl[l]
+        (<v4*> out)[r] = S[r] * x4
 
 
 cdef inline void _St_lanes(const double* S, const double* F, double* out, Py_ssize_t so) noexcept nogil:

@@ -12,6 +12,7 @@ from gear.algorithms._types cimport ModelC, Work, Lanes
 from gear.algorithms._common cimport (forward_pass, base_acceleration, S_mul_add, St_mul,
                                       forward_lanes, _to_lane, _from_lane, _St_lanes)
 from gear.spatial._spatial cimport Ad_inv, dAd_inv, dad, inertia_mul
+from gear.spatial._v4 cimport v4, splat, gather
 from gear.spatial._lanes cimport LANES, l_Ad_inv, l_dAd_inv_add, l_inertia_force
 from gear.joints._jcalc cimport jcalc_lanes_kind
 
@@ -75,8 +76,8 @@ cdef inline int rnea_lanes(const ModelC* m, const double* q, const double* dq,
     cdef double x[6]
     forward_lanes(m, q, dq, ddq, w)
     base_acceleration(m, gravity, x)
-    for l in range(LANES):
-        _to_lane(x, 6, w.dV0, l)
+    for r in range(6):
+        (<v4*> w.dV0)[r] = splat(x[r])
     for i in range(m.nb):
         p = m.parent[i]
         T = w.T + 12 * LANES * i

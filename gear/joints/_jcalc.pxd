@@ -21,6 +21,7 @@ Adding a joint kind is one new case in each function below.
 from libc.math cimport sin, cos
 from gear.spatial._spatial cimport rodrigues, quat_to_rot, cross3, matTvec3, se3_mul, sin_cos
 from gear.spatial._lanes cimport LANES, l_sin_cos
+from gear.spatial._v4 cimport v4, splat
 
 cdef enum:
     J_FIXED = 0
@@ -152,71 +153,53 @@ cdef inline bint jcalc_lanes_kind(int kind) noexcept nogil:
     return kind == J_REVOLUTE or kind == J_PRISMATIC
 
 
-cdef inline void jcalc_placed_lanes(int kind, const double* prm, const double* q,
+cdef inline void jcalc_placed_lanes(int kind, const double* prm, v4 x,
                                     const double* X, double* T, double* S) noexcept nogil:
     """``jcalc_placed`` on ``LANES`` states at once for the kinds of
-    ``jcalc_lanes_kind``: ``q[l]`` the joint coordinate of lane ``l``, ``T``
+    ``jcalc_lanes_kind``: ``x`` the joint coordinate of each lane, ``T``
     in the lane layout of ``gear/spatial/_lanes.pxd`` (12 components), ``S``
     the constant 6-vector shared by the lanes.  The same arithmetic as
     ``jcalc_placed``, term for term (``sin`` and ``cos`` by ``l_sin_cos``)."""
-    cdef int l, r
-    cdef double c[LANES]
-    cdef double sn[LANES]
-    cdef double c1[LANES]
-    cdef double d0, d1, d2, x0, x1, x2
-    cdef double R[9 * LANES]
+    cdef int r
+    cdef v4* T4 = <v4*> T
+    cdef v4 c, s, c1
+    cdef v4 R[9]
     if kind == J_PRISMATIC:
         # T = X (1, a q):  R = X_R, p = X_R a q + X_p
         for r in range(9):
-            for l in range(LANES):
-                T[r * LANES + l] = X[r]
+            T4[r] = splat(X[r])
         for r in range(3):
-            for l in range(LANES):
-                T[(9 + r) * LANES + l] = (X[3 * r] * (prm[0] * q[l]) + X[3 * r + 1] * (prm[1] * q[l])
-                                          + X[3 * r + 2] * (prm[2] * q[l])) + X[9 + r]
+            T4[9 + r] = (X[3 * r] * (prm[0] * x) + X[3 * r + 1] * (prm[1] * x)
+                         + X[3 * r + 2] * (prm[2] * x)) + X[9 + r]
         S[0] = 0.0; S[1] = 0.0; S[2] = 0.0
         S[3] = prm[0]; S[4] = prm[1]; S[5] = prm[2]
         return
-    l_sin_cos(q, sn, c)
+    l_sin_cos(x, &s, &c)
     S[0] = prm[0]; S[1] = prm[1]; S[2] = prm[2]
     S[3] = 0.0; S[4] = 0.0; S[5] = 0.0
     for r in range(3):
-        for l in range(LANES):
-            T[(9 + r) * LANES + l] = X[9 + r]
+        T4[9 + r] = splat(X[9 + r])
     if revolute_z(kind, prm):
         for r in range(3):
-            x0 = X[3 * r]
-            x1 = X[3 * r + 1]
-            x2 = X[3 * r + 2]
-            for l in range(LANES):
-                T[(3 * r) * LANES + l] = x0 * c[l] + x1 * sn[l]
-                T[(3 * r + 1) * LANES + l] = x1 * c[l] - x0 * sn[l]
-                T[(3 * r + 2) * LANES + l] = x2
+            T4[3 * r] = X[3 * r] * c + X[3 * r + 1] * s
+            T4[3 * r + 1] = X[3 * r + 1] * c - X[3 * r] * s
+            T4[3 * r + 2] = splat(X[3 * r + 2])
         return
     # Rodrigues' formula (_spatial.rodrigues), then R = X_R J_R (se3_mul)
-    d0 = prm[1] * prm[1] + prm[2] * prm[2]
-    d1 = prm[0] * prm[0] + prm[2] * prm[2]
-    d2 = prm[0] * prm[0] + prm[1] * prm[1]
-    for l in range(LANES):
-        c1[l] = 1.0 - c[l]
-    for l in range(LANES):
-        R[0 * LANES + l] = 1.0 - c1[l] * d0
-        R[4 * LANES + l] = 1.0 - c1[l] * d1
-        R[8 * LANES + l] = 1.0 - c1[l] * d2
-        R[1 * LANES + l] = c1[l] * prm[0] * prm[1] - sn[l] * prm[2]
-        R[3 * LANES + l] = c1[l] * prm[0] * prm[1] + sn[l] * prm[2]
-        R[2 * LANES + l] = c1[l] * prm[0] * prm[2] + sn[l] * prm[1]
-        R[6 * LANES + l] = c1[l] * prm[0] * prm[2] - sn[l] * prm[1]
-        R[5 * LANES + l] = c1[l] * prm[1] * prm[2] - sn[l] * prm[0]
-        R[7 * LANES + l] = c1[l] * prm[1] * prm[2] + sn[l] * prm[0]
+    c1 = 1.0 - c
+    R[0] = 1.0 - c1 * (prm[1] * prm[1] + prm[2] * prm[2])
+    R[4] = 1.0 - c1 * (prm[0] * prm[0] + prm[2] * prm[2])
+    R[8] = 1.0 - c1 * (prm[0] * prm[0] + prm[1] * prm[1])
+    R[1] = c1 * prm[0] * prm[1] - s * prm[2]
+    R[3] = c1 * prm[0] * prm[1] + s * prm[2]
+    R[2] = c1 * prm[0] * prm[2] + s * prm[1]
+    R[6] = c1 * prm[0] * prm[2] - s * prm[1]
+    R[5] = c1 * prm[1] * prm[2] - s * prm[0]
+    R[7] = c1 * prm[1] * prm[2] + s * prm[0]
     for r in range(3):
-        x0 = X[3 * r]
-        x1 = X[3 * r + 1]
-        x2 = X[3 * r + 2]
-        for l in range(LANES):
-            T[(3 * r) * LANES + l] = x0 * R[0 * LANES + l] + x1 * R[3 * LANES + l] + x2 * R[6 * LANES + l]
-            T[(3 * r + 1) * LANES + l] = x0 * R[1 * LANES + l] + x1 * R[4 * LANES + l] + x2 * R[7 * LANES + l]
-            T[(3 * r + 2) * LANES + l] = x0 * R[2 * LANES + l] + x1 * R[5 * LANES + l] + x2 * R[8 * LANES + l]
+        T4[3 * r] = X[3 * r] * R[0] + X[3 * r + 1] * R[3] + X[3 * r + 2] * R[6]
+        T4[3 * r + 1] = X[3 * r] * R[1] + X[3 * r + 1] * R[4] + X[3 * r + 2] * R[7]
+        T4[3 * r + 2] = X[3 * r] * R[2] + X[3 * r + 1] * R[5] + X[3 * r + 2] * R[8]
 
 
 cdef inline void _mul3_inplace_right(double* A, const double* B) noexcept nogil:

@@ -12,6 +12,7 @@ Storage:
   6x6 matrices: double[36], row-major.
 """
 from libc.math cimport sqrt, sin, cos, fabs
+from gear.spatial._v4 cimport v4, splat, sin_cos_v4, sin_cos_in_range
 
 
 cdef inline void cross3(const double* a, const double* b, double* out) noexcept nogil:
@@ -45,55 +46,15 @@ cdef inline void matmul3(const double* A, const double* B, double* out) noexcept
             out[3 * i + j] = A[3 * i] * B[j] + A[3 * i + 1] * B[3 + j] + A[3 * i + 2] * B[6 + j]
 
 
-# The sine and cosine of joint angles.  The kernels take them from the
-# polynomials below rather than from libm so that the kernels over several
-# states (_lanes.pxd: l_sin_cos) compute them four at a time in vector
-# registers, with the same arithmetic as one state here: a batch's states
-# equal single calls bit for bit.  Cody and Waite's reduction by pi/2 in
-# three parts, then the minimax polynomials of Sun's fdlibm (k_sin.c,
-# k_cos.c: below 1 ulp on [-pi/4, pi/4]).  Against libm: within 1 ulp for
-# |x| <= 100, 2 ulp up to 2^19 pi/2, beyond which libm takes over
-# (tests/test_lanes.py).
-cdef inline bint sin_cos_in_range(double x) noexcept nogil:
-    return fabs(x) <= 823549.6551425558               # 2^19 pi / 2
-
-
-cdef inline void sin_cos_poly(double x, double* s, double* c) noexcept nogil:
-    # sin x, cos x for sin_cos_in_range(x), without branches (vectorisable)
-    # n = nearest integer to x / (pi/2) (adding 1.5 * 2^52 rounds it)
-    cdef double n = (x * 6.36619772367581382433e-01 + 6755399441055744.0) - 6755399441055744.0
-    # r = x - n pi/2 with pi/2 in three parts (33 + 33 bits, then the rest):
-    # the first two products are exact
-    cdef double r = (((x - n * 1.57079632673412561417e+00) - n * 6.07710050630396597660e-11)
-                     - n * 2.02226624879595063154e-21)
-    cdef double z = r * r
-    cdef double ks = r + (z * r) * (-1.66666666666666324348e-01 + z * (8.33333333332248946124e-03
-                     + z * (-1.98412698298579493134e-04 + z * (2.75573137070700676789e-06
-                     + z * (-2.50507602534068634195e-08 + z * 1.58969099521155010221e-10)))))
-    cdef double hz = 0.5 * z
-    cdef double w = 1.0 - hz
-    cdef double kc = w + (((1.0 - w) - hz) + (z * z) * (4.16666666666666019037e-02
-                     + z * (-1.38888888888741095749e-03 + z * (2.48015872894767294178e-05
-                     + z * (-2.75573143513906633035e-07 + z * (2.08757232129817482790e-09
-                     + z * -1.13596475577881948265e-11))))))
-    # the quadrant j = n mod 4 = 2 hi + odd picks the signs and which
-    # polynomial is which, in arithmetic rather than branches or floor()
-    # (which the vectoriser leaves scalar): the shifter rounds n/4 - 3/8
-    # and j/2 - 1/4 to their floors, exactly; each product below is by 0
-    # or +-1
-    cdef double j = n - 4.0 * (((0.25 * n - 0.375) + 6755399441055744.0) - 6755399441055744.0)
-    cdef double hi = ((0.5 * j - 0.25) + 6755399441055744.0) - 6755399441055744.0
-    cdef double odd = j - 2.0 * hi
-    cdef double ss = 1.0 - 2.0 * hi                                  # sin < 0 in quadrants 2, 3
-    cdef double sc = 1.0 - 2.0 * (odd + hi - 2.0 * odd * hi)         # cos < 0 in quadrants 1, 2
-    s[0] = ss * (odd * kc + (1.0 - odd) * ks)
-    c[0] = sc * (odd * ks + (1.0 - odd) * kc)
-
-
 cdef inline void sin_cos(double x, double* s, double* c) noexcept nogil:
-    """``s = sin x``, ``c = cos x`` for joint angles (see above)."""
+    """``s = sin x``, ``c = cos x`` for joint angles: ``_v4.sin_cos_v4``
+    on one lane (the kernels over four states take the other three), libm
+    beyond its range."""
+    cdef v4 vs, vc
     if sin_cos_in_range(x):
-        sin_cos_poly(x, s, c)
+        sin_cos_v4(splat(x), &vs, &vc)
+        s[0] = (<double*> &vs)[0]
+        c[0] = (<double*> &vc)[0]
     else:
         s[0] = sin(x)
         c[0] = cos(x)
