@@ -159,7 +159,7 @@ cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
         buf = <double*> malloc((wsize + extra + 1 + lsize) * sizeof(double))
         w = work_from(buf, nb)
         lw = lanes_from(buf + wsize + extra + 1, nb, LANES)
-        for b in prange(nblk + N - k0, schedule='guided'):
+        for b in prange(nblk + N - k0, schedule='static'):
             if b < nblk:
                 _block(&md.c, c, b * LANES, &lw, &w, buf + wsize)
             else:
