@@ -13,7 +13,8 @@ Composite inertias stay rigid-body inertias (10 parameters), and each
 (column, ancestor) entry of M is one 6-vector dot product.
 """
 from gear.algorithms._types cimport ModelC, Work, Lanes
-from gear.algorithms._common cimport forward_pass, St_mul, joint_lanes, _to_lane
+from gear.algorithms._common cimport forward_pass, St_mul, joint_lanes
+from gear.spatial._v4 cimport v4, splat, gather
 from gear.spatial._spatial cimport se3_mul, Ad, inertia_mul, inertia_to_parent
 from gear.spatial._lanes cimport (LANES, l_se3_mul, l_Ad, l_inertia_mul, l_inertia_to_parent, l_dot)
 from gear.joints._jcalc cimport jcalc_lanes_kind
@@ -113,9 +114,9 @@ cdef inline int crba_lanes(const ModelC* m, const double* q, double* M, Py_ssize
     cdef int nv = m.nv
     cdef double* T0
     cdef double* U = w.Us
-    cdef double* Sl = w.t
-    cdef double* F = w.eta
-    cdef double* d = w.dV0
+    cdef v4 Sl[6]
+    cdef v4 F[6]
+    cdef v4 d
     joint_lanes(m, q, NULL, NULL, w)
     for l in range(LANES):
         for k in range(nv * nv):
@@ -129,14 +130,13 @@ cdef inline int crba_lanes(const ModelC* m, const double* q, double* M, Py_ssize
                 T0[r] = w.T[12 * LANES * i + r]
         l_inertia_to_parent(T0, m.inertia + 10 * i, T0 + 12 * LANES)
         for c in range(m.nvi[i]):
-            if jcalc_lanes_kind(m.jtype[i]):
-                for r in range(6):
-                    for l in range(LANES):
-                        Sl[r * LANES + l] = w.S[36 * i + 6 * c + r]
-            else:
-                for l in range(LANES):
-                    _to_lane(w.S + 36 * (l * m.nb + i) + 6 * c, 6, Sl, l)
-            l_Ad(T0, Sl, U + 36 * LANES * i + 6 * LANES * c)
+            # column c of S_i on the four lanes (shared, or each lane's own)
+            for r in range(6):
+                if jcalc_lanes_kind(m.jtype[i]):
+                    Sl[r] = splat(w.S[36 * i + 6 * c + r])
+                else:
+                    Sl[r] = gather(w.S + 36 * i + 6 * c + r, 36 * m.nb)
+            l_Ad(T0, <double*> Sl, U + 36 * LANES * i + 6 * LANES * c)
     for i in range(m.nb - 1, -1, -1):
         if m.parent[i] >= 0:
             for r in range(10 * LANES):
@@ -144,14 +144,15 @@ cdef inline int crba_lanes(const ModelC* m, const double* q, double* M, Py_ssize
     for i in range(m.nb):
         n = m.nvi[i]
         for c in range(n):
-            l_inertia_mul(w.Ih + 36 * LANES * i + 12 * LANES, U + 36 * LANES * i + 6 * LANES * c, F)
+            l_inertia_mul(w.Ih + 36 * LANES * i + 12 * LANES, U + 36 * LANES * i + 6 * LANES * c,
+                          <double*> F)
             j = i
             while j >= 0:
                 nj = m.nvi[j]
                 for r in range(nj):
-                    l_dot(U + 36 * LANES * j + 6 * LANES * r, F, d)
+                    l_dot(U + 36 * LANES * j + 6 * LANES * r, <double*> F, <double*> &d)
                     for l in range(LANES):
-                        M[l * so + (m.iv[j] + r) * nv + m.iv[i] + c] = d[l]
-                        M[l * so + (m.iv[i] + c) * nv + m.iv[j] + r] = d[l]
+                        M[l * so + (m.iv[j] + r) * nv + m.iv[i] + c] = (<double*> &d)[l]
+                        M[l * so + (m.iv[i] + c) * nv + m.iv[j] + r] = (<double*> &d)[l]
                 j = m.parent[j]
     return 0
