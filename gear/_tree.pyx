@@ -20,7 +20,7 @@ from gear.algorithms._rnea cimport rnea as _rnea, rnea_lanes as _rnea_lanes
 from gear.spatial._lanes cimport LANES, l_sin_cos
 from gear.spatial._v4 cimport v4
 from gear.spatial._spatial cimport sin_cos
-from gear.algorithms._aba cimport hybrid as _hybrid, aba_lanes as _aba_lanes
+from gear.algorithms._aba cimport hybrid as _hybrid, hybrid_lanes as _hybrid_lanes
 from gear.algorithms._crba cimport crba as _crba, crba_lanes as _crba_lanes
 from gear.algorithms._fk cimport fk as _fk
 from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_derivatives as _aba_d,
@@ -94,7 +94,7 @@ cdef inline int _one(const ModelC* m, const Call* c, Py_ssize_t k, Work* w,
 
 cdef inline bint _has_lanes(const Call* c) noexcept nogil:
     # the kernels with a lane version (several states per instruction)
-    return c.kind == K_RNEA or c.kind == K_CRBA or (c.kind == K_HYBRID and c.prescribed == NULL)
+    return c.kind == K_RNEA or c.kind == K_CRBA or c.kind == K_HYBRID
 
 
 cdef inline void _block(const ModelC* m, const Call* c, Py_ssize_t k, Lanes* lw, Work* w,
@@ -110,8 +110,9 @@ cdef inline void _block(const ModelC* m, const Call* c, Py_ssize_t k, Lanes* lw,
     elif c.kind == K_CRBA:
         _crba_lanes(m, c.q + k * m.nq, c.o1 + k * c.so, c.so, lw)
     else:
-        st = _aba_lanes(m, c.q + k * m.nq, _row(c.dq, k, m.nv), c.o2 + k * c.so,
-                        _row(c.fext, k, 6 * m.nb), c.o1 + k * c.so, c.so, lw)
+        # o1 = ddq, o2 = tau, both read and written in place
+        st = _hybrid_lanes(m, c.q + k * m.nq, _row(c.dq, k, m.nv), c.o1 + k * c.so, c.o2 + k * c.so, c.so,
+                           c.prescribed, _row(c.fext, k, 6 * m.nb), lw)
     if st == 0:
         if c.status != NULL:
             for l in range(LANES):

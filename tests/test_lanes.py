@@ -221,3 +221,31 @@ def test_mass_matrix_batch_equals_single_states_on_every_joint_kind(kind, thread
     Md = np.einsum("nij,nj->ni", gear.mass_matrix(model, q), ddq)
     diff = gear.inverse_dynamics(model, q, z, ddq) - gear.inverse_dynamics(model, q, z, z)
     assert np.max(np.abs(Md - diff)) < 1e-10 * max(1.0, np.max(np.abs(diff)))
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_hybrid_dynamics_batch_equals_single_states_on_every_joint_kind(kind, threads):
+    """Table 4 four states at a time: prescribed joints of every kind
+    (their tau written, their ddq read) beside free ones, bit for bit."""
+    rng = np.random.default_rng(50 + ALL_KINDS.index(kind))
+    model = random_tree(rng, nbodies=8, kinds=[kind, "revolute"], root_free=kind == "free")
+    N = 11
+    q = model.random_configuration(rng, n=N)
+    dq, ddq, tau = rng.standard_normal((3, N, model.nv))
+    fe = rng.standard_normal((N, model.nbodies, 6))
+    masks = [np.arange(model.nbodies) % 2 == 0, np.arange(model.nbodies) % 3 == 1,
+             np.ones(model.nbodies, bool), np.zeros(model.nbodies, bool)]
+    for mask in masks:
+        for n in (1, 2):
+            threads(n)
+            H = gear.hybrid_dynamics(model, q, dq, ddq, tau, mask, fe)
+            for k in range(N):
+                h = gear.hybrid_dynamics(model, q[k], dq[k], ddq[k], tau[k], mask, fe[k])
+                assert np.array_equal(H[0][k], h[0]) and np.array_equal(H[1][k], h[1]), (kind, k)
+    # every joint prescribed is inverse dynamics, none is forward dynamics
+    # (returns tau, ddq)
+    allp = gear.hybrid_dynamics(model, q, dq, ddq, tau, np.ones(model.nbodies, bool), fe)
+    assert np.max(np.abs(allp[0] - gear.inverse_dynamics(model, q, dq, ddq, fe))) < 1e-10 * max(
+        1.0, np.max(np.abs(allp[0])))
+    nonep = gear.hybrid_dynamics(model, q, dq, ddq, tau, np.zeros(model.nbodies, bool), fe)
+    assert np.array_equal(nonep[1], gear.forward_dynamics(model, q, dq, tau, fe))

@@ -110,6 +110,18 @@ cdef inline int aba_joint(int n, bint rz, const double* S, const double* Ih, con
     return 0
 
 
+cdef inline void hybrid_prescribed_beta(int n, const double* S, const double* Ih, const double* ddq,
+                                        double* t, double* U) noexcept nogil:
+    # a prescribed joint (Table 4): Pi_i = Ihat_i and, with U_i = Ihat_i S_i,
+    # beta_i = t + U_i ddq_i where t comes in as Bhat_i + Ihat_i eta_i
+    cdef int r, c
+    for c in range(n):
+        mat6_vec(Ih, S + 6 * c, U + 6 * c)
+    for c in range(n):
+        for r in range(6):
+            t[r] += U[6 * c + r] * ddq[c]
+
+
 cdef inline void aba_joint_accel(int n, const double* U, const double* Dinv, const double* u,
                                  const double* a, double* ddq) noexcept nogil:
     # ddq_i = Psi_i (u_i - U_i^T a_i)   (eq. 45), written out for one dof
@@ -179,12 +191,7 @@ cdef inline int hybrid(const ModelC* m, const double* q, const double* dq,
         for r in range(6):
             t[r] += Bh[r]
         if pres:
-            # Pi_i = Ihat_i; beta_i = Bhat_i + Ihat_i (eta_i + S_i ddq_i)
-            for c in range(n):
-                mat6_vec(Ih, S + 6 * c, U + 6 * c)
-            for c in range(n):
-                for r in range(6):
-                    t[r] += U[6 * c + r] * ddq[iv + c]
+            hybrid_prescribed_beta(n, S, Ih, ddq + iv, t, U)
         elif n > 0:
             if aba_joint(n, revolute_z(m.jtype[i], m.jparam + 10 * i), S, Ih, tau + iv, t, U, Dinv, u,
                          Pi, p >= 0) != 0:
@@ -226,17 +233,19 @@ cdef inline int hybrid(const ModelC* m, const double* q, const double* dq,
 
 
 @cython.cdivision(True)
-cdef inline int aba_lanes(const ModelC* m, const double* q, const double* dq,
-                          const double* tau, const double* fext, double* ddq,
-                          Py_ssize_t so, Lanes* w) noexcept nogil:
-    """Forward dynamics (``hybrid`` with no prescribed joint) on ``LANES``
-    consecutive states of a batch at once: lane ``l`` reads ``q + l nq``,
-    ``dq + l nv``, ``tau + l so``, ``fext + l 6 nb`` (``dq``, ``fext`` may
-    be NULL) and writes ``ddq + l so``.  The first pass is ``forward_lanes``;
-    Kim's eqs. (49), (50) and (45) run on all lanes at once, the joint step
-    (``aba_joint``) too for the joints ``jcalc_placed_lanes`` covers and
-    lane by lane for the others.  The arithmetic is ``hybrid``'s, term for
-    term: the results are the same bits.  Returns 0, or 1 + i if some
+cdef inline int hybrid_lanes(const ModelC* m, const double* q, const double* dq,
+                             double* ddq, double* tau, Py_ssize_t so,
+                             const unsigned char* prescribed, const double* fext,
+                             Lanes* w) noexcept nogil:
+    """``hybrid`` on ``LANES`` consecutive states of a batch at once: lane
+    ``l`` reads ``q + l nq``, ``dq + l nv``, ``fext + l 6 nb`` (``dq``,
+    ``fext`` may be NULL) and, in place as ``hybrid`` does, ``ddq + l so``
+    and ``tau + l so`` (``prescribed`` NULL: forward dynamics, Table 3).
+    The first pass is ``forward_lanes``; Kim's eqs. (49), (50) and (45)
+    and Table 4's prescribed joints run on all lanes at once, the joint
+    step (``aba_joint``) too for the joints ``jcalc_placed_lanes`` covers
+    and lane by lane for the others.  The arithmetic is ``hybrid``'s, term
+    for term: the results are the same bits.  Returns 0, or 1 + i if some
     lane's S^T Ihat S is singular at joint i (the caller then runs the
     states one by one for each one's status)."""
     cdef int i, p, n, l, r, c, iv
@@ -257,6 +266,7 @@ cdef inline int aba_lanes(const ModelC* m, const double* q, const double* dq,
     cdef double x[6]
     cdef double D[LANES]
     cdef double y[LANES]
+    cdef bint pres
     forward_lanes(m, q, dq, NULL, w)
     for i in range(m.nb):
         l_inertia_mat(m.inertia + 10 * i, w.Ih + 36 * LANES * i)
@@ -273,8 +283,23 @@ cdef inline int aba_lanes(const ModelC* m, const double* q, const double* dq,
         l_mat6_vec(Ih, eta, t)
         for r in range(6 * LANES):
             t[r] += w.Bh[6 * LANES * i + r]
-        P = Ih                                  # Pi_i = Ihat_i for a fixed joint
-        if n > 0 and jcalc_lanes_kind(m.jtype[i]):
+        P = Ih                       # Pi_i = Ihat_i for a fixed or prescribed joint
+        pres = prescribed != NULL and prescribed[i]
+        if pres and n > 0 and jcalc_lanes_kind(m.jtype[i]):
+            # beta_i = Bhat_i + Ihat_i (eta_i + S_i ddq_i)   (Table 4)
+            U = w.U + 6 * LANES * i
+            l_mat6_shared(Ih, w.S + 36 * i, U)
+            (<v4*> y)[0] = gather(ddq + iv, so)
+            l_axpy(U, y, t)
+        elif pres and n > 0:
+            for l in range(LANES):
+                for r in range(36):
+                    Ihs[r] = Ih[r * LANES + l]
+                _from_lane(t, ts, l)
+                hybrid_prescribed_beta(n, w.S + 36 * (l * m.nb + i), Ihs, ddq + l * so + iv, ts,
+                                       w.Us + 36 * (l * m.nb + i))
+                _to_lane(ts, 6, t, l)
+        elif n > 0 and jcalc_lanes_kind(m.jtype[i]):
             # aba_joint for one dof on all lanes: S shared, U_i in lanes
             S = w.S + 36 * i
             U = w.U + 6 * LANES * i
@@ -322,7 +347,30 @@ cdef inline int aba_lanes(const ModelC* m, const double* q, const double* dq,
         l_Ad_inv(w.T + 12 * LANES * i, w.dV + 6 * LANES * p if p >= 0 else w.dV0, a)
         for r in range(6 * LANES):
             dV[r] = a[r] + eta[r]
-        if n > 0 and jcalc_lanes_kind(m.jtype[i]):
+        pres = prescribed != NULL and prescribed[i]
+        if pres and n > 0 and jcalc_lanes_kind(m.jtype[i]):
+            # dV_i += S_i ddq_i;  tau_i = S_i^T (Ihat_i dV_i + Bhat_i)   (Table 4)
+            S = w.S + 36 * i
+            (<v4*> y)[0] = gather(ddq + iv, so)
+            l_axpy_shared(S, y, dV)
+            l_mat6_vec(w.Ih + 36 * LANES * i, dV, w.Pi)
+            for r in range(6 * LANES):
+                w.Pi[r] += w.Bh[6 * LANES * i + r]
+            l_dot_shared(S, w.Pi, y)
+            for l in range(LANES):
+                tau[l * so + iv] = y[l]
+        elif pres and n > 0:
+            for l in range(LANES):
+                _from_lane(dV, x, l)
+                S_mul_add(w.S + 36 * (l * m.nb + i), n, ddq + l * so + iv, x)
+                _to_lane(x, 6, dV, l)
+            l_mat6_vec(w.Ih + 36 * LANES * i, dV, w.Pi)
+            for r in range(6 * LANES):
+                w.Pi[r] += w.Bh[6 * LANES * i + r]
+            for l in range(LANES):
+                _from_lane(w.Pi, x, l)
+                St_mul(w.S + 36 * (l * m.nb + i), n, x, tau + l * so + iv)
+        elif n > 0 and jcalc_lanes_kind(m.jtype[i]):
             # eq. (45) for one dof on all lanes, then dV_i += S_i ddq_i
             S = w.S + 36 * i
             U = w.U + 6 * LANES * i

@@ -3,7 +3,7 @@
 batch runs in parallel over states, one workspace per thread).
 
 A tree's states run four at a time (``rollout_lanes``: the articulated-
-body algorithm on all four at once, ``aba_lanes``), the same bits as one
+body algorithm on all four at once, ``hybrid_lanes``), the same bits as one
 at a time.
 
 Integrators: semi-implicit Euler and classical RK4, with the stages
@@ -31,7 +31,7 @@ SampledReference``).
 """
 from libc.math cimport fabs, sqrt
 from gear.algorithms._types cimport ModelC, Work, Lanes
-from gear.algorithms._aba cimport hybrid, aba_lanes
+from gear.algorithms._aba cimport hybrid, hybrid_lanes
 from gear.spatial._lanes cimport LANES
 from gear.algorithms._rnea cimport rnea
 from gear.joints._integrate cimport integrate_config
@@ -350,12 +350,12 @@ cdef inline int _accel_lanes(const ModelC* m, const RollC* r, double t, const do
                              Work* w, Lanes* lw, double* xs) noexcept nogil:
     """``_accel`` of a tree on ``LANES`` states (rows of ``q`` (LANES, nq),
     ``v``, ``tau``, ``a`` (LANES, nv); ``tau0`` lane l at ``tau0 + l nv``
-    or NULL): each lane's torques, then ``aba_lanes``."""
+    or NULL): each lane's torques, then ``hybrid_lanes``."""
     cdef int l
     for l in range(LANES):
         _torques(m, r, t, q + l * m.nq, v + l * m.nv, NULL if tau0 == NULL else tau0 + l * m.nv,
                  tau + l * m.nv, a + l * m.nv, w, xs)
-    return aba_lanes(m, q, v, tau, NULL, a, m.nv, lw)
+    return hybrid_lanes(m, q, v, a, tau, m.nv, NULL, NULL, lw)
 
 
 cdef inline int rollout_lanes(const ModelC* m, const RollC* r, const double* q0, const double* v0,
@@ -364,7 +364,7 @@ cdef inline int rollout_lanes(const ModelC* m, const RollC* r, const double* q0,
     """``rollout`` of a tree on ``LANES`` states at once: lane l starts at
     ``q0 + l nq``, ``v0 + l nv`` (``v0``, ``tau0`` may be NULL: zero) and
     records into ``Q + l nrec nq``, ``V + l nrec nv``.  Each step's
-    accelerations come from ``aba_lanes``; the torques and the integrator
+    accelerations come from ``hybrid_lanes``; the torques and the integrator
     (``euler_step``, ``rk4_stage``, ``rk4_finish``) run lane by lane: each
     lane's frames equal ``rollout``'s bit for bit.  Returns 0, or non-zero
     if some lane failed (a singular joint inertia, a non-finite state): the
