@@ -249,3 +249,20 @@ def test_hybrid_dynamics_batch_equals_single_states_on_every_joint_kind(kind, th
         1.0, np.max(np.abs(allp[0])))
     nonep = gear.hybrid_dynamics(model, q, dq, ddq, tau, np.zeros(model.nbodies, bool), fe)
     assert np.array_equal(nonep[1], gear.forward_dynamics(model, q, dq, tau, fe))
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_forward_kinematics_batch_equals_single_states_on_every_joint_kind(kind, threads):
+    rng = np.random.default_rng(70 + ALL_KINDS.index(kind))
+    model = random_tree(rng, nbodies=8, kinds=[kind, "revolute"], root_free=kind == "free")
+    N = 11
+    q = model.random_configuration(rng, n=N)
+    dq = rng.standard_normal((N, model.nv))
+    for n in (1, 2):
+        threads(n)
+        P, V = gear.forward_kinematics(model, q, dq)
+        P0 = gear.forward_kinematics(model, q)
+        for k in range(N):
+            p, v = gear.forward_kinematics(model, q[k], dq[k])
+            assert np.array_equal(P[k], p) and np.array_equal(V[k], v), (kind, k)
+            assert np.array_equal(np.asarray(P0[k]), np.asarray(gear.forward_kinematics(model, q[k])))

@@ -171,11 +171,11 @@ cdef inline void _St_lanes(const double* S, const double* F, double* out, Py_ssi
 
 
 cdef inline void forward_lanes(const ModelC* m, const double* q, const double* dq,
-                               const double* ddq, Lanes* w) noexcept nogil:
-    """``forward_pass`` (with eta) on ``LANES`` consecutive states: the joint
-    switch (``joint_lanes``), then V_i and eta_i of every body on all lanes
-    at once, the same arithmetic term for term (``dS_i dq_i`` lane by lane,
-    column by column)."""
+                               const double* ddq, Lanes* w, bint with_eta=True) noexcept nogil:
+    """``forward_pass`` on ``LANES`` consecutive states: the joint switch
+    (``joint_lanes``), then V_i and (``with_eta``) eta_i of every body on
+    all lanes at once, the same arithmetic term for term (``dS_i dq_i``
+    lane by lane, column by column)."""
     cdef int i, p, l, r
     cdef double* V
     cdef double* Sdq
@@ -196,6 +196,8 @@ cdef inline void forward_lanes(const ModelC* m, const double* q, const double* d
         else:
             for r in range(6 * LANES):
                 V[r] = Sdq[r]
+        if not with_eta:
+            continue
         # eta_i = ad_{V_i} S_i dq_i + dS_i dq_i   (Table 3)
         l_ad(V, Sdq, eta)
         if dq != NULL and jcalc_has_dS(m.jtype[i]):
