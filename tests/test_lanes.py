@@ -45,37 +45,47 @@ def test_sin_cos_tiny_exact_and_out_of_range_arguments():
         _core.sin_cos_py(np.zeros(3), True)
 
 
-def _single(model, q, dq, ddq, fe):
-    return np.array([gear.inverse_dynamics(model, q[k], dq[k], ddq[k], None if fe is None else fe[k])
-                     for k in range(len(q))])
+_ALGOS = {"rnea": gear.inverse_dynamics, "aba": gear.forward_dynamics}
 
 
+def _single(fn, model, q, dq, x, fe):
+    """``fn`` (inverse or forward dynamics) one state at a time."""
+    return np.array([fn(model, q[k], dq[k], x[k], None if fe is None else fe[k]) for k in range(len(q))])
+
+
+@pytest.mark.parametrize("algo", ["rnea", "aba"])
 @pytest.mark.parametrize("kind", ALL_KINDS)
-def test_rnea_batch_equals_single_states_on_every_joint_kind(kind):
-    rng = np.random.default_rng(ALL_KINDS.index(kind))
+def test_batch_equals_single_states_on_every_joint_kind(kind, algo):
+    fn = _ALGOS[algo]
+    rng = np.random.default_rng({"rnea": 0, "aba": 10}[algo] + ALL_KINDS.index(kind))
     model = random_tree(rng, nbodies=7, kinds=[kind, "revolute"])
     for N in (1, 3, 4, 5, 8, 11):
         q = model.random_configuration(rng, n=N)
-        dq, ddq = rng.standard_normal((2, N, model.nv))
+        dq, x = rng.standard_normal((2, N, model.nv))
         fe = rng.standard_normal((N, model.nbodies, 6))
         for f in (None, fe):
-            got = gear.inverse_dynamics(model, q, dq, ddq, f)
-            assert np.array_equal(got, _single(model, q, dq, ddq, f)), (kind, N)
+            assert np.array_equal(fn(model, q, dq, x, f), _single(fn, model, q, dq, x, f)), (kind, N)
 
 
-def test_rnea_batch_equals_single_states_on_trees_of_every_kind(threads):
-    rng = np.random.default_rng(7)
+@pytest.mark.parametrize("algo", ["rnea", "aba"])
+def test_batch_equals_single_states_on_trees_of_every_kind(algo, threads):
+    fn = _ALGOS[algo]
+    rng = np.random.default_rng({"rnea": 7, "aba": 8}[algo])
     for seed, root_free in ((1, False), (2, True), (3, False)):
         model = random_tree(np.random.default_rng(seed), nbodies=14, root_free=root_free)
         q = model.random_configuration(rng, n=70)
-        dq, ddq = rng.standard_normal((2, 70, model.nv))
-        ref = _single(model, q, dq, ddq, None)
+        dq, x = rng.standard_normal((2, 70, model.nv))
+        ref = _single(fn, model, q, dq, x, None)
         for n in (1, 2):
             threads(n)
-            assert np.array_equal(gear.inverse_dynamics(model, q, dq, ddq), ref)
-        # zero velocity and acceleration: gravity alone
+            assert np.array_equal(fn(model, q, dq, x), ref)
+        # zero velocity and acceleration (or torque): gravity alone
         z = np.zeros_like(dq)
-        assert np.array_equal(gear.inverse_dynamics(model, q, z, z), _single(model, q, z, z, None))
+        assert np.array_equal(fn(model, q, z, z), _single(fn, model, q, z, z, None))
+        if algo == "aba":
+            # RNEA of the result gives tau back
+            back = gear.inverse_dynamics(model, q, dq, ref)
+            assert np.max(np.abs(back - x)) < 1e-8 * max(1.0, np.max(np.abs(x)))
 
 
 def test_rnea_lanes_agree_with_the_reference_formulas():
@@ -91,39 +101,6 @@ def test_rnea_lanes_agree_with_the_reference_formulas():
     assert np.max(np.abs(got - ref)) <= 1e-10 * max(1.0, np.max(np.abs(ref)))
 
 
-def _single_fd(model, q, dq, tau, fe):
-    return np.array([gear.forward_dynamics(model, q[k], dq[k], tau[k], None if fe is None else fe[k])
-                     for k in range(len(q))])
-
-
-@pytest.mark.parametrize("kind", ALL_KINDS)
-def test_aba_batch_equals_single_states_on_every_joint_kind(kind):
-    rng = np.random.default_rng(10 + ALL_KINDS.index(kind))
-    model = random_tree(rng, nbodies=7, kinds=[kind, "revolute"])
-    for N in (1, 3, 4, 5, 8, 11):
-        q = model.random_configuration(rng, n=N)
-        dq, tau = rng.standard_normal((2, N, model.nv))
-        fe = rng.standard_normal((N, model.nbodies, 6))
-        for f in (None, fe):
-            got = gear.forward_dynamics(model, q, dq, tau, f)
-            assert np.array_equal(got, _single_fd(model, q, dq, tau, f)), (kind, N)
-
-
-def test_aba_batch_equals_single_states_on_trees_of_every_kind(threads):
-    rng = np.random.default_rng(8)
-    for seed, root_free in ((1, False), (2, True), (3, False)):
-        model = random_tree(np.random.default_rng(seed), nbodies=14, root_free=root_free)
-        q = model.random_configuration(rng, n=70)
-        dq, tau = rng.standard_normal((2, 70, model.nv))
-        ref = _single_fd(model, q, dq, tau, None)
-        for n in (1, 2):
-            threads(n)
-            assert np.array_equal(gear.forward_dynamics(model, q, dq, tau), ref)
-        # RNEA of the result gives tau back
-        back = gear.inverse_dynamics(model, q, dq, ref)
-        assert np.max(np.abs(back - tau)) < 1e-8 * max(1.0, np.max(np.abs(tau)))
-
-
 def test_aba_block_with_a_singular_state_reports_it():
     """A point mass on a massless rotating arm, sliding along it: the
     arm's S^T Ihat S is m d^2, singular where the slider sits on the axis
@@ -137,7 +114,8 @@ def test_aba_block_with_a_singular_state_reports_it():
     rng = np.random.default_rng(5)
     q = rng.uniform(0.5, 1.5, (8, 2))
     dq, tau = rng.standard_normal((2, 8, 2))
-    assert np.array_equal(gear.forward_dynamics(m, q, dq, tau), _single_fd(m, q, dq, tau, None))
+    fd = gear.forward_dynamics
+    assert np.array_equal(fd(m, q, dq, tau), _single(fd, m, q, dq, tau, None))
     q[5, 1] = 0.0
     with pytest.raises(gear.SingularInertiaError, match="arm"):
         gear.forward_dynamics(m, q, dq, tau)
