@@ -73,17 +73,19 @@ cdef struct Lanes:
     double* Sdq    # (nb, 6, LANES) S_i dq_i
     double* Sddq   # (nb, 6, LANES) S_i ddq_i (one-dof joints)
     double* eta    # (nb, 6, LANES) eta_i
-    double* Ih     # (nb, 36, LANES) articulated inertias (ABA)
+    double* Ih     # (nb, 36, LANES) articulated inertias (ABA); world poses and
+                   # composite inertias (CRBA, FK: as Work.Ih in crba_world)
     double* Bh     # (nb, 6, LANES) bias forces (ABA)
     double* U      # (nb, 6, LANES) U_i = Ihat_i S_i of the joints jcalc_placed_lanes covers (ABA)
     double* Dinv   # (nb, LANES) their Psi_i
     double* u      # (nb, LANES) their u_i
     double* S      # scalar (LANES, nb, 36): each lane's S_i (lane 0's for jcalc_lanes_kind)
-    double* Us     # scalar (LANES, nb, 36): U_i of the other joints (ABA)
+    double* Us     # scalar (LANES, nb, 36): U_i of the other joints (ABA);
+                   # CRBA: the world S columns, (nb, 36, LANES)
     double* Dinvs  # scalar (LANES, nb, 36): their Psi_i
     double* us     # scalar (LANES, nb, 6): their u_i
     double* t      # (6, LANES) scratch
-    double* Pi     # (36, LANES) scratch
+    double* Pi     # (36, LANES) scratch: Pi_i; Ihat_i dV_i + Bhat_i (prescribed joints)
     double* dV0    # (6, LANES) the base acceleration (0, -g)
 
 
