@@ -177,12 +177,14 @@ cdef void _deriv_batch(ModelData md, ClosureData cd, int nk, bint inverse, const
     cdef int m = cd.m, nv = md.nv, nb = md.nb, n3 = 3 * md.nv
     cdef int wsize = md.wsize, cwsize = cwork_size(md.nb, md.nv, cd.m)
     cdef int dsize = deriv_scratch(md.nb, md.nv, cd.m, nk)
-    cdef const double* fp = NULL if fext is None else &fext[0, 0, 0]
+    cdef const double* fp = NULL
     cdef double* lp = &lam[0, 0] if m > 0 else NULL
     cdef double* Yp = &Y[0, 0, 0] if m > 0 else NULL
     cdef Work w
     cdef CWork cw
-    cdef double* buf
+    cdef double* buf = NULL        # each thread sets its own (initialised for the firstprivate copy)
+    if fext is not None:
+        fp = &fext[0, 0, 0]
     if N == 1 or nthreads <= 1:
         nthreads = 1
     with nogil, parallel(num_threads=nthreads):
