@@ -143,8 +143,8 @@ cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
     cdef Py_ssize_t nblk = N // LANES if _has_lanes(c) else 0
     cdef Py_ssize_t k0 = nblk * LANES
     cdef Py_ssize_t lsize = lanes_size(nb, LANES) if nblk > 0 else 0
-    if nblk == 1 and N == LANES:
-        nthreads = 1                           # one block: nothing to share
+    if nthreads > nblk + N - k0:
+        nthreads = <int> (nblk + N - k0)       # no more threads than blocks and single states
     if N == 1 or nthreads <= 1:
         w = work_from(&md.ws[0], nb)
         if nblk > 0:

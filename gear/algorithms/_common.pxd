@@ -5,7 +5,7 @@ state and for ``LANES`` states at once (the lane layout of
 ``gear/spatial/_lanes.pxd``)."""
 from gear.algorithms._types cimport ModelC, Work, Lanes
 from gear.spatial._spatial cimport Ad_inv, ad
-from gear.spatial._lanes cimport LANES, l_Ad_inv, l_ad
+from gear.spatial._lanes cimport LANES, l_Ad_inv, l_ad, l_dot_shared, l_se3_mul
 from gear.spatial._v4 cimport v4, splat, gather
 from gear.joints._jcalc cimport (jcalc_placed, jcalc_dS, jcalc_has_dS, jcalc_lanes_kind,
                                  jcalc_placed_lanes)
@@ -159,14 +159,26 @@ cdef inline void _S_lanes(const double* S, const double* x, int nv, int iv, doub
 
 
 cdef inline void _St_lanes(const double* S, const double* F, double* out, Py_ssize_t so) noexcept nogil:
-    # out[l so] = S^T F_l on every lane, S a constant 6-vector (St_mul's sum order)
-    cdef int l
+    # out[l so] = S^T F_l on every lane, S a constant 6-vector
     cdef double t[LANES]
-    for l in range(LANES):
-        t[l] = (S[0] * F[0 * LANES + l] + S[1] * F[1 * LANES + l] + S[2] * F[2 * LANES + l]
-                + S[3] * F[3 * LANES + l] + S[4] * F[4 * LANES + l] + S[5] * F[5 * LANES + l])
+    cdef int l
+    l_dot_shared(S, F, t)
     for l in range(LANES):
         out[l * so] = t[l]
+
+
+cdef inline double* world_pose_lanes(const ModelC* m, int i, Lanes* w) noexcept nogil:
+    """Body i's world pose T_{0,i} = T_{0,lambda(i)} T_{lambda(i),i} on
+    every lane into ``w.Ih + 36 LANES i`` (its parent's already there, as
+    ``crba_world`` and ``fk`` keep them in ``Work.Ih``); returns it."""
+    cdef double* T0 = w.Ih + 36 * LANES * i
+    cdef int r
+    if m.parent[i] >= 0:
+        l_se3_mul(w.Ih + 36 * LANES * m.parent[i], w.T + 12 * LANES * i, T0)
+    else:
+        for r in range(12 * LANES):
+            T0[r] = w.T[12 * LANES * i + r]
+    return T0
 
 
 

@@ -13,10 +13,10 @@ Composite inertias stay rigid-body inertias (10 parameters), and each
 (column, ancestor) entry of M is one 6-vector dot product.
 """
 from gear.algorithms._types cimport ModelC, Work, Lanes
-from gear.algorithms._common cimport forward_pass, St_mul, joint_lanes
+from gear.algorithms._common cimport forward_pass, St_mul, joint_lanes, world_pose_lanes
 from gear.spatial._v4 cimport v4, splat, gather
 from gear.spatial._spatial cimport se3_mul, Ad, inertia_mul, inertia_to_parent
-from gear.spatial._lanes cimport (LANES, l_se3_mul, l_Ad, l_inertia_mul, l_inertia_to_parent, l_dot)
+from gear.spatial._lanes cimport LANES, l_Ad, l_inertia_mul, l_inertia_to_parent, l_dot
 from gear.joints._jcalc cimport jcalc_lanes_kind
 
 
@@ -122,12 +122,7 @@ cdef inline int crba_lanes(const ModelC* m, const double* q, double* M, Py_ssize
         for k in range(nv * nv):
             M[l * so + k] = 0.0
     for i in range(m.nb):
-        T0 = w.Ih + 36 * LANES * i
-        if m.parent[i] >= 0:
-            l_se3_mul(w.Ih + 36 * LANES * m.parent[i], w.T + 12 * LANES * i, T0)
-        else:
-            for r in range(12 * LANES):
-                T0[r] = w.T[12 * LANES * i + r]
+        T0 = world_pose_lanes(m, i, w)
         l_inertia_to_parent(T0, m.inertia + 10 * i, T0 + 12 * LANES)
         for c in range(m.nvi[i]):
             # column c of S_i on the four lanes (shared, or each lane's own)

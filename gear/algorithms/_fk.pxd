@@ -2,9 +2,9 @@
 """Forward kinematics: world poses T_{0,i} = T_{0,lambda(i)} T_{lambda(i),i} and
 body twists V_i (eq. 37)."""
 from gear.algorithms._types cimport ModelC, Work, Lanes
-from gear.algorithms._common cimport forward_pass, forward_lanes
+from gear.algorithms._common cimport forward_pass, forward_lanes, world_pose_lanes
 from gear.spatial._spatial cimport se3_mul
-from gear.spatial._lanes cimport LANES, l_se3_mul
+from gear.spatial._lanes cimport LANES
 
 
 cdef inline void fk(const ModelC* m, const double* q, const double* dq,
@@ -40,18 +40,12 @@ cdef inline void fk_lanes(const ModelC* m, const double* q, const double* dq, do
     """``fk`` on ``LANES`` consecutive states (lane ``l``: ``q + l nq``,
     ``dq + l nv``, ``poses + l sp``, ``twists + l st``; ``dq``, ``twists``
     may be NULL), the poses composed on all lanes at once (the same bits)."""
-    cdef int i, p, r, c, l
+    cdef int i, r, c, l
     cdef double* T0
     cdef double* H
     forward_lanes(m, q, dq, NULL, w, False)
     for i in range(m.nb):
-        p = m.parent[i]
-        T0 = w.Ih + 36 * LANES * i
-        if p >= 0:
-            l_se3_mul(w.Ih + 36 * LANES * p, w.T + 12 * LANES * i, T0)
-        else:
-            for r in range(12 * LANES):
-                T0[r] = w.T[12 * LANES * i + r]
+        T0 = world_pose_lanes(m, i, w)
         for l in range(LANES):
             H = poses + l * sp + 16 * i
             for r in range(3):
