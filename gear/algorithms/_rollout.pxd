@@ -174,8 +174,11 @@ cdef inline void _min_norm_correction(const double* A, int nr, int nv, const dou
 
 
 cdef inline int _project(const ModelC* m, const ClosC* c, const RollC* r, double* q, double* v,
-                         double* qn, double* g, double* y, double* d, Work* w, CWork* cw) noexcept nogil:
-    """Gauss-Newton onto g(q) = 0 (minimum-norm steps), then v onto A v = 0."""
+                         double* qn, double* g, double* y, double* d, Work* w, CWork* cw,
+                         double* gmax) noexcept nogil:
+    """Gauss-Newton onto g(q) = 0 (minimum-norm steps), then v onto A v = 0.
+    ``gmax`` (or NULL) gets the larger of itself and max |g| before the
+    projection (the first iteration's rows)."""
     cdef int it, i, j, k, st, nr = c.m, nv = m.nv
     cdef double err, s
     cdef double* A = cw.Ad
@@ -187,6 +190,8 @@ cdef inline int _project(const ModelC* m, const ClosC* c, const RollC* r, double
         for i in range(nr):
             if fabs(g[i]) > err:
                 err = fabs(g[i])
+        if it == 0 and gmax != NULL and err > gmax[0]:
+            gmax[0] = err
         if err <= r.tol or it == 8:
             break
         _min_norm_correction(A, nr, nv, g, y, d, cw)          # q <- q exp(-A^+ g)
@@ -283,7 +288,7 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
     for i in range(nv):
         v[i] = v0[i]
     if c != NULL and r.project and r.project_start:
-        st = _project(m, c, r, q, v, qs, gg, y, d, w, cw)
+        st = _project(m, c, r, q, v, qs, gg, y, d, w, cw, NULL)
         if st != 0:
             return st
     for k in range(r.nsteps + 1):
@@ -327,17 +332,18 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
         for i in range(nv):
             if not (fabs(v[i]) < 1e300):
                 return -5
-        if c != NULL:
+        if c != NULL and r.project:
+            # the projection's first rows give max |g| before it
+            st = _project(m, c, r, q, v, qs, gg, y, d, w, cw, tmax)
+            if st != 0:
+                return st
+        elif c != NULL:
             st = constraint_rows(m, c, q, NULL, gg, NULL, NULL, w, cw)
             if st != 0:
                 return st
             for i in range(nr):
                 if fabs(gg[i]) > tmax[0]:
                     tmax[0] = fabs(gg[i])
-            if r.project:
-                st = _project(m, c, r, q, v, qs, gg, y, d, w, cw)
-                if st != 0:
-                    return st
     return 0
 
 
