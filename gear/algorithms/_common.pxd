@@ -45,7 +45,9 @@ cdef inline void forward_pass(const ModelC* m, const double* q, const double* dq
         V_i   = Ad_{T^{-1}_{lambda(i),i}} V_{lambda(i)} + S_i dq_i          (eq. 37)
         eta_i = ad_{V_i} S_i dq_i + dS_i dq_i                               (Table 3)
 
-    ``dq`` may be NULL (zero velocity): then V = eta = 0.
+    ``dq`` may be NULL (zero velocity): then V = eta = 0.  With
+    ``w.poses_ok`` (T and S already those of ``q``) the joint transforms
+    are taken as they are, once.
     """
     cdef int i, p, n, r
     cdef double Sdq[6]
@@ -53,13 +55,16 @@ cdef inline void forward_pass(const ModelC* m, const double* q, const double* dq
     cdef double* T
     cdef double* S
     cdef double* V
+    cdef bint poses = not w.poses_ok
+    w.poses_ok = False
     for i in range(m.nb):
         p = m.parent[i]
         n = m.nvi[i]
         T = w.T + 12 * i
         S = w.S + 36 * i
         V = w.V + 6 * i
-        jcalc_placed(m.jtype[i], m.jparam + 10 * i, q + m.iq[i], m.Xtree + 12 * i, T, S)
+        if poses:
+            jcalc_placed(m.jtype[i], m.jparam + 10 * i, q + m.iq[i], m.Xtree + 12 * i, T, S)
         if dq == NULL:
             for r in range(6):
                 V[r] = 0.0

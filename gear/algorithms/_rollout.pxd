@@ -283,6 +283,7 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
     cdef double* xs = lam + nr + 2                  # nq + 3 nv: the reference sample, commanded ddq
     cdef double t
     tmax[0] = 0.0
+    w.poses_ok = False           # (a previous state's projection may have left it set)
     for i in range(nq):
         q[i] = q0[i]
     for i in range(nv):
@@ -291,6 +292,7 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
         st = _project(m, c, r, q, v, qs, gg, y, d, w, cw, NULL)
         if st != 0:
             return st
+        w.poses_ok = True
     for k in range(r.nsteps + 1):
         t = (r.k0 + k) * r.dt            # as the Python loop counts time
         if k % r.record_every == 0 or k == r.nsteps:
@@ -337,6 +339,7 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
             st = _project(m, c, r, q, v, qs, gg, y, d, w, cw, tmax)
             if st != 0:
                 return st
+            w.poses_ok = True      # its last rows were at q: the next dynamics keeps its poses
         elif c != NULL:
             st = constraint_rows(m, c, q, NULL, gg, NULL, NULL, w, cw)
             if st != 0:
@@ -344,6 +347,7 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
             for i in range(nr):
                 if fabs(gg[i]) > tmax[0]:
                     tmax[0] = fabs(gg[i])
+    w.poses_ok = False
     return 0
 
 

@@ -37,6 +37,8 @@ cdef struct Work:
     double* A      # (nb, 6) Ad_{T^{-1}_{lambda(i),i}} dV_{lambda(i)}  (derivatives)
     double* D      # (nb, 36) per-direction tangents dV, ddV, dF (derivatives)
     double* C      # (nb, 10) composite inertias in the world frame (derivatives)
+    bint poses_ok  # T and S already hold the next forward_pass's q: it skips the joint
+                   # transforms once (set by the projecting rollout, gear/algorithms/_rollout.pxd)
 
 
 cdef enum:
@@ -59,6 +61,7 @@ cdef inline Work work_from(double* base, int nb) noexcept nogil:
     w.A = w.u + 6 * nb
     w.D = w.A + 6 * nb
     w.C = w.D + 36 * nb
+    w.poses_ok = False
     return w
 
 
