@@ -19,8 +19,11 @@ dV; derivatives with respect to q are taken along the right perturbation
 
 ``rnea_derivatives`` evaluates the columns p = q_k and p = dq_k for every k:
 a column of joint j only changes bodies in j's subtree (eq. 91) and, in the
-backward pass, a single wrench carried up j's ancestors, so a column costs
-O(size of the subtree + depth) and the full Jacobians O(n * nv).
+backward pass, a single wrench carried up j's ancestors.  In the world
+frame each body's wrench derivative is linear in three twists of the
+column, with coefficients that are sums over the subtree gathered once
+per state (``_subtree_terms``), so each entry of the Jacobians costs two
+short dot products (``_derivative_columns``).
 ``rnea_tangent`` evaluates one general direction (any mix of q, dq, ddq,
 inertia, placement, gravity and external-force perturbations).
 """
@@ -28,7 +31,7 @@ from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._common cimport S_mul, S_mul_add, St_mul, base_acceleration
 from gear.algorithms._rnea cimport rnea
 from gear.spatial._spatial cimport (Ad, Ad_inv, dAd_inv, ad, dad, inertia_mul, se3_mul,
-                                    inertia_to_parent)
+                                    inertia_to_parent, cross3)
 from gear.joints._jcalc cimport (jcalc, jcalc_dS, jcalc_has_dS, jcalc_dSdq, jcalc_ddSdq)
 
 
@@ -303,32 +306,137 @@ cdef inline void _world_add_acceleration(const ModelC* m, const double* ddq, Wor
                 w.Dinv[36 * p + 24 + r] += E[24 + r]
 
 
+cdef inline void _sym3_mul(const double* P, const double* x, double* out) noexcept nogil:
+    # out = P x, P symmetric 3 x 3 stored (xx, yy, zz, xy, xz, yz)
+    out[0] = P[0] * x[0] + P[3] * x[1] + P[4] * x[2]
+    out[1] = P[3] * x[0] + P[1] * x[1] + P[5] * x[2]
+    out[2] = P[4] * x[0] + P[5] * x[1] + P[2] * x[2]
+
+
+cdef inline void _subtree_terms(const ModelC* m, Work* w) noexcept nogil:
+    """The subtree sums the columns need, after _world_setup (or
+    _world_add_acceleration), for each body i (sums over the subtree of i):
+
+      Ic_i = sum I_k                       (w.C, as in the CRBA)
+      mu_i = sum h_k,  h_k = I_k V_k       (w.Dinv[36 i + 24:30])
+      P_i  = sum (Q_k + Q_k^T),  Q_k = Ibar_k [w_k] + v_k c_k^T - (c_k . v_k) 1
+                                           (w.Dinv[36 i + 18:24], symmetric)
+
+    (V_k = (w_k, v_k), I_k = (m_k, c_k, Ibar_k) about the world origin), and
+    for every dof r of joint i, with S = S_ir = (S_w, S_v) in the world frame,
+    G[54 i + 9 r] = (beta, Ic_i S),  beta = mu_w x S_w - P_i S_w + 2 mu_v x S_v."""
+    cdef int nb = m.nb
+    cdef int i, r, p, a, b
+    cdef double Q[9]
+    cdef double t[3]
+    cdef double u[3]
+    cdef double hv
+    cdef const double* I0
+    cdef const double* V0
+    cdef const double* S
+    cdef double* E
+    cdef double* g
+    for i in range(nb):
+        I0 = w.Ih + 36 * i + 12
+        V0 = I0 + 10
+        E = w.Dinv + 36 * i
+        # row a of Ibar [w] is Ibar_a x w
+        t[0] = I0[4]; t[1] = I0[7]; t[2] = I0[8]
+        cross3(t, V0, Q)
+        t[0] = I0[7]; t[1] = I0[5]; t[2] = I0[9]
+        cross3(t, V0, Q + 3)
+        t[0] = I0[8]; t[1] = I0[9]; t[2] = I0[6]
+        cross3(t, V0, Q + 6)
+        hv = I0[1] * V0[3] + I0[2] * V0[4] + I0[3] * V0[5]
+        for a in range(3):
+            for b in range(3):
+                Q[3 * a + b] += V0[3 + a] * I0[1 + b]
+        E[18] = 2.0 * (Q[0] - hv)
+        E[19] = 2.0 * (Q[4] - hv)
+        E[20] = 2.0 * (Q[8] - hv)
+        E[21] = Q[1] + Q[3]
+        E[22] = Q[2] + Q[6]
+        E[23] = Q[5] + Q[7]
+        for r in range(6):
+            E[24 + r] = E[r]
+        for r in range(10):
+            w.C[10 * i + r] = I0[r]
+    for i in range(nb - 1, -1, -1):
+        p = m.parent[i]
+        if p < 0:
+            continue
+        for r in range(12):
+            w.Dinv[36 * p + 18 + r] += w.Dinv[36 * i + 18 + r]
+        for r in range(10):
+            w.C[10 * p + r] += w.C[10 * i + r]
+    for i in range(nb):
+        E = w.Dinv + 36 * i
+        for r in range(m.nvi[i]):
+            S = w.U + 36 * i + 6 * r
+            g = w.G + 54 * i + 9 * r
+            cross3(E + 24, S, g)
+            _sym3_mul(E + 18, S, t)
+            cross3(E + 27, S + 3, u)
+            for a in range(3):
+                g[a] += 2.0 * u[a] - t[a]
+            inertia_mul(w.C + 10 * i, S, g + 3)
+
+
+cdef inline void _y_mul(const double* E, const double* x, double* out) noexcept nogil:
+    # out += Y x = (-mu_w x x_w - P x_w, -2 mu_v x x_w) with the subtree sums
+    # P = E[18:24], mu = E[24:30] of _subtree_terms
+    cdef double t[3]
+    cdef double u[3]
+    cdef int r
+    cross3(E + 24, x, t)
+    _sym3_mul(E + 18, x, u)
+    for r in range(3):
+        out[r] -= t[r] + u[r]
+    cross3(E + 27, x, t)
+    for r in range(3):
+        out[3 + r] -= 2.0 * t[r]
+
+
 cdef inline void _derivative_columns(const ModelC* m, const double* q, const double* dq,
                                      const double* ddq, double* dtau_dq, double* dtau_ddq,
                                      double* M, bint fallback, Work* w) noexcept nogil:
-    """The column loops of rnea_derivatives after _world_setup."""
+    """The column loops of rnea_derivatives after _world_setup.
+
+    Column k (dof c of joint j, world twist S) moves the bodies of j's
+    subtree; with w = ad_{V_lambda} S, y = ad_{A_lambda} S + ad_{V_lambda} w,
+    z = (ad_{V_j} + ad_{V_lambda}) S (see rnea_derivatives), each body
+    wrench derivative is linear in them,
+
+      df_i/dq_k  = X_i S + Y_i w + I_i y,   X_i = -ad*_(.) f_i (f_i its body wrench),
+      df_i/ddq_k = Y_i S + I_i z,           Y_i = -(ad*_(.) h_i + ad*_{V_i} I_i + I_i ad_{V_i}),
+
+    and so are their subtree sums, with X, Y, I summed over the subtree.
+    Y_i x depends on the angular part x_w of x only:
+    Y_i x = (-h_w x x_w - P_i x_w, -2 h_v x x_w) (``_subtree_terms``).  On a
+    body l of the subtree, dtau_l = S_l . (ad*_S F_l + dF_l), and the sum
+    of X over l's subtree is -ad*_(.) F_l: the two cancel, leaving
+
+      dtau_l/dq_k = beta_l . w_w + Ic_l S_l . y,   dtau_l/ddq_k = beta_l . S_w + Ic_l S_l . z
+
+    with (beta_l, Ic_l S_l) = G[l] precomputed: a dot product of 3 and one
+    of 6 per entry.  The ancestors of j see dF_j = -ad*_S F_j + Y_j w + Ic_j y
+    (and Y_j S + Ic_j z).  Joints whose S depends on q (universal, planar)
+    take the body-frame column recursion _column_subtree."""
     cdef int nb = m.nb, nv = m.nv
-    cdef int i, j, c, k, r, p, a, n, nj
+    cdef int i, j, c, k, r, p, a, n, nj, row
     cdef double dV0[6]
     cdef double zero6[6]
     cdef double t[6]
-    cdef double t2[6]
     cdef double wv[6]
     cdef double y[6]
     cdef double z[6]
-    cdef double adVS[6]
-    cdef double dSh[6]
-    cdef double e1[6]
-    cdef double e2[6]
-    cdef double* I0
-    cdef double* V0
-    cdef double* E
+    cdef double dFq[6]
+    cdef double dFv[6]
     cdef double* Vl
     cdef double* Al
     cdef const double* S
-    cdef double* dFq
-    cdef double* dFv
-    cdef bint root
+    cdef const double* g
+    cdef const double* E
     base_acceleration(m, True, dV0)
     for r in range(6):
         zero6[r] = 0.0
@@ -337,6 +445,7 @@ cdef inline void _derivative_columns(const ModelC* m, const double* q, const dou
         dtau_ddq[k] = 0.0
     if M != NULL:
         _mass_matrix_world(m, M, w)
+    _subtree_terms(m, w)
     for j in range(nb):
         nj = m.nvi[j]
         if nj == 0:
@@ -346,13 +455,13 @@ cdef inline void _derivative_columns(const ModelC* m, const double* q, const dou
                 _column_subtree(m, q, dq, ddq, j, c, dtau_dq, dtau_ddq, w)
             continue
         p = m.parent[j]
-        root = p < 0
         if p >= 0:
             Vl = w.Ih + 36 * p + 22
             Al = w.Ih + 36 * p + 28
         else:
             Vl = zero6
             Al = dV0
+        E = w.Dinv + 36 * j
         for c in range(nj):
             k = m.iv[j] + c
             S = w.U + 36 * j + 6 * c
@@ -364,85 +473,38 @@ cdef inline void _derivative_columns(const ModelC* m, const double* q, const dou
             ad(w.Ih + 36 * j + 22, S, z)        # z = (ad_{V_j} + ad_{V_lambda}) S
             for r in range(6):
                 z[r] += wv[r]
-            # local body-wrench derivatives over the subtree
+            # the subtree of j, j included
             for i in range(j, nb):
                 if not m.desc[j * nb + i]:
                     continue
-                I0 = w.Ih + 36 * i + 12
-                V0 = w.Ih + 36 * i + 22
-                E = w.Dinv + 36 * i
-                dFq = E + 18
-                dFv = E + 24
-                ad(V0, S, adVS)
-                dad(S, E, dSh)                  # ad*_S h
-                # q: -ad*_S p + ad*_{adVS - w} h + ad*_V (ad*_S h - I w) + I (y - ad_V w)
-                dad(S, E + 6, dFq)
-                for r in range(6):
-                    dFq[r] = -dFq[r]
-                if root:
-                    # V_lambda = 0: w = 0
-                    dad(adVS, E, t)
-                    for r in range(6):
-                        dFq[r] += t[r]
-                    dad(V0, dSh, t)
-                    for r in range(6):
-                        dFq[r] += t[r]
-                    inertia_mul(I0, y, t)
-                else:
-                    for r in range(6):
-                        e1[r] = adVS[r] - wv[r]
-                    dad(e1, E, t)
-                    inertia_mul(I0, wv, t2)
-                    for r in range(6):
-                        dFq[r] += t[r]
-                        e2[r] = dSh[r] - t2[r]
-                    dad(V0, e2, t)
-                    ad(V0, wv, t2)
-                    for r in range(6):
-                        dFq[r] += t[r]
-                        e1[r] = y[r] - t2[r]
-                    inertia_mul(I0, e1, t)
-                for r in range(6):
-                    dFq[r] += t[r]
-                # dq: -ad*_S h - ad*_V (I S) + I (z - ad_V S)
-                inertia_mul(I0, S, t)
-                dad(V0, t, dFv)
-                for r in range(6):
-                    dFv[r] = -dFv[r] - dSh[r]
-                    e1[r] = z[r] - adVS[r]
-                inertia_mul(I0, e1, t)
-                for r in range(6):
-                    dFv[r] += t[r]
-            # subtree sums and joint torques
-            for i in range(nb - 1, j - 1, -1):
-                if not m.desc[j * nb + i]:
-                    continue
-                n = m.nvi[i]
-                E = w.Dinv + 36 * i
-                dad(S, E + 12, t)               # ad*_S F_i  ((ad_S S_i)^T F_i term)
-                for r in range(6):
-                    t[r] += E[18 + r]
-                St_mul(w.U + 36 * i, n, t, t2)
-                for r in range(n):
-                    dtau_dq[(m.iv[i] + r) * nv + k] = t2[r]
-                St_mul(w.U + 36 * i, n, E + 24, t2)
-                for r in range(n):
-                    dtau_ddq[(m.iv[i] + r) * nv + k] = t2[r]
-                if i != j:
-                    p = m.parent[i]
-                    for r in range(6):
-                        w.Dinv[36 * p + 18 + r] += E[18 + r]
-                        w.Dinv[36 * p + 24 + r] += E[24 + r]
-            E = w.Dinv + 36 * j
-            a = m.parent[j]
+                for r in range(m.nvi[i]):
+                    g = w.G + 54 * i + 9 * r
+                    row = (m.iv[i] + r) * nv + k
+                    dtau_dq[row] = ((g[0] * wv[0] + g[1] * wv[1] + g[2] * wv[2])
+                                    + (g[3] * y[0] + g[4] * y[1] + g[5] * y[2])
+                                    + (g[6] * y[3] + g[7] * y[4] + g[8] * y[5]))
+                    dtau_ddq[row] = ((g[0] * S[0] + g[1] * S[1] + g[2] * S[2])
+                                     + (g[3] * z[0] + g[4] * z[1] + g[5] * z[2])
+                                     + (g[6] * z[3] + g[7] * z[4] + g[8] * z[5]))
+            if p < 0:
+                continue
+            # the ancestors: dF_j = -ad*_S F_j + Y_j w + Ic_j y, Y_j S + Ic_j z
+            dad(S, E + 12, dFq)
+            inertia_mul(w.C + 10 * j, y, t)
+            for r in range(6):
+                dFq[r] = t[r] - dFq[r]
+            _y_mul(E, wv, dFq)
+            inertia_mul(w.C + 10 * j, z, dFv)
+            _y_mul(E, S, dFv)
+            a = p
             while a >= 0:
                 n = m.nvi[a]
-                St_mul(w.U + 36 * a, n, E + 18, t2)
+                St_mul(w.U + 36 * a, n, dFq, t)
                 for r in range(n):
-                    dtau_dq[(m.iv[a] + r) * nv + k] = t2[r]
-                St_mul(w.U + 36 * a, n, E + 24, t2)
+                    dtau_dq[(m.iv[a] + r) * nv + k] = t[r]
+                St_mul(w.U + 36 * a, n, dFv, t)
                 for r in range(n):
-                    dtau_ddq[(m.iv[a] + r) * nv + k] = t2[r]
+                    dtau_ddq[(m.iv[a] + r) * nv + k] = t[r]
                 a = m.parent[a]
 
 

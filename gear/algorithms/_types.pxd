@@ -37,12 +37,14 @@ cdef struct Work:
     double* A      # (nb, 6) Ad_{T^{-1}_{lambda(i),i}} dV_{lambda(i)}  (derivatives)
     double* D      # (nb, 36) per-direction tangents dV, ddV, dF (derivatives)
     double* C      # (nb, 10) composite inertias in the world frame (derivatives)
+    double* G      # (nb, 54) derivatives: per dof r of joint i, (Y_i^T S_ir)_angular (3)
+                   # and Ic_i S_ir (6) at G[54 i + 9 r] (_derivatives.pxd)
     bint poses_ok  # T and S already hold the next forward_pass's q: it skips the joint
                    # transforms once (set by the projecting rollout, gear/algorithms/_rollout.pxd)
 
 
 cdef enum:
-    WORK_PER_BODY = 12 + 36 + 6 + 6 + 6 + 6 + 36 + 6 + 36 + 36 + 6 + 6 + 36 + 10
+    WORK_PER_BODY = 12 + 36 + 6 + 6 + 6 + 6 + 36 + 6 + 36 + 36 + 6 + 6 + 36 + 10 + 54
 
 
 cdef inline Work work_from(double* base, int nb) noexcept nogil:
@@ -61,6 +63,7 @@ cdef inline Work work_from(double* base, int nb) noexcept nogil:
     w.A = w.u + 6 * nb
     w.D = w.A + 6 * nb
     w.C = w.D + 36 * nb
+    w.G = w.C + 10 * nb
     w.poses_ok = False
     return w
 
