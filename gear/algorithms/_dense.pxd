@@ -24,24 +24,26 @@ cdef inline double dot(const double* a, const double* b, int n) noexcept nogil:
 cdef inline int chol_factor(double* A, int n, double rtol=0.0) noexcept nogil:
     """In-place lower Cholesky factor of an SPD n x n matrix (upper part left
     as is).  Returns 0, or 1 + the first pivot that is not above ``rtol``
-    times the largest diagonal entry (singular or indefinite)."""
-    cdef int i, j, k
-    cdef double s, dmax = 0.0
+    times the largest diagonal entry (singular or indefinite).
+
+    Left-looking, by rows: each entry is its row's dot product with the
+    pivot row (:func:`dot`, four running sums, contiguous)."""
+    cdef int i, j
+    cdef double s, inv, dmax = 0.0
+    cdef double* Aj
     for j in range(n):
         if A[j * n + j] > dmax:
             dmax = A[j * n + j]
     for j in range(n):
-        s = A[j * n + j]
-        for k in range(j):
-            s -= A[j * n + k] * A[j * n + k]
+        Aj = A + j * n
+        s = Aj[j] - dot(Aj, Aj, j)
         if not (s > rtol * dmax) or not (s > 0.0):
             return 1 + j
         s = sqrt(s)
-        A[j * n + j] = s
+        Aj[j] = s
+        inv = 1.0 / s
         for i in range(j + 1, n):
-            for k in range(j):
-                A[i * n + j] -= A[i * n + k] * A[j * n + k]
-            A[i * n + j] /= s
+            A[i * n + j] = (A[i * n + j] - dot(A + i * n, Aj, j)) * inv
     return 0
 
 
@@ -96,25 +98,39 @@ cdef inline int chol_inv(double* A, int n, double* Ainv) noexcept nogil:
 cdef inline void chol_inverse(const double* L, int n, double* Ainv, double* Y) noexcept nogil:
     """Ainv = A^{-1} = L^{-T} L^{-1} from the factor of chol_factor, in about
     n^3/3 multiply-adds: Y = L^{-1} (lower triangular), then Ainv = Y^T Y
-    (one triangle, mirrored).  Y: n x n scratch."""
+    (the lower triangle, mirrored).  Y: n x n scratch.  Both by rows, as
+    contiguous row updates ``row_i += a row_k`` that the compiler
+    vectorises: row i of Y is ``-(sum_k L_ik Y_k) / L_ii`` over k < i, and
+    ``Y^T Y`` is the sum over k of the outer products of the rows of Y."""
     cdef int i, j, k
-    cdef double s
+    cdef double a, inv
+    cdef double* Yi
+    cdef const double* Yk
+    cdef double* Ai
     for i in range(n * n):
         Y[i] = 0.0
+        Ainv[i] = 0.0
     for i in range(n):
-        Y[i * n + i] = 1.0 / L[i * n + i]
+        Yi = Y + i * n
+        for k in range(i):
+            a = L[i * n + k]
+            Yk = Y + k * n
+            for j in range(k + 1):
+                Yi[j] += a * Yk[j]
+        inv = 1.0 / L[i * n + i]
         for j in range(i):
-            s = 0.0
-            for k in range(j, i):
-                s += L[i * n + k] * Y[k * n + j]
-            Y[i * n + j] = -s / L[i * n + i]
+            Yi[j] = -Yi[j] * inv
+        Yi[i] = inv
+    for k in range(n):
+        Yk = Y + k * n
+        for i in range(k + 1):
+            a = Yk[i]
+            Ai = Ainv + i * n
+            for j in range(i + 1):
+                Ai[j] += a * Yk[j]
     for i in range(n):
-        for j in range(i, n):
-            s = 0.0
-            for k in range(j, n):
-                s += Y[k * n + i] * Y[k * n + j]
-            Ainv[i * n + j] = s
-            Ainv[j * n + i] = s
+        for j in range(i):
+            Ainv[j * n + i] = Ainv[i * n + j]
 
 
 # ---------------------------------------------------------------------------
