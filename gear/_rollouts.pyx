@@ -5,7 +5,7 @@ trees and closed chains."""
 from cython.parallel cimport prange, parallel
 from libc.stdlib cimport malloc, free
 
-from gear.algorithms._types cimport Work, work_from, Lanes, lanes_from, lanes_size
+from gear.algorithms._types cimport Work, work_from, Lanes, lanes_from, lanes_size, lanes_aligned, LANES_SLACK
 from gear.algorithms._rollout cimport (RollC, rollout as _rollout, rollout_scratch, rollout_lanes,
                                        rollout_lanes_scratch)
 from gear.spatial._lanes cimport LANES
@@ -43,6 +43,7 @@ def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[
     cdef Work w
     cdef CWork cw
     cdef double* buf
+    cdef double* lbuf
     r.integrator = integrator
     r.nsteps = nsteps
     r.dt = dt
@@ -77,17 +78,18 @@ def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[
     cdef Py_ssize_t lsize = lanes_size(nb, LANES) + rollout_lanes_scratch(nq, nv) if nblk > 0 else 0
     cdef Lanes lw
     with nogil, parallel(num_threads=max(1, min(nthreads, <int> (nblk + N - kb)))):
-        buf = <double*> malloc((wsize + cwsize + ssize + 1 + lsize) * sizeof(double))
+        buf = <double*> malloc((wsize + cwsize + ssize + 1 + lsize + LANES_SLACK) * sizeof(double))
         w = work_from(buf, nb)
         cw = cwork_from_c(cp, buf + wsize, nb, nv, m, True)
         cw.chol = gear_chol_clone(cd.h0) if cp != NULL and cp.mx != NULL else NULL
-        lw = lanes_from(buf + wsize + cwsize + ssize + 1, nb, LANES)
+        lbuf = lanes_aligned(buf + wsize + cwsize + ssize + 1)
+        lw = lanes_from(lbuf, nb, LANES)
         for b in prange(nblk + N - kb, schedule='dynamic'):
             if b < nblk:
                 k = b * LANES
                 st = rollout_lanes(&md.c, &r, qp + k * nq, _row(vp, k, nv), _row(tp, k, nv),
                                    Qp + k * T * nq, _orow(Vp, k, T * nv), &w, &lw,
-                                   buf + wsize + cwsize + ssize + 1 + lanes_size(nb, LANES))
+                                   lbuf + lanes_size(nb, LANES))
                 for j in range(k, k + LANES):
                     tmax[j] = 0.0
                     if st != 0:

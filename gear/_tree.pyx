@@ -15,7 +15,7 @@ from libc.math cimport fabs, sqrt
 
 import numpy as np
 
-from gear.algorithms._types cimport ModelC, Work, work_from, Lanes, lanes_from, lanes_size
+from gear.algorithms._types cimport ModelC, Work, work_from, Lanes, lanes_from, lanes_size, lanes_aligned, LANES_SLACK
 from gear.algorithms._rnea cimport rnea as _rnea, rnea_lanes as _rnea_lanes
 from gear.spatial._lanes cimport LANES, l_sin_cos
 from gear.spatial._v4 cimport v4
@@ -148,10 +148,10 @@ cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
     if N == 1 or nthreads <= 1:
         w = work_from(&md.ws[0], nb)
         if nblk > 0:
-            lbuf = <double*> malloc(lsize * sizeof(double))
+            lbuf = <double*> malloc((lsize + LANES_SLACK) * sizeof(double))
             if lbuf == NULL:
                 raise MemoryError()
-            lw = lanes_from(lbuf, nb, LANES)
+            lw = lanes_from(lanes_aligned(lbuf), nb, LANES)
             for b in range(nblk):
                 _block(&md.c, c, b * LANES, &lw, &w, &md.ws[wsize])
             free(lbuf)
@@ -161,9 +161,9 @@ cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
                 c.status[k] = st
         return
     with nogil, parallel(num_threads=nthreads):
-        buf = <double*> malloc((wsize + extra + 1 + lsize) * sizeof(double))
+        buf = <double*> malloc((wsize + extra + 1 + lsize + LANES_SLACK) * sizeof(double))
         w = work_from(buf, nb)
-        lw = lanes_from(buf + wsize + extra + 1, nb, LANES)
+        lw = lanes_from(lanes_aligned(buf + wsize + extra + 1), nb, LANES)
         for b in prange(nblk + N - k0, schedule='static'):
             if b < nblk:
                 _block(&md.c, c, b * LANES, &lw, &w, buf + wsize)

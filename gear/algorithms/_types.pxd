@@ -1,5 +1,6 @@
 # cython: language_level=3
 """Frozen model arrays and per-state workspace shared by all kernels."""
+from libc.stdint cimport uintptr_t
 
 cdef struct ModelC:
     int nb            # number of bodies (one joint each)
@@ -118,6 +119,17 @@ cdef inline Lanes lanes_from(double* base, int nb, int lanes) noexcept nogil:
     w.Pi = w.t + 6 * lanes
     w.dV0 = w.Pi + 36 * lanes
     return w
+
+
+cdef enum:
+    LANES_SLACK = 8    # doubles a lanes workspace is allocated beyond lanes_size, for lanes_aligned
+
+
+cdef inline double* lanes_aligned(double* p) noexcept nogil:
+    # the first 64-byte boundary at or after p: a lanes workspace starts there,
+    # so that no vector of four doubles straddles two cache lines (misaligned
+    # by 16 bytes, the tree rollouts lost 13-15 %)
+    return <double*> ((<uintptr_t> p + 63) & ~(<uintptr_t> 63))
 
 
 cdef inline Py_ssize_t lanes_size(int nb, int lanes) noexcept nogil:
