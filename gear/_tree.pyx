@@ -24,7 +24,8 @@ from gear.algorithms._aba cimport hybrid as _hybrid, hybrid_lanes as _hybrid_lan
 from gear.algorithms._crba cimport crba as _crba, crba_lanes as _crba_lanes
 from gear.algorithms._fk cimport fk as _fk, fk_lanes as _fk_lanes
 from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_derivatives as _aba_d,
-                                           rnea_tangent as _rnea_t)
+                                           rnea_tangent as _rnea_t,
+                                           rnea_derivatives_lanes as _rnea_d_lanes)
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv, jcalc_dSdq, jcalc_ddSdq
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear._data cimport (ModelData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec, _quats_ok, _empty,
@@ -94,7 +95,8 @@ cdef inline int _one(const ModelC* m, const Call* c, Py_ssize_t k, Work* w,
 
 cdef inline bint _has_lanes(const Call* c) noexcept nogil:
     # the kernels with a lane version (several states per instruction)
-    return c.kind == K_RNEA or c.kind == K_CRBA or c.kind == K_HYBRID or c.kind == K_FK
+    return (c.kind == K_RNEA or c.kind == K_CRBA or c.kind == K_HYBRID or c.kind == K_FK
+            or c.kind == K_RNEA_D)
 
 
 cdef inline void _block(const ModelC* m, const Call* c, Py_ssize_t k, Lanes* lw, Work* w,
@@ -113,6 +115,11 @@ cdef inline void _block(const ModelC* m, const Call* c, Py_ssize_t k, Lanes* lw,
         # o1 = poses (so1 per state), o2 = twists or NULL
         _fk_lanes(m, c.q + k * m.nq, _row(c.dq, k, m.nv), c.o1 + k * c.so1, c.so1, _orow(c.o2, k, c.so),
                   c.so, lw)
+    elif c.kind == K_RNEA_D:
+        # 1: a joint whose S depends on q, each state alone below
+        st = _rnea_d_lanes(m, c.q + k * m.nq, _row(c.dq, k, m.nv), _row(c.ddq, k, m.nv),
+                           _row(c.fext, k, 6 * m.nb), c.o1 + k * c.so, c.o2 + k * c.so, c.o3 + k * c.so,
+                           c.so, lw)
     else:
         # o1 = ddq, o2 = tau, both read and written in place
         st = _hybrid_lanes(m, c.q + k * m.nq, _row(c.dq, k, m.nv), c.o1 + k * c.so, c.o2 + k * c.so, c.so,

@@ -244,3 +244,25 @@ def test_forward_kinematics_batch_equals_single_states_on_every_joint_kind(kind,
             p, v = gear.forward_kinematics(model, q[k], dq[k])
             assert np.array_equal(P[k], p) and np.array_equal(V[k], v), (kind, k)
             assert np.array_equal(np.asarray(P0[k]), np.asarray(gear.forward_kinematics(model, q[k])))
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_inverse_dynamics_derivatives_batch_equals_single_states_on_every_joint_kind(kind, threads):
+    """The Jacobians of RNEA and M four states at a time
+    (``rnea_derivatives_lanes``; universal and planar joints, whose S
+    depends on q, go one state at a time) equal single calls bit for bit,
+    with and without velocities and external wrenches."""
+    rng = np.random.default_rng(50 + ALL_KINDS.index(kind))
+    model = random_tree(rng, nbodies=8, kinds=[kind, "revolute"], root_free=kind == "free")
+    for N in (1, 4, 5, 11):
+        q = model.random_configuration(rng, n=N)
+        dq, ddq = rng.standard_normal((2, N, model.nv))
+        fe = rng.standard_normal((N, model.nbodies, 6))
+        for v, f in ((dq, None), (dq, fe), (np.zeros_like(dq), None)):
+            ref = [np.array(x) for x in zip(*[gear.inverse_dynamics_derivatives(
+                model, q[k], v[k], ddq[k], None if f is None else f[k]) for k in range(N)])]
+            for n in (1, 2):
+                threads(n)
+                got = gear.inverse_dynamics_derivatives(model, q, v, ddq, f)
+                for a, b in zip(got, ref):
+                    assert np.array_equal(a, b), (kind, N, n)

@@ -27,13 +27,16 @@ short dot products (``_derivative_columns``).
 ``rnea_tangent`` evaluates one general direction (any mix of q, dq, ddq,
 inertia, placement, gravity and external-force perturbations).
 """
-from gear.algorithms._types cimport ModelC, Work
-from gear.algorithms._common cimport S_mul, S_mul_add, St_mul, base_acceleration
-from gear.algorithms._rnea cimport rnea
+from gear.algorithms._types cimport ModelC, Work, Lanes
+from gear.algorithms._common cimport S_mul, S_mul_add, St_mul, base_acceleration, world_pose_lanes
+from gear.algorithms._rnea cimport rnea, rnea_lanes
+from gear.spatial._lanes cimport (LANES, l_Ad, l_ad, l_dad, l_cross3, l_dAd_inv_add, l_inertia_mul,
+                                  l_inertia_to_parent, l_dot)
 from gear.spatial._spatial cimport (Ad, Ad_inv, dAd_inv, ad, dad, inertia_mul, se3_mul,
                                     inertia_to_parent, cross3)
-from gear.spatial._v4 cimport v4, splat
-from gear.joints._jcalc cimport (jcalc, jcalc_dS, jcalc_has_dS, jcalc_dSdq, jcalc_ddSdq)
+from gear.spatial._v4 cimport v4, splat, gather
+from gear.joints._jcalc cimport (jcalc, jcalc_dS, jcalc_has_dS, jcalc_dSdq, jcalc_ddSdq,
+                                 jcalc_lanes_kind)
 
 
 cdef inline void _body_force_tangent(const double* I, const double* dI, const double* V,
@@ -775,3 +778,236 @@ cdef inline void _neg_matmul_inplace(const double* A, double* B, int n, double* 
         i += 1
     for i in range(n * n):
         B[i] = tmp[i]
+
+
+# ---------------------------------------------------------------------------
+# Four states at once
+# ---------------------------------------------------------------------------
+cdef inline void _l_y_mul(const double* E, const double* x, double* out) noexcept nogil:
+    # _y_mul on LANES states (E: their Work.Dinv rows in the lane layout)
+    cdef v4 t[3]
+    cdef v4 u[3]
+    cdef const v4* P = (<const v4*> E) + 18
+    cdef const v4* x4 = <const v4*> x
+    cdef v4* o = <v4*> out
+    cdef int r
+    l_cross3(E + 24 * LANES, x, <double*> t)
+    u[0] = P[0] * x4[0] + P[3] * x4[1] + P[4] * x4[2]
+    u[1] = P[3] * x4[0] + P[1] * x4[1] + P[5] * x4[2]
+    u[2] = P[4] * x4[0] + P[5] * x4[1] + P[2] * x4[2]
+    for r in range(3):
+        o[r] = o[r] - (t[r] + u[r])
+    l_cross3(E + 27 * LANES, x, <double*> t)
+    for r in range(3):
+        o[3 + r] = o[3 + r] - 2.0 * t[r]
+
+
+cdef inline void _l_scatter(v4 d, double* out, Py_ssize_t so) noexcept nogil:
+    # lane l of d to out[l so]
+    cdef int l
+    for l in range(LANES):
+        out[l * so] = (<double*> &d)[l]
+
+
+cdef inline int rnea_derivatives_lanes(const ModelC* m, const double* q, const double* dq,
+                                       const double* ddq, const double* fext, double* dtau_dq,
+                                       double* dtau_ddq, double* M, Py_ssize_t so,
+                                       Lanes* w) noexcept nogil:
+    """``rnea_derivatives`` on ``LANES`` consecutive states of a batch (lane
+    ``l``: ``q + l nq``, ``dq`` and ``ddq + l nv``, ``fext + l 6 nb``, the
+    outputs ``+ l so``): RNEA (``rnea_lanes``), the world quantities, the
+    subtree sums and the columns on all lanes at once, ``_world_setup``,
+    ``_subtree_terms``, ``_mass_matrix_world`` and ``_derivative_columns``
+    term for term (the same bits).  Returns 1, computing nothing, when a
+    joint's S depends on q (universal, planar): their body-frame column
+    recursion takes one state at a time."""
+    cdef int nb = m.nb, nv = m.nv, L = LANES
+    cdef int i, j, c, k, r, p, a, n, nj, l, row
+    cdef double* T0
+    cdef double* I0
+    cdef double* V0
+    cdef double* E
+    cdef double* Ic
+    cdef double* Vl
+    cdef double* Al
+    cdef double* U = w.Us
+    cdef const double* S
+    cdef const v4* S4
+    cdef const v4* I4
+    cdef const v4* V4
+    cdef const v4* g
+    cdef v4* E4
+    cdef v4* q4
+    cdef v4 Sl[6]
+    cdef v4 t[6]
+    cdef v4 wv[6]
+    cdef v4 y[6]
+    cdef v4 z[6]
+    cdef v4 dFq[6]
+    cdef v4 dFv[6]
+    cdef v4 zero6[6]
+    cdef v4 dV0[6]
+    cdef v4 Q[9]
+    cdef v4 u3[3]
+    cdef v4 hv, d
+    cdef double x[6]
+    for i in range(nb):
+        if jcalc_has_dS(m.jtype[i]):
+            return 1
+    # RNEA (tau into dtau_dq, cleared below), then the world quantities
+    rnea_lanes(m, q, dq, ddq, fext, True, dtau_dq, so, w)
+    for i in range(nb):
+        T0 = world_pose_lanes(m, i, w)
+        I0 = T0 + 12 * L
+        V0 = T0 + 22 * L
+        E = w.Dinvs + 36 * L * i
+        l_inertia_to_parent(T0, m.inertia + 10 * i, I0)
+        l_Ad(T0, w.V + 6 * L * i, V0)
+        l_Ad(T0, w.dV + 6 * L * i, T0 + 28 * L)
+        for c in range(m.nvi[i]):
+            for r in range(6):
+                if jcalc_lanes_kind(m.jtype[i]):
+                    Sl[r] = splat(w.S[36 * i + 6 * c + r])
+                else:
+                    Sl[r] = gather(w.S + 36 * i + 6 * c + r, 36 * nb)
+            l_Ad(T0, <double*> Sl, U + 36 * L * i + 6 * L * c)
+        l_inertia_mul(I0, V0, E)
+        l_inertia_mul(I0, T0 + 28 * L, E + 6 * L)
+        E4 = <v4*> E
+        if fext != NULL:
+            for r in range(6):
+                Sl[r] = gather(fext + 6 * i + r, 6 * nb)
+                t[r] = splat(0.0)
+            l_dAd_inv_add(T0, <double*> Sl, <double*> t)
+            for r in range(6):
+                E4[6 + r] = E4[6 + r] - t[r]
+        for r in range(6):
+            E4[12 + r] = splat(0.0)
+        l_dAd_inv_add(T0, w.F + 6 * L * i, E + 12 * L)
+    # the subtree sums (_subtree_terms; the composite inertias in place of I0)
+    for i in range(nb):
+        I4 = <const v4*> (w.Ih + 36 * L * i + 12 * L)
+        V4 = I4 + 10
+        E4 = <v4*> (w.Dinvs + 36 * L * i)
+        t[0] = I4[4]; t[1] = I4[7]; t[2] = I4[8]
+        l_cross3(<double*> t, <const double*> V4, <double*> Q)
+        t[0] = I4[7]; t[1] = I4[5]; t[2] = I4[9]
+        l_cross3(<double*> t, <const double*> V4, <double*> (Q + 3))
+        t[0] = I4[8]; t[1] = I4[9]; t[2] = I4[6]
+        l_cross3(<double*> t, <const double*> V4, <double*> (Q + 6))
+        hv = I4[1] * V4[3] + I4[2] * V4[4] + I4[3] * V4[5]
+        for a in range(3):
+            for r in range(3):
+                Q[3 * a + r] = Q[3 * a + r] + V4[3 + a] * I4[1 + r]
+        E4[18] = 2.0 * (Q[0] - hv)
+        E4[19] = 2.0 * (Q[4] - hv)
+        E4[20] = 2.0 * (Q[8] - hv)
+        E4[21] = Q[1] + Q[3]
+        E4[22] = Q[2] + Q[6]
+        E4[23] = Q[5] + Q[7]
+        for r in range(6):
+            E4[24 + r] = E4[r]
+    for i in range(nb - 1, -1, -1):
+        p = m.parent[i]
+        if p < 0:
+            continue
+        for r in range(12 * L):
+            w.Dinvs[36 * L * p + 18 * L + r] += w.Dinvs[36 * L * i + 18 * L + r]
+        for r in range(10 * L):
+            w.Ih[36 * L * p + 12 * L + r] += w.Ih[36 * L * i + 12 * L + r]
+    for i in range(nb):
+        E = w.Dinvs + 36 * L * i
+        E4 = <v4*> E
+        for r in range(m.nvi[i]):
+            S = U + 36 * L * i + 6 * L * r
+            S4 = <const v4*> S
+            q4 = <v4*> (w.G + 54 * L * i + 9 * L * r)
+            l_cross3(E + 24 * L, S, <double*> q4)
+            t[0] = E4[18] * S4[0] + E4[21] * S4[1] + E4[22] * S4[2]
+            t[1] = E4[21] * S4[0] + E4[19] * S4[1] + E4[23] * S4[2]
+            t[2] = E4[22] * S4[0] + E4[23] * S4[1] + E4[20] * S4[2]
+            l_cross3(E + 27 * L, S + 3 * L, <double*> u3)
+            for a in range(3):
+                q4[a] = q4[a] + (2.0 * u3[a] - t[a])
+            l_inertia_mul(w.Ih + 36 * L * i + 12 * L, S, <double*> (q4 + 3))
+    # the outputs: cleared, M (_mass_matrix_world), then the columns
+    for l in range(L):
+        for k in range(nv * nv):
+            dtau_dq[l * so + k] = 0.0
+            dtau_ddq[l * so + k] = 0.0
+            if M != NULL:
+                M[l * so + k] = 0.0
+    if M != NULL:
+        for i in range(nb):
+            Ic = w.Ih + 36 * L * i + 12 * L
+            for c in range(m.nvi[i]):
+                l_inertia_mul(Ic, U + 36 * L * i + 6 * L * c, <double*> t)
+                j = i
+                while j >= 0:
+                    for r in range(m.nvi[j]):
+                        l_dot(U + 36 * L * j + 6 * L * r, <double*> t, <double*> &d)
+                        _l_scatter(d, M + (m.iv[j] + r) * nv + m.iv[i] + c, so)
+                        _l_scatter(d, M + (m.iv[i] + c) * nv + m.iv[j] + r, so)
+                    j = m.parent[j]
+    base_acceleration(m, True, x)
+    for r in range(6):
+        dV0[r] = splat(x[r])
+        zero6[r] = splat(0.0)
+    for j in range(nb):
+        nj = m.nvi[j]
+        if nj == 0:
+            continue
+        p = m.parent[j]
+        if p >= 0:
+            Vl = w.Ih + 36 * L * p + 22 * L
+            Al = w.Ih + 36 * L * p + 28 * L
+        else:
+            Vl = <double*> zero6
+            Al = <double*> dV0
+        E = w.Dinvs + 36 * L * j
+        Ic = w.Ih + 36 * L * j + 12 * L
+        for c in range(nj):
+            k = m.iv[j] + c
+            S = U + 36 * L * j + 6 * L * c
+            S4 = <const v4*> S
+            l_ad(Vl, S, <double*> wv)
+            l_ad(Al, S, <double*> y)
+            l_ad(Vl, <double*> wv, <double*> t)
+            for r in range(6):
+                y[r] = y[r] + t[r]
+            l_ad(w.Ih + 36 * L * j + 22 * L, S, <double*> z)
+            for r in range(6):
+                z[r] = z[r] + wv[r]
+            for i in range(j, nb):
+                if not m.desc[j * nb + i]:
+                    continue
+                for r in range(m.nvi[i]):
+                    g = <const v4*> (w.G + 54 * L * i + 9 * L * r)
+                    row = (m.iv[i] + r) * nv + k
+                    d = ((g[0] * wv[0] + g[1] * wv[1] + g[2] * wv[2])
+                         + (g[3] * y[0] + g[4] * y[1] + g[5] * y[2])
+                         + (g[6] * y[3] + g[7] * y[4] + g[8] * y[5]))
+                    _l_scatter(d, dtau_dq + row, so)
+                    d = ((g[0] * S4[0] + g[1] * S4[1] + g[2] * S4[2])
+                         + (g[3] * z[0] + g[4] * z[1] + g[5] * z[2])
+                         + (g[6] * z[3] + g[7] * z[4] + g[8] * z[5]))
+                    _l_scatter(d, dtau_ddq + row, so)
+            if p < 0:
+                continue
+            l_dad(S, E + 12 * L, <double*> dFq)
+            l_inertia_mul(Ic, <double*> y, <double*> t)
+            for r in range(6):
+                dFq[r] = t[r] - dFq[r]
+            _l_y_mul(E, <double*> wv, <double*> dFq)
+            l_inertia_mul(Ic, <double*> z, <double*> dFv)
+            _l_y_mul(E, S, <double*> dFv)
+            a = p
+            while a >= 0:
+                n = m.nvi[a]
+                for r in range(n):
+                    l_dot(U + 36 * L * a + 6 * L * r, <double*> dFq, <double*> &d)
+                    _l_scatter(d, dtau_dq + (m.iv[a] + r) * nv + k, so)
+                    l_dot(U + 36 * L * a + 6 * L * r, <double*> dFv, <double*> &d)
+                    _l_scatter(d, dtau_ddq + (m.iv[a] + r) * nv + k, so)
+                a = m.parent[a]
+    return 0

@@ -94,6 +94,9 @@ cdef struct Lanes:
     double* t      # (6, LANES) scratch
     double* Pi     # (36, LANES) scratch: Pi_i; Ihat_i dV_i + Bhat_i (prescribed joints)
     double* dV0    # (6, LANES) the base acceleration (0, -g)
+    double* G      # (nb, 54, LANES) derivatives: Work.G's per-dof vectors; they also
+                   # keep world quantities in Ih (T0 | I0, then Ic | V0 | A0), the
+                   # world S columns in Us and Work.Dinv's (h | p | F0 | P | mu) in Dinvs
 
 
 cdef inline Lanes lanes_from(double* base, int nb, int lanes) noexcept nogil:
@@ -118,6 +121,7 @@ cdef inline Lanes lanes_from(double* base, int nb, int lanes) noexcept nogil:
     w.t = w.us + 6 * lanes * nb
     w.Pi = w.t + 6 * lanes
     w.dV0 = w.Pi + 36 * lanes
+    w.G = w.dV0 + 6 * lanes
     return w
 
 
@@ -133,4 +137,4 @@ cdef inline double* lanes_aligned(double* p) noexcept nogil:
 
 
 cdef inline Py_ssize_t lanes_size(int nb, int lanes) noexcept nogil:
-    return (12 + 6 * 6 + 36 + 6 + 6 + 2 + 36 * 3 + 6) * lanes * nb + 48 * lanes
+    return (12 + 6 * 6 + 36 + 6 + 6 + 2 + 36 * 3 + 6 + 54) * lanes * nb + 48 * lanes

@@ -88,6 +88,16 @@ cdef inline void l_dAd_inv_add(const double* T, const double* F, double* out) no
     o[5] += f2
 
 
+cdef inline void l_cross3(const double* a, const double* b, double* out) noexcept nogil:
+    # out = a x b   (_spatial.cross3); out may not alias
+    cdef const v4* a4 = <const v4*> a
+    cdef const v4* b4 = <const v4*> b
+    cdef v4* o = <v4*> out
+    o[0] = a4[1] * b4[2] - a4[2] * b4[1]
+    o[1] = a4[2] * b4[0] - a4[0] * b4[2]
+    o[2] = a4[0] * b4[1] - a4[1] * b4[0]
+
+
 cdef inline void l_ad(const double* V, const double* X, double* out) noexcept nogil:
     # ad_V X = (w x xw, v x xw + w x xv)   (_spatial.ad)
     cdef const v4* V4 = <const v4*> V
@@ -120,6 +130,11 @@ cdef inline void _l_dad(const v4* V4, const v4* P, v4* o) noexcept nogil:
     o[3] = P[4] * V4[2] - P[5] * V4[1]
     o[4] = P[5] * V4[0] - P[3] * V4[2]
     o[5] = P[3] * V4[1] - P[4] * V4[0]
+
+
+cdef inline void l_dad(const double* V, const double* F, double* out) noexcept nogil:
+    # out = ad*_V F   (_spatial.dad); out may not alias
+    _l_dad(<const v4*> V, <const v4*> F, <v4*> out)
 
 
 cdef inline void l_inertia_force(const double* I, const double* V, const double* dV, double* out) noexcept nogil:
