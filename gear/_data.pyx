@@ -12,6 +12,7 @@ cimport openmp
 import numpy as np
 
 from gear.algorithms._types cimport WORK_PER_BODY
+from gear.spatial._lanes cimport LANES
 from gear.algorithms._spchol cimport spchol_set
 from gear.constraints._cwork cimport SpInv, SpKKT, cwork_size, cwork_size_c
 from gear.maximal._kernel cimport (MaxC, maximal_scratch, gear_chol, gear_chol_available, gear_chol_new,
@@ -110,7 +111,7 @@ cdef class ModelData:
         self.c.g[1] = gravity[1]
         self.c.g[2] = gravity[2]
         self.wsize = WORK_PER_BODY * nb
-        self.ws = np.zeros(self.wsize + 2 * nv * nv + 1)   # + scratch of K_ABA_D
+        self.ws = np.zeros(self.wsize + 2 * LANES * nv * nv + 1)   # + scratch of K_ABA_D (four states)
         at = []
         jt = []
         for k in range(nb):

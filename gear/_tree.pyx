@@ -25,7 +25,8 @@ from gear.algorithms._crba cimport crba as _crba, crba_lanes as _crba_lanes
 from gear.algorithms._fk cimport fk as _fk, fk_lanes as _fk_lanes
 from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_derivatives as _aba_d,
                                            rnea_tangent as _rnea_t,
-                                           rnea_derivatives_lanes as _rnea_d_lanes)
+                                           rnea_derivatives_lanes as _rnea_d_lanes,
+                                           aba_derivatives_lanes as _aba_d_lanes)
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv, jcalc_dSdq, jcalc_ddSdq
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear._data cimport (ModelData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec, _quats_ok, _empty,
@@ -96,7 +97,7 @@ cdef inline int _one(const ModelC* m, const Call* c, Py_ssize_t k, Work* w,
 cdef inline bint _has_lanes(const Call* c) noexcept nogil:
     # the kernels with a lane version (several states per instruction)
     return (c.kind == K_RNEA or c.kind == K_CRBA or c.kind == K_HYBRID or c.kind == K_FK
-            or c.kind == K_RNEA_D)
+            or c.kind == K_RNEA_D or c.kind == K_ABA_D)
 
 
 cdef inline void _block(const ModelC* m, const Call* c, Py_ssize_t k, Lanes* lw, Work* w,
@@ -120,6 +121,12 @@ cdef inline void _block(const ModelC* m, const Call* c, Py_ssize_t k, Lanes* lw,
         st = _rnea_d_lanes(m, c.q + k * m.nq, _row(c.dq, k, m.nv), _row(c.ddq, k, m.nv),
                            _row(c.fext, k, 6 * m.nb), c.o1 + k * c.so, c.o2 + k * c.so, c.o3 + k * c.so,
                            c.so, lw)
+    elif c.kind == K_ABA_D:
+        # as _one's; scratch: LANES x 2 nv x nv.  1: not covered, -1: some M not
+        # positive definite (each state alone below, for its status)
+        st = _aba_d_lanes(m, c.q + k * m.nq, _row(c.dq, k, m.nv), c.tau + k * m.nv,
+                          _row(c.fext, k, 6 * m.nb), c.o1 + k * c.so1, c.so1, c.o2 + k * c.so,
+                          c.o3 + k * c.so, c.o4 + k * c.so, c.so, scratch, lw)
     else:
         # o1 = ddq, o2 = tau, both read and written in place
         st = _hybrid_lanes(m, c.q + k * m.nq, _row(c.dq, k, m.nv), c.o1 + k * c.so, c.o2 + k * c.so, c.so,
@@ -146,7 +153,7 @@ cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
     cdef Lanes lw
     cdef double* buf
     cdef double* lbuf = NULL
-    cdef int nb = md.nb, wsize = md.wsize, extra = 2 * md.nv * md.nv
+    cdef int nb = md.nb, wsize = md.wsize, extra = 2 * LANES * md.nv * md.nv   # K_ABA_D's scratch
     cdef Py_ssize_t nblk = N // LANES if _has_lanes(c) else 0
     cdef Py_ssize_t k0 = nblk * LANES
     cdef Py_ssize_t lsize = lanes_size(nb, LANES) if nblk > 0 else 0

@@ -246,23 +246,28 @@ def test_forward_kinematics_batch_equals_single_states_on_every_joint_kind(kind,
             assert np.array_equal(np.asarray(P0[k]), np.asarray(gear.forward_kinematics(model, q[k])))
 
 
+@pytest.mark.parametrize("which", ["inverse", "forward"])
 @pytest.mark.parametrize("kind", ALL_KINDS)
-def test_inverse_dynamics_derivatives_batch_equals_single_states_on_every_joint_kind(kind, threads):
-    """The Jacobians of RNEA and M four states at a time
-    (``rnea_derivatives_lanes``; universal and planar joints, whose S
-    depends on q, go one state at a time) equal single calls bit for bit,
-    with and without velocities and external wrenches."""
-    rng = np.random.default_rng(50 + ALL_KINDS.index(kind))
+def test_derivatives_batch_equals_single_states_on_every_joint_kind(kind, which, threads):
+    """The Jacobians of inverse dynamics and M, and of forward dynamics and
+    M^-1, four states at a time (``rnea_derivatives_lanes``,
+    ``aba_derivatives_lanes``: the tree's stages on all lanes, each state's
+    Cholesky factor, inverse and products one at a time; universal and
+    planar joints, whose S depends on q, one state at a time) equal single
+    calls bit for bit, with and without velocities and external wrenches."""
+    fn = {"inverse": gear.inverse_dynamics_derivatives, "forward": gear.forward_dynamics_derivatives}[which]
+    rng = np.random.default_rng({"inverse": 50, "forward": 70}[which] + ALL_KINDS.index(kind))
     model = random_tree(rng, nbodies=8, kinds=[kind, "revolute"], root_free=kind == "free")
     for N in (1, 4, 5, 11):
         q = model.random_configuration(rng, n=N)
-        dq, ddq = rng.standard_normal((2, N, model.nv))
+        dq, x = rng.standard_normal((2, N, model.nv))
         fe = rng.standard_normal((N, model.nbodies, 6))
         for v, f in ((dq, None), (dq, fe), (np.zeros_like(dq), None)):
-            ref = [np.array(x) for x in zip(*[gear.inverse_dynamics_derivatives(
-                model, q[k], v[k], ddq[k], None if f is None else f[k]) for k in range(N)])]
+            ref = [np.array(y) for y in zip(*[fn(model, q[k], v[k], x[k], None if f is None else f[k])
+                                             for k in range(N)])]
             for n in (1, 2):
                 threads(n)
-                got = gear.inverse_dynamics_derivatives(model, q, v, ddq, f)
+                got = fn(model, q, v, x, f)
+                assert len(got) == len(ref)
                 for a, b in zip(got, ref):
-                    assert np.array_equal(a, b), (kind, N, n)
+                    assert np.array_equal(a, b), (kind, which, N, n)

@@ -809,60 +809,36 @@ cdef inline void _l_scatter(v4 d, double* out, Py_ssize_t so) noexcept nogil:
         out[l * so] = (<double*> &d)[l]
 
 
-cdef inline int rnea_derivatives_lanes(const ModelC* m, const double* q, const double* dq,
-                                       const double* ddq, const double* fext, double* dtau_dq,
-                                       double* dtau_ddq, double* M, Py_ssize_t so,
-                                       Lanes* w) noexcept nogil:
-    """``rnea_derivatives`` on ``LANES`` consecutive states of a batch (lane
-    ``l``: ``q + l nq``, ``dq`` and ``ddq + l nv``, ``fext + l 6 nb``, the
-    outputs ``+ l so``): RNEA (``rnea_lanes``), the world quantities, the
-    subtree sums and the columns on all lanes at once, ``_world_setup``,
-    ``_subtree_terms``, ``_mass_matrix_world`` and ``_derivative_columns``
-    term for term (the same bits).  Returns 1, computing nothing, when a
-    joint's S depends on q (universal, planar): their body-frame column
-    recursion takes one state at a time."""
-    cdef int nb = m.nb, nv = m.nv, L = LANES
-    cdef int i, j, c, k, r, p, a, n, nj, l, row
+cdef inline bint derivatives_lanes_cover(const ModelC* m) noexcept nogil:
+    # the lane kernels below take models whose every S is constant in its
+    # body frame (universal and planar joints take _column_subtree, one
+    # state at a time)
+    cdef int i
+    for i in range(m.nb):
+        if jcalc_has_dS(m.jtype[i]):
+            return False
+    return True
+
+
+cdef inline void _l_world_setup(const ModelC* m, const double* q, const double* dq,
+                                const double* ddq, const double* fext, double* tau, Py_ssize_t st,
+                                Lanes* w) noexcept nogil:
+    """``_world_setup`` on ``LANES`` states: RNEA (``rnea_lanes``, tau of
+    lane l to ``tau + l st``) and the world quantities, T0 | I0 | V0 | A0
+    in ``w.Ih``, S0 in ``w.Us``, h | p | F0 in ``w.Dinvs`` (lane layout)."""
+    cdef int nb = m.nb, L = LANES
+    cdef int i, c, r
     cdef double* T0
-    cdef double* I0
-    cdef double* V0
     cdef double* E
-    cdef double* Ic
-    cdef double* Vl
-    cdef double* Al
-    cdef double* U = w.Us
-    cdef const double* S
-    cdef const v4* S4
-    cdef const v4* I4
-    cdef const v4* V4
-    cdef const v4* g
     cdef v4* E4
-    cdef v4* q4
     cdef v4 Sl[6]
     cdef v4 t[6]
-    cdef v4 wv[6]
-    cdef v4 y[6]
-    cdef v4 z[6]
-    cdef v4 dFq[6]
-    cdef v4 dFv[6]
-    cdef v4 zero6[6]
-    cdef v4 dV0[6]
-    cdef v4 Q[9]
-    cdef v4 u3[3]
-    cdef v4 hv, d
-    cdef double x[6]
-    for i in range(nb):
-        if jcalc_has_dS(m.jtype[i]):
-            return 1
-    # RNEA (tau into dtau_dq, cleared below), then the world quantities
-    rnea_lanes(m, q, dq, ddq, fext, True, dtau_dq, so, w)
+    rnea_lanes(m, q, dq, ddq, fext, True, tau, st, w)
     for i in range(nb):
         T0 = world_pose_lanes(m, i, w)
-        I0 = T0 + 12 * L
-        V0 = T0 + 22 * L
         E = w.Dinvs + 36 * L * i
-        l_inertia_to_parent(T0, m.inertia + 10 * i, I0)
-        l_Ad(T0, w.V + 6 * L * i, V0)
+        l_inertia_to_parent(T0, m.inertia + 10 * i, T0 + 12 * L)
+        l_Ad(T0, w.V + 6 * L * i, T0 + 22 * L)
         l_Ad(T0, w.dV + 6 * L * i, T0 + 28 * L)
         for c in range(m.nvi[i]):
             for r in range(6):
@@ -870,9 +846,9 @@ cdef inline int rnea_derivatives_lanes(const ModelC* m, const double* q, const d
                     Sl[r] = splat(w.S[36 * i + 6 * c + r])
                 else:
                     Sl[r] = gather(w.S + 36 * i + 6 * c + r, 36 * nb)
-            l_Ad(T0, <double*> Sl, U + 36 * L * i + 6 * L * c)
-        l_inertia_mul(I0, V0, E)
-        l_inertia_mul(I0, T0 + 28 * L, E + 6 * L)
+            l_Ad(T0, <double*> Sl, w.Us + 36 * L * i + 6 * L * c)
+        l_inertia_mul(T0 + 12 * L, T0 + 22 * L, E)
+        l_inertia_mul(T0 + 12 * L, T0 + 28 * L, E + 6 * L)
         E4 = <v4*> E
         if fext != NULL:
             for r in range(6):
@@ -884,7 +860,97 @@ cdef inline int rnea_derivatives_lanes(const ModelC* m, const double* q, const d
         for r in range(6):
             E4[12 + r] = splat(0.0)
         l_dAd_inv_add(T0, w.F + 6 * L * i, E + 12 * L)
-    # the subtree sums (_subtree_terms; the composite inertias in place of I0)
+
+
+cdef inline double* _l_composite(Lanes* w, int i) noexcept nogil:
+    # body i's composite inertia (10, lane layout), after its per-dof vectors in G
+    return w.G + 64 * LANES * i + 54 * LANES
+
+
+cdef inline void _l_composites(const ModelC* m, Lanes* w) noexcept nogil:
+    # the composite inertias Ic_i = sum of I0 over the subtree (as w.C)
+    cdef int i, r, p
+    for i in range(m.nb):
+        for r in range(10 * LANES):
+            _l_composite(w, i)[r] = w.Ih[36 * LANES * i + 12 * LANES + r]
+    for i in range(m.nb - 1, -1, -1):
+        p = m.parent[i]
+        if p >= 0:
+            for r in range(10 * LANES):
+                _l_composite(w, p)[r] += _l_composite(w, i)[r]
+
+
+cdef inline void _l_mass_matrix(const ModelC* m, double* M, Py_ssize_t so, Lanes* w) noexcept nogil:
+    # _mass_matrix_world on LANES states (lane l's M at M + l so), after _l_composites
+    cdef int nv = m.nv, i, c, j, r, l, k
+    cdef v4 F[6]
+    cdef v4 d
+    for l in range(LANES):
+        for k in range(nv * nv):
+            M[l * so + k] = 0.0
+    for i in range(m.nb):
+        for c in range(m.nvi[i]):
+            l_inertia_mul(_l_composite(w, i), w.Us + 36 * LANES * i + 6 * LANES * c, <double*> F)
+            j = i
+            while j >= 0:
+                for r in range(m.nvi[j]):
+                    l_dot(w.Us + 36 * LANES * j + 6 * LANES * r, <double*> F, <double*> &d)
+                    _l_scatter(d, M + (m.iv[j] + r) * nv + m.iv[i] + c, so)
+                    _l_scatter(d, M + (m.iv[i] + c) * nv + m.iv[j] + r, so)
+                j = m.parent[j]
+
+
+cdef inline void _l_add_acceleration(const ModelC* m, const double* ddq, Py_ssize_t sd,
+                                     Lanes* w) noexcept nogil:
+    # _world_add_acceleration on LANES states (lane l's ddq at ddq + l sd)
+    cdef int L = LANES
+    cdef int i, r, p, k
+    cdef v4* E
+    cdef const v4* U
+    cdef v4 x
+    for i in range(m.nb):
+        p = m.parent[i]
+        E = <v4*> (w.Dinvs + 36 * L * i)
+        U = <const v4*> (w.Us + 36 * L * i)
+        for r in range(6):
+            E[18 + r] = splat(0.0)
+        for k in range(m.nvi[i]):
+            x = gather(ddq + m.iv[i] + k, sd)
+            for r in range(6):
+                E[18 + r] = E[18 + r] + U[6 * k + r] * x
+        if p >= 0:
+            for r in range(6):
+                E[18 + r] = E[18 + r] + (<v4*> (w.Dinvs + 36 * L * p))[18 + r]
+        for r in range(6):
+            (<v4*> (w.Ih + 36 * L * i))[28 + r] += E[18 + r]
+        l_inertia_mul(w.Ih + 36 * L * i + 12 * L, <double*> (E + 18), <double*> (E + 24))
+        for r in range(6):
+            E[6 + r] = E[6 + r] + E[24 + r]
+    for i in range(m.nb - 1, -1, -1):
+        p = m.parent[i]
+        E = <v4*> (w.Dinvs + 36 * L * i)
+        for r in range(6):
+            E[12 + r] = E[12 + r] + E[24 + r]
+        if p >= 0:
+            for r in range(6):
+                (<v4*> (w.Dinvs + 36 * L * p))[24 + r] += E[24 + r]
+
+
+cdef inline void _l_subtree_terms(const ModelC* m, Lanes* w) noexcept nogil:
+    # _subtree_terms on LANES states, after _l_composites (P, mu in Dinvs, G)
+    cdef int nb = m.nb, L = LANES
+    cdef int i, r, p, a
+    cdef double* E
+    cdef const double* S
+    cdef const v4* S4
+    cdef const v4* I4
+    cdef const v4* V4
+    cdef v4* E4
+    cdef v4* g
+    cdef v4 t[3]
+    cdef v4 u3[3]
+    cdef v4 Q[9]
+    cdef v4 hv
     for i in range(nb):
         I4 = <const v4*> (w.Ih + 36 * L * i + 12 * L)
         V4 = I4 + 10
@@ -909,46 +975,53 @@ cdef inline int rnea_derivatives_lanes(const ModelC* m, const double* q, const d
             E4[24 + r] = E4[r]
     for i in range(nb - 1, -1, -1):
         p = m.parent[i]
-        if p < 0:
-            continue
-        for r in range(12 * L):
-            w.Dinvs[36 * L * p + 18 * L + r] += w.Dinvs[36 * L * i + 18 * L + r]
-        for r in range(10 * L):
-            w.Ih[36 * L * p + 12 * L + r] += w.Ih[36 * L * i + 12 * L + r]
+        if p >= 0:
+            for r in range(12 * L):
+                w.Dinvs[36 * L * p + 18 * L + r] += w.Dinvs[36 * L * i + 18 * L + r]
     for i in range(nb):
         E = w.Dinvs + 36 * L * i
         E4 = <v4*> E
         for r in range(m.nvi[i]):
-            S = U + 36 * L * i + 6 * L * r
+            S = w.Us + 36 * L * i + 6 * L * r
             S4 = <const v4*> S
-            q4 = <v4*> (w.G + 54 * L * i + 9 * L * r)
-            l_cross3(E + 24 * L, S, <double*> q4)
+            g = <v4*> (w.G + 64 * L * i + 9 * L * r)
+            l_cross3(E + 24 * L, S, <double*> g)
             t[0] = E4[18] * S4[0] + E4[21] * S4[1] + E4[22] * S4[2]
             t[1] = E4[21] * S4[0] + E4[19] * S4[1] + E4[23] * S4[2]
             t[2] = E4[22] * S4[0] + E4[23] * S4[1] + E4[20] * S4[2]
             l_cross3(E + 27 * L, S + 3 * L, <double*> u3)
             for a in range(3):
-                q4[a] = q4[a] + (2.0 * u3[a] - t[a])
-            l_inertia_mul(w.Ih + 36 * L * i + 12 * L, S, <double*> (q4 + 3))
-    # the outputs: cleared, M (_mass_matrix_world), then the columns
+                g[a] = g[a] + (2.0 * u3[a] - t[a])
+            l_inertia_mul(_l_composite(w, i), S, <double*> (g + 3))
+
+
+cdef inline void _l_columns(const ModelC* m, double* dtau_dq, double* dtau_ddq, Py_ssize_t so,
+                            Lanes* w) noexcept nogil:
+    # _derivative_columns' loops on LANES states, after _l_subtree_terms
+    # (the outputs cleared here)
+    cdef int nb = m.nb, nv = m.nv, L = LANES
+    cdef int i, j, c, k, r, p, a, nj, l, row
+    cdef double* E
+    cdef double* Ic
+    cdef double* Vl
+    cdef double* Al
+    cdef const double* S
+    cdef const v4* S4
+    cdef const v4* g
+    cdef v4 t[6]
+    cdef v4 wv[6]
+    cdef v4 y[6]
+    cdef v4 z[6]
+    cdef v4 dFq[6]
+    cdef v4 dFv[6]
+    cdef v4 zero6[6]
+    cdef v4 dV0[6]
+    cdef v4 d
+    cdef double x[6]
     for l in range(L):
         for k in range(nv * nv):
             dtau_dq[l * so + k] = 0.0
             dtau_ddq[l * so + k] = 0.0
-            if M != NULL:
-                M[l * so + k] = 0.0
-    if M != NULL:
-        for i in range(nb):
-            Ic = w.Ih + 36 * L * i + 12 * L
-            for c in range(m.nvi[i]):
-                l_inertia_mul(Ic, U + 36 * L * i + 6 * L * c, <double*> t)
-                j = i
-                while j >= 0:
-                    for r in range(m.nvi[j]):
-                        l_dot(U + 36 * L * j + 6 * L * r, <double*> t, <double*> &d)
-                        _l_scatter(d, M + (m.iv[j] + r) * nv + m.iv[i] + c, so)
-                        _l_scatter(d, M + (m.iv[i] + c) * nv + m.iv[j] + r, so)
-                    j = m.parent[j]
     base_acceleration(m, True, x)
     for r in range(6):
         dV0[r] = splat(x[r])
@@ -965,10 +1038,10 @@ cdef inline int rnea_derivatives_lanes(const ModelC* m, const double* q, const d
             Vl = <double*> zero6
             Al = <double*> dV0
         E = w.Dinvs + 36 * L * j
-        Ic = w.Ih + 36 * L * j + 12 * L
+        Ic = _l_composite(w, j)
         for c in range(nj):
             k = m.iv[j] + c
-            S = U + 36 * L * j + 6 * L * c
+            S = w.Us + 36 * L * j + 6 * L * c
             S4 = <const v4*> S
             l_ad(Vl, S, <double*> wv)
             l_ad(Al, S, <double*> y)
@@ -982,7 +1055,7 @@ cdef inline int rnea_derivatives_lanes(const ModelC* m, const double* q, const d
                 if not m.desc[j * nb + i]:
                     continue
                 for r in range(m.nvi[i]):
-                    g = <const v4*> (w.G + 54 * L * i + 9 * L * r)
+                    g = <const v4*> (w.G + 64 * L * i + 9 * L * r)
                     row = (m.iv[i] + r) * nv + k
                     d = ((g[0] * wv[0] + g[1] * wv[1] + g[2] * wv[2])
                          + (g[3] * y[0] + g[4] * y[1] + g[5] * y[2])
@@ -1003,11 +1076,65 @@ cdef inline int rnea_derivatives_lanes(const ModelC* m, const double* q, const d
             _l_y_mul(E, S, <double*> dFv)
             a = p
             while a >= 0:
-                n = m.nvi[a]
-                for r in range(n):
-                    l_dot(U + 36 * L * a + 6 * L * r, <double*> dFq, <double*> &d)
+                for r in range(m.nvi[a]):
+                    l_dot(w.Us + 36 * L * a + 6 * L * r, <double*> dFq, <double*> &d)
                     _l_scatter(d, dtau_dq + (m.iv[a] + r) * nv + k, so)
-                    l_dot(U + 36 * L * a + 6 * L * r, <double*> dFv, <double*> &d)
+                    l_dot(w.Us + 36 * L * a + 6 * L * r, <double*> dFv, <double*> &d)
                     _l_scatter(d, dtau_ddq + (m.iv[a] + r) * nv + k, so)
                 a = m.parent[a]
+
+
+cdef inline int rnea_derivatives_lanes(const ModelC* m, const double* q, const double* dq,
+                                       const double* ddq, const double* fext, double* dtau_dq,
+                                       double* dtau_ddq, double* M, Py_ssize_t so,
+                                       Lanes* w) noexcept nogil:
+    """``rnea_derivatives`` on ``LANES`` consecutive states of a batch (lane
+    ``l``: ``q + l nq``, ``dq`` and ``ddq + l nv``, ``fext + l 6 nb``, the
+    outputs ``+ l so``), every stage on all lanes at once, term for term
+    the one-state kernel's (the same bits).  Returns 1, computing nothing,
+    unless ``derivatives_lanes_cover(m)``."""
+    if not derivatives_lanes_cover(m):
+        return 1
+    _l_world_setup(m, q, dq, ddq, fext, dtau_dq, so, w)     # tau: scratch, cleared below
+    _l_composites(m, w)
+    if M != NULL:
+        _l_mass_matrix(m, M, so, w)
+    _l_subtree_terms(m, w)
+    _l_columns(m, dtau_dq, dtau_ddq, so, w)
+    return 0
+
+
+cdef inline int aba_derivatives_lanes(const ModelC* m, const double* q, const double* dq,
+                                      const double* tau, const double* fext, double* ddq,
+                                      Py_ssize_t sd, double* dddq_dq, double* dddq_ddq, double* Minv,
+                                      Py_ssize_t so, double* scratch, Lanes* w) noexcept nogil:
+    """``aba_derivatives`` on ``LANES`` consecutive states (lane ``l``: ``q +
+    l nq``, ``dq`` and ``tau + l nv``, ``fext + l 6 nb``, ``ddq + l sd``, the
+    matrices ``+ l so``): the tree's stages on all lanes at once, each
+    lane's Cholesky factor, solve, inverse and products one lane at a time
+    (the one-state kernel's, in ``scratch``: ``LANES`` times 2 nv x nv).
+    The same bits.  Returns 0, 1 (not ``derivatives_lanes_cover(m)``:
+    nothing computed) or -1 (some lane's M is not positive definite)."""
+    cdef int nv = m.nv, l, k
+    cdef double* Ml
+    if not derivatives_lanes_cover(m):
+        return 1
+    _l_world_setup(m, q, dq, NULL, fext, ddq, sd, w)       # the bias b into ddq
+    _l_composites(m, w)
+    _l_mass_matrix(m, scratch, 2 * nv * nv, w)
+    for l in range(LANES):
+        Ml = scratch + 2 * nv * nv * l
+        if chol_factor(Ml, nv) != 0:
+            return -1
+        for k in range(nv):
+            ddq[l * sd + k] = tau[l * nv + k] - ddq[l * sd + k]
+        chol_solve(Ml, nv, ddq + l * sd, 1)
+    _l_add_acceleration(m, ddq, sd, w)
+    _l_subtree_terms(m, w)
+    _l_columns(m, dddq_dq, dddq_ddq, so, w)
+    for l in range(LANES):
+        Ml = scratch + 2 * nv * nv * l
+        chol_inverse(Ml, nv, Minv + l * so, Ml + nv * nv)
+        _neg_matmul_inplace(Minv + l * so, dddq_dq + l * so, nv, Ml)
+        _neg_matmul_inplace(Minv + l * so, dddq_ddq + l * so, nv, Ml)
     return 0

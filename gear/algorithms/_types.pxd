@@ -94,9 +94,10 @@ cdef struct Lanes:
     double* t      # (6, LANES) scratch
     double* Pi     # (36, LANES) scratch: Pi_i; Ihat_i dV_i + Bhat_i (prescribed joints)
     double* dV0    # (6, LANES) the base acceleration (0, -g)
-    double* G      # (nb, 54, LANES) derivatives: Work.G's per-dof vectors; they also
-                   # keep world quantities in Ih (T0 | I0, then Ic | V0 | A0), the
-                   # world S columns in Us and Work.Dinv's (h | p | F0 | P | mu) in Dinvs
+    double* G      # (nb, 64, LANES) derivatives: Work.G's per-dof vectors (54), then the
+                   # composite inertia (10); they also
+                   # keep world quantities in Ih (T0 | I0 | V0 | A0), the world S
+                   # columns in Us and Work.Dinv's (h | p | F0 | P | mu) in Dinvs
 
 
 cdef inline Lanes lanes_from(double* base, int nb, int lanes) noexcept nogil:
@@ -137,4 +138,4 @@ cdef inline double* lanes_aligned(double* p) noexcept nogil:
 
 
 cdef inline Py_ssize_t lanes_size(int nb, int lanes) noexcept nogil:
-    return (12 + 6 * 6 + 36 + 6 + 6 + 2 + 36 * 3 + 6 + 54) * lanes * nb + 48 * lanes
+    return (12 + 6 * 6 + 36 + 6 + 6 + 2 + 36 * 3 + 6 + 64) * lanes * nb + 48 * lanes
