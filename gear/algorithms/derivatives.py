@@ -88,7 +88,10 @@ def _fd_derivatives(model, a, out=None):
     _core.aba_derivatives(model.data, a.q, a.dq, a.tau, a.f_ext, ddq, d_q, d_v, Minv, status,
                           get_num_threads())
     if np.any(status < 0):
-        raise SingularInertiaError("the mass matrix is not positive definite (massless bodies?)")
+        k = int(np.flatnonzero(status < 0)[0])
+        raise SingularInertiaError(
+            f"the mass matrix is not positive definite (state {k}): a joint moves no mass; "
+            "give the bodies beyond every joint positive mass and inertia")
     _check_status(model, status)
     return ddq, d_q, d_v, Minv
 
