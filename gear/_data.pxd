@@ -53,6 +53,13 @@ cdef enum:
     _PARALLEL_FROM = 32      # batches from this many states run on every thread
 
 
+cdef inline const double* _base1(const double[::1] a):
+    # first element of a vector, or NULL for an absent (None) argument
+    if a is None or a.shape[0] == 0:
+        return NULL
+    return &a[0]
+
+
 cdef inline const double* _base2(const double[:, ::1] a):
     # first element of a batch, or NULL for an absent (None) argument
     if a is None or a.shape[0] == 0 or a.shape[1] == 0:

@@ -11,7 +11,7 @@ from gear.algorithms._rollout cimport (RollC, rollout as _rollout, rollout_scrat
 from gear.spatial._lanes cimport LANES
 from gear.constraints._cwork cimport ClosC, CWork, cwork_from_c, cwork_size_c
 from gear.maximal._kernel cimport gear_chol, gear_chol_clone, gear_chol_free
-from gear._data cimport ModelData, ClosureData, _row, _orow
+from gear._data cimport ModelData, ClosureData, _row, _orow, _base1, _base2
 
 
 def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[:, ::1] v0,
@@ -36,7 +36,7 @@ def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[
     cdef int ssize = rollout_scratch(nq, nv, m)
     cdef const double* qp = &q0[0, 0]
     cdef const double* vp = &v0[0, 0] if nv > 0 else NULL
-    cdef const double* tp = NULL if tau is None else &tau[0, 0]
+    cdef const double* tp = _base2(tau)
     cdef double* Qp = &Q[0, 0, 0]
     cdef double* Vp = &V[0, 0, 0] if nv > 0 else NULL
     cdef double* Lp = NULL if (L is None or m == 0) else &L[0, 0, 0]
@@ -54,18 +54,18 @@ def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[
     r.project = project
     r.project_start = project_start
     r.tol = tol
-    r.kp = NULL if kp is None else &kp[0]
-    r.kd = NULL if kd is None else &kd[0]
-    r.q_target = NULL if q_target is None else &q_target[0]
-    r.dq_target = NULL if dq_target is None else &dq_target[0]
+    r.kp = _base1(kp)
+    r.kd = _base1(kd)
+    r.q_target = _base1(q_target)
+    r.dq_target = _base1(dq_target)
     r.gravity_comp = gravity_comp
     r.k0 = k0
-    r.ref = NULL if ref is None else &ref[0, 0]
+    r.ref = _base2(ref)
     r.nref = 0 if ref is None else <int> ref.shape[0]
     r.ref_t0 = ref_t0
     r.ref_dt = ref_dt
-    r.ckp = NULL if ckp is None else &ckp[0]
-    r.ckd = NULL if ckd is None else &ckd[0]
+    r.ckp = _base1(ckp)
+    r.ckd = _base1(ckd)
     r.bg_a = bg_a
     r.bg_b = bg_b
     if ref is not None and (ref.shape[1] != nq + 2 * nv or ckp is None or ckd is None or ref_dt <= 0):

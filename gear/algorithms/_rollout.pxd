@@ -362,9 +362,11 @@ cdef inline int _accel_lanes(const ModelC* m, const RollC* r, double t, const do
     ``v``, ``tau``, ``a`` (LANES, nv); ``tau0`` lane l at ``tau0 + l nv``
     or NULL): each lane's torques, then ``hybrid_lanes``."""
     cdef int l
+    cdef const double* t0 = NULL
     for l in range(LANES):
-        _torques(m, r, t, q + l * m.nq, v + l * m.nv, NULL if tau0 == NULL else tau0 + l * m.nv,
-                 tau + l * m.nv, a + l * m.nv, w, xs)
+        if tau0 != NULL:
+            t0 = tau0 + l * m.nv
+        _torques(m, r, t, q + l * m.nq, v + l * m.nv, t0, tau + l * m.nv, a + l * m.nv, w, xs)
     return hybrid_lanes(m, q, v, a, tau, m.nv, NULL, NULL, lw)
 
 

@@ -654,11 +654,12 @@ cdef inline int factor_rows(const PlanC* p, const double* T, double* g, double* 
     return st
 
 
-cdef inline void solve_rows(const PlanC* p, const double* F, const double* G, const double* K,
-                            const double* L, const int* first, const double* rhs, double* x,
+cdef inline void solve_rows(const PlanC* p, const double* F, const double* G, double* K,
+                            double* L, const int* first, const double* rhs, double* x,
                             double* res, const double* cfm=NULL) noexcept nogil:
     # K x = rhs on the factor of factor_rows (sparse: K + 2 m and its
-    # scratch after the factor's values hold y and D; cfm as factor_rows)
+    # scratch after the factor's values hold y and D, written here; cfm as
+    # factor_rows)
     if p.sparse:
         solve_K_sparse(p, F, G, L, K, rhs, x, res, K + 2 * p.m, L + p.ch.nnz, cfm)
     else:
@@ -1167,18 +1168,33 @@ cdef class Plan:
             self.c.bdst = _iptr(a["bdst"])
 
 
+# (written as ifs: a conditional expression over const pointers makes
+# Cython's temporary drop the const)
 cdef const double* _dptr(a):
     cdef const double[:, ::1] v = a
-    return &v[0, 0] if v.shape[0] > 0 else NULL
+    if v.shape[0] == 0:
+        return NULL
+    return &v[0, 0]
 
 
 cdef const int* _iptr(a):
     cdef const int[::1] v = a
-    return &v[0] if v.shape[0] > 0 else NULL
+    if v.shape[0] == 0:
+        return NULL
+    return &v[0]
 
 
 cdef const double* _opt(const double[:, ::1] a):
-    return &a[0, 0] if a is not None and a.shape[0] > 0 and a.shape[1] > 0 else NULL
+    if a is None or a.shape[0] == 0 or a.shape[1] == 0:
+        return NULL
+    return &a[0, 0]
+
+
+cdef inline const double* _row(const double* base, Py_ssize_t k, Py_ssize_t stride) noexcept nogil:
+    # row k of an optional batch (NULL stays NULL)
+    if base == NULL:
+        return NULL
+    return base + k * stride
 
 
 def step(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double h, int integ, double gain,
@@ -1206,8 +1222,8 @@ def step(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double h, in
         lw = ws + wsize
         with nogil:
             for k in range(N):
-                status[k] = step_one(p, &P[k, 0], &V[k, 0], tp + k * nv if tp != NULL else NULL,
-                                     fp + k * 6 * nb if fp != NULL else NULL, h, integ, gain, ga, gb,
+                status[k] = step_one(p, &P[k, 0], &V[k, 0], _row(tp, k, nv),
+                                     _row(fp, k, 6 * nb), h, integ, gain, ga, gb,
                                      &Pout[k, 0], &Vout[k, 0], lw, ws)
                 for j in range(m):
                     lam[k, j] = lw[j]
@@ -1217,8 +1233,8 @@ def step(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double h, in
             ws = <double*> malloc((wsize + 2 * m + 1) * sizeof(double))
             lw = ws + wsize
             for k in prange(N, schedule='static'):
-                status[k] = step_one(p, &P[k, 0], &V[k, 0], tp + k * nv if tp != NULL else NULL,
-                                     fp + k * 6 * nb if fp != NULL else NULL, h, integ, gain, ga, gb,
+                status[k] = step_one(p, &P[k, 0], &V[k, 0], _row(tp, k, nv),
+                                     _row(fp, k, 6 * nb), h, integ, gain, ga, gb,
                                      &Pout[k, 0], &Vout[k, 0], lw, ws)
                 for j in range(m):
                     lam[k, j] = lw[j]
@@ -1250,8 +1266,8 @@ def accel(Plan plan, const double[:, ::1] P, const double[:, ::1] V, const doubl
         for k in prange(N, schedule='static'):
             for b in range(nb):
                 pose_in(&P[k, 16 * b], T + 12 * b)
-            status[k] = accel_one(p, T, &V[k, 0], tp + k * nv if tp != NULL else NULL,
-                                  fp + k * 6 * nb if fp != NULL else NULL, 0.0, 0.0, &dV[k, 0],
+            status[k] = accel_one(p, T, &V[k, 0], _row(tp, k, nv),
+                                  _row(fp, k, 6 * nb), 0.0, 0.0, &dV[k, 0],
                                   &lam[k, 0] if m > 0 else T + 12 * nb, ws, &resid[k])
         free(ws)
 
@@ -1299,8 +1315,8 @@ def run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, int integ, doub
                     fr = fr + 1
                 if n == steps:
                     break
-                st = step_one(p, &P[k, 0], &V[k, 0], tp + k * nv if tp != NULL else NULL,
-                              fp + k * 6 * nb if fp != NULL else NULL, h, integ, gain, ga, gb, &P[k, 0],
+                st = step_one(p, &P[k, 0], &V[k, 0], _row(tp, k, nv),
+                              _row(fp, k, 6 * nb), h, integ, gain, ga, gb, &P[k, 0],
                               &V[k, 0], lam, ws)
                 if st == ST_OK and proj and m > 0 and p.kst == NULL:
                     st = project_one(p, &P[k, 0], &V[k, 0], 1e-12, 10, &P[k, 0], &V[k, 0], lam + m, ws)

@@ -226,11 +226,15 @@ cdef void _frame(const double* P, const double* V, int nb, const int* kind, cons
     cdef double X[12]
     cdef double Y[12]
     cdef double eta[6]
+    cdef const double* Pp
     for i in range(nb):
         if kind[i] == FIXED:
             continue
         p = parent[i]
-        _relative(P + 16 * p if p >= 0 else NULL, P + 16 * i, Pinv + 12 * i, X, Y)
+        Pp = NULL
+        if p >= 0:
+            Pp = P + 16 * p
+        _relative(Pp, P + 16 * i, Pinv + 12 * i, X, Y)
         _joint_q(kind[i], axes + 9 * i, pitch[i], Y, q + iq[i])
         if V == NULL:
             continue
@@ -255,11 +259,27 @@ def to_reduced(const double[:, :, :, ::1] P, const double[:, :, ::1] V, const in
     ``pitch``.  Frames in parallel over ``nthreads`` threads."""
     cdef Py_ssize_t M = P.shape[0], f
     cdef int nb = P.shape[1], nq = q.shape[1], nv = 0 if dq is None else dq.shape[1]
-    cdef const double* Vp = NULL if V is None else &V[0, 0, 0]
-    cdef double* dqp = NULL if dq is None else &dq[0, 0]
+    cdef const double* Vp = NULL
+    cdef double* dqp = NULL
+    cdef const double* Vf
+    cdef double* dqf
+    cdef double* qf
+    if V is not None:
+        Vp = &V[0, 0, 0]
+    if dq is not None:
+        dqp = &dq[0, 0]
     if M == 0 or nb == 0:
         return
+    # (ifs, not conditional expressions: those make Cython's temporaries drop const)
     for f in prange(M, nogil=True, num_threads=max(1, nthreads), schedule='static'):
-        _frame(&P[f, 0, 0, 0], NULL if Vp == NULL else Vp + f * 6 * nb, nb, &kind[0], &parent[0], &iq[0],
-               &iv[0], &Pinv[0, 0], &axes[0, 0], &pitch[0], &q[f, 0] if nq > 0 else NULL,
-               NULL if dqp == NULL else dqp + f * nv)
+        Vf = NULL
+        dqf = NULL
+        qf = NULL
+        if Vp != NULL:
+            Vf = Vp + f * 6 * nb
+        if dqp != NULL:
+            dqf = dqp + f * nv
+        if nq > 0:
+            qf = &q[f, 0]
+        _frame(&P[f, 0, 0, 0], Vf, nb, &kind[0], &parent[0], &iq[0], &iv[0], &Pinv[0, 0], &axes[0, 0],
+               &pitch[0], qf, dqf)
