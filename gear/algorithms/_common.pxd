@@ -5,7 +5,7 @@ state and for ``LANES`` states at once (the lane layout of
 ``gear/spatial/_lanes.pxd``)."""
 from gear.algorithms._types cimport ModelC, Work, Lanes
 from gear.spatial._spatial cimport Ad_inv, ad
-from gear.spatial._lanes cimport LANES, l_Ad_inv, l_ad, l_dot_shared, l_se3_mul
+from gear.spatial._lanes cimport LANES, l_Ad, l_Ad_inv, l_ad, l_dot_shared, l_se3_mul
 from gear.spatial._v4 cimport v4, splat, gather
 from gear.joints._jcalc cimport (jcalc_placed, jcalc_dS, jcalc_has_dS, jcalc_lanes_kind,
                                  jcalc_placed_lanes)
@@ -184,6 +184,22 @@ cdef inline double* world_pose_lanes(const ModelC* m, int i, Lanes* w) noexcept 
         for r in range(12 * LANES):
             T0[r] = w.T[12 * LANES * i + r]
     return T0
+
+
+cdef inline void world_S_lanes(const ModelC* m, int i, const double* T0, double* U,
+                               Lanes* w) noexcept nogil:
+    """Body i's joint Jacobian in the world frame, column c = Ad_{T0} S_i[:, c]
+    on every lane into ``U + 6 LANES c`` (S shared by the lanes for the
+    kinds of ``jcalc_lanes_kind``, each lane's own otherwise)."""
+    cdef v4 Sl[6]
+    cdef int c, r
+    for c in range(m.nvi[i]):
+        for r in range(6):
+            if jcalc_lanes_kind(m.jtype[i]):
+                Sl[r] = splat(w.S[36 * i + 6 * c + r])
+            else:
+                Sl[r] = gather(w.S + 36 * i + 6 * c + r, 36 * m.nb)
+        l_Ad(T0, <double*> Sl, U + 6 * LANES * c)
 
 
 

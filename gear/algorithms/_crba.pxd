@@ -13,11 +13,10 @@ Composite inertias stay rigid-body inertias (10 parameters), and each
 (column, ancestor) entry of M is one 6-vector dot product.
 """
 from gear.algorithms._types cimport ModelC, Work, Lanes
-from gear.algorithms._common cimport forward_pass, St_mul, joint_lanes, world_pose_lanes
-from gear.spatial._v4 cimport v4, splat, gather
+from gear.algorithms._common cimport forward_pass, St_mul, joint_lanes, world_pose_lanes, world_S_lanes
+from gear.spatial._v4 cimport v4
 from gear.spatial._spatial cimport se3_mul, Ad, inertia_mul, inertia_to_parent
-from gear.spatial._lanes cimport LANES, l_Ad, l_inertia_mul, l_inertia_to_parent, l_dot
-from gear.joints._jcalc cimport jcalc_lanes_kind
+from gear.spatial._lanes cimport LANES, l_inertia_mul, l_inertia_to_parent, l_dot, l_scatter
 
 
 cdef inline int crba(const ModelC* m, const double* q, double* M, Work* w) noexcept nogil:
@@ -50,28 +49,60 @@ cdef inline void crba_world(const ModelC* m, Work* w) noexcept nogil:
                 w.Ih[36 * p + 12 + r] += w.Ih[36 * i + 12 + r]
 
 
-cdef inline int crba_after_fk(const ModelC* m, double* M, Work* w) noexcept nogil:
-    """``crba`` when a forward pass at this q has already filled ``w.T`` and
-    ``w.S``; writes only ``M``, ``w.Ih`` and ``w.U``."""
-    cdef int i, j, n, nj, r, c, k
+cdef inline void mass_from_composites(const ModelC* m, const double* Ic, int sI, const double* U,
+                                      double* M) noexcept nogil:
+    """M (nv x nv, row-major, cleared first, both triangles) from the world
+    composite inertias (body i's at ``Ic + sI i``, 10 parameters) and the
+    world joint Jacobians ``U`` (36 per body): ``F = Ic_i S0_i`` and
+    ``M_ji = S0_j^T F`` for j = i and every ancestor of i.  Shared by the
+    CRBA and the derivatives (``_derivatives.pxd``)."""
+    cdef int i, j, nj, r, c, k
     cdef int nv = m.nv
     cdef double Fc[6]
     cdef double t[6]
     for k in range(nv * nv):
         M[k] = 0.0
-    crba_world(m, w)
     for i in range(m.nb):
-        n = m.nvi[i]
-        for c in range(n):
-            inertia_mul(w.Ih + 36 * i + 12, w.U + 36 * i + 6 * c, Fc)
+        for c in range(m.nvi[i]):
+            inertia_mul(Ic + sI * i, U + 36 * i + 6 * c, Fc)
             j = i
             while j >= 0:
                 nj = m.nvi[j]
-                St_mul(w.U + 36 * j, nj, Fc, t)
+                St_mul(U + 36 * j, nj, Fc, t)
                 for r in range(nj):
                     M[(m.iv[j] + r) * nv + m.iv[i] + c] = t[r]
                     M[(m.iv[i] + c) * nv + m.iv[j] + r] = t[r]
                 j = m.parent[j]
+
+
+cdef inline void mass_from_composites_lanes(const ModelC* m, const double* Ic, int sI, const double* U,
+                                            double* M, Py_ssize_t so) noexcept nogil:
+    """:func:`mass_from_composites` on ``LANES`` states, term for term (the
+    lane layout: ``Ic + sI i`` and ``U + 36 LANES i``; lane l's M at ``M + l so``)."""
+    cdef int i, j, r, c, k, l
+    cdef int nv = m.nv
+    cdef v4 F[6]
+    cdef v4 d
+    for l in range(LANES):
+        for k in range(nv * nv):
+            M[l * so + k] = 0.0
+    for i in range(m.nb):
+        for c in range(m.nvi[i]):
+            l_inertia_mul(Ic + sI * i, U + 36 * LANES * i + 6 * LANES * c, <double*> F)
+            j = i
+            while j >= 0:
+                for r in range(m.nvi[j]):
+                    l_dot(U + 36 * LANES * j + 6 * LANES * r, <double*> F, <double*> &d)
+                    l_scatter(d, M + (m.iv[j] + r) * nv + m.iv[i] + c, so)
+                    l_scatter(d, M + (m.iv[i] + c) * nv + m.iv[j] + r, so)
+                j = m.parent[j]
+
+
+cdef inline int crba_after_fk(const ModelC* m, double* M, Work* w) noexcept nogil:
+    """``crba`` when a forward pass at this q has already filled ``w.T`` and
+    ``w.S``; writes only ``M``, ``w.Ih`` and ``w.U``."""
+    crba_world(m, w)
+    mass_from_composites(m, w.Ih + 12, 36, w.U, M)
     return 0
 
 
@@ -110,44 +141,16 @@ cdef inline int crba_lanes(const ModelC* m, const double* q, double* M, Py_ssize
     body i's world pose (12) and composite inertia (10) at ``36 LANES i``
     (as ``crba_world`` uses ``Work.Ih``), ``w.Us`` the world S's columns
     (``(nb, 36, LANES)``)."""
-    cdef int i, j, n, nj, r, c, k, l
-    cdef int nv = m.nv
+    cdef int i, r
     cdef double* T0
-    cdef double* U = w.Us
-    cdef v4 Sl[6]
-    cdef v4 F[6]
-    cdef v4 d
     joint_lanes(m, q, NULL, NULL, w)
-    for l in range(LANES):
-        for k in range(nv * nv):
-            M[l * so + k] = 0.0
     for i in range(m.nb):
         T0 = world_pose_lanes(m, i, w)
         l_inertia_to_parent(T0, m.inertia + 10 * i, T0 + 12 * LANES)
-        for c in range(m.nvi[i]):
-            # column c of S_i on the four lanes (shared, or each lane's own)
-            for r in range(6):
-                if jcalc_lanes_kind(m.jtype[i]):
-                    Sl[r] = splat(w.S[36 * i + 6 * c + r])
-                else:
-                    Sl[r] = gather(w.S + 36 * i + 6 * c + r, 36 * m.nb)
-            l_Ad(T0, <double*> Sl, U + 36 * LANES * i + 6 * LANES * c)
+        world_S_lanes(m, i, T0, w.Us + 36 * LANES * i, w)
     for i in range(m.nb - 1, -1, -1):
         if m.parent[i] >= 0:
             for r in range(10 * LANES):
                 w.Ih[36 * LANES * m.parent[i] + 12 * LANES + r] += w.Ih[36 * LANES * i + 12 * LANES + r]
-    for i in range(m.nb):
-        n = m.nvi[i]
-        for c in range(n):
-            l_inertia_mul(w.Ih + 36 * LANES * i + 12 * LANES, U + 36 * LANES * i + 6 * LANES * c,
-                          <double*> F)
-            j = i
-            while j >= 0:
-                nj = m.nvi[j]
-                for r in range(nj):
-                    l_dot(U + 36 * LANES * j + 6 * LANES * r, <double*> F, <double*> &d)
-                    for l in range(LANES):
-                        M[l * so + (m.iv[j] + r) * nv + m.iv[i] + c] = (<double*> &d)[l]
-                        M[l * so + (m.iv[i] + c) * nv + m.iv[j] + r] = (<double*> &d)[l]
-                j = m.parent[j]
+    mass_from_composites_lanes(m, w.Ih + 12 * LANES, 36 * LANES, w.Us, M, so)
     return 0

@@ -28,15 +28,16 @@ short dot products (``_derivative_columns``).
 inertia, placement, gravity and external-force perturbations).
 """
 from gear.algorithms._types cimport ModelC, Work, Lanes
-from gear.algorithms._common cimport S_mul, S_mul_add, St_mul, base_acceleration, world_pose_lanes
+from gear.algorithms._common cimport (S_mul, S_mul_add, St_mul, base_acceleration, world_pose_lanes,
+                                      world_S_lanes)
 from gear.algorithms._rnea cimport rnea, rnea_lanes
+from gear.algorithms._crba cimport mass_from_composites, mass_from_composites_lanes
 from gear.spatial._lanes cimport (LANES, l_Ad, l_ad, l_dad, l_cross3, l_dAd_inv_add, l_inertia_mul,
-                                  l_inertia_to_parent, l_dot)
+                                  l_inertia_to_parent, l_dot, l_scatter)
 from gear.spatial._spatial cimport (Ad, Ad_inv, dAd_inv, ad, dad, inertia_mul, se3_mul,
                                     inertia_to_parent, cross3)
 from gear.spatial._v4 cimport v4, splat, gather
-from gear.joints._jcalc cimport (jcalc, jcalc_dS, jcalc_has_dS, jcalc_dSdq, jcalc_ddSdq,
-                                 jcalc_lanes_kind)
+from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_has_dS, jcalc_dSdq, jcalc_ddSdq
 
 
 cdef inline void _body_force_tangent(const double* I, const double* dI, const double* V,
@@ -198,34 +199,20 @@ cdef inline void _column_subtree(const ModelC* m, const double* q, const double*
         a = m.parent[a]
 
 
-cdef inline void _mass_matrix_world(const ModelC* m, double* M, Work* w) noexcept nogil:
-    """M from the world-frame inertias w.Ih[36 i + 12:] and Jacobians w.U set up
-    by rnea_derivatives (the CRBA of _crba.pxd without its own first pass)."""
-    cdef int nb = m.nb, nv = m.nv
-    cdef int i, j, c, r, p, nj, k
-    cdef double Fc[6]
-    cdef double t[6]
-    for k in range(nv * nv):
-        M[k] = 0.0
-    for i in range(nb):
+cdef inline void _composites(const ModelC* m, Work* w) noexcept nogil:
+    """The world composite inertias ``w.C[10 i:]``: I0 (``w.Ih[36 i + 12:]``,
+    from _world_setup) summed over the subtree of i, as in the CRBA.  M
+    (``mass_from_composites``) and the subtree sums of the columns
+    (_subtree_terms) read them."""
+    cdef int i, r, p
+    for i in range(m.nb):
         for r in range(10):
             w.C[10 * i + r] = w.Ih[36 * i + 12 + r]
-    for i in range(nb - 1, -1, -1):
+    for i in range(m.nb - 1, -1, -1):
         p = m.parent[i]
         if p >= 0:
             for r in range(10):
                 w.C[10 * p + r] += w.C[10 * i + r]
-    for i in range(nb):
-        for c in range(m.nvi[i]):
-            inertia_mul(w.C + 10 * i, w.U + 36 * i + 6 * c, Fc)
-            j = i
-            while j >= 0:
-                nj = m.nvi[j]
-                St_mul(w.U + 36 * j, nj, Fc, t)
-                for r in range(nj):
-                    M[(m.iv[j] + r) * nv + m.iv[i] + c] = t[r]
-                    M[(m.iv[i] + c) * nv + m.iv[j] + r] = t[r]
-                j = m.parent[j]
 
 
 cdef inline bint _world_setup(const ModelC* m, const double* q, const double* dq,
@@ -319,9 +306,9 @@ cdef inline void _sym3_mul(const double* P, const double* x, double* out) noexce
 
 cdef inline void _subtree_terms(const ModelC* m, Work* w) noexcept nogil:
     """The subtree sums the columns need, after _world_setup (or
-    _world_add_acceleration), for each body i (sums over the subtree of i):
+    _world_add_acceleration) and _composites (``Ic_i = sum I_k``, w.C), for
+    each body i (sums over the subtree of i):
 
-      Ic_i = sum I_k                       (w.C, as in the CRBA)
       mu_i = sum h_k,  h_k = I_k V_k       (w.Dinv[36 i + 24:30])
       P_i  = sum (Q_k + Q_k^T),  Q_k = Ibar_k [w_k] + v_k c_k^T - (c_k . v_k) 1
                                            (w.Dinv[36 i + 18:24], symmetric)
@@ -363,16 +350,11 @@ cdef inline void _subtree_terms(const ModelC* m, Work* w) noexcept nogil:
         E[23] = Q[5] + Q[7]
         for r in range(6):
             E[24 + r] = E[r]
-        for r in range(10):
-            w.C[10 * i + r] = I0[r]
     for i in range(nb - 1, -1, -1):
         p = m.parent[i]
-        if p < 0:
-            continue
-        for r in range(12):
-            w.Dinv[36 * p + 18 + r] += w.Dinv[36 * i + 18 + r]
-        for r in range(10):
-            w.C[10 * p + r] += w.C[10 * i + r]
+        if p >= 0:
+            for r in range(12):
+                w.Dinv[36 * p + 18 + r] += w.Dinv[36 * i + 18 + r]
     for i in range(nb):
         E = w.Dinv + 36 * i
         for r in range(m.nvi[i]):
@@ -404,7 +386,7 @@ cdef inline void _y_mul(const double* E, const double* x, double* out) noexcept 
 cdef inline void _derivative_columns(const ModelC* m, const double* q, const double* dq,
                                      const double* ddq, double* dtau_dq, double* dtau_ddq,
                                      double* M, bint fallback, Work* w) noexcept nogil:
-    """The column loops of rnea_derivatives after _world_setup.
+    """The column loops of rnea_derivatives after _world_setup and _composites.
 
     Column k (dof c of joint j, world twist S) moves the bodies of j's
     subtree; with w = ad_{V_lambda} S, y = ad_{A_lambda} S + ad_{V_lambda} w,
@@ -448,7 +430,7 @@ cdef inline void _derivative_columns(const ModelC* m, const double* q, const dou
         dtau_dq[k] = 0.0
         dtau_ddq[k] = 0.0
     if M != NULL:
-        _mass_matrix_world(m, M, w)
+        mass_from_composites(m, w.C, 10, w.U, M)
     _subtree_terms(m, w)
     for j in range(nb):
         nj = m.nvi[j]
@@ -540,6 +522,7 @@ cdef inline int rnea_derivatives(const ModelC* m, const double* q, const double*
     sum of the world inertias.
     """
     cdef bint fallback = _world_setup(m, q, dq, ddq, fext, w)
+    _composites(m, w)
     _derivative_columns(m, q, dq, ddq, dtau_dq, dtau_ddq, M, fallback, w)
     return 0
 
@@ -698,7 +681,8 @@ cdef inline int aba_derivatives(const ModelC* m, const double* q, const double* 
     M: 2 nv x nv scratch.  Returns 0, or -1 if M is not positive definite."""
     cdef int nv = m.nv, k
     cdef bint fallback = _world_setup(m, q, dq, NULL, fext, w)
-    _mass_matrix_world(m, M, w)
+    _composites(m, w)                      # (q only: kept if the set-up is redone)
+    mass_from_composites(m, w.C, 10, w.U, M)
     if chol_factor(M, nv) != 0:
         return -1
     for k in range(nv):
@@ -802,13 +786,6 @@ cdef inline void _l_y_mul(const double* E, const double* x, double* out) noexcep
         o[3 + r] = o[3 + r] - 2.0 * t[r]
 
 
-cdef inline void _l_scatter(v4 d, double* out, Py_ssize_t so) noexcept nogil:
-    # lane l of d to out[l so]
-    cdef int l
-    for l in range(LANES):
-        out[l * so] = (<double*> &d)[l]
-
-
 cdef inline bint derivatives_lanes_cover(const ModelC* m) noexcept nogil:
     # the lane kernels below take models whose every S is constant in its
     # body frame (universal and planar joints take _column_subtree, one
@@ -827,11 +804,11 @@ cdef inline void _l_world_setup(const ModelC* m, const double* q, const double* 
     lane l to ``tau + l st``) and the world quantities, T0 | I0 | V0 | A0
     in ``w.Ih``, S0 in ``w.Us``, h | p | F0 in ``w.Dinvs`` (lane layout)."""
     cdef int nb = m.nb, L = LANES
-    cdef int i, c, r
+    cdef int i, r
     cdef double* T0
     cdef double* E
     cdef v4* E4
-    cdef v4 Sl[6]
+    cdef v4 fx[6]
     cdef v4 t[6]
     rnea_lanes(m, q, dq, ddq, fext, True, tau, st, w)
     for i in range(nb):
@@ -840,21 +817,15 @@ cdef inline void _l_world_setup(const ModelC* m, const double* q, const double* 
         l_inertia_to_parent(T0, m.inertia + 10 * i, T0 + 12 * L)
         l_Ad(T0, w.V + 6 * L * i, T0 + 22 * L)
         l_Ad(T0, w.dV + 6 * L * i, T0 + 28 * L)
-        for c in range(m.nvi[i]):
-            for r in range(6):
-                if jcalc_lanes_kind(m.jtype[i]):
-                    Sl[r] = splat(w.S[36 * i + 6 * c + r])
-                else:
-                    Sl[r] = gather(w.S + 36 * i + 6 * c + r, 36 * nb)
-            l_Ad(T0, <double*> Sl, w.Us + 36 * L * i + 6 * L * c)
+        world_S_lanes(m, i, T0, w.Us + 36 * L * i, w)
         l_inertia_mul(T0 + 12 * L, T0 + 22 * L, E)
         l_inertia_mul(T0 + 12 * L, T0 + 28 * L, E + 6 * L)
         E4 = <v4*> E
         if fext != NULL:
             for r in range(6):
-                Sl[r] = gather(fext + 6 * i + r, 6 * nb)
+                fx[r] = gather(fext + 6 * i + r, 6 * nb)
                 t[r] = splat(0.0)
-            l_dAd_inv_add(T0, <double*> Sl, <double*> t)
+            l_dAd_inv_add(T0, <double*> fx, <double*> t)
             for r in range(6):
                 E4[6 + r] = E4[6 + r] - t[r]
         for r in range(6):
@@ -878,26 +849,6 @@ cdef inline void _l_composites(const ModelC* m, Lanes* w) noexcept nogil:
         if p >= 0:
             for r in range(10 * LANES):
                 _l_composite(w, p)[r] += _l_composite(w, i)[r]
-
-
-cdef inline void _l_mass_matrix(const ModelC* m, double* M, Py_ssize_t so, Lanes* w) noexcept nogil:
-    # _mass_matrix_world on LANES states (lane l's M at M + l so), after _l_composites
-    cdef int nv = m.nv, i, c, j, r, l, k
-    cdef v4 F[6]
-    cdef v4 d
-    for l in range(LANES):
-        for k in range(nv * nv):
-            M[l * so + k] = 0.0
-    for i in range(m.nb):
-        for c in range(m.nvi[i]):
-            l_inertia_mul(_l_composite(w, i), w.Us + 36 * LANES * i + 6 * LANES * c, <double*> F)
-            j = i
-            while j >= 0:
-                for r in range(m.nvi[j]):
-                    l_dot(w.Us + 36 * LANES * j + 6 * LANES * r, <double*> F, <double*> &d)
-                    _l_scatter(d, M + (m.iv[j] + r) * nv + m.iv[i] + c, so)
-                    _l_scatter(d, M + (m.iv[i] + c) * nv + m.iv[j] + r, so)
-                j = m.parent[j]
 
 
 cdef inline void _l_add_acceleration(const ModelC* m, const double* ddq, Py_ssize_t sd,
@@ -1060,11 +1011,11 @@ cdef inline void _l_columns(const ModelC* m, double* dtau_dq, double* dtau_ddq, 
                     d = ((g[0] * wv[0] + g[1] * wv[1] + g[2] * wv[2])
                          + (g[3] * y[0] + g[4] * y[1] + g[5] * y[2])
                          + (g[6] * y[3] + g[7] * y[4] + g[8] * y[5]))
-                    _l_scatter(d, dtau_dq + row, so)
+                    l_scatter(d, dtau_dq + row, so)
                     d = ((g[0] * S4[0] + g[1] * S4[1] + g[2] * S4[2])
                          + (g[3] * z[0] + g[4] * z[1] + g[5] * z[2])
                          + (g[6] * z[3] + g[7] * z[4] + g[8] * z[5]))
-                    _l_scatter(d, dtau_ddq + row, so)
+                    l_scatter(d, dtau_ddq + row, so)
             if p < 0:
                 continue
             l_dad(S, E + 12 * L, <double*> dFq)
@@ -1078,9 +1029,9 @@ cdef inline void _l_columns(const ModelC* m, double* dtau_dq, double* dtau_ddq, 
             while a >= 0:
                 for r in range(m.nvi[a]):
                     l_dot(w.Us + 36 * L * a + 6 * L * r, <double*> dFq, <double*> &d)
-                    _l_scatter(d, dtau_dq + (m.iv[a] + r) * nv + k, so)
+                    l_scatter(d, dtau_dq + (m.iv[a] + r) * nv + k, so)
                     l_dot(w.Us + 36 * L * a + 6 * L * r, <double*> dFv, <double*> &d)
-                    _l_scatter(d, dtau_ddq + (m.iv[a] + r) * nv + k, so)
+                    l_scatter(d, dtau_ddq + (m.iv[a] + r) * nv + k, so)
                 a = m.parent[a]
 
 
@@ -1098,7 +1049,7 @@ cdef inline int rnea_derivatives_lanes(const ModelC* m, const double* q, const d
     _l_world_setup(m, q, dq, ddq, fext, dtau_dq, so, w)     # tau: scratch, cleared below
     _l_composites(m, w)
     if M != NULL:
-        _l_mass_matrix(m, M, so, w)
+        mass_from_composites_lanes(m, w.G + 54 * LANES, 64 * LANES, w.Us, M, so)
     _l_subtree_terms(m, w)
     _l_columns(m, dtau_dq, dtau_ddq, so, w)
     return 0
@@ -1121,7 +1072,7 @@ cdef inline int aba_derivatives_lanes(const ModelC* m, const double* q, const do
         return 1
     _l_world_setup(m, q, dq, NULL, fext, ddq, sd, w)       # the bias b into ddq
     _l_composites(m, w)
-    _l_mass_matrix(m, scratch, 2 * nv * nv, w)
+    mass_from_composites_lanes(m, w.G + 54 * LANES, 64 * LANES, w.Us, scratch, 2 * nv * nv)
     for l in range(LANES):
         Ml = scratch + 2 * nv * nv * l
         if chol_factor(Ml, nv) != 0:

@@ -339,6 +339,13 @@ cdef inline void l_dot(const double* u, const double* x, double* out) noexcept n
                       + u4[3] * x4[3] + u4[4] * x4[4] + u4[5] * x4[5])
 
 
+cdef inline void l_scatter(v4 d, double* out, Py_ssize_t so) noexcept nogil:
+    # lane l of d to out[l so] (a per-state output, stride so)
+    cdef int l
+    for l in range(LANES):
+        out[l * so] = (<double*> &d)[l]
+
+
 cdef inline void l_axpy(const double* u, const double* x, double* out) noexcept nogil:
     # out_l += u_l x[l]
     cdef const v4* u4 = <const v4*> u
