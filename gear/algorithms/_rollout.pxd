@@ -314,19 +314,13 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
         if r.integrator == 0:
             euler_step(m, h, q, v, a1, qs)
         else:
-            # stages 2, 3, 4 at q exp(c h v_s), v + c h a_s
-            rk4_stage(m, 1, h, q, v, a1, vs, th, d, qs)
-            st = _accel(m, c, r, t + 0.5 * h, qs, vs, tau0, tau, a2, lam, w, cw, xs)
-            if st != 0:
-                return st
-            rk4_stage(m, 2, h, q, v, a2, vs, th, d, qs)
-            st = _accel(m, c, r, t + 0.5 * h, qs, vs, tau0, tau, a3, lam, w, cw, xs)
-            if st != 0:
-                return st
-            rk4_stage(m, 3, h, q, v, a3, vs, th, d, qs)
-            st = _accel(m, c, r, t + h, qs, vs, tau0, tau, a4, lam, w, cw, xs)
-            if st != 0:
-                return st
+            # stages 2, 3, 4 at q exp(c h v_s), v + c h a_s (a_s follow a1 in scr)
+            for s in range(1, 4):
+                rk4_stage(m, s, h, q, v, a1 + (s - 1) * nv, vs, th, d, qs)
+                st = _accel(m, c, r, t + (h if s == 3 else 0.5 * h), qs, vs, tau0, tau, a1 + s * nv,
+                            lam, w, cw, xs)
+                if st != 0:
+                    return st
             rk4_finish(m, h, q, v, a1, a2, a3, a4, th, d, qs)
         for i in range(nq):
             if not (fabs(q[i]) < 1e300):
@@ -382,7 +376,7 @@ cdef inline int rollout_lanes(const ModelC* m, const RollC* r, const double* q0,
     if some lane failed (a singular joint inertia, a non-finite state): the
     caller then runs the four states one by one for their statuses."""
     cdef int nq = m.nq, nv = m.nv
-    cdef int k, l, i, st, rec = 0
+    cdef int k, l, i, s, st, rec = 0
     cdef double h, t
     cdef double* q = scr
     cdef double* qs = q + LANES * nq
@@ -421,24 +415,15 @@ cdef inline int rollout_lanes(const ModelC* m, const RollC* r, const double* q0,
             for l in range(LANES):
                 euler_step(m, h, q + l * nq, v + l * nv, a1 + l * nv, qs + l * nq)
         else:
-            for l in range(LANES):
-                rk4_stage(m, 1, h, q + l * nq, v + l * nv, a1 + l * nv, vs + l * nv, th + l * nv,
-                          d + l * nv, qs + l * nq)
-            st = _accel_lanes(m, r, t + 0.5 * h, qs, vs, tau0, tau, a2, w, lw, xs)
-            if st != 0:
-                return st
-            for l in range(LANES):
-                rk4_stage(m, 2, h, q + l * nq, v + l * nv, a2 + l * nv, vs + l * nv, th + l * nv,
-                          d + l * nv, qs + l * nq)
-            st = _accel_lanes(m, r, t + 0.5 * h, qs, vs, tau0, tau, a3, w, lw, xs)
-            if st != 0:
-                return st
-            for l in range(LANES):
-                rk4_stage(m, 3, h, q + l * nq, v + l * nv, a3 + l * nv, vs + l * nv, th + l * nv,
-                          d + l * nv, qs + l * nq)
-            st = _accel_lanes(m, r, t + h, qs, vs, tau0, tau, a4, w, lw, xs)
-            if st != 0:
-                return st
+            # as rollout's stages, each lane's stage step, then the four lanes' dynamics
+            for s in range(1, 4):
+                for l in range(LANES):
+                    rk4_stage(m, s, h, q + l * nq, v + l * nv, a1 + (s - 1) * LANES * nv + l * nv,
+                              vs + l * nv, th + l * nv, d + l * nv, qs + l * nq)
+                st = _accel_lanes(m, r, t + (h if s == 3 else 0.5 * h), qs, vs, tau0, tau,
+                                  a1 + s * LANES * nv, w, lw, xs)
+                if st != 0:
+                    return st
             for l in range(LANES):
                 rk4_finish(m, h, q + l * nq, v + l * nv, a1 + l * nv, a2 + l * nv, a3 + l * nv,
                            a4 + l * nv, th + l * nv, d + l * nv, qs + l * nq)
