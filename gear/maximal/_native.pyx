@@ -87,6 +87,7 @@ cdef struct PlanC:
     const double* pB
     const double* offset    # (m,)
     const double* pitch     # (m,)
+    const int* same         # (m,) 1: row r's frames are row r - 1's (the same bodies, placements)
     const int* nvb          # (nb,) joint torques: each body's joint's dof count ...
     const int* iv           # (nb,) ... its first velocity coordinate ...
     const int* vary         # (nb,) ... S constant (0), universal (1) or planar (2) ...
@@ -316,13 +317,29 @@ cdef inline double dot3(const double* a, const double* b) noexcept nogil:
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
 
 
+cdef inline void row_frames(const PlanC* p, const double* T, int r, double* W) noexcept nogil:
+    """Row r's frames {A} and {B} in the world, ``W`` = (R_A, p_A, R_B, p_B)
+    (24 doubles): the rows of one joint or closure share them
+    (``PlanC.same``)."""
+    frame(T, p.ia[r], p.RA + 9 * r, p.pA + 3 * r, W, W + 9)
+    frame(T, p.ib[r], p.RB + 9 * r, p.pB + 3 * r, W + 12, W + 21)
+
+
 cdef inline int row(const PlanC* p, const double* T, int r, double* g, double* F) noexcept nogil:
     """Residual g_r and the row of J on {A}'s and {B}'s bodies, F[0:6] and
     F[6:12] (rows.py: dg/dt = F_a . V_a + F_b . V_b)."""
-    cdef double RAw[9]
-    cdef double RBw[9]
-    cdef double pAw[3]
-    cdef double pBw[3]
+    cdef double W[24]
+    row_frames(p, T, r, W)
+    return row_at(p, T, r, W, g, F)
+
+
+cdef inline int row_at(const PlanC* p, const double* T, int r, const double* W, double* g,
+                       double* F) noexcept nogil:
+    """:func:`row` with the row's frames ``W`` (:func:`row_frames`) given."""
+    cdef const double* RAw = W
+    cdef const double* pAw = W + 9
+    cdef const double* RBw = W + 12
+    cdef const double* pBw = W + 21
     cdef double d[3]
     cdef double u[3]
     cdef double wj[3]
@@ -337,8 +354,6 @@ cdef inline int row(const PlanC* p, const double* T, int r, double* g, double* F
     cdef double rr[3]
     cdef double L, h, th, sn, cs, rho, nth
     cdef int k, i = p.ci[r], j = p.cj[r], i1, i2, t = p.ty[r]
-    frame(T, p.ia[r], p.RA + 9 * r, p.pA + 3 * r, RAw, pAw)
-    frame(T, p.ib[r], p.RB + 9 * r, p.pB + 3 * r, RBw, pBw)
     for k in range(3):
         d[k] = pBw[k] - pAw[k]
         u[k] = RAw[3 * k + i]             # column i of R_A
@@ -393,6 +408,20 @@ cdef inline int row(const PlanC* p, const double* T, int r, double* g, double* F
             cvA[k] = -cvB[k]
     to_body(T, p.ia[r], p.pA + 3 * r, cwA, cvA, F)
     to_body(T, p.ib[r], p.pB + 3 * r, cwB, cvB, F + 6)
+    return ST_OK
+
+
+cdef inline int rows_g(const PlanC* p, const double* T, double* g) noexcept nogil:
+    """Every row's residual ``g`` (m,) at ``T`` (each joint's frames once)."""
+    cdef double W[24]
+    cdef double F[12]
+    cdef int r, st
+    for r in range(p.m):
+        if not p.same[r]:
+            row_frames(p, T, r, W)
+        st = row_at(p, T, r, W, g + r, F)
+        if st != ST_OK:
+            return st
     return ST_OK
 
 
@@ -487,8 +516,11 @@ cdef inline int rows_and_G(const PlanC* p, const double* T, double* g, double* F
     """Every row's residual g_r, its two 6-blocks F_r of J and G_r = M^{-1}
     F_r (zero on the world's side)."""
     cdef int r, k, sa, b, st
+    cdef double W[24]
     for r in range(p.m):
-        st = row(p, T, r, g + r, F + 12 * r)
+        if not p.same[r]:
+            row_frames(p, T, r, W)
+        st = row_at(p, T, r, W, g + r, F + 12 * r)
         if st != ST_OK:
             return st
         for sa in range(2):
@@ -739,7 +771,6 @@ cdef int project_one(const PlanC* p, const double* P16, const double* V, double 
     cdef double* Vs = T + 12 * nb
     cdef double* D = Vs + 6 * nb          # (nb, 6) the Gauss-Newton step
     cdef RowWs z = row_ws(p, ws)
-    cdef double Fr[12]
     for b in range(nb):
         pose_in(P16 + 16 * b, T + 12 * b)
         for k in range(6):
@@ -756,10 +787,9 @@ cdef int project_one(const PlanC* p, const double* P16, const double* V, double 
             D[k] = 0.0
         add_Minv_Jt(p, z.G, z.x, -1.0, D)
         move(T, nb, D, 1.0)
-        for r in range(m):
-            st = row(p, T, r, z.g + r, Fr)
-            if st != ST_OK:
-                return st
+        st = rows_g(p, T, z.g)
+        if st != ST_OK:
+            return st
     st = factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first)
     if st != ST_OK:
         return st
@@ -1136,6 +1166,10 @@ cdef class Plan:
         self.c.pB = _dptr(a["pB"])
         self.c.offset = _dptr(a["offset"])
         self.c.pitch = _dptr(a["pitch"])
+        # the rows that share the previous row's frames (a joint's, a closure's)
+        fr = np.concatenate([a["ia"][:, None], a["ib"][:, None], a["RA"], a["pA"], a["RB"], a["pB"]], axis=1)
+        a["same"] = i4(np.concatenate([[False], (fr[1:] == fr[:-1]).all(axis=1)]) if self.m else np.zeros(1))
+        self.c.same = _iptr(a["same"])
         self.c.nvb = _iptr(a["nvb"])
         self.c.iv = _iptr(a["iv"])
         self.c.vary = _iptr(a["vary"])
@@ -1345,31 +1379,21 @@ def project(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double to
 def residual_max(Plan plan, const double[:, ::1] P, double[::1] out, int[::1] status, int nthreads):
     """``out[k] = max_r |g_r|`` of the poses ``P[k]`` (N, 16 nb): the
     largest row residual of each state, as ``gear.maximal.rows.evaluate``
-    computes it (``row`` above); ``status[k]`` 0 or ST_DIST."""
+    computes it (``rows_g`` above); ``status[k]`` 0 or ST_DIST."""
     cdef Py_ssize_t N = P.shape[0], k
     cdef const PlanC* p = &plan.c
-    cdef int nb = p.nb, m = p.m, b, r, st
-    cdef double mx
+    cdef int nb = p.nb, m = p.m, b, st
     cdef double* ws
     cdef int nt = max(1, min(nthreads, N))
     if N == 0:
         return
     with nogil, parallel(num_threads=nt):
-        ws = <double*> malloc((12 * nb + 14) * sizeof(double))
+        ws = <double*> malloc((12 * nb + m + 1) * sizeof(double))
         for k in prange(N, schedule='static'):
             for b in range(nb):
                 pose_in(&P[k, 16 * b], ws + 12 * b)
-            mx = 0.0
-            st = ST_OK
-            for r in range(m):
-                # (the residual into the thread's buffer: a local whose address
-                # is taken would be shared between the threads)
-                st = row(p, ws, r, ws + 12 * nb + 12, ws + 12 * nb)
-                if st != ST_OK:
-                    break
-                if fabs(ws[12 * nb + 12]) > mx:
-                    mx = fabs(ws[12 * nb + 12])
-            out[k] = mx
+            st = rows_g(p, ws, ws + 12 * nb)
+            out[k] = max_abs(ws + 12 * nb, m) if st == ST_OK else 0.0
             status[k] = st
         free(ws)
 
