@@ -209,6 +209,40 @@ def test_run_records_the_steps_of_native_step():
     assert np.abs(g).max() < 1e-3
 
 
+@pytest.mark.parametrize("integrator,stab,stiff", [("euler", "baumgarte", None), ("euler", "projection", None),
+                                                   ("euler", None, None), ("rk4", "baumgarte", None),
+                                                   ("rkmk4", None, None), ("implicit", None, 1e4)])
+def test_run_reports_each_frames_joint_error(integrator, stab, stiff):
+    """The joint error native_run reports for each frame (the next step's
+    rows at its start, the last frame's evaluated apart) is the largest row
+    residual of the frame recorded: the native rows' own bits, and NumPy's
+    ``joint_residual`` to rounding."""
+    from gear.maximal import _native
+
+    sys, q0 = mech.n_four_bar(3)
+    mx = gear.MaximalModel(sys, stiffness=stiff, damping=None if stiff is None else 10.0)
+    rng = np.random.default_rng(9)
+    P, V = _batch(mx, sys, q0, 2, rng)
+    P = P @ exp_se3_rows(1e-4 * rng.standard_normal((mx.nbodies, 6)))        # off the rows a little
+    for every in (1, 3):
+        Pr, Vr, lam, err = native.native_run(mx, P, V, H, 7, record_every=every, stabilization=stab,
+                                             integrator=integrator, joint_error=True)
+        assert err.shape == Pr.shape[:2]
+        frames = np.ascontiguousarray(Pr.reshape(-1, mx.nbodies * 16))
+        ref = np.empty(len(frames))
+        status = np.zeros(len(frames), dtype=np.int32)
+        _native.residual_max(native.plan(mx), frames, ref, status, 1)
+        np.testing.assert_array_equal(err.ravel(), ref)
+        g = mx.joint_residual(Pr.reshape(-1, mx.nbodies, 4, 4))
+        np.testing.assert_allclose(err.ravel(), np.abs(g).max(axis=1), rtol=1e-10, atol=1e-15)
+        if stab == "projection":                 # projected at the start and after every step
+            assert err.max() <= 1e-12
+        else:
+            assert err[:, 0].min() > 1e-6        # the frames are really off their rows
+    # the three arrays alone without the flag
+    assert len(native.native_run(mx, P, V, H, 2)) == 3
+
+
 @pytest.mark.parametrize("name", list(MECHS))
 def test_projection_equals_the_numpy_projection(name):
     sys, q0 = MECHS[name]()

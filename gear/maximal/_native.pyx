@@ -700,19 +700,22 @@ cdef inline void solve_rows(const PlanC* p, const double* F, const double* G, do
 
 cdef int euler_one(const PlanC* p, const double* P16, const double* V, const double* tau,
                    const double* fext, double h, double gain, double* Pout, double* Vout,
-                   double* lam, double* ws, bint implicit=False) noexcept nogil:
+                   double* lam, double* ws, bint implicit=False, double* g0=NULL) noexcept nogil:
     """One step of one state (eq. 12).  ``gain``: beta / h (Baumgarte) or 0.
     Compliant rows (``p.kst``): their spring and damper force at the start
     of the step, ``lam = -k g - c J V`` (explicit), or with ``implicit`` at
     its end, linearised (eq. 14): ``(K + CFM) mu = -(k / (h k + c)) g - J
     V*``, ``CFM = 1 / (h (h k + c))``.  ``Pout``/``Vout`` may be
-    ``P16``/``V``."""
+    ``P16``/``V``; ``g0`` (if not NULL): max |g| at the start, the joint
+    error of the pose the step leaves."""
     cdef int nb = p.nb, m = p.m, b, r, k, st
     cdef double* T = ws                   # (nb, 12)
     cdef double* Vs = T + 12 * nb         # (nb, 6) f, then V* and V+
     cdef RowWs z = row_ws(p, ws)          # (after Vs and D of project_one)
     cdef double* cfm
     cdef double Mf[6]
+    if g0 != NULL:
+        g0[0] = 0.0
     for b in range(nb):
         pose_in(P16 + 16 * b, T + 12 * b)
     # the free step V* = V + h M^{-1} f
@@ -726,6 +729,8 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
         st = rows_and_G(p, T, z.g, z.F, z.G)
         if st != ST_OK:
             return st
+        if g0 != NULL:
+            g0[0] = max_abs(z.g, m)
         J_apply(p, z.F, V, z.rhs)
         for r in range(m):
             lam[r] = -p.kst[r] * z.g[r] - p.kdm[r] * z.rhs[r]
@@ -741,6 +746,8 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
         st = factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first, cfm)
         if st != ST_OK:
             return st
+        if g0 != NULL:
+            g0[0] = max_abs(z.g, m)
         J_apply(p, z.F, Vs, z.rhs)
         for r in range(m):
             if cfm != NULL:
@@ -1030,12 +1037,12 @@ cdef inline void dexp_inv(const double* th, const double* xi, double* out) noexc
 
 cdef int rk_one(const PlanC* p, const double* P16, const double* V, const double* tau,
                 const double* fext, double h, double ga, double gb, bint mk, double* Pout,
-                double* Vout, double* lam, double* ws) noexcept nogil:
+                double* Vout, double* lam, double* ws, double* g0=NULL) noexcept nogil:
     """One step of the classical tableau (stepping._rk_step): Munthe-Kaas
     (``mk``: ``T = T0 exp(theta)``, ``theta' = dexp^{-1}_{-theta}(V)``) or
     on the pose matrices (``dT/dt = T V^``, the rotations moved to their
     polar factor after the step).  ``lam``: the row forces at the start.
-    ``ws``: scratch_size + 72 nb doubles."""
+    ``ws``: scratch_size + 72 nb doubles; ``g0`` as :func:`euler_one`."""
     cdef int nb = p.nb, m = p.m, b, k, s, st
     cdef double* T0 = ws + scratch_size(p)     # (nb, 12) the state
     cdef double* V0 = T0 + 12 * nb             # (nb, 6)
@@ -1059,6 +1066,8 @@ cdef int rk_one(const PlanC* p, const double* P16, const double* V, const double
     st = accel_one(p, T0, V0, tau, fext, ga, gb, kV, lam, ws)
     if st != ST_OK:
         return st
+    if g0 != NULL:
+        g0[0] = max_abs(row_ws(p, ws).g, m) if m > 0 else 0.0
     for k in range(6 * nb):
         SV[k] = (1.0 / 6.0) * kV[k]
     for b in range(nb):
@@ -1116,12 +1125,14 @@ cdef int rk_one(const PlanC* p, const double* P16, const double* V, const double
 
 cdef inline int step_one(const PlanC* p, const double* P16, const double* V, const double* tau,
                          const double* fext, double h, int integ, double gain, double ga, double gb,
-                         double* Pout, double* Vout, double* lam, double* ws) noexcept nogil:
+                         double* Pout, double* Vout, double* lam, double* ws,
+                         double* g0=NULL) noexcept nogil:
     # integ 0: Euler (eq. 12, ``gain`` = beta / h), 1: rk4, 2: rkmk4 (``ga``,
-    # ``gb``), 3: implicit (Euler with compliant rows linearly implicit)
+    # ``gb``), 3: implicit (Euler with compliant rows linearly implicit);
+    # g0 (if not NULL): max |g| at the start
     if integ == 0 or integ == 3:
-        return euler_one(p, P16, V, tau, fext, h, gain, Pout, Vout, lam, ws, integ == 3)
-    return rk_one(p, P16, V, tau, fext, h, ga, gb, integ == 2, Pout, Vout, lam, ws)
+        return euler_one(p, P16, V, tau, fext, h, gain, Pout, Vout, lam, ws, integ == 3, g0)
+    return rk_one(p, P16, V, tau, fext, h, ga, gb, integ == 2, Pout, Vout, lam, ws, g0)
 
 
 cdef inline int step_scratch(const PlanC* p, int integ) noexcept nogil:
@@ -1308,19 +1319,21 @@ def accel(Plan plan, const double[:, ::1] P, const double[:, ::1] V, const doubl
 
 def run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, int integ, double gain, double ga,
         double gb, bint proj, int steps, int every, const double[:, ::1] tau, const double[:, ::1] fext,
-        double[:, :, ::1] Prec, double[:, :, ::1] Vrec, double[:, :, ::1] lamrec, int[::1] status,
-        int nthreads):
+        double[:, :, ::1] Prec, double[:, :, ::1] Vrec, double[:, :, ::1] lamrec, double[:, ::1] errrec,
+        int[::1] status, int nthreads):
     """``steps`` steps of N states (``integ``, ``gain``, ``ga``, ``gb`` as
     :func:`step`), each state on its own thread: P, V
     (advanced in place) and, at steps 0, every, 2 every, ... (and the last),
     the frames Prec (N, T, 16 nb), Vrec (N, T, 6 nb), lamrec (N, T, m) (the
-    row forces of the step that led there; zero at step 0).  ``proj``: the
-    state projected (tolerance 1e-12, at most 10 iterations) at the start
-    and after every step, as gear.simulate does.  A state stops at its first
+    row forces of the step that led there; zero at step 0) and errrec (N, T)
+    (each frame's joint error, max |g|: the next step's rows at its start,
+    or the rows evaluated for the last frame).  ``proj``: the state
+    projected (tolerance 1e-12, at most 10 iterations) at the start and
+    after every step, as gear.simulate does.  A state stops at its first
     failing step (status != 0; P, V are those before it)."""
     cdef Py_ssize_t N = P.shape[0], k
     cdef const PlanC* p = &plan.c
-    cdef int wsize = step_scratch(p, integ), nv = p.nv, nb = p.nb, m = p.m, n, fr, st, j
+    cdef int wsize = step_scratch(p, integ), nv = p.nv, nb = p.nb, m = p.m, n, fr, st, j, pend, b
     cdef const double* tp = _opt(tau)
     cdef const double* fp = _opt(fext)
     cdef double* ws
@@ -1329,10 +1342,11 @@ def run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, int integ, doub
     if N == 0:
         return
     with nogil, parallel(num_threads=nt):
-        ws = <double*> malloc((wsize + 2 * m + 1) * sizeof(double))
+        ws = <double*> malloc((wsize + 2 * m + 2) * sizeof(double))
         lam = ws + wsize
         for k in prange(N, schedule='static'):
             fr = 0
+            pend = -1                          # the recorded frame whose joint error the next step gives
             st = ST_OK
             if proj and m > 0 and p.kst == NULL:
                 st = project_one(p, &P[k, 0], &V[k, 0], 1e-12, 10, &P[k, 0], &V[k, 0], lam + m, ws)
@@ -1346,16 +1360,27 @@ def run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, int integ, doub
                         Vrec[k, fr, j] = V[k, j]
                     for j in range(m):
                         lamrec[k, fr, j] = lam[j] if n > 0 else 0.0
+                    pend = fr
                     fr = fr + 1
                 if n == steps:
                     break
                 st = step_one(p, &P[k, 0], &V[k, 0], _row(tp, k, nv),
                               _row(fp, k, 6 * nb), h, integ, gain, ga, gb, &P[k, 0],
-                              &V[k, 0], lam, ws)
+                              &V[k, 0], lam, ws, lam + 2 * m + 1)
+                if st == ST_OK and pend >= 0:
+                    errrec[k, pend] = lam[2 * m + 1]
+                    pend = -1
                 if st == ST_OK and proj and m > 0 and p.kst == NULL:
                     st = project_one(p, &P[k, 0], &V[k, 0], 1e-12, 10, &P[k, 0], &V[k, 0], lam + m, ws)
+            if st == ST_OK and pend >= 0:
+                # the last frame: its rows, at the pose recorded
+                for b in range(nb):
+                    pose_in(&P[k, 16 * b], ws + 12 * b)
+                st = rows_g(p, ws, ws + 12 * nb)
+                errrec[k, pend] = max_abs(ws + 12 * nb, m) if st == ST_OK else 0.0
             status[k] = st
         free(ws)
+
 
 def project(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double tol, int max_iter,
             double[:, ::1] Pout, double[:, ::1] Vout, double[::1] before, int[::1] status, int nthreads):

@@ -231,7 +231,7 @@ def project(mx, P, V, tol=1e-12, max_iter=10):
 
 
 def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabilization=None, beta=None,
-               integrator="euler", gains=None):
+               integrator="euler", gains=None, joint_error=False):
     """``steps`` steps of a batch in one native call (Euler, ``"rk4"`` or
     ``"rkmk4"``), every state on its own thread.
 
@@ -246,6 +246,8 @@ def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabili
         As :func:`native_step` (constant over the run); ``"projection"``
         projects the state (:func:`native_project`) at the start and after
         every step, as :func:`gear.simulate` does.
+    joint_error : bool
+        Also return each frame's joint error.
 
     Returns
     -------
@@ -254,6 +256,11 @@ def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabili
     lam : ndarray, shape (N, T, nrows)
         The row forces of the step that led to each frame (at its start
         for Runge-Kutta; zero at step 0).
+    joint_error : ndarray, shape (N, T)
+        With ``joint_error=True``: each frame's largest row residual
+        ``max |g|``, as :meth:`gear.MaximalModel.joint_residual` gives it
+        (the rows the next step evaluates at its start anyway; for the
+        last frame, evaluated apart).
 
     Raises
     ------
@@ -277,13 +284,15 @@ def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabili
     T = len(range(0, steps, every)) + 1 if steps else 1
     Prec, Vrec = np.empty((N, T, 16 * nb)), np.empty((N, T, 6 * nb))
     lam = np.empty((N, T, mx.nrows))
+    err = np.empty((N, T))
     status = np.zeros(N, dtype=np.int32)
     _native.run(plan(mx), Pf, Vf, float(h), code, gain, ga, gb, stabilization == "projection", steps, every,
-                tau, f_ext, Prec, Vrec, lam, status, get_num_threads())
+                tau, f_ext, Prec, Vrec, lam, err, status, get_num_threads())
     bad = np.flatnonzero(status)
     if bad.size:
         what = {1: "a distance row's two points coincide", 2: "K + delta I is not positive definite"}
         raise FloatingPointError(f"state {bad[0]}: {what.get(int(status[bad[0]]), 'the step failed')}")
     if not (np.isfinite(Prec).all() and np.isfinite(Vrec).all()):
         raise FloatingPointError("the maximal-coordinate state became non-finite; reduce h")
-    return Prec.reshape(N, T, nb, 4, 4), Vrec.reshape(N, T, nb, 6), lam
+    out = Prec.reshape(N, T, nb, 4, 4), Vrec.reshape(N, T, nb, 6), lam
+    return (*out, err) if joint_error else out

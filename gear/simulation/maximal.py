@@ -161,24 +161,25 @@ def _native_loop(mx, P, V, n, rec_steps, t_final, dt, integrator, tau, f_ext, st
     last = t_final - (n - 1) * dt
     full = n if abs(last - dt) <= 1e-12 * dt else n - 1          # steps of exactly dt
     seg = 256 * every
-    k0, k_rec = 0, 0
+    rec = np.asarray(rec_steps)
+    k0 = 0
     while True:
         steps = min(seg, full - k0)
         try:
-            Ps, Vs, Ls = native_run(mx, P, V, dt, steps, every, tau, f_ext, stab, beta, integrator, gains)
+            Ps, Vs, Ls, Es = native_run(mx, P, V, dt, steps, every, tau, f_ext, stab, beta, integrator, gains,
+                                        joint_error=True)
         except FloatingPointError:
             raise _blown_up(k0 + 1, k0 * dt) from None
-        # frames at k0, k0 + every, ..., and k0 + steps (always kept by native_run)
-        ks = list(range(0, steps + 1, every))
-        if ks[-1] != steps:
-            ks.append(steps)
-        for j, kk in enumerate(ks):
-            k = k0 + kk
-            if (j == 0 and k0 > 0) or k_rec >= len(rec_steps) or k != rec_steps[k_rec]:
-                continue
-            out["P"][:, k_rec], out["V"][:, k_rec], out["lam"][:, k_rec] = Ps[:, j], Vs[:, j], Ls[:, j]
-            tt[k_rec] = t_final if k == n else k * dt
-            k_rec += 1
+        # frames at k0, k0 + every, ..., and k0 + steps (always kept by native_run);
+        # those the run records (k0 itself was the previous segment's last)
+        ks = k0 + np.unique(np.r_[np.arange(0, steps + 1, every), steps])
+        keep = np.isin(ks, rec) & (ks > k0 if k0 > 0 else True)
+        js, at = np.flatnonzero(keep), np.searchsorted(rec, ks[keep])
+        if js.size and js[-1] - js[0] == js.size - 1 and at[-1] - at[0] == at.size - 1:
+            js, at = slice(js[0], js[-1] + 1), slice(at[0], at[-1] + 1)     # (the usual case: no copies)
+        for key, A in (("P", Ps), ("V", Vs), ("lam", Ls), ("err", Es)):
+            out[key][:, at] = A[:, js]
+        tt[at] = np.where(ks[keep] == n, t_final, ks[keep] * dt)
         P, V = np.ascontiguousarray(Ps[:, -1]), np.ascontiguousarray(Vs[:, -1])
         k0 += steps
         bar.update(steps)
@@ -190,8 +191,9 @@ def _native_loop(mx, P, V, n, rec_steps, t_final, dt, integrator, tau, f_ext, st
             P, V, _ = mx.project(P, V)
         if not (np.isfinite(P).all() and np.isfinite(V).all()):
             raise _blown_up(n, (n - 1) * dt)
-        out["P"][:, k_rec], out["V"][:, k_rec], out["lam"][:, k_rec] = P, V, lam
-        tt[k_rec] = t_final
+        # (the last frame, step n; its joint error is evaluated after the run)
+        out["P"][:, -1], out["V"][:, -1], out["lam"][:, -1] = P, V, lam
+        tt[-1] = t_final
         bar.update(1)
 
 
@@ -250,7 +252,9 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
     n, rec_steps = steps_and_frames(t_final, dt, record_every)
     T = len(rec_steps)
     nb = mx.nbodies
-    out = dict(P=np.empty((N, T, nb, 4, 4)), V=np.empty((N, T, nb, 6)), lam=np.zeros((N, T, mx.nrows)))
+    # (joint errors: from the native loop's rows, else evaluated after the run)
+    out = dict(P=np.empty((N, T, nb, 4, 4)), V=np.empty((N, T, nb, 6)), lam=np.zeros((N, T, mx.nrows)),
+               err=np.full((N, T), np.nan))
     tt = np.empty(T)
     if stab == "projection":
         P, V, _ = mx.project(P, V)
@@ -268,7 +272,10 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
     finally:
         if own_bar:
             bar.close()
-    out["err"] = _joint_error(mx, out["P"].reshape((N * T, nb, 4, 4)), native).reshape(N, T)
+    todo = np.flatnonzero(np.isnan(out["err"]).any(axis=0))
+    if todo.size:
+        out["err"][:, todo] = _joint_error(mx, np.ascontiguousarray(out["P"][:, todo]).reshape(-1, nb, 4, 4),
+                                           native).reshape(N, todo.size)
     max_err = float(out["err"].max(initial=0.0))
     wall = time.perf_counter() - wall
     # joint coordinates of the run's own (rigid) states: the native read-back of to_reduced
