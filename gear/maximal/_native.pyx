@@ -569,15 +569,46 @@ cdef inline void J_apply(const PlanC* p, const double* F, const double* V, doubl
 
 cdef inline void add_Minv_Jt(const PlanC* p, const double* G, const double* x, double c,
                              double* V) noexcept nogil:
-    # V += c M^{-1} J^T x
-    cdef int r, k
-    for r in range(p.m):
-        if p.ia[r] >= 0:
+    # V += c M^{-1} J^T x, row by row.  A run of rows on the same two bodies
+    # (PlanC.same) sums in registers and stores once: the same sums in the
+    # same order, without storing and reloading V_b between two rows
+    cdef double va[6]
+    cdef double vb[6]
+    cdef int r = 0, e, t, k, a, b
+    while r < p.m:
+        a = p.ia[r]
+        b = p.ib[r]
+        if a == b:                        # (one body on both sides: row by row)
+            if a >= 0:
+                for k in range(6):
+                    V[6 * a + k] += c * G[12 * r + k] * x[r]
+                for k in range(6):
+                    V[6 * a + k] += c * G[12 * r + 6 + k] * x[r]
+            r += 1
+            continue
+        e = r + 1
+        while e < p.m and p.same[e]:
+            e += 1
+        if a >= 0:
             for k in range(6):
-                V[6 * p.ia[r] + k] += c * G[12 * r + k] * x[r]
-        if p.ib[r] >= 0:
+                va[k] = V[6 * a + k]
+        if b >= 0:
             for k in range(6):
-                V[6 * p.ib[r] + k] += c * G[12 * r + 6 + k] * x[r]
+                vb[k] = V[6 * b + k]
+        for t in range(r, e):
+            if a >= 0:
+                for k in range(6):
+                    va[k] += c * G[12 * t + k] * x[t]
+            if b >= 0:
+                for k in range(6):
+                    vb[k] += c * G[12 * t + 6 + k] * x[t]
+        if a >= 0:
+            for k in range(6):
+                V[6 * a + k] = va[k]
+        if b >= 0:
+            for k in range(6):
+                V[6 * b + k] = vb[k]
+        r = e
 
 
 cdef inline void move(double* T, int nb, const double* V, double h) noexcept nogil:
