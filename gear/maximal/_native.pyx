@@ -200,6 +200,21 @@ cdef inline double dot6(const double* a, const double* b) noexcept nogil:
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5]
 
 
+cdef inline double dotF(const PlanC* p, int r, const double* Fr, const double* b) noexcept nogil:
+    # F_r . b for a 6-block of row r of J: a dot row's F has no linear part
+    # (the terms left out are zeros)
+    if p.ty[r] == DOT:
+        return Fr[0] * b[0] + Fr[1] * b[1] + Fr[2] * b[2]
+    return dot6(Fr, b)
+
+
+cdef inline void mat6_vec_w(const double* M, const double* x, double* out) noexcept nogil:
+    # out = M (x_0, x_1, x_2, 0, 0, 0): mat6_vec without the zero half
+    cdef int i
+    for i in range(6):
+        out[i] = M[6 * i] * x[0] + M[6 * i + 1] * x[1] + M[6 * i + 2] * x[2]
+
+
 cdef inline void joint_wrench(const PlanC* p, int b, const double* X, const double* tau,
                               double* w) noexcept nogil:
     """w = S (S^T S)^{-1} tau on body b (S^T w = tau), S in the child frame:
@@ -297,18 +312,30 @@ cdef inline void frame(const double* T, int body, const double* R, const double*
 
 
 cdef inline void to_body(const double* T, int body, const double* pos, const double* cw,
-                         const double* cv, double* F) noexcept nogil:
+                         const double* cv, double* F, bint hw=True, bint hv=True) noexcept nogil:
     """World coefficients of (w, v_origin) of the frame at ``pos`` to body
-    twist coefficients: F = (R^T c_w + p x R^T c_v, R^T c_v)."""
+    twist coefficients: F = (R^T c_w + p x R^T c_v, R^T c_v).  ``hw`` /
+    ``hv`` False: c_w / c_v is zero (a row type's), its terms are left out
+    (the same values: they only add zeros)."""
     cdef double t[3]
     cdef int k
     if body < 0:
         for k in range(6):
             F[k] = 0.0
         return
+    if not hv:
+        F[3] = 0.0
+        F[4] = 0.0
+        F[5] = 0.0
+        matTvec3(T + 12 * body, cw, F)
+        return
     matTvec3(T + 12 * body, cv, F + 3)
-    matTvec3(T + 12 * body, cw, F)
     cross3(pos, F + 3, t)
+    if not hw:
+        for k in range(3):
+            F[k] = t[k]
+        return
+    matTvec3(T + 12 * body, cw, F)
     for k in range(3):
         F[k] += t[k]
 
@@ -406,8 +433,10 @@ cdef inline int row_at(const PlanC* p, const double* T, int r, const double* W, 
         for k in range(3):
             cvB[k] = d[k] / L
             cvA[k] = -cvB[k]
-    to_body(T, p.ia[r], p.pA + 3 * r, cwA, cvA, F)
-    to_body(T, p.ib[r], p.pB + 3 * r, cwB, cvB, F + 6)
+    # (c_w is zero on both sides of pos and dist rows and on {B}'s of an
+    # axis row, c_v on both sides of dot rows)
+    to_body(T, p.ia[r], p.pA + 3 * r, cwA, cvA, F, t != POS and t != DIST, t != DOT)
+    to_body(T, p.ib[r], p.pB + 3 * r, cwB, cvB, F + 6, t == DOT or t == HELIX, t != DOT)
     return ST_OK
 
 
@@ -526,7 +555,10 @@ cdef inline int rows_and_G(const PlanC* p, const double* T, double* g, double* F
         for sa in range(2):
             b = p.ia[r] if sa == 0 else p.ib[r]
             if b >= 0:
-                mat6_vec(p.Minv + 36 * b, F + 12 * r + 6 * sa, G + 12 * r + 6 * sa)
+                if p.ty[r] == DOT:         # F's linear part is zero
+                    mat6_vec_w(p.Minv + 36 * b, F + 12 * r + 6 * sa, G + 12 * r + 6 * sa)
+                else:
+                    mat6_vec(p.Minv + 36 * b, F + 12 * r + 6 * sa, G + 12 * r + 6 * sa)
             else:
                 for k in range(6):
                     G[12 * r + 6 * sa + k] = 0.0
@@ -550,7 +582,7 @@ cdef inline int rows_and_K(const PlanC* p, const double* T, double* g, double* F
                 b = p.ia[r] if sa == 0 else p.ib[r]
                 for sb in range(2):
                     if b >= 0 and b == (p.ia[s] if sb == 0 else p.ib[s]):
-                        v += dot6(F + 12 * r + 6 * sa, G + 12 * s + 6 * sb)
+                        v += dotF(p, r, F + 12 * r + 6 * sa, G + 12 * s + 6 * sb)
             K[r * m + s] = v
             K[s * m + r] = v
     return ST_OK
@@ -562,9 +594,9 @@ cdef inline void J_apply(const PlanC* p, const double* F, const double* V, doubl
     for r in range(p.m):
         out[r] = 0.0
         if p.ia[r] >= 0:
-            out[r] += dot6(F + 12 * r, V + 6 * p.ia[r])
+            out[r] += dotF(p, r, F + 12 * r, V + 6 * p.ia[r])
         if p.ib[r] >= 0:
-            out[r] += dot6(F + 12 * r + 6, V + 6 * p.ib[r])
+            out[r] += dotF(p, r, F + 12 * r + 6, V + 6 * p.ib[r])
 
 
 cdef inline void add_Minv_Jt(const PlanC* p, const double* G, const double* x, double c,
@@ -643,7 +675,7 @@ cdef inline int rows_and_K_sparse(const PlanC* p, const double* T, double* g, do
     for b in range(p.nb):
         for i in range(p.bptr[b], p.bptr[b + 1]):
             for j in range(i, p.bptr[b + 1]):
-                Lx[p.bdst[t]] += dot6(F + 12 * p.brow[i] + 6 * p.bside[i],
+                Lx[p.bdst[t]] += dotF(p, p.brow[i], F + 12 * p.brow[i] + 6 * p.bside[i],
                                       G + 12 * p.brow[j] + 6 * p.bside[j])
                 t += 1
     if cfm != NULL:
