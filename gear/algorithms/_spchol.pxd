@@ -77,7 +77,10 @@ cdef inline int spchol_scratch(const SpChol* s) noexcept nogil:
 cdef inline int spchol_factor(const SpChol* s, double* Lx, double* x, double* dep,
                               double rtol, double rowtol) noexcept nogil:
     """In place: ``Lx`` holds the lower triangle of ``K`` in the pattern's
-    positions (zero where the factor fills in) and gets ``L``.  ``x`` (n,)
+    positions (zero where the factor fills in) and gets ``L``, each
+    column's diagonal entry as its reciprocal ``1 / L_jj`` (the solves
+    multiply by it: a division's latency on every column of a triangular
+    solve, whose columns wait for each other, was a fifth of it).  ``x`` (n,)
     scratch; ``dep`` (n,) gets 0 (independent), 1 (dependent) or 2
     (dependent and negligible).  ``rowtol``: the fraction of its own
     diagonal a pivot must exceed (``row_rtol()`` for a semi-definite K
@@ -111,7 +114,7 @@ cdef inline int spchol_factor(const SpChol* s, double* Lx, double* x, double* de
         r += 1
         d = sqrt(d)
         inv = 1.0 / d
-        Lx[s.Lp[j]] = d
+        Lx[s.Lp[j]] = inv                   # (the solves multiply by it)
         for t in range(s.Lp[j] + 1, s.Lp[j + 1]):
             Lx[t] = x[s.Li[t]] * inv
     return r
@@ -129,7 +132,7 @@ cdef inline void spchol_solve_lt(const SpChol* s, const double* Lx, const double
         v = y[j]
         for t in range(s.Lp[j] + 1, s.Lp[j + 1]):
             v -= Lx[t] * y[s.Li[t]]
-        y[j] = v / Lx[s.Lp[j]]
+        y[j] = v * Lx[s.Lp[j]]
 
 
 cdef inline void spchol_solve_basic(const SpChol* s, const double* Lx, const double* dep,
@@ -145,7 +148,7 @@ cdef inline void spchol_solve_basic(const SpChol* s, const double* Lx, const dou
         if dep[j] != 0.0:
             y[j] = 0.0
             continue
-        v = y[j] / Lx[s.Lp[j]]
+        v = y[j] * Lx[s.Lp[j]]
         y[j] = v
         for t in range(s.Lp[j] + 1, s.Lp[j + 1]):
             y[s.Li[t]] -= Lx[t] * v
