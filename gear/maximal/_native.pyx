@@ -97,11 +97,11 @@ cdef struct PlanC:
     bint sparse             # K sparse (more rows than the dense route takes):
     SpChol ch               #   its factor's pattern (rows in a fill-reducing order) ...
     const int* pinv         #   (m,) row r of K is row pinv[r] of the factor
-    const int* bptr         #   (nb + 1,) each body's segments: rows brow[...] on side
-    const int* brow         #   bside[...] (0: the row's body a, 1: body b) ...
-    const int* bside
-    const int* bdst         #   ... and for each pair i <= j of a body's segments, where
-                            #   F_i . G_j lands among the factor's values
+    int npair               #   each pair of segments (a row's 6-block) meeting on a body:
+    const int* pf           #   (npair,) the offsets of the first's F and the second's G in
+    const int* pg           #   the (m, 12) arrays, the first's row, and where their
+    const int* pr           #   product F . G lands among the factor's values
+    const int* bdst
     const double* kst       # (m,) compliant rows' stiffness and damping (Ruan, eqs. 13-14),
     const double* kdm       #   or NULL: hard rows
 
@@ -664,20 +664,15 @@ cdef inline int rows_and_K_sparse(const PlanC* p, const double* T, double* g, do
     segments into the factor's values ``Lx`` (plus ``cfm`` on the diagonal
     where not NULL), then ``K + delta I`` factorised in place (``x``,
     ``dep``: (m,) scratch)."""
-    cdef int m = p.m, r, b, st, i, j, t
+    cdef int m = p.m, r, st, t
     cdef double delta = 0.0
     st = rows_and_G(p, T, g, F, G)
     if st != ST_OK:
         return st
     for t in range(p.ch.nnz):
         Lx[t] = 0.0
-    t = 0
-    for b in range(p.nb):
-        for i in range(p.bptr[b], p.bptr[b + 1]):
-            for j in range(i, p.bptr[b + 1]):
-                Lx[p.bdst[t]] += dotF(p, p.brow[i], F + 12 * p.brow[i] + 6 * p.bside[i],
-                                      G + 12 * p.brow[j] + 6 * p.bside[j])
-                t += 1
+    for t in range(p.npair):
+        Lx[p.bdst[t]] += dotF(p, p.pr[t], F + p.pf[t], G + p.pg[t])
     if cfm != NULL:
         for r in range(m):
             Lx[p.ch.Lp[p.pinv[r]]] += cfm[r]
@@ -1213,7 +1208,7 @@ cdef class Plan:
     def __init__(self, I6, Minv, parent, gravity, ty, ia, ib, ci, cj, RA, pA, RB, pB, offset, pitch,
                  nvb, iv, vary, S, RPl, axes, sparse=None, stiffness=None, damping=None):
         """``sparse``: None (dense K) or ``(Lp, Li, LRp, LRk, LRpos, pinv,
-        bptr, brow, bside, bdst)`` (``gear.maximal.native.build``)."""
+        pf, pg, pr, bdst)`` (``gear.maximal.native.build``)."""
         f8 = lambda a, n: np.ascontiguousarray(np.asarray(a, dtype=np.float64).reshape(-1, n))
         i4 = lambda a: np.ascontiguousarray(np.asarray(a, dtype=np.int32).reshape(-1))
         a = dict(I6=f8(I6, 36), Minv=f8(Minv, 36), parent=i4(parent), ty=i4(ty), ia=i4(ia), ib=i4(ib),
@@ -1261,18 +1256,19 @@ cdef class Plan:
                 self.c.kdm = _dptr(a["kdm"])
         self.c.sparse = sparse is not None
         if sparse is not None:
-            names = ("Lp", "Li", "LRp", "LRk", "LRpos", "pinv", "bptr", "brow", "bside", "bdst")
+            names = ("Lp", "Li", "LRp", "LRk", "LRpos", "pinv", "pf", "pg", "pr", "bdst")
             for n, v in zip(names, sparse):
                 a[n] = np.concatenate([i4(v), np.zeros(1, dtype=np.int32)])   # a valid first address
             if (len(a["Lp"]) != self.m + 2 or len(a["pinv"]) != self.m + 1
-                    or len(a["bptr"]) != self.nb + 2):
+                    or not len(a["pf"]) == len(a["pg"]) == len(a["pr"]) == len(a["bdst"])):
                 raise ValueError("Plan: inconsistent sparse arrays")
             spchol_set(&self.c.ch, self.m, _iptr(a["Lp"]), _iptr(a["Li"]), _iptr(a["LRp"]),
                        _iptr(a["LRk"]), _iptr(a["LRpos"]), 0)
             self.c.pinv = _iptr(a["pinv"])
-            self.c.bptr = _iptr(a["bptr"])
-            self.c.brow = _iptr(a["brow"])
-            self.c.bside = _iptr(a["bside"])
+            self.c.npair = len(a["pf"]) - 1
+            self.c.pf = _iptr(a["pf"])
+            self.c.pg = _iptr(a["pg"])
+            self.c.pr = _iptr(a["pr"])
             self.c.bdst = _iptr(a["bdst"])
 
 

@@ -62,11 +62,14 @@ def build(mx):
 
 
 def _sparse_plan(nb, ia, ib):
-    """``K``'s sparse plan for more rows than the dense route takes: each
-    body's segments (the rows that meet it, and on which side), ``K``'s
+    """``K``'s sparse plan for more rows than the dense route takes: ``K``'s
     pattern (two rows meet when they share a body), its fill-reducing
     order and factor (``gear.constraints.sparse.factor_pattern``), and
-    where each product of two of a body's segments lands."""
+    for each pair of segments (a row's 6-block on one body) that meet on a
+    body, body by body: the offsets of the first's ``F`` and the second's
+    ``G`` in the kernel's (m, 12) arrays, the first's row (its type says
+    whether ``F`` has a linear part) and where their product lands among
+    the factor's values."""
     import scipy.sparse as sps
 
     from ..constraints.sparse import factor_pattern, factor_positions
@@ -91,7 +94,8 @@ def _sparse_plan(nb, ia, ib):
     pattern = sps.coo_matrix((np.ones(len(pi)), (row[pi], row[pj])), shape=(m, m))
     pinv, sym, key = factor_pattern(pattern)
     dst = factor_positions(key, m, pinv[row[pi]], pinv[row[pj]])
-    return (*sym, pinv, bptr, row, side, dst)
+    off = 12 * row + 6 * side
+    return (*sym, pinv, off[pi], off[pj], row[pi], dst)
 
 
 def plan(mx):
