@@ -241,6 +241,16 @@ def test_run_reports_each_frames_joint_error(integrator, stab, stiff):
             assert err[:, 0].min() > 1e-6        # the frames are really off their rows
     # the three arrays alone without the flag
     assert len(native.native_run(mx, P, V, H, 2)) == 3
+    # recorded into given arrays (here views of larger ones): the same frames
+    big = [np.full((2, 9) + a.shape[2:], np.nan) for a in (Pr, Vr, lam, err)]
+    views = tuple(b[:, 2:2 + Pr.shape[1]] for b in big)
+    got = native.native_run(mx, P, V, H, 7, record_every=3, stabilization=stab, integrator=integrator,
+                            joint_error=True, out=views)
+    for g, v, want in zip(got, views, (Pr, Vr, lam, err)):
+        assert g is v
+        np.testing.assert_array_equal(v, want)
+    with pytest.raises(ValueError, match="out must hold four arrays"):
+        native.native_run(mx, P, V, H, 7, record_every=3, out=views[:3])
 
 
 @pytest.mark.parametrize("name", list(MECHS))

@@ -235,7 +235,7 @@ def project(mx, P, V, tol=1e-12, max_iter=10):
 
 
 def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabilization=None, beta=None,
-               integrator="euler", gains=None, joint_error=False):
+               integrator="euler", gains=None, joint_error=False, out=None):
     """``steps`` steps of a batch in one native call (Euler, ``"rk4"`` or
     ``"rkmk4"``), every state on its own thread.
 
@@ -252,6 +252,10 @@ def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabili
         every step, as :func:`gear.simulate` does.
     joint_error : bool
         Also return each frame's joint error.
+    out : tuple of ndarray, optional
+        ``(poses, twists, lam, joint_error)`` shaped as returned, to record
+        into; returned.  Views of larger arrays will do (the kernel writes
+        straight into C-contiguous ones, through a copy otherwise).
 
     Returns
     -------
@@ -286,9 +290,14 @@ def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabili
     Pf, Vf, tau, f_ext = _inputs(mx, P, V, tau, f_ext)
     Pf, Vf = Pf.copy(), Vf.copy()
     T = len(range(0, steps, every)) + 1 if steps else 1
-    Prec, Vrec = np.empty((N, T, 16 * nb)), np.empty((N, T, 6 * nb))
-    lam = np.empty((N, T, mx.nrows))
-    err = np.empty((N, T))
+    if out is None:
+        out = (np.empty((N, T, nb, 4, 4)), np.empty((N, T, nb, 6)), np.empty((N, T, mx.nrows)), np.empty((N, T)))
+    shapes = [(N, T, nb, 4, 4), (N, T, nb, 6), (N, T, mx.nrows), (N, T)]
+    if len(out) != 4 or any(np.shape(a) != sh for a, sh in zip(out, shapes)):
+        raise ValueError(f"out must hold four arrays shaped {shapes}")
+    rec = [out[0].reshape(N, T, 16 * nb), out[1].reshape(N, T, 6 * nb), out[2], out[3]]   # (views, or copies)
+    rec = [a if a.flags.c_contiguous and np.shares_memory(a, o) else np.empty(a.shape) for a, o in zip(rec, out)]
+    Prec, Vrec, lam, err = rec
     status = np.zeros(N, dtype=np.int32)
     _native.run(plan(mx), Pf, Vf, float(h), code, gain, ga, gb, stabilization == "projection", steps, every,
                 tau, f_ext, Prec, Vrec, lam, err, status, get_num_threads())
@@ -298,5 +307,7 @@ def native_run(mx, P, V, h, steps, record_every=1, tau=None, f_ext=None, stabili
         raise FloatingPointError(f"state {bad[0]}: {what.get(int(status[bad[0]]), 'the step failed')}")
     if not (np.isfinite(Prec).all() and np.isfinite(Vrec).all()):
         raise FloatingPointError("the maximal-coordinate state became non-finite; reduce h")
-    out = Prec.reshape(N, T, nb, 4, 4), Vrec.reshape(N, T, nb, 6), lam
-    return (*out, err) if joint_error else out
+    for a, o in zip(rec, out):
+        if not np.shares_memory(a, o):
+            o[...] = a.reshape(o.shape)
+    return tuple(out) if joint_error else tuple(out[:3])
