@@ -66,10 +66,10 @@ t = time.perf_counter()
 while time.perf_counter() - t < 4: s.forward_dynamics_derivatives(qs, dq, tau)
 """,
     "maximal": """
-import numpy as np, gear, time
+import os, numpy as np, gear, time
 from gear.maximal.native import native_run
 gear.set_num_threads(1)
-s, q = gear.mechanisms.n_four_bar(100); mx = gear.MaximalModel(s); rng = np.random.default_rng(0)
+s, q = gear.mechanisms.n_four_bar(int(os.environ.get("GEAR_PROFILE_N", 100))); mx = gear.MaximalModel(s); rng = np.random.default_rng(0)
 P, V = mx.state(q, s.project_velocity(q, rng.standard_normal(s.model.nv)))
 t = time.perf_counter()
 while time.perf_counter() - t < 4: native_run(mx, P[None], V[None], 1e-3, 200, 200, stabilization="baumgarte")
