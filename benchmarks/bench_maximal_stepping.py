@@ -76,7 +76,8 @@ def main(argv=None):
     print(f"# gear {gear.__version__} | numpy {np.__version__} | one thread | dt = {dt:g} s")
     print("\nus per step, one state (N-four-bar, chain tree)\n")
     cols = ["maximal euler+bg", "maximal euler+bg (native)", "maximal euler+proj", "maximal euler+proj (native)",
-            "maximal rkmk4", "reduced euler", "reduced rk4", "exudyn", "maximal e+bg / exudyn"]
+            "maximal rkmk4", "reduced euler", "reduced rk4", "exudyn", "maximal e+bg / exudyn",
+            "native e+bg / exudyn"]
     print(f"{'N':>5} {'bodies':>7} {'rows':>6} " + " ".join(f"{c:>26}" for c in cols))
     try:
         from bench_maximal import exudyn_time
@@ -87,9 +88,9 @@ def main(argv=None):
         s, q = gear.mechanisms.n_four_bar(N)
         dq = s.project_velocity(q, rng.standard_normal(s.model.nv))
         mx = gear.MaximalModel(s)
-        steps = 20 if N <= 10 else 5
+        steps = 200 if N <= 100 else 5
         T = steps * dt
-        rs = 20 * steps if N <= 100 else 2
+        rs = 400 if N <= 10 else (100 if N <= 100 else 2)
         # every frame recorded (and its joint coordinates read back) up to
         # N = 100; above, the first and last (the read-back of 13,000 rows a
         # frame would be the whole time)
@@ -119,6 +120,8 @@ def main(argv=None):
         cells = [f"{'-':>26}" if t[c] is None else f"{t[c] * 1e6:26,.1f}" for c in cols[:7]]
         cells.append(f"{'-':>26}" if tex is None else f"{tex * 1e6:26,.1f}")
         cells.append(f"{'-':>26}" if tex is None else f"{t['maximal euler+bg'] / tex:26.2f}")
+        nat = t["maximal euler+bg (native)"]
+        cells.append(f"{'-':>26}" if tex is None or nat is None else f"{nat / tex:26.2f}")
         print(f"{N:>5} {mx.nbodies:>7} {mx.nrows:>6} " + " ".join(cells))
     chain_table([n for n in (10, 100) if n <= max(a.ns)] or [10])
 
