@@ -758,14 +758,17 @@ cdef inline void solve_rows(const PlanC* p, const double* F, const double* G, do
 
 cdef int euler_one(const PlanC* p, const double* P16, const double* V, const double* tau,
                    const double* fext, double h, double gain, double* Pout, double* Vout,
-                   double* lam, double* ws, bint implicit=False, double* g0=NULL) noexcept nogil:
+                   double* lam, double* ws, bint implicit=False, double* g0=NULL,
+                   bint ready=False) noexcept nogil:
     """One step of one state (eq. 12).  ``gain``: beta / h (Baumgarte) or 0.
     Compliant rows (``p.kst``): their spring and damper force at the start
     of the step, ``lam = -k g - c J V`` (explicit), or with ``implicit`` at
     its end, linearised (eq. 14): ``(K + CFM) mu = -(k / (h k + c)) g - J
     V*``, ``CFM = 1 / (h (h k + c))``.  ``Pout``/``Vout`` may be
     ``P16``/``V``; ``g0`` (if not NULL): max |g| at the start, the joint
-    error of the pose the step leaves."""
+    error of the pose the step leaves; ``ready``: the rows, ``J``'s blocks
+    and the factor of ``K`` at this pose are in ``ws`` already (the last
+    factorisation of :func:`project_one`, hard rows), not computed again."""
     cdef int nb = p.nb, m = p.m, b, r, k, st
     cdef double* T = ws                   # (nb, 12)
     cdef double* Vs = T + 12 * nb         # (nb, 6) f, then V* and V+
@@ -801,9 +804,10 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
             cfm = cfm_area(p, ws)
             for r in range(m):
                 cfm[r] = 1.0 / (h * (h * p.kst[r] + p.kdm[r]))
-        st = factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first, cfm)
-        if st != ST_OK:
-            return st
+        if not ready:
+            st = factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first, cfm)
+            if st != ST_OK:
+                return st
         if g0 != NULL:
             g0[0] = max_abs(z.g, m)
         J_apply(p, z.F, Vs, z.rhs)
@@ -990,7 +994,7 @@ cdef inline double row_bias(const PlanC* p, const double* T, const double* V, in
 
 cdef int accel_one(const PlanC* p, const double* T, const double* V, const double* tau,
                    const double* fext, double ga, double gb, double* dV, double* lam,
-                   double* ws, double* resid=NULL) noexcept nogil:
+                   double* ws, double* resid=NULL, bint ready=False) noexcept nogil:
     """Forward dynamics at one state (``MaximalModel._accel``): ``dV = M^{-1}
     (f + J^T lam)`` with ``J dV + b = -ga J V - gb g`` (``ga = 2 alpha``,
     ``gb = beta^2``: Baumgarte; zero: the rows' acceleration held), ``K lam
@@ -1018,9 +1022,10 @@ cdef int accel_one(const PlanC* p, const double* T, const double* V, const doubl
             lam[r] = -p.kst[r] * z.g[r] - p.kdm[r] * z.rhs[r]
         add_Minv_Jt(p, z.G, lam, 1.0, dV)
         return ST_OK
-    st = factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first)
-    if st != ST_OK:
-        return st
+    if not ready:                           # (as euler_one's ready)
+        st = factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first)
+        if st != ST_OK:
+            return st
     J_apply(p, z.F, V, lam)                 # (lam holds J V, then the target, until the end)
     J_apply(p, z.F, dV, z.rhs)
     for r in range(m):
@@ -1095,12 +1100,12 @@ cdef inline void dexp_inv(const double* th, const double* xi, double* out) noexc
 
 cdef int rk_one(const PlanC* p, const double* P16, const double* V, const double* tau,
                 const double* fext, double h, double ga, double gb, bint mk, double* Pout,
-                double* Vout, double* lam, double* ws, double* g0=NULL) noexcept nogil:
+                double* Vout, double* lam, double* ws, double* g0=NULL, bint ready=False) noexcept nogil:
     """One step of the classical tableau (stepping._rk_step): Munthe-Kaas
     (``mk``: ``T = T0 exp(theta)``, ``theta' = dexp^{-1}_{-theta}(V)``) or
     on the pose matrices (``dT/dt = T V^``, the rotations moved to their
     polar factor after the step).  ``lam``: the row forces at the start.
-    ``ws``: scratch_size + 72 nb doubles; ``g0`` as :func:`euler_one`."""
+    ``ws``: scratch_size + 72 nb doubles; ``g0``, ``ready`` as :func:`euler_one`."""
     cdef int nb = p.nb, m = p.m, b, k, s, st
     cdef double* T0 = ws + scratch_size(p)     # (nb, 12) the state
     cdef double* V0 = T0 + 12 * nb             # (nb, 6)
@@ -1121,7 +1126,7 @@ cdef int rk_one(const PlanC* p, const double* P16, const double* V, const double
         pose_in(P16 + 16 * b, T0 + 12 * b)
     for k in range(6 * nb):
         V0[k] = V[k]
-    st = accel_one(p, T0, V0, tau, fext, ga, gb, kV, lam, ws)
+    st = accel_one(p, T0, V0, tau, fext, ga, gb, kV, lam, ws, NULL, ready)
     if st != ST_OK:
         return st
     if g0 != NULL:
@@ -1184,13 +1189,13 @@ cdef int rk_one(const PlanC* p, const double* P16, const double* V, const double
 cdef inline int step_one(const PlanC* p, const double* P16, const double* V, const double* tau,
                          const double* fext, double h, int integ, double gain, double ga, double gb,
                          double* Pout, double* Vout, double* lam, double* ws,
-                         double* g0=NULL) noexcept nogil:
+                         double* g0=NULL, bint ready=False) noexcept nogil:
     # integ 0: Euler (eq. 12, ``gain`` = beta / h), 1: rk4, 2: rkmk4 (``ga``,
     # ``gb``), 3: implicit (Euler with compliant rows linearly implicit);
-    # g0 (if not NULL): max |g| at the start
+    # g0 (if not NULL): max |g| at the start; ready: as euler_one's
     if integ == 0 or integ == 3:
-        return euler_one(p, P16, V, tau, fext, h, gain, Pout, Vout, lam, ws, integ == 3, g0)
-    return rk_one(p, P16, V, tau, fext, h, ga, gb, integ == 2, Pout, Vout, lam, ws, g0)
+        return euler_one(p, P16, V, tau, fext, h, gain, Pout, Vout, lam, ws, integ == 3, g0, ready)
+    return rk_one(p, P16, V, tau, fext, h, ga, gb, integ == 2, Pout, Vout, lam, ws, g0, ready)
 
 
 cdef inline int step_scratch(const PlanC* p, int integ) noexcept nogil:
@@ -1392,7 +1397,7 @@ def run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, int integ, doub
     failing step (status != 0; P, V are those before it)."""
     cdef Py_ssize_t N = P.shape[0], k
     cdef const PlanC* p = &plan.c
-    cdef int wsize = step_scratch(p, integ), nv = p.nv, nb = p.nb, m = p.m, n, fr, st, j, pend, b
+    cdef int wsize = step_scratch(p, integ), nv = p.nv, nb = p.nb, m = p.m, n, fr, st, j, pend, b, ready
     cdef const double* tp = _opt(tau)
     cdef const double* fp = _opt(fext)
     cdef double* ws
@@ -1407,8 +1412,10 @@ def run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, int integ, doub
             fr = 0
             pend = -1                          # the recorded frame whose joint error the next step gives
             st = ST_OK
+            ready = 0                          # a projection left its rows and factor at the pose in ws
             if proj and m > 0 and p.kst == NULL:
                 st = project_one(p, &P[k, 0], &V[k, 0], 1e-12, 10, &P[k, 0], &V[k, 0], lam + m, ws)
+                ready = 1
             for n in range(steps + 1):
                 if st != ST_OK:
                     break
@@ -1425,12 +1432,14 @@ def run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, int integ, doub
                     break
                 st = step_one(p, &P[k, 0], &V[k, 0], _row(tp, k, nv),
                               _row(fp, k, 6 * nb), h, integ, gain, ga, gb, &P[k, 0],
-                              &V[k, 0], lam, ws, lam + 2 * m + 1)
+                              &V[k, 0], lam, ws, lam + 2 * m + 1, ready)
+                ready = 0
                 if st == ST_OK and pend >= 0:
                     errrec[k, pend] = lam[2 * m + 1]
                     pend = -1
                 if st == ST_OK and proj and m > 0 and p.kst == NULL:
                     st = project_one(p, &P[k, 0], &V[k, 0], 1e-12, 10, &P[k, 0], &V[k, 0], lam + m, ws)
+                    ready = 1
             if st == ST_OK and pend >= 0:
                 # the last frame: its rows, at the pose recorded
                 for b in range(nb):
