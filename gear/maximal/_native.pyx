@@ -903,19 +903,29 @@ cdef inline void frame_motion(const double* T, const double* V, int body, const 
     matvec3(T + 12 * body, t, ac)
 
 
-cdef inline double row_bias(const PlanC* p, const double* T, const double* V, int r) noexcept nogil:
+cdef inline void row_motion(const PlanC* p, const double* T, const double* V, int r, double* W) noexcept nogil:
+    """Row r's frames {A} and {B} in the world with their motion
+    (:func:`frame_motion`), ``W`` = (R, p, w, v, ac) of {A}, then of {B}
+    (42 doubles): the rows of one joint or closure share them
+    (``PlanC.same``)."""
+    frame_motion(T, V, p.ia[r], p.RA + 9 * r, p.pA + 3 * r, W, W + 9, W + 12, W + 15, W + 18)
+    frame_motion(T, V, p.ib[r], p.RB + 9 * r, p.pB + 3 * r, W + 21, W + 30, W + 33, W + 36, W + 39)
+
+
+cdef inline double row_bias(const PlanC* p, int r, const double* W) noexcept nogil:
     """The bias ``b_r`` of row r, ``J_r dV + b_r = d^2 g_r / dt^2``
-    (rows.py's ``evaluate``), for each row type."""
-    cdef double RAw[9]
-    cdef double RBw[9]
-    cdef double pAw[3]
-    cdef double pBw[3]
-    cdef double wA[3]
-    cdef double wB[3]
-    cdef double vA[3]
-    cdef double vB[3]
-    cdef double aA[3]
-    cdef double aB[3]
+    (rows.py's ``evaluate``), for each row type, from its frames' motion
+    ``W`` (:func:`row_motion`)."""
+    cdef const double* RAw = W
+    cdef const double* pAw = W + 9
+    cdef const double* wA = W + 12
+    cdef const double* vA = W + 15
+    cdef const double* aA = W + 18
+    cdef const double* RBw = W + 21
+    cdef const double* pBw = W + 30
+    cdef const double* wB = W + 33
+    cdef const double* vB = W + 36
+    cdef const double* aB = W + 39
     cdef double d[3]
     cdef double dd[3]
     cdef double ddd[3]
@@ -936,8 +946,6 @@ cdef inline double row_bias(const PlanC* p, const double* T, const double* V, in
     cdef double dr[3]
     cdef double b, L, e, sn, cs, rho, s1, c1, s2, c2, drho
     cdef int k, i = p.ci[r], j = p.cj[r], i1, i2, t = p.ty[r]
-    frame_motion(T, V, p.ia[r], p.RA + 9 * r, p.pA + 3 * r, RAw, pAw, wA, vA, aA)
-    frame_motion(T, V, p.ib[r], p.RB + 9 * r, p.pB + 3 * r, RBw, pBw, wB, vB, aB)
     for k in range(3):
         d[k] = pBw[k] - pAw[k]
         dd[k] = vB[k] - vA[k]
@@ -1003,6 +1011,7 @@ cdef int accel_one(const PlanC* p, const double* T, const double* V, const doubl
     scratch at euler_one's offsets, its first 24 nb unused); ``resid`` (if
     not NULL): ``max_r |J_r dV - target_r|``, how well the rows hold."""
     cdef int nb = p.nb, m = p.m, b, r, k, st
+    cdef double Wm[42]
     cdef RowWs z = row_ws(p, ws)
     cdef double* f = ws                   # (nb, 6) the body forces
     body_forces(p, T, V, tau, fext, f)
@@ -1029,7 +1038,9 @@ cdef int accel_one(const PlanC* p, const double* T, const double* V, const doubl
     J_apply(p, z.F, V, lam)                 # (lam holds J V, then the target, until the end)
     J_apply(p, z.F, dV, z.rhs)
     for r in range(m):
-        lam[r] = -row_bias(p, T, V, r) - ga * lam[r] - gb * z.g[r]
+        if not p.same[r]:
+            row_motion(p, T, V, r, Wm)
+        lam[r] = -row_bias(p, r, Wm) - ga * lam[r] - gb * z.g[r]
         z.rhs[r] = lam[r] - z.rhs[r]
     solve_rows(p, z.F, z.G, z.K, z.L, z.first, z.rhs, z.x, z.res)
     add_Minv_Jt(p, z.G, z.x, 1.0, dV)
