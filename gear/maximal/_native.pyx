@@ -33,6 +33,18 @@ the same pieces: ``T <- T exp(-M^{-1} J^T K^{-1} g)`` with ``J`` and the
 factor of ``K`` from the start until ``max |g| <= tol``, then ``V <- V -
 M^{-1} J^T K^{-1} J V`` at the new poses.
 
+What is computed once serves several uses, without changing a bit:
+
+- the rows of one joint or closure (a run of rows on the same bodies and
+  placements, ``PlanC.same``) share their frames in the world and, at
+  the acceleration level, their motion (``row_frames``, ``row_motion``);
+- a row type's zero coefficients are left out (a dot row's ``F`` has no
+  linear part: ``dotF``, ``mat6_vec_w``; ``to_body``'s flags);
+- in a run (:func:`run`), each frame's joint error is the residual of the
+  rows the next step evaluates at its start, and a step after a
+  projection takes the rows, ``J``'s blocks and the factor that the
+  projection's last factorisation left at the same pose (``ready``).
+
 Joint torques are equal and opposite wrenches, ``w = S (S^T S)^{-1} tau``
 on the child (``S^T w = tau``; ``S`` in the child frame, constant for most
 kinds, from the relative rotation for universal and planar joints) and
