@@ -103,9 +103,7 @@ cdef inline void l_ad(const double* V, const double* X, double* out) noexcept no
     cdef const v4* V4 = <const v4*> V
     cdef const v4* X4 = <const v4*> X
     cdef v4* o = <v4*> out
-    o[0] = V4[1] * X4[2] - V4[2] * X4[1]
-    o[1] = V4[2] * X4[0] - V4[0] * X4[2]
-    o[2] = V4[0] * X4[1] - V4[1] * X4[0]
+    l_cross3(V, X, out)
     o[3] = (V4[4] * X4[2] - V4[5] * X4[1]) + (V4[1] * X4[5] - V4[2] * X4[4])
     o[4] = (V4[5] * X4[0] - V4[3] * X4[2]) + (V4[2] * X4[3] - V4[0] * X4[5])
     o[5] = (V4[3] * X4[1] - V4[4] * X4[0]) + (V4[0] * X4[4] - V4[1] * X4[3])
