@@ -475,6 +475,18 @@ cdef inline double max_abs(const double* a, int n) noexcept nogil:
     return s
 
 
+cdef inline int pose_residual(const PlanC* p, const double* P16, double* ws, double* err) noexcept nogil:
+    """``err[0]`` = max |g| of the rows at the pose ``P16`` (nb, 16), as
+    ``gear.maximal.rows.evaluate`` computes them (0 on a failing row);
+    ``ws``: 12 nb + m doubles of scratch.  Returns ST_OK or ST_DIST."""
+    cdef int b, st
+    for b in range(p.nb):
+        pose_in(P16 + 16 * b, ws + 12 * b)
+    st = rows_g(p, ws, ws + 12 * p.nb)
+    err[0] = max_abs(ws + 12 * p.nb, p.m) if st == ST_OK else 0.0
+    return st
+
+
 cdef inline int cholesky(double* A, int n, int* first) noexcept nogil:
     """In-place lower Cholesky factor of the SPD n x n row-major A, row by
     row (Cholesky-Banachiewicz) on its envelope: row i of L is zero left
@@ -1420,7 +1432,7 @@ def run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, int integ, doub
     failing step (status != 0; P, V are those before it)."""
     cdef Py_ssize_t N = P.shape[0], k
     cdef const PlanC* p = &plan.c
-    cdef int wsize = step_scratch(p, integ), nv = p.nv, nb = p.nb, m = p.m, n, fr, st, j, pend, b, ready
+    cdef int wsize = step_scratch(p, integ), nv = p.nv, nb = p.nb, m = p.m, n, fr, st, j, pend, ready
     cdef const double* tp = _opt(tau)
     cdef const double* fp = _opt(fext)
     cdef double* ws
@@ -1464,11 +1476,7 @@ def run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, int integ, doub
                     st = project_one(p, &P[k, 0], &V[k, 0], 1e-12, 10, &P[k, 0], &V[k, 0], lam + m, ws)
                     ready = 1
             if st == ST_OK and pend >= 0:
-                # the last frame: its rows, at the pose recorded
-                for b in range(nb):
-                    pose_in(&P[k, 16 * b], ws + 12 * b)
-                st = rows_g(p, ws, ws + 12 * nb)
-                errrec[k, pend] = max_abs(ws + 12 * nb, m) if st == ST_OK else 0.0
+                st = pose_residual(p, &P[k, 0], ws, &errrec[k, pend])   # the last frame, apart
             status[k] = st
         free(ws)
 
@@ -1495,10 +1503,10 @@ def project(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double to
 def residual_max(Plan plan, const double[:, ::1] P, double[::1] out, int[::1] status, int nthreads):
     """``out[k] = max_r |g_r|`` of the poses ``P[k]`` (N, 16 nb): the
     largest row residual of each state, as ``gear.maximal.rows.evaluate``
-    computes it (``rows_g`` above); ``status[k]`` 0 or ST_DIST."""
+    computes it (``pose_residual`` above); ``status[k]`` 0 or ST_DIST."""
     cdef Py_ssize_t N = P.shape[0], k
     cdef const PlanC* p = &plan.c
-    cdef int nb = p.nb, m = p.m, b, st
+    cdef int nb = p.nb, m = p.m
     cdef double* ws
     cdef int nt = max(1, min(nthreads, N))
     if N == 0:
@@ -1506,11 +1514,7 @@ def residual_max(Plan plan, const double[:, ::1] P, double[::1] out, int[::1] st
     with nogil, parallel(num_threads=nt):
         ws = <double*> malloc((12 * nb + m + 1) * sizeof(double))
         for k in prange(N, schedule='static'):
-            for b in range(nb):
-                pose_in(&P[k, 16 * b], ws + 12 * b)
-            st = rows_g(p, ws, ws + 12 * nb)
-            out[k] = max_abs(ws + 12 * nb, m) if st == ST_OK else 0.0
-            status[k] = st
+            status[k] = pose_residual(p, &P[k, 0], ws, &out[k])
         free(ws)
 
 
