@@ -165,34 +165,32 @@ def _native_loop(mx, P, V, n, rec_steps, t_final, dt, integrator, tau, f_ext, st
     k0 = 0
     while True:
         steps = min(seg, full - k0)
-        # frames at k0, k0 + every, ..., and k0 + steps (always kept by native_run):
-        # recorded straight into the run's arrays when they are the run's
-        # frames a0, a0 + 1, ... (all but a last segment that stops short of
-        # a frame); k0's, the previous segment's last, keeps its row forces
+        # frames at k0, k0 + every, ..., and k0 + steps (always kept by native_run),
+        # the run's among them (k0's was the previous segment's last)
         ks = k0 + np.unique(np.r_[np.arange(0, steps + 1, every), steps])
-        a0 = int(np.searchsorted(rec, k0))
+        keep = np.isin(ks, rec) & ((ks > k0) | (k0 == 0))
+        at = np.searchsorted(rec, ks[keep])
+        # recorded straight into the run's frames when they all are its
+        # (all but a last segment that stops short of a frame); k0's keeps
+        # its row forces
         direct = bool(np.isin(ks, rec).all())
+        views = None
         if direct:
-            at = slice(a0, a0 + len(ks))
-            views = tuple(out[key][:, at] for key in ("P", "V", "lam", "err"))
-            lam0 = out["lam"][:, a0].copy()
-        else:
-            views = None
+            a0 = int(np.searchsorted(rec, k0))
+            views = tuple(out[key][:, a0:a0 + len(ks)] for key in ("P", "V", "lam", "err"))
+            lam0 = out["lam"][:, a0].copy() if k0 > 0 else None
         try:
             Ps, Vs, Ls, Es = native_run(mx, P, V, dt, steps, every, tau, f_ext, stab, beta, integrator, gains,
                                         joint_error=True, out=views)
         except FloatingPointError:
             raise _blown_up(k0 + 1, k0 * dt) from None
-        if direct:
-            if k0 > 0:
-                out["lam"][:, a0] = lam0
-            tt[at] = np.where(ks == n, t_final, ks * dt)
-        else:
-            keep = np.isin(ks, rec) & (ks > k0 if k0 > 0 else True)
-            js, at = np.flatnonzero(keep), np.searchsorted(rec, ks[keep])
+        if not direct:
+            js = np.flatnonzero(keep)
             for key, A in (("P", Ps), ("V", Vs), ("lam", Ls), ("err", Es)):
                 out[key][:, at] = A[:, js]
-            tt[at] = np.where(ks[keep] == n, t_final, ks[keep] * dt)
+        elif lam0 is not None:
+            out["lam"][:, a0] = lam0
+        tt[at] = np.where(ks[keep] == n, t_final, ks[keep] * dt)
         P, V = np.ascontiguousarray(Ps[:, -1]), np.ascontiguousarray(Vs[:, -1])
         k0 += steps
         bar.update(steps)
