@@ -262,7 +262,22 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
     frames to Q (nrec, nq), V (nrec, nv) and L (nrec, m) (L may be NULL).
     ``tmax[0]`` gets the largest |g| seen before projection (closed chains).
     Returns 0 or the first non-zero status of a kernel (-5: the state
-    became non-finite)."""
+    became non-finite).
+
+    The running maximum stays in this thread's own memory and ``tmax`` is
+    written once: the states of a batch have neighbouring ``tmax`` entries,
+    on one cache line, and writing them every step from two threads made
+    the line move between the cores."""
+    cdef double tm = 0.0
+    cdef int st = _rollout_steps(m, c, r, q0, v0, tau0, Q, V, L, &tm, w, cw, scr)
+    tmax[0] = tm
+    return st
+
+
+cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, const double* q0,
+                               const double* v0, const double* tau0, double* Q, double* V, double* L,
+                               double* tmax, Work* w, CWork* cw, double* scr) noexcept nogil:
+    # rollout's steps (``tmax``: the caller's local running maximum)
     cdef int nq = m.nq, nv = m.nv, nr = 0 if c == NULL else c.m
     cdef int k, s, st, rec = 0, i
     cdef double h, err
