@@ -15,8 +15,8 @@ The cases are:
   stabilisation, exact to 1e-12, on 1 and 2 threads. MuJoCo gets the same
   file with its soft ``equality connect``.
 
-Throughput is ``states * steps / wall time``, the best of five calls after
-one to warm up (plans, thread teams, caches), and the ratios are gear /
+Throughput is ``states * steps / wall time``, the best of up to five calls
+(fewer past 2 s) after one to warm up (plans, thread teams, caches), and the ratios are gear /
 peer, all from one run of the script.  Defaults: 1,000 states x 1,000 steps for the arm, and
 200 x 500 for the four-bar (``--quick`` divides both by 10).
 """
@@ -39,16 +39,17 @@ import gear.campaign  # noqa: E402
 
 def _rate(N, steps, fn, repeat=5):
     """State-steps per second of ``fn`` (N states x ``steps`` steps): one
-    call to warm up (plans, thread teams, caches), then the best of
-    ``repeat`` calls, for gear and its peers alike (``repeat=0``: one
-    timed call, for the slow Python loops)."""
+    call to warm up (plans, thread teams, caches), then the best of up to
+    ``repeat`` calls (fewer once they have taken 2 s), for gear and its
+    peers alike (``repeat=0``: one timed call, for the slow Python loops)."""
     if repeat:
         fn()
-    best = float("inf")
-    for _ in range(max(repeat, 1)):
+    best, spent, k = float("inf"), 0.0, 0
+    while k < max(repeat, 1) and (k == 0 or spent < 2.0):
         t0 = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - t0)
+        dt = time.perf_counter() - t0
+        best, spent, k = min(best, dt), spent + dt, k + 1
     return N * steps / best
 
 
