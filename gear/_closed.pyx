@@ -27,7 +27,7 @@ from gear.constraints._sparse_route cimport closed_inverse_sparse as _cinv_spars
 from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_assemble, joint_frames,
                                    maximal_forward as _cmax, gear_chol, gear_chol_clone, gear_chol_free)
 from gear._data cimport (ModelData, ClosureData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec,
-                         _quats_ok, _empty, State1, _state1, _mat, _empty2)
+                         _quats_ok, _empty, State1, _state1, _mat, _empty2, batch_threads)
 
 cnp.import_array()
 
@@ -602,16 +602,14 @@ cdef class FastForward:
             if not _quats_ok(self.md, qp + k * nq):
                 return None
         ddq = _empty2(N, nv)
-        tau_c = np.array(tau)                      # the kernel's tau argument is not const
         lam = _empty2(N, m)
         info = _empty2(N, 2)
         status = np.zeros(N, dtype=np.int32)
         cdef int[::1] stv = status
         if N >= _PARALLEL_FROM:
-            from gear.algorithms.dynamics import get_num_threads
-            nthreads = get_num_threads()
+            nthreads = batch_threads()
         _cdyn_batch(self.md, self.cd, self.route, N, qp, dqp, <double*> cnp.PyArray_DATA(ddq),
-                    <double*> cnp.PyArray_DATA(<cnp.ndarray> tau_c), NULL, NULL,
+                    <double*> tp, NULL, NULL,          # (read only: no joint is prescribed)
                     <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(info), &stv[0],
                     nthreads, True)
         for k in range(N):

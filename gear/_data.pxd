@@ -102,6 +102,9 @@ cdef inline const double* _vec(object o, Py_ssize_t n):
     return p
 
 
+cdef int batch_threads()
+
+
 cdef inline bint _quats_ok(ModelData md, const double* q):
     cdef Py_ssize_t k
     cdef const double* u

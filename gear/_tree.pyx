@@ -30,7 +30,7 @@ from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_deri
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv, jcalc_dSdq, jcalc_ddSdq
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear._data cimport (ModelData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec, _quats_ok, _empty,
-                         State1, _state1, _mat, _empty2)
+                         State1, _state1, _mat, _empty2, batch_threads)
 
 cnp.import_array()
 
@@ -422,8 +422,7 @@ cdef object _batch3(ModelData md, int kind, q, a, b):
         sv = status
         c.status = &sv[0]
     if N >= _PARALLEL_FROM:
-        from gear.algorithms.dynamics import get_num_threads
-        nthreads = get_num_threads()
+        nthreads = batch_threads()
     _run(md, &c, N, nthreads)
     if status is not None:
         for k in range(N):
