@@ -248,16 +248,20 @@ def main(argv=None):
         tbg = best_time(lambda: mg.forward_dynamics(np.tile(qg, (B, 1)), np.tile(dqg, (B, 1)),
                                                     np.tile(taug, (B, 1))), repeat=3, target=0.2) / B
         tkg = best_time(lambda: g.forward_dynamics(qg, dqg, taug), repeat=3, target=0.1) if N <= 100 else None
+        mgc = g.with_solver("maximal", route="cholmod")
+        tcg = best_time(lambda: mgc.forward_dynamics(qg, dqg, taug), repeat=3, target=0.2)
+        route = rg.stats.get("route", "-")
         tmc, emc = mujoco_time(s, q, dq, tau, rm.ddq)
         tmg, emg = mujoco_time(g, qg, dqg, taug, rg.ddq)
         tms, ems = mujoco_time(g, qg, dqg, taug, rg.ddq, stiff=True)
-        mj.append((N, tg, tbg, tkg, tmc, emc, tmg, emg, tms, ems))
+        mj.append((N, tg, tbg, tkg, tmc, emc, tmg, emg, tms, ems, tcg, route))
     print("\n(exudyn: µs per implicit generalized-alpha step at h = 1e-3, and its crank angle after "
           "0.2 s against gear's rk4, relative to the angle travelled)")
     print("\nMuJoCo's mj_forward (soft constraints: relative ddq error in brackets) on both spanning "
           "trees, against gear's maximal solver on the ground tree (us per call, one state)\n")
     print(f"{'N':>5} {'mujoco, chain tree':>22} {'mujoco, ground tree':>22} {'stiffened':>18} "
-          f"{'maximal, ground tree':>21} {'batch':>8} {'kkt, ground tree':>17} {'maximal/mujoco':>15}")
+          f"{'maximal, ground tree':>21} {'route':>7} {'cholmod route':>14} {'batch':>8} {'kkt, ground tree':>17} "
+          f"{'maximal/mujoco':>15}")
 
     def cell(t, e):
         if t is None:
@@ -266,11 +270,13 @@ def main(argv=None):
             return "cannot load"
         return f"{t * 1e6:9,.1f} [{e:.0e}]"
 
-    for N, tg, tbg, tkg, tmc, emc, tmg, emg, tms, ems in mj:
+    for N, tg, tbg, tkg, tmc, emc, tmg, emg, tms, ems, tcg, route in mj:
         ratio = f"{tg / tmg:15.2f}" if isinstance(tmg, float) else "-"
         ck = "-" if tkg is None else f"{tkg * 1e6:17,.1f}"
         print(f"{N:>5} {cell(tmc, emc):>22} {cell(tmg, emg):>22} {cell(tms, ems):>18} {tg * 1e6:21,.1f} "
-              f"{tbg * 1e6:8,.1f} {ck:>17} {ratio}")
+              f"{route:>7} {tcg * 1e6:14,.1f} {tbg * 1e6:8,.1f} {ck:>17} {ratio}")
+    print("\n(maximal: the solver's default route, \"auto\" (gear.maximal.tree.choose_route); "
+          "cholmod route: the same solve through CHOLMOD's factorisation of the Schur complement)")
 
 
 if __name__ == "__main__":

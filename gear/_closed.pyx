@@ -24,8 +24,9 @@ from gear.constraints._dense_route cimport closed_dense as _cdense
 from gear.constraints._projection cimport closed_forward_projection as _cproj
 from gear.constraints._inverse cimport closed_inverse as _cinv_dense
 from gear.constraints._sparse_route cimport closed_inverse_sparse as _cinv_sparse
+from gear.maximal._tree_route cimport maximal_dynamics as _cmax
 from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_assemble, joint_frames,
-                                   maximal_forward as _cmax, gear_chol, gear_chol_clone, gear_chol_free)
+                                   gear_chol, gear_chol_clone, gear_chol_free)
 from gear._data cimport (ModelData, ClosureData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec,
                          _quats_ok, _empty, State1, _state1, _mat, _empty2, batch_threads)
 

@@ -9,6 +9,7 @@ from libc.math cimport isfinite, fabs, sqrt
 from gear.algorithms._types cimport ModelC
 from gear.constraints._cwork cimport ClosC, SpKKT, SpInv
 from gear.maximal._kernel cimport MaxC, gear_chol
+from gear.maximal._tree_route cimport MaxTree
 
 
 cdef class ModelData:
@@ -34,6 +35,7 @@ cdef class ClosureData:
 
 cdef class MaximalData:
     cdef MaxC c
+    cdef MaxTree tr
     cdef readonly object arrays
     cdef gear_chol* h
     cdef readonly int nws

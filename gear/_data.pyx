@@ -15,6 +15,7 @@ from gear.algorithms._types cimport WORK_PER_BODY
 from gear.spatial._lanes cimport LANES
 from gear.algorithms._spchol cimport spchol_set
 from gear.constraints._cwork cimport SpInv, SpKKT, cwork_size, cwork_size_c
+from gear.maximal._tree_route cimport tree_scratch
 from gear.maximal._kernel cimport (MaxC, maximal_scratch, gear_chol, gear_chol_available, gear_chol_new,
                                    gear_chol_free, gear_chol_lnz, gear_chol_perm)
 
@@ -306,6 +307,8 @@ cdef class MaximalData:
                 or a_pbody.shape[0] != a_pdof.shape[0]):
             raise ValueError("MaximalData: inconsistent plan arrays")
         self.nws = maximal_scratch(nb, self.c.nrows, nnzK, nout, self.c.nseg)
+        self.c.nws_kernel = self.nws
+        self.c.tree = NULL
         self.h = NULL
         if analyse and self.c.nrows > 0:
             if not gear_chol_available():
@@ -315,6 +318,59 @@ cdef class MaximalData:
             self.h = gear_chol_new(self.c.nrows, &a_kp[0], &a_ki[0], 1, 0, &st)
             if self.h == NULL:
                 raise MemoryError(f"CHOLMOD's symbolic analysis failed (status {st})")
+
+    def attach_tree(self, int nv, I6, vptr, vrow, vpar, vseg, pptr, pv1, pv2, pdst, pinv, Lp, Li, Rp, Rk,
+                    Rpos):
+        """The tree route (``MaxTree`` of ``gear/maximal/_tree_route.pxd``):
+        forward dynamics by the tree-ordered factorisation instead of
+        CHOLMOD's (``nv``: the model's velocity coordinates).  Before ``ClosureData.attach_maximal`` (the scratch
+        grows)."""
+        cdef double[::1] a_i6 = _padded(I6, np.float64)
+        cdef int[::1] a_vptr = _padded(vptr, np.int32)
+        cdef int[::1] a_vrow = _padded(vrow, np.int32)
+        cdef int[::1] a_vpar = _padded(vpar, np.int32)
+        cdef int[::1] a_vseg = _padded(vseg, np.int32)
+        cdef int[::1] a_pptr = _padded(pptr, np.int32)
+        cdef int[::1] a_pv1 = _padded(pv1, np.int32)
+        cdef int[::1] a_pv2 = _padded(pv2, np.int32)
+        cdef int[::1] a_pdst = _padded(pdst, np.int32)
+        cdef int[::1] a_pinv = _padded(pinv, np.int32)
+        cdef int[::1] a_lp = _padded(Lp, np.int32)
+        cdef int[::1] a_li = _padded(Li, np.int32)
+        cdef int[::1] a_rp = _padded(Rp, np.int32)
+        cdef int[::1] a_rk = _padded(Rk, np.int32)
+        cdef int[::1] a_rpos = _padded(Rpos, np.int32)
+        cdef int nb = self.c.nb, nL = self.c.nL
+        cdef int nvis = a_vrow.shape[0] - 1
+        if (self.c.nP != 0 or a_i6.shape[0] - 1 != 36 * nb or a_vptr.shape[0] - 1 != nb + 1
+                or a_vpar.shape[0] - 1 != nvis or a_vseg.shape[0] - 1 != 2 * nvis
+                or a_pptr.shape[0] - 1 != nb + 1 or a_pptr[nb] != a_pdst.shape[0] - 1
+                or a_pv1.shape[0] != a_pdst.shape[0] or a_pv2.shape[0] != a_pdst.shape[0]
+                or a_pinv.shape[0] - 1 != nL or a_lp.shape[0] - 1 != nL + 1):
+            raise ValueError("MaximalData.attach_tree: inconsistent plan arrays")
+        self.arrays.update(I6=a_i6, vptr=a_vptr, vrow=a_vrow, vpar=a_vpar, vseg=a_vseg, pptr=a_pptr, pv1=a_pv1,
+                           pv2=a_pv2, pdst=a_pdst, tpinv=a_pinv, tLp=a_lp, tLi=a_li, tRp=a_rp,
+                           tRk=a_rk, tRpos=a_rpos)
+        self.tr.I6 = &a_i6[0]
+        self.tr.nvis = nvis
+        self.tr.vptr = &a_vptr[0]
+        self.tr.vrow = &a_vrow[0]
+        self.tr.vpar = &a_vpar[0]
+        self.tr.vseg = &a_vseg[0]
+        self.tr.npair = a_pdst.shape[0] - 1
+        self.tr.pptr = &a_pptr[0]
+        self.tr.pv1 = &a_pv1[0]
+        self.tr.pv2 = &a_pv2[0]
+        self.tr.pdst = &a_pdst[0]
+        self.tr.pinv = &a_pinv[0]
+        spchol_set(&self.tr.ch, nL, &a_lp[0], &a_li[0], &a_rp[0], &a_rk[0], &a_rpos[0], 0)
+        self.c.tree = &self.tr
+        self.nws = self.c.nws_kernel + tree_scratch(nb, nv, nL, nvis, self.tr.ch.nnz)
+
+    @property
+    def route(self):
+        """``"tree"`` or ``"cholmod"``: the route of forward dynamics."""
+        return "tree" if self.c.tree != NULL else "cholmod"
 
     def __dealloc__(self):
         gear_chol_free(self.h)

@@ -35,7 +35,7 @@ from gear.algorithms._aba cimport hybrid, hybrid_lanes
 from gear.spatial._lanes cimport LANES
 from gear.algorithms._rnea cimport rnea
 from gear.joints._integrate cimport integrate_config
-from gear.maximal._kernel cimport maximal_forward
+from gear.maximal._tree_route cimport maximal_dynamics
 from gear.constraints._cwork cimport ClosC, CWork
 from gear.constraints._rows cimport constraint_rows
 from gear.constraints._psd cimport psd_solve
@@ -149,7 +149,7 @@ cdef inline int _accel(const ModelC* m, const ClosC* c, const RollC* r, double t
     if r.route == 2:
         return closed_forward_projection(m, c, q, v, a, tau, NULL, NULL, lam, info, w, cw)
     if r.route == 3:
-        return maximal_forward(m, c, q, v, a, tau, NULL, lam, info, w, cw)
+        return maximal_dynamics(m, c, q, v, a, tau, NULL, lam, info, w, cw)
     return closed_dynamics(m, c, q, v, a, tau, NULL, NULL, lam, info, w, cw)
 
 

@@ -14,7 +14,10 @@ The rooms of this package, imports pointing down:
   of a closed-loop model at a *joint-space* state, which the ``"maximal"``
   constraint solver (:class:`gear.solvers.MaximalSolver`) factorises to
   answer joint-space questions, and the joint-space maps
-  :func:`from_reduced` / :func:`to_reduced`.
+  :func:`from_reduced` / :func:`to_reduced`;
+* :mod:`gear.maximal.tree` -- the plan of that solver's tree route
+  (Baraff's tree-ordered factorisation of the KKT system) and the choice
+  between it and CHOLMOD's.
 """
 from .system import MaximalSystem, from_reduced, to_reduced
 from .model import MaximalModel, MaximalResult

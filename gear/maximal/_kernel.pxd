@@ -100,6 +100,8 @@ cdef struct MaxC:
     const int* perm      # (nrows,) fill-reducing order: row perm[k] of K is row k of Kx's matrix
     const int* Kp        # (nrows + 1,) that permuted K's upper triangle, CSC, diagonal last
     const int* Ki
+    const void* tree     # the tree route's plan (MaxTree of _tree_route.pxd), or NULL: CHOLMOD's
+    int nws_kernel       # maximal_scratch's doubles; the tree route's scratch follows them
 
 
 cdef inline int maximal_scratch(int nb, int nrows, int nnzK, int nout, int nseg) noexcept nogil:
@@ -292,11 +294,13 @@ cdef inline MaxW maxwork(const MaxC* x, double* base) noexcept nogil:
 
 cdef inline int maximal_assemble(const ModelC* m, const ClosC* c, const double* q, const double* dq,
                                  const double* ddq, const double* tau, const double* fext, Work* w,
-                                 CWork* cw, MaxW* z) noexcept nogil:
-    """The rows J and c, the body wrenches f, Mb^-1 f, and K's values
-    (``z.Kx``, the left-out entries after the first nnzK).  Returns 0 or
-    ST_DIST_COINCIDE.  ``tau`` may be NULL (zero); ``ddq`` (the prescribed
-    accelerations) is read by the prescription rows only."""
+                                 CWork* cw, MaxW* z, bint with_K=True,
+                                 bint joint_rows=True) noexcept nogil:
+    """The rows J and c (the joints' only when ``joint_rows``), the body
+    wrenches f and, ``with_K``, Mb^-1 f and K's values (``z.Kx``, the
+    left-out entries after the first nnzK).
+    Returns 0 or ST_DIST_COINCIDE.  ``tau`` may be NULL (zero); ``ddq``
+    (the prescribed accelerations) is read by the prescription rows only."""
     cdef const MaxC* x = <const MaxC*> c.mx
     cdef int nb = m.nb, nJ = x.nJ
     cdef int i, j, k, n, p, r, s, a, b, st, l
@@ -346,7 +350,7 @@ cdef inline int maximal_assemble(const ModelC* m, const ClosC* c, const double* 
                 dAd_inv(T, a6, t6)
                 for k in range(6):
                     f[6 * p + k] -= t6[k]
-        for j in range(6 - n):
+        for j in range(6 - n if joint_rows else 0):
             r = x.row0[i] + j
             for k in range(6):
                 Jv[12 * r + k] = Ci[6 * j + k]
@@ -382,6 +386,8 @@ cdef inline int maximal_assemble(const ModelC* m, const ClosC* c, const double* 
             for k in range(6):
                 Jv[12 * r + 6 + k] = -t6[k]
         z.cr[r] = (ddq[x.pdof[l]] if ddq != NULL else 0.0) + dot6(Js, w.eta + 6 * i)
+    if not with_K:
+        return 0
     # u = Mb^-1 f; H_s = L_b^T J_s, so that J_a Mb^-1 J_b^T = H_a . H_b
     for i in range(nb):
         mat6_vec_rm(x.Minv + 36 * i, f + 6 * i, z.u + 6 * i)
@@ -494,7 +500,29 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
             for k in range(6):
                 f[6 * i + k] += Ci[k] * v
         mat6_vec_rm(x.Minv + 36 * i, f + 6 * i, dV + 6 * i)
-    for i in range(nb):
+    for l in range(x.nL):
+        lam_out[l] = lam[nJ + l]
+    for l in range(x.nP):
+        tau[x.pdof[l]] = lam[nJ + x.nL + l]     # the prescribed coordinates' torques
+    maximal_readback(m, c, x, &z, w, cw, ddq, info)
+    info[0] = nfac
+    return 0
+
+
+cdef inline void maximal_readback(const ModelC* m, const ClosC* c, const MaxC* x, const MaxW* z,
+                                  Work* w, CWork* cw, double* ddq, double* info) noexcept nogil:
+    """The joint accelerations from the body accelerations ``z.dV``,
+    ``ddq_i = S_i^+ (dV_i - Ad_{T^-1} dV_p - eta_i)`` (Kim eq. 41; the
+    prescribed joints' are left as given), and ``info[1] = |A ddq + dA
+    dq|`` from the reduced rows."""
+    cdef int i, j, k, n, p, l
+    cdef double t6[6]
+    cdef double a6[6]
+    cdef double v, acc2
+    cdef const double* dV = z.dV
+    cdef const double* Ci
+    cdef const double* Spi
+    for i in range(m.nb):
         n = m.nvi[i]
         if n == 0 or (x.pres != NULL and x.pres[i]):
             continue
@@ -506,19 +534,12 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
                 t6[k] = 0.0
         for k in range(6):
             a6[k] = dV[6 * i + k] - t6[k] - w.eta[6 * i + k]
-        body_frames(x, &z, i, &Ci, &Spi)
+        body_frames(x, z, i, &Ci, &Spi)
         for j in range(n):
             ddq[m.iv[i] + j] = dot6(Spi + 6 * j, a6)
-    for l in range(x.nL):
-        lam_out[l] = lam[nJ + l]
-    for l in range(x.nP):
-        tau[x.pdof[l]] = lam[nJ + x.nL + l]     # the prescribed coordinates' torques
-    # |A ddq + dA dq|, from the reduced rows
     motion_pass(m, w, ddq, cw.ja)
     acc2 = 0.0
     for l in range(x.nL):
         v = row_rate(c, cw, l, cw.ja, ddq) + cw.bias[l]
         acc2 += v * v
-    info[0] = nfac
     info[1] = sqrt(acc2)
-    return 0

@@ -1,0 +1,477 @@
+# cython: language_level=3
+"""Maximal-coordinate forward dynamics by a tree-ordered factorisation of
+the KKT system (Baraff, "Linear-time dynamics using Lagrange
+multipliers", 1996): the ``"tree"`` route of the ``"maximal"`` solver,
+beside CHOLMOD's factorisation of the Schur complement (``_kernel.pxd``).
+
+The unknowns are the body accelerations ``dV_k`` and the multipliers of
+the rows; ``Mb dV = f + J^T lam``, ``J dV = c`` (Ruan, Articulated rigid
+body systems, eq. 12).  Joint k's ``6 - n_k`` rows are ``C_k dV_k - C_k X_k
+dV_p = C_k eta_k`` (``X_k = Ad_{T_k^-1}``, ``C_k S_k = 0``).  Eliminating
+each body and then its joint's rows, from the leaves to the ground,
+leaves no fill.  With ``Mt_k`` the body's inertia plus what its children
+passed on and ``ft_k`` its wrench likewise, eliminating ``dV_k`` leaves
+the block ``G_k = C Mt^-1 C^T`` on the joint's multipliers, and
+eliminating those passes on to the parent
+
+    Mt_p += X^T C^T G^-1 C X,    ft_p += X^T C^T G^-1 C (Mt^-1 ft - eta).
+
+The (6 - n) x (6 - n) block is never formed: since ``[S, Mt^-1 C^T]``
+spans R^6, ``C^T (C Mt^-1 C^T)^-1 C = Mt - U D^-1 U^T`` with ``U = Mt S``
+and ``D = S^T U`` (n x n), so that
+
+    Mt_p += X^T (Mt - U D^-1 U^T) X,
+    ft_p += X^T (ft - Mt eta + U D^-1 (U^T eta - S^T ft)),
+    dV_k  = a + S D^-1 (S^T ft - U^T a),   a = X dV_p + eta_k
+
+-- the arithmetic of the articulated-body recursion (Kim, Lie Group
+Formulation of Articulated Rigid Body Dynamics, Table 3, eq. 49), which
+is what Baraff's elimination of a tree amounts to.  Each body costs an
+n x n pivot and one congruence.
+
+Loop rows stay in a Schur complement of their own, ``K_L = J_L Phi
+J_L^T`` with ``Phi`` the tree's response to body wrenches.  A wrench ``w``
+at body k contributes ``y = Ld^-1 S^T w`` (``D = Ld Ld^T``) and passes
+``X^T (w - U D^-1 S^T w)`` on to the parent, so that ``w^T Phi w'`` is the
+sum of ``y . y'`` over the bodies on both paths to the ground: ``K_L`` has
+an entry for two loop rows only where their paths meet.  Its pattern, a
+fill-reducing order and the factor's pattern are planned once
+(``MaxTree``, ``gear/maximal/tree.py``); each call factorises ``K_L + beta
+I`` with the sparse Cholesky of ``gear/algorithms/_spchol.pxd`` and
+refines against ``K_L`` as the CHOLMOD route does (``beta = rel * max
+diag``, raised 1000-fold up to 1e-6 when a pivot is not positive;
+refinement until ``|r - K_L mu| <= 1e-14 |r|``; the part of ``r`` outside
+the range removed when there is no exact solution).  Then the loop forces
+``J_L^T mu`` join the body wrenches and one more pass over the vectors
+gives ``dV``.
+
+Forward dynamics only: hybrid dynamics keeps the CHOLMOD route.
+"""
+from libc.math cimport sqrt, fabs
+from gear.algorithms._types cimport ModelC, Work
+from gear.algorithms._spchol cimport SpChol, spchol_factor, spchol_solve_basic
+from gear.constraints._cwork cimport ClosC, CWork
+from gear.spatial._spatial cimport Ad_inv, dAd_inv, mat6_vec, congruence_Ad_inv_add
+from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_assemble, maximal_forward,
+                                   maximal_readback, dot6, fmax, ST_NOT_PSD)
+
+
+cdef struct MaxTree:
+    const double* I6     # (nb, 36) body inertias, row-major
+    int nvis             # visits: a loop row at a body on the path of one of its bodies to the ground
+    const int* vptr      # (nb + 1,) each body's visits
+    const int* vrow      # (nvis,) the visit's loop row (0 .. nL - 1)
+    const int* vpar      # (nvis,) the same row's visit at the parent body, or -1
+    const int* vseg      # (nvis, 2) offsets in Jv of the row's segments on this body, or -1
+    int npair
+    const int* pptr      # (nb + 1,) each body's pairs of visits ...
+    const int* pv1       # (npair,) the pair's two visits ...
+    const int* pv2
+    const int* pdst      # ... and the entry of K_L's factor their product adds to
+    const int* pinv      # (nL,) loop row -> its row in the factor
+    SpChol ch            # K_L's factor pattern
+
+
+cdef inline int tree_scratch(int nb, int nv, int nL, int nvis, int nnz) noexcept nogil:
+    # Mt (36 per body), U, Ld (6 per velocity coordinate), ft (6 per body),
+    # W, Y (6 per visit), KL, Lx (nnz), r, mu, e, de, y, dep (nL), xs (3 nL)
+    return 42 * nb + 12 * nv + 12 * nvis + 2 * nnz + 9 * nL + 8
+
+
+cdef inline bint chol_small(const double* A, int n, double* L) noexcept nogil:
+    # A = L L^T (n x n, row-major, stride 6), L's diagonal stored inverted;
+    # False when A is not positive definite
+    cdef int i, j, k
+    cdef double s
+    for j in range(n):
+        s = A[6 * j + j]
+        for k in range(j):
+            s -= L[6 * j + k] * L[6 * j + k]
+        if not (s > 0.0):
+            return False
+        L[6 * j + j] = 1.0 / sqrt(s)
+        for i in range(j + 1, n):
+            s = A[6 * i + j]
+            for k in range(j):
+                s -= L[6 * i + k] * L[6 * j + k]
+            L[6 * i + j] = s * L[6 * j + j]
+    return True
+
+
+cdef inline void lower_solve(const double* L, int n, double* x) noexcept nogil:
+    # x <- L^-1 x
+    cdef int i, k
+    for i in range(n):
+        for k in range(i):
+            x[i] -= L[6 * i + k] * x[k]
+        x[i] *= L[6 * i + i]
+
+
+cdef inline void upper_solve(const double* L, int n, double* x) noexcept nogil:
+    # x <- L^-T x
+    cdef int i, k
+    for i in range(n - 1, -1, -1):
+        x[i] *= L[6 * i + i]
+        for k in range(i):
+            x[k] -= L[6 * i + k] * x[i]
+
+
+cdef struct TreeW:
+    double* Mt      # (nb, 36) articulated inertias
+    double* U       # (nv, 6) U = Mt S, a joint's n columns of 6 from 6 iv
+    double* Ld      # (nv, 6) D = S^T U = Ld Ld^T, stride 6 (fits in 6 n)
+    double* ft      # (nb, 6) the wrenches plus what the children passed on
+    double* W       # (nvis, 6) a loop row's wrench at a body of its paths
+    double* Y       # (nvis, 6) Ld^-1 S^T W (zero beyond n)
+    double* KL
+    double* Lx
+    double* r
+    double* mu
+    double* e
+    double* de
+    double* y
+    double* dep
+    double* xs
+
+
+cdef inline TreeW treework(int nb, int nv, int nL, int nvis, int nnz, double* base) noexcept nogil:
+    cdef TreeW t
+    t.Mt = base
+    t.U = t.Mt + 36 * nb
+    t.Ld = t.U + 6 * nv
+    t.ft = t.Ld + 6 * nv
+    t.W = t.ft + 6 * nb
+    t.Y = t.W + 6 * nvis
+    t.KL = t.Y + 6 * nvis
+    t.Lx = t.KL + nnz
+    t.r = t.Lx + nnz
+    t.mu = t.r + nL
+    t.e = t.mu + nL
+    t.de = t.e + nL
+    t.y = t.de + nL
+    t.dep = t.y + nL
+    t.xs = t.dep + nL
+    return t
+
+
+cdef inline int eliminate(const ModelC* m, const MaxTree* tr, const Work* w, TreeW* t) noexcept nogil:
+    """The matrix sweep from the leaves: ``Mt``, ``U`` and ``Ld`` of every
+    body (see the module docstring)."""
+    cdef int k, i, j, a, n, p
+    cdef double D[36]
+    cdef double Pa[36]
+    cdef double V[36]
+    cdef double x
+    cdef double* Mk
+    cdef double* Uk
+    cdef double* Lk
+    cdef const double* S
+    for k in range(36 * m.nb):
+        t.Mt[k] = tr.I6[k]
+    for k in range(m.nb - 1, -1, -1):
+        n = m.nvi[k]
+        p = m.parent[k]
+        Mk = t.Mt + 36 * k
+        Uk = t.U + 6 * m.iv[k]
+        Lk = t.Ld + 6 * m.iv[k]
+        S = w.S + 36 * k
+        if n == 1:
+            # (one dof, the common case: D = S^T Mt S a number)
+            mat6_vec(Mk, S, Uk)
+            x = dot6(S, Uk)
+            if not (x > 0.0):
+                return ST_NOT_PSD
+            x = 1.0 / sqrt(x)
+            Lk[0] = x
+            if p < 0:
+                continue
+            for a in range(6):
+                V[a] = Uk[a] * x
+            for a in range(6):
+                for i in range(a + 1):
+                    Pa[6 * a + i] = Mk[6 * a + i] - V[a] * V[i]
+                    Pa[6 * i + a] = Pa[6 * a + i]
+            congruence_Ad_inv_add(w.T + 12 * k, Pa, t.Mt + 36 * p)
+            continue
+        for j in range(n):
+            mat6_vec(Mk, S + 6 * j, Uk + 6 * j)
+        for i in range(n):
+            for j in range(i + 1):
+                D[6 * i + j] = dot6(S + 6 * i, Uk + 6 * j)
+        if not chol_small(D, n, Lk):
+            return ST_NOT_PSD
+        if p < 0 or n == 6:
+            continue                   # the ground, or a free joint: nothing passed on
+        # Pa = Mt - U D^-1 U^T = Mt - V^T V with V = Ld^-1 U^T (n rows of 6)
+        for a in range(6):
+            for j in range(n):
+                D[j] = Uk[6 * j + a]
+            lower_solve(Lk, n, D)
+            for j in range(n):
+                V[6 * j + a] = D[j]
+        for a in range(6):
+            for i in range(a + 1):
+                x = Mk[6 * a + i]
+                for j in range(n):
+                    x -= V[6 * j + a] * V[6 * j + i]
+                Pa[6 * a + i] = x
+                Pa[6 * i + a] = x
+        congruence_Ad_inv_add(w.T + 12 * k, Pa, t.Mt + 36 * p)
+    return 0
+
+
+cdef inline void solve_tree(const ModelC* m, const Work* w, TreeW* t, const double* f,
+                            double* dV) noexcept nogil:
+    """``dV`` of the tree rows alone with the body wrenches ``f`` (the
+    vector sweeps, after :func:`eliminate`)."""
+    cdef int k, j, a, n, p
+    cdef double g[6]
+    cdef double v[6]
+    cdef double b[6]
+    cdef const double* S
+    cdef const double* Uk
+    cdef const double* Lk
+    cdef double* fk
+    for k in range(6 * m.nb):
+        t.ft[k] = f[k]
+    for k in range(m.nb - 1, -1, -1):
+        n = m.nvi[k]
+        p = m.parent[k]
+        if p < 0 or n == 6:
+            continue
+        S = w.S + 36 * k
+        Uk = t.U + 6 * m.iv[k]
+        Lk = t.Ld + 6 * m.iv[k]
+        fk = t.ft + 6 * k
+        # X^T (ft - Mt eta + U D^-1 (U^T eta - S^T ft)) to the parent
+        for j in range(n):
+            g[j] = dot6(Uk + 6 * j, w.eta + 6 * k) - dot6(S + 6 * j, fk)
+        lower_solve(Lk, n, g)
+        upper_solve(Lk, n, g)
+        mat6_vec(t.Mt + 36 * k, w.eta + 6 * k, v)
+        for a in range(6):
+            v[a] = fk[a] - v[a]
+        for j in range(n):
+            for a in range(6):
+                v[a] += Uk[6 * j + a] * g[j]
+        dAd_inv(w.T + 12 * k, v, b)
+        for a in range(6):
+            t.ft[6 * p + a] += b[a]
+    for k in range(m.nb):
+        n = m.nvi[k]
+        p = m.parent[k]
+        S = w.S + 36 * k
+        Uk = t.U + 6 * m.iv[k]
+        Lk = t.Ld + 6 * m.iv[k]
+        fk = t.ft + 6 * k
+        # a = X dV_p + eta;  dV = a + S D^-1 (S^T ft - U^T a)
+        if p >= 0:
+            Ad_inv(w.T + 12 * k, dV + 6 * p, v)
+            for a in range(6):
+                v[a] += w.eta[6 * k + a]
+        else:
+            for a in range(6):
+                v[a] = w.eta[6 * k + a]
+        for j in range(n):
+            g[j] = dot6(S + 6 * j, fk) - dot6(Uk + 6 * j, v)
+        lower_solve(Lk, n, g)
+        upper_solve(Lk, n, g)
+        for j in range(n):
+            for a in range(6):
+                v[a] += S[6 * j + a] * g[j]
+        for a in range(6):
+            dV[6 * k + a] = v[a]
+
+
+cdef inline void loop_schur(const ModelC* m, const MaxTree* tr, const MaxW* z, const Work* w,
+                            TreeW* t) noexcept nogil:
+    """``K_L``'s values in the factor's positions (``t.KL``): each loop row's
+    wrenches passed along its paths to the ground, and the products of the
+    visits that meet on a body."""
+    cdef int k, v, j, a, n, q
+    cdef double g[6]
+    cdef double b[6]
+    cdef double* Wv
+    cdef double* Yv
+    cdef const double* S
+    cdef const double* Uk
+    cdef const double* Lk
+    cdef const double* Js
+    for k in range(6 * tr.nvis):
+        t.W[k] = 0.0
+    for k in range(m.nb - 1, -1, -1):
+        n = m.nvi[k]
+        S = w.S + 36 * k
+        Uk = t.U + 6 * m.iv[k]
+        Lk = t.Ld + 6 * m.iv[k]
+        for v in range(tr.vptr[k], tr.vptr[k + 1]):
+            Wv = t.W + 6 * v
+            Yv = t.Y + 6 * v
+            for j in range(2):
+                if tr.vseg[2 * v + j] >= 0:
+                    Js = z.Jv + tr.vseg[2 * v + j]
+                    for a in range(6):
+                        Wv[a] += Js[a]
+            q = tr.vpar[v]
+            if n == 1:
+                # (one dof: y a number, the only entry the pairs read)
+                Yv[0] = dot6(S, Wv) * Lk[0]
+                if q < 0:
+                    continue
+                g[0] = Yv[0] * Lk[0]
+                for a in range(6):
+                    b[a] = Wv[a] - Uk[a] * g[0]
+            else:
+                for j in range(6):
+                    Yv[j] = dot6(S + 6 * j, Wv) if j < n else 0.0
+                lower_solve(Lk, n, Yv)
+                if q < 0 or n == 6:
+                    continue
+                # X^T (w - U D^-1 S^T w) = X^T (w - U Ld^-T y) to the parent's visit
+                for j in range(n):
+                    g[j] = Yv[j]
+                upper_solve(Lk, n, g)
+                for a in range(6):
+                    b[a] = Wv[a]
+                for j in range(n):
+                    for a in range(6):
+                        b[a] -= Uk[6 * j + a] * g[j]
+            dAd_inv(w.T + 12 * k, b, g)
+            for a in range(6):
+                t.W[6 * q + a] += g[a]
+    for k in range(tr.ch.nnz):
+        t.KL[k] = 0.0
+    for k in range(m.nb):
+        n = m.nvi[k]
+        if n == 1:
+            for v in range(tr.pptr[k], tr.pptr[k + 1]):
+                t.KL[tr.pdst[v]] += t.Y[6 * tr.pv1[v]] * t.Y[6 * tr.pv2[v]]
+        else:
+            for v in range(tr.pptr[k], tr.pptr[k + 1]):
+                t.KL[tr.pdst[v]] += dot6(t.Y + 6 * tr.pv1[v], t.Y + 6 * tr.pv2[v])
+
+
+cdef inline void kl_mul(const MaxTree* tr, const double* KL, const double* v, double* out) noexcept nogil:
+    # out = K_L v from its lower triangle in the factor's pattern (diagonal first)
+    cdef int j, p, i, n = tr.ch.n
+    for j in range(n):
+        out[j] = KL[tr.ch.Lp[j]] * v[j]
+    for j in range(n):
+        for p in range(tr.ch.Lp[j] + 1, tr.ch.Lp[j + 1]):
+            i = tr.ch.Li[p]
+            out[i] += KL[p] * v[j]
+            out[j] += KL[p] * v[i]
+
+
+cdef inline void kl_refined(const MaxC* x, const MaxTree* tr, TreeW* t, const double* r,
+                            double* mu) noexcept nogil:
+    # mu = K_L^-1 r by the regularised factor, refined as _kernel's ``refined``;
+    # t.e is left holding r - K_L mu
+    cdef int it, i, n = tr.ch.n
+    cdef double emax, rmax = 0.0
+    for i in range(n):
+        rmax = fmax(rmax, fabs(r[i]))
+        mu[i] = r[i]
+    spchol_solve_basic(&tr.ch, t.Lx, t.dep, mu)
+    it = 0
+    while True:
+        kl_mul(tr, t.KL, mu, t.e)
+        emax = 0.0
+        for i in range(n):
+            t.e[i] = r[i] - t.e[i]
+            emax = fmax(emax, fabs(t.e[i]))
+        if it == x.refinement or emax <= 1e-14 * rmax:
+            return
+        for i in range(n):
+            t.de[i] = t.e[i]
+        spchol_solve_basic(&tr.ch, t.Lx, t.dep, t.de)
+        for i in range(n):
+            mu[i] += t.de[i]
+        it += 1
+
+
+cdef inline int tree_forward(const ModelC* m, const ClosC* c, const double* q, const double* dq,
+                             double* ddq, double* tau, const double* fext, double* lam_out,
+                             double* info, Work* w, CWork* cw) noexcept nogil:
+    """Constrained forward dynamics in maximal coordinates by the tree
+    route (the module docstring): the same arguments, results and statuses
+    as ``maximal_forward``."""
+    cdef const MaxC* x = <const MaxC*> c.mx
+    cdef const MaxTree* tr = <const MaxTree*> x.tree
+    cdef int nb = m.nb, nL = x.nL, nJ = x.nJ
+    cdef int st, l, i, k, a, b, nfac = 0
+    cdef double dmax, rel, emax, rmax, v
+    cdef MaxW z = maxwork(x, cw.mws)
+    cdef TreeW t = treework(nb, m.nv, nL, tr.nvis, tr.ch.nnz, cw.mws + x.nws_kernel)
+    st = maximal_assemble(m, c, q, dq, NULL, tau, fext, w, cw, &z, False, False)
+    if st != 0:
+        return st
+    st = eliminate(m, tr, w, &t)
+    if st != 0:
+        return st
+    solve_tree(m, w, &t, z.f, z.dV)
+    if nL > 0:
+        loop_schur(m, tr, &z, w, &t)
+        # r = c_L - J_L dV0, in the factor's order
+        for l in range(nL):
+            v = z.cr[nJ + l]
+            a = x.rbody[2 * (nJ + l)]
+            b = x.rbody[2 * (nJ + l) + 1]
+            if a >= 0:
+                v -= dot6(z.Jv + 12 * (nJ + l), z.dV + 6 * a)
+            if b >= 0:
+                v -= dot6(z.Jv + 12 * (nJ + l) + 6, z.dV + 6 * b)
+            t.y[tr.pinv[l]] = v
+        dmax = 0.0
+        for l in range(nL):
+            dmax = fmax(dmax, t.KL[tr.ch.Lp[l]])
+        rel = x.rel
+        while True:
+            nfac += 1
+            for k in range(tr.ch.nnz):
+                t.Lx[k] = t.KL[k]
+            for l in range(nL):
+                t.Lx[tr.ch.Lp[l]] += rel * dmax
+            if spchol_factor(&tr.ch, t.Lx, t.xs, t.dep, 0.0, 0.0) == nL:
+                break
+            if rel >= 1e-6:
+                return ST_NOT_PSD
+            rel = min(max(rel, 1e-15) * 1e3, 1e-6)
+        kl_refined(x, tr, &t, t.y, t.mu)
+        # no exact solution: take out the part of r outside range(K_L)
+        emax = 0.0
+        rmax = 1.0
+        for l in range(nL):
+            emax = fmax(emax, fabs(t.e[l]))
+            rmax = fmax(rmax, fabs(t.y[l]))
+        if emax > 1e-9 * rmax:
+            for l in range(nL):
+                t.r[l] = t.y[l] - t.e[l]
+            kl_refined(x, tr, &t, t.r, t.mu)
+        # the loop forces join the body wrenches; the tree solved again
+        for l in range(nL):
+            v = t.mu[tr.pinv[l]]
+            lam_out[l] = v
+            a = x.rbody[2 * (nJ + l)]
+            b = x.rbody[2 * (nJ + l) + 1]
+            if a >= 0:
+                for k in range(6):
+                    z.f[6 * a + k] += z.Jv[12 * (nJ + l) + k] * v
+            if b >= 0:
+                for k in range(6):
+                    z.f[6 * b + k] += z.Jv[12 * (nJ + l) + 6 + k] * v
+        solve_tree(m, w, &t, z.f, z.dV)
+    maximal_readback(m, c, x, &z, w, cw, ddq, info)
+    info[0] = nfac if nfac > 0 else 1         # the tree's elimination, or K_L's factorisations
+    return 0
+
+
+cdef inline int maximal_dynamics(const ModelC* m, const ClosC* c, const double* q, const double* dq,
+                                 double* ddq, double* tau, const double* fext, double* lam_out,
+                                 double* info, Work* w, CWork* cw) noexcept nogil:
+    """The ``"maximal"`` solver's forward (or hybrid) dynamics by the route
+    of its plan: the tree-ordered factorisation when the plan has one, else
+    CHOLMOD's (``maximal_forward``)."""
+    if (<const MaxC*> c.mx).tree != NULL:
+        return tree_forward(m, c, q, dq, ddq, tau, fext, lam_out, info, w, cw)
+    return maximal_forward(m, c, q, dq, ddq, tau, fext, lam_out, info, w, cw)

@@ -1,0 +1,119 @@
+"""The plan of the tree-ordered factorisation of the maximal KKT system
+(Baraff, "Linear-time dynamics using Lagrange multipliers", 1996), the
+``"tree"`` route of the ``"maximal"`` solver (the kernel and its
+equations: ``gear/maximal/_tree_route.pxd``).
+
+The bodies and their joints' rows are eliminated from the leaves to the
+ground without fill.  What is planned here is the loop rows' Schur
+complement ``K_L``: each loop row *visits* every body on the paths of its
+two bodies to the ground, two loop rows meet where their visits share a
+body, and ``K_L``'s pattern is those meetings (a fill-reducing order and
+the factor's pattern from :func:`gear.constraints.sparse.factor_pattern`).
+On a mechanism whose loops close across short branches of the tree (the
+N-four-bar on its ground tree) ``K_L`` is banded; on a long chain every
+path runs to the root and ``K_L`` is dense, where CHOLMOD's factorisation
+of the whole Schur complement is the faster route (:func:`choose_route`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["tree_plan", "route_costs", "choose_route"]
+
+
+def tree_plan(ms):
+    """The arrays of ``MaximalData.attach_tree`` for the rows of ``ms`` (a
+    :class:`gear.maximal.MaximalSystem`), and statistics.
+
+    Returns
+    -------
+    arrays : dict
+        ``I6, vptr, vrow, vpar, vseg, pptr, pv1, pv2, pdst, pinv, Lp, Li,
+        Rp, Rk, Rpos`` (see ``MaxTree`` in ``gear/maximal/_tree_route.pxd``).
+    stats : dict
+        ``visits``, ``pairs`` and ``nnz_factor`` (of ``K_L``'s factor).
+    """
+    import scipy.sparse as sps
+
+    from ..constraints.sparse import factor_pattern, factor_positions
+
+    nb, nJ, nL = ms.nb, ms.nJ, ms.nL
+    parents = np.asarray(ms.parents)
+    if np.any(parents >= np.arange(nb)):
+        raise ValueError("tree plan: every body's parent must come before it")
+    la, lb = np.asarray(ms._la), np.asarray(ms._lb)
+    vis_body, vis_row, vis_seg = [], [], []
+    index = {}
+    for l in range(nL):
+        on = set()
+        for k in (la[l], lb[l]):
+            while k >= 0 and k not in on:
+                on.add(int(k))
+                k = parents[k]
+        for k in on:
+            index[l, k] = len(vis_body)
+            vis_body.append(k)
+            vis_row.append(l)
+            vis_seg.append((12 * (nJ + l) if la[l] == k else -1, 12 * (nJ + l) + 6 if lb[l] == k else -1))
+    nvis = len(vis_body)
+    body = np.array(vis_body, dtype=np.int64)
+    row = np.array(vis_row, dtype=np.int64)
+    order = np.lexsort((row, body))
+    new = np.empty(nvis, dtype=np.int64)
+    new[order] = np.arange(nvis)
+    vpar = np.full(nvis, -1, dtype=np.int64)
+    for (l, k), v in index.items():
+        p = parents[k]
+        if p >= 0:
+            vpar[new[v]] = new[index[l, p]]
+    body, row = body[order], row[order]
+    vseg = np.array(vis_seg, dtype=np.int64).reshape(nvis, 2)[order]
+    vptr = np.searchsorted(body, np.arange(nb + 1))
+    pv1, pv2 = [], []
+    for k in range(nb):
+        i, j = np.triu_indices(vptr[k + 1] - vptr[k])
+        pv1.append(vptr[k] + i)
+        pv2.append(vptr[k] + j)
+    pptr = np.concatenate([[0], np.cumsum([len(x) for x in pv1])]).astype(np.int64)
+    pv1 = np.concatenate(pv1) if nb else np.zeros(0, dtype=np.int64)
+    pv2 = np.concatenate(pv2) if nb else np.zeros(0, dtype=np.int64)
+    pattern = sps.coo_matrix((np.ones(len(pv1)), (row[pv1], row[pv2])), shape=(nL, nL))
+    pinv, (Lp, Li, Rp, Rk, Rpos), key = factor_pattern(pattern)
+    pdst = factor_positions(key, nL, pinv[row[pv1]], pinv[row[pv2]])
+    arrays = dict(I6=np.ascontiguousarray(ms.I6.reshape(nb, 36)), vptr=vptr, vrow=row, vpar=vpar,
+                  vseg=vseg.ravel(), pptr=pptr, pv1=pv1, pv2=pv2, pdst=pdst, pinv=pinv, Lp=Lp, Li=Li, Rp=Rp,
+                  Rk=Rk, Rpos=Rpos)
+    return arrays, {"visits": nvis, "pairs": len(pv1), "nnz_factor": int(Lp[-1])}
+
+
+def route_costs(ms, mx):
+    """``(tree, cholmod)``: the products each route forms per call, a
+    proxy for their cost.  The tree route's visits and pairs are counted
+    from subtree sums (a loop row counted at every ancestor of each of
+    its two bodies: an upper bound), without planning it; CHOLMOD's are
+    the segment pairs of ``K = J Mb^-1 J^T`` and its factor's entries
+    (``mx``, a ``gear._core.MaximalData``).  Per pair and per factor entry
+    both do a product of 6 or a multiply-add; a visit costs about six."""
+    parents = np.asarray(ms.parents)
+    count = np.zeros(ms.nb)
+    for side in (np.asarray(ms._la), np.asarray(ms._lb)):
+        np.add.at(count, side[side >= 0], 1.0)
+    for k in range(ms.nb - 1, -1, -1):
+        if parents[k] >= 0:
+            count[parents[k]] += count[k]
+    visits = float(count.sum())
+    pairs = float((count * (count + 1) / 2).sum())
+    tree = pairs + 6.0 * visits
+    cholmod = float(len(mx.arrays["pk"]) - 1) + 2.0 * float(mx.factor_nnz)
+    return tree, cholmod
+
+
+def choose_route(ms, mx):
+    """``"tree"`` or ``"cholmod"`` for forward dynamics of ``ms`` (a
+    :class:`gear.maximal.MaximalSystem`): the route with the smaller
+    :func:`route_costs`.  On the N-four-bar this picks the tree route on
+    its ground tree (N = 1 to 1000: 1.9-2.0x faster) and CHOLMOD on its
+    chain tree from N = 10 on (where every loop row's path runs to the
+    root and ``K_L`` fills in), as measured (docs/solvers.md)."""
+    tree, cholmod = route_costs(ms, mx)
+    return "tree" if tree <= cholmod else "cholmod"
