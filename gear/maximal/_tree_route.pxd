@@ -42,8 +42,9 @@ refines against ``K_L`` as the CHOLMOD route does (``beta = rel * max
 diag``, raised 1000-fold up to 1e-6 when a pivot is not positive;
 refinement until ``|r - K_L mu| <= 1e-14 |r|``; the part of ``r`` outside
 the range removed when there is no exact solution).  Then the loop forces
-``J_L^T mu`` join the body wrenches and one more pass over the vectors
-gives ``dV``.
+``J_L^T mu`` join the wrenches ``ft`` (each visit's wrench is its row's
+share at that body: ``ft += mu W`` over the visits) and one more sweep
+from the ground gives ``dV``.
 
 Forward dynamics only: hybrid dynamics keeps the CHOLMOD route.
 """
@@ -220,10 +221,9 @@ cdef inline int eliminate(const ModelC* m, const MaxTree* tr, const Work* w, Tre
     return 0
 
 
-cdef inline void solve_tree(const ModelC* m, const Work* w, TreeW* t, const double* f,
-                            double* dV) noexcept nogil:
-    """``dV`` of the tree rows alone with the body wrenches ``f`` (the
-    vector sweeps, after :func:`eliminate`)."""
+cdef inline void sweep_up(const ModelC* m, const Work* w, TreeW* t, const double* f) noexcept nogil:
+    """``t.ft``: the body wrenches ``f`` plus what the children pass on
+    (the vector sweep from the leaves, after :func:`eliminate`)."""
     cdef int k, j, a, n, p
     cdef double g[6]
     cdef double v[6]
@@ -257,6 +257,17 @@ cdef inline void solve_tree(const ModelC* m, const Work* w, TreeW* t, const doub
         dAd_inv(w.T + 12 * k, v, b)
         for a in range(6):
             t.ft[6 * p + a] += b[a]
+
+
+cdef inline void sweep_down(const ModelC* m, const Work* w, const TreeW* t, double* dV) noexcept nogil:
+    """``dV`` from the ground to the leaves, after :func:`sweep_up`."""
+    cdef int k, j, a, n, p
+    cdef double g[6]
+    cdef double v[6]
+    cdef const double* S
+    cdef const double* Uk
+    cdef const double* Lk
+    cdef const double* fk
     for k in range(m.nb):
         n = m.nvi[k]
         p = m.parent[k]
@@ -409,7 +420,8 @@ cdef inline int tree_forward(const ModelC* m, const ClosC* c, const double* q, c
     st = eliminate(m, tr, w, &t)
     if st != 0:
         return st
-    solve_tree(m, w, &t, z.f, z.dV)
+    sweep_up(m, w, &t, z.f)
+    sweep_down(m, w, &t, z.dV)
     if nL > 0:
         loop_schur(m, tr, &z, w, &t)
         # r = c_L - J_L dV0, in the factor's order
@@ -448,19 +460,17 @@ cdef inline int tree_forward(const ModelC* m, const ClosC* c, const double* q, c
             for l in range(nL):
                 t.r[l] = t.y[l] - t.e[l]
             kl_refined(x, tr, &t, t.r, t.mu)
-        # the loop forces join the body wrenches; the tree solved again
+        # the loop forces join the wrenches: ft is linear in them, and each
+        # visit's W is its row's share at that body, so ft += mu W over the
+        # visits; then the sweep down again
         for l in range(nL):
-            v = t.mu[tr.pinv[l]]
-            lam_out[l] = v
-            a = x.rbody[2 * (nJ + l)]
-            b = x.rbody[2 * (nJ + l) + 1]
-            if a >= 0:
-                for k in range(6):
-                    z.f[6 * a + k] += z.Jv[12 * (nJ + l) + k] * v
-            if b >= 0:
-                for k in range(6):
-                    z.f[6 * b + k] += z.Jv[12 * (nJ + l) + 6 + k] * v
-        solve_tree(m, w, &t, z.f, z.dV)
+            lam_out[l] = t.mu[tr.pinv[l]]
+        for k in range(nb):
+            for i in range(tr.vptr[k], tr.vptr[k + 1]):
+                v = lam_out[tr.vrow[i]]
+                for a in range(6):
+                    t.ft[6 * k + a] += t.W[6 * i + a] * v
+        sweep_down(m, w, &t, z.dV)
     maximal_readback(m, c, x, &z, w, cw, ddq, info)
     info[0] = nfac if nfac > 0 else 1         # the tree's elimination, or K_L's factorisations
     return 0
