@@ -510,10 +510,12 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
 
 
 cdef inline void maximal_readback(const ModelC* m, const ClosC* c, const MaxC* x, const MaxW* z,
-                                  Work* w, CWork* cw, double* ddq, double* info) noexcept nogil:
+                                  Work* w, CWork* cw, double* ddq, double* info,
+                                  bint read=True) noexcept nogil:
     """The joint accelerations from the body accelerations ``z.dV``,
     ``ddq_i = S_i^+ (dV_i - Ad_{T^-1} dV_p - eta_i)`` (Kim eq. 41; the
-    prescribed joints' are left as given), and ``info[1] = |A ddq + dA
+    prescribed joints' are left as given; not ``read``: ``ddq`` is given,
+    as the tree route's sweep leaves it), and ``info[1] = |A ddq + dA
     dq|`` from the reduced rows."""
     cdef int i, j, k, n, p, l
     cdef double t6[6]
@@ -522,7 +524,7 @@ cdef inline void maximal_readback(const ModelC* m, const ClosC* c, const MaxC* x
     cdef const double* dV = z.dV
     cdef const double* Ci
     cdef const double* Spi
-    for i in range(m.nb):
+    for i in range(m.nb if read else 0):
         n = m.nvi[i]
         if n == 0 or (x.pres != NULL and x.pres[i]):
             continue

@@ -44,7 +44,9 @@ refinement until ``|r - K_L mu| <= 1e-14 |r|``; the part of ``r`` outside
 the range removed when there is no exact solution).  Then the loop forces
 ``J_L^T mu`` join the wrenches ``ft`` (each visit's wrench is its row's
 share at that body: ``ft += mu W`` over the visits) and one more sweep
-from the ground gives ``dV``.
+from the ground gives ``dV`` and, on the way, each joint's ``D^-1 (S^T ft
+- U^T a) = S^+ (dV_k - a)``: the joint accelerations read off the body
+accelerations.
 
 Forward dynamics only: hybrid dynamics keeps the CHOLMOD route.
 """
@@ -259,8 +261,11 @@ cdef inline void sweep_up(const ModelC* m, const Work* w, TreeW* t, const double
             t.ft[6 * p + a] += b[a]
 
 
-cdef inline void sweep_down(const ModelC* m, const Work* w, const TreeW* t, double* dV) noexcept nogil:
-    """``dV`` from the ground to the leaves, after :func:`sweep_up`."""
+cdef inline void sweep_down(const ModelC* m, const Work* w, const TreeW* t, double* dV,
+                            double* ddq) noexcept nogil:
+    """``dV`` from the ground to the leaves, after :func:`sweep_up`, and
+    (where not NULL) ``ddq``: each joint's ``D^-1 (S^T ft - U^T a)``, which
+    is ``S^+ (dV_k - a)``, the joint acceleration read off the body's."""
     cdef int k, j, a, n, p
     cdef double g[6]
     cdef double v[6]
@@ -292,6 +297,9 @@ cdef inline void sweep_down(const ModelC* m, const Work* w, const TreeW* t, doub
                 v[a] += S[6 * j + a] * g[j]
         for a in range(6):
             dV[6 * k + a] = v[a]
+        if ddq != NULL:
+            for j in range(n):
+                ddq[m.iv[k] + j] = g[j]
 
 
 cdef inline void loop_schur(const ModelC* m, const MaxTree* tr, const MaxW* z, const Work* w,
@@ -421,7 +429,7 @@ cdef inline int tree_forward(const ModelC* m, const ClosC* c, const double* q, c
     if st != 0:
         return st
     sweep_up(m, w, &t, z.f)
-    sweep_down(m, w, &t, z.dV)
+    sweep_down(m, w, &t, z.dV, ddq if nL == 0 else NULL)
     if nL > 0:
         loop_schur(m, tr, &z, w, &t)
         # r = c_L - J_L dV0, in the factor's order
@@ -470,8 +478,8 @@ cdef inline int tree_forward(const ModelC* m, const ClosC* c, const double* q, c
                 v = lam_out[tr.vrow[i]]
                 for a in range(6):
                     t.ft[6 * k + a] += t.W[6 * i + a] * v
-        sweep_down(m, w, &t, z.dV)
-    maximal_readback(m, c, x, &z, w, cw, ddq, info)
+        sweep_down(m, w, &t, z.dV, ddq)
+    maximal_readback(m, c, x, &z, w, cw, ddq, info, False)
     info[0] = nfac if nfac > 0 else 1         # the tree's elimination, or K_L's factorisations
     return 0
 
