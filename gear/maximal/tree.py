@@ -112,7 +112,7 @@ def choose_route(ms, mx):
     """``"tree"`` or ``"cholmod"`` for forward dynamics of ``ms`` (a
     :class:`gear.maximal.MaximalSystem`): the route with the smaller
     :func:`route_costs`.  On the N-four-bar this picks the tree route on
-    its ground tree (N = 1 to 1000: 1.8-2.0x faster) and CHOLMOD on its
+    its ground tree (N = 1 to 1000: 1.8-2.1x faster) and CHOLMOD on its
     chain tree from N = 10 on (where every loop row's path runs to the
     root and ``K_L`` fills in), as measured (docs/solvers.md)."""
     tree, cholmod = route_costs(ms, mx)

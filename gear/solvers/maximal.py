@@ -102,7 +102,7 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
     regularisation and refinement.  Its cost grows with the bodies plus
     the pairs of loop rows whose paths to the ground meet: small where
     loops close across short branches (the N-four-bar on its ground tree:
-    1.8-2.0x faster than CHOLMOD's), large where every path runs down a
+    1.8-2.1x faster than CHOLMOD's), large where every path runs down a
     long chain.  ``"auto"`` (the default) takes the route with the fewer
     products per call (:func:`gear.maximal.tree.choose_route`);
     ``stats["route"]`` says which ran.  Hybrid dynamics always takes
