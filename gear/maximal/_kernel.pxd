@@ -269,6 +269,17 @@ cdef inline void body_frames(const MaxC* x, const MaxW* z, int i, const double**
         Sp[0] = z.Sp + 36 * i
 
 
+cdef inline double row_residual(const MaxC* x, const MaxW* z, int r, const double* y) noexcept nogil:
+    # c_r - J_r y for the body 6-vectors y (nb, 6): row r's two segments
+    cdef double v = z.cr[r]
+    cdef int a = x.rbody[2 * r], b = x.rbody[2 * r + 1]
+    if a >= 0:
+        v -= dot6(z.Jv + 12 * r, y + 6 * a)
+    if b >= 0:
+        v -= dot6(z.Jv + 12 * r + 6, y + 6 * b)
+    return v
+
+
 cdef inline MaxW maxwork(const MaxC* x, double* base) noexcept nogil:
     # the layout of maximal_scratch
     cdef MaxW z
@@ -421,10 +432,8 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
     cdef const MaxC* x = <const MaxC*> c.mx
     cdef gear_chol* h = <gear_chol*> cw.chol
     cdef int nb = m.nb, nr = x.nrows, nJ = x.nJ
-    cdef int i, j, k, n, p, r, s, a, b, st, nfac, l
-    cdef double t6[6]
-    cdef double a6[6]
-    cdef double v, scale, dmax, rel, emax, rmax, acc2
+    cdef int i, k, r, s, st, nfac, l
+    cdef double v, scale, dmax, rel, emax, rmax
     cdef MaxW z = maxwork(x, cw.mws)
     cdef double* Jv = z.Jv
     cdef double* rr = z.rr
@@ -436,7 +445,6 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
     cdef double* u = z.u
     cdef double* dV = z.dV
     cdef const double* Ci
-    cdef const double* Spi
     if h == NULL and nr > 0:
         return ST_CHOLMOD
     st = maximal_assemble(m, c, q, dq, ddq, tau, fext, w, cw, &z)
@@ -451,14 +459,7 @@ cdef inline int maximal_forward(const ModelC* m, const ClosC* c, const double* q
         if fabs(Kx[k]) > 1e-300 * scale:
             return ST_PATTERN
     for r in range(nr):
-        v = z.cr[r]
-        a = x.rbody[2 * r]
-        b = x.rbody[2 * r + 1]
-        if a >= 0:
-            v -= dot6(Jv + 12 * r, u + 6 * a)
-        if b >= 0:
-            v -= dot6(Jv + 12 * r + 6, u + 6 * b)
-        rr[r] = v
+        rr[r] = row_residual(x, &z, r, u)
     # (K + beta I) lam = rr, refined against K, in the factor's order
     nfac = 0
     if nr > 0:

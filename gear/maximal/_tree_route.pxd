@@ -55,8 +55,9 @@ from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._spchol cimport SpChol, spchol_factor, spchol_solve_basic
 from gear.constraints._cwork cimport ClosC, CWork
 from gear.spatial._spatial cimport Ad_inv, dAd_inv, mat6_vec, congruence_Ad_inv_add
+from gear.algorithms._common cimport S_mul_add
 from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_assemble, maximal_forward,
-                                   maximal_readback, dot6, fmax, ST_NOT_PSD)
+                                   maximal_readback, row_residual, dot6, fmax, ST_NOT_PSD)
 
 
 cdef struct MaxTree:
@@ -125,7 +126,7 @@ cdef struct TreeW:
     double* Ld      # (nv, 6) D = S^T U = Ld Ld^T, stride 6 (fits in 6 n)
     double* ft      # (nb, 6) the wrenches plus what the children passed on
     double* W       # (nvis, 6) a loop row's wrench at a body of its paths
-    double* Y       # (nvis, 6) Ld^-1 S^T W (zero beyond n)
+    double* Y       # (nvis, 6) Ld^-1 S^T W (n entries; zero beyond n where n > 1, whose pairs take dot6)
     double* KL
     double* Lx
     double* r
@@ -253,9 +254,7 @@ cdef inline void sweep_up(const ModelC* m, const Work* w, TreeW* t, const double
         mat6_vec(t.Mt + 36 * k, w.eta + 6 * k, v)
         for a in range(6):
             v[a] = fk[a] - v[a]
-        for j in range(n):
-            for a in range(6):
-                v[a] += Uk[6 * j + a] * g[j]
+        S_mul_add(Uk, n, g, v)
         dAd_inv(w.T + 12 * k, v, b)
         for a in range(6):
             t.ft[6 * p + a] += b[a]
@@ -292,9 +291,7 @@ cdef inline void sweep_down(const ModelC* m, const Work* w, const TreeW* t, doub
             g[j] = dot6(S + 6 * j, fk) - dot6(Uk + 6 * j, v)
         lower_solve(Lk, n, g)
         upper_solve(Lk, n, g)
-        for j in range(n):
-            for a in range(6):
-                v[a] += S[6 * j + a] * g[j]
+        S_mul_add(S, n, g, v)
         for a in range(6):
             dV[6 * k + a] = v[a]
         if ddq != NULL:
@@ -346,15 +343,13 @@ cdef inline void loop_schur(const ModelC* m, const MaxTree* tr, const MaxW* z, c
                 lower_solve(Lk, n, Yv)
                 if q < 0 or n == 6:
                     continue
-                # X^T (w - U D^-1 S^T w) = X^T (w - U Ld^-T y) to the parent's visit
+                # X^T (w - U D^-1 S^T w) = X^T (w + U Ld^-T (-y)) to the parent's visit
                 for j in range(n):
-                    g[j] = Yv[j]
+                    g[j] = -Yv[j]
                 upper_solve(Lk, n, g)
                 for a in range(6):
                     b[a] = Wv[a]
-                for j in range(n):
-                    for a in range(6):
-                        b[a] -= Uk[6 * j + a] * g[j]
+                S_mul_add(Uk, n, g, b)
             dAd_inv(w.T + 12 * k, b, g)
             for a in range(6):
                 t.W[6 * q + a] += g[a]
@@ -418,7 +413,7 @@ cdef inline int tree_forward(const ModelC* m, const ClosC* c, const double* q, c
     cdef const MaxC* x = <const MaxC*> c.mx
     cdef const MaxTree* tr = <const MaxTree*> x.tree
     cdef int nb = m.nb, nL = x.nL, nJ = x.nJ
-    cdef int st, l, i, k, a, b, nfac = 0
+    cdef int st, l, i, k, a, nfac = 0
     cdef double dmax, rel, emax, rmax, v
     cdef MaxW z = maxwork(x, cw.mws)
     cdef TreeW t = treework(nb, m.nv, nL, tr.nvis, tr.ch.nnz, cw.mws + x.nws_kernel)
@@ -434,14 +429,7 @@ cdef inline int tree_forward(const ModelC* m, const ClosC* c, const double* q, c
         loop_schur(m, tr, &z, w, &t)
         # r = c_L - J_L dV0, in the factor's order
         for l in range(nL):
-            v = z.cr[nJ + l]
-            a = x.rbody[2 * (nJ + l)]
-            b = x.rbody[2 * (nJ + l) + 1]
-            if a >= 0:
-                v -= dot6(z.Jv + 12 * (nJ + l), z.dV + 6 * a)
-            if b >= 0:
-                v -= dot6(z.Jv + 12 * (nJ + l) + 6, z.dV + 6 * b)
-            t.y[tr.pinv[l]] = v
+            t.y[tr.pinv[l]] = row_residual(x, &z, nJ + l, z.dV)
         dmax = 0.0
         for l in range(nL):
             dmax = fmax(dmax, t.KL[tr.ch.Lp[l]])
