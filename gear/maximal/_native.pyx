@@ -62,6 +62,8 @@ from gear.spatial._spatial cimport (cross3, matmul3, matvec3, matTvec3, se3_mul,
                                     ad, mat6_vec)
 from gear.algorithms._dense cimport chol_factor, chol_solve, dot
 from gear.algorithms._spchol cimport SpChol, spchol_set, spchol_factor, spchol_solve_basic
+from gear.maximal._tree_step cimport (StepTree, StepW, stepwork, step_tree_scratch, tree_factor, tree_solve,
+                                      TS_OK)
 
 import numpy as np
 
@@ -116,15 +118,23 @@ cdef struct PlanC:
     const int* bdst
     const double* kst       # (m,) compliant rows' stiffness and damping (Ruan, eqs. 13-14),
     const double* kdm       #   or NULL: hard rows
+    const StepTree* tree    # the tree-ordered solve (_tree_step.pxd) for hard rows, or NULL
 
 
-cdef inline int scratch_size(const PlanC* p) noexcept nogil:
+cdef inline int base_size(const PlanC* p) noexcept nogil:
     # T, V, D: 24 nb; F, G: 24 m; g, rhs, x, res: 4 m; K, L: 2 m^2 and m ints
     # (dense), or the factor's values, 3 m of its scratch and 6 nb (sparse);
     # then the compliant rows' CFM (m, cfm_area)
     if p.sparse:
         return 30 * p.nb + 32 * p.m + p.ch.nnz + 8
     return 24 * p.nb + 30 * p.m + 2 * p.m * p.m + 8
+
+
+cdef inline int scratch_size(const PlanC* p) noexcept nogil:
+    # base_size, then the tree-ordered solve's flag (8) and workspace
+    if p.tree != NULL:
+        return base_size(p) + 8 + step_tree_scratch(p.tree)
+    return base_size(p)
 
 
 cdef struct RowWs:
@@ -138,6 +148,8 @@ cdef struct RowWs:
     double* K             # (m, m); sparse: (3 m) scratch
     double* L             # (m, m); sparse: the factor's values
     int* first            # (m,) the envelope of K (dense)
+    double* tw            # the tree-ordered solve's area (scratch_size), or NULL: tw[0] = 1
+                          # when its factor of the current pose is there, tw + 8 its StepW
 
 
 cdef inline RowWs row_ws(const PlanC* p, double* ws) noexcept nogil:
@@ -152,12 +164,13 @@ cdef inline RowWs row_ws(const PlanC* p, double* ws) noexcept nogil:
     z.K = z.res + m
     z.L = z.K + (3 * m if p.sparse else m * m)
     z.first = <int*> (z.L + m * m)
+    z.tw = ws + base_size(p) if p.tree != NULL else NULL
     return z
 
 
 cdef inline double* cfm_area(const PlanC* p, double* ws) noexcept nogil:
-    # the last m doubles of scratch_size: the CFM of compliant rows
-    return ws + scratch_size(p) - p.m
+    # the last m doubles of base_size: the CFM of compliant rows
+    return ws + base_size(p) - p.m
 
 
 cdef inline void pose_in(const double* P16, double* T) noexcept nogil:
@@ -566,8 +579,8 @@ cdef inline void solve_K(const double* K, const double* L, const int* first, int
 
 cdef inline int rows_and_G(const PlanC* p, const double* T, double* g, double* F,
                            double* G) noexcept nogil:
-    """Every row's residual g_r, its two 6-blocks F_r of J and G_r = M^{-1}
-    F_r (zero on the world's side)."""
+    """Every row's residual g_r, its two 6-blocks F_r of J and (where ``G``
+    is not NULL) G_r = M^{-1} F_r (zero on the world's side)."""
     cdef int r, k, sa, b, st
     cdef double W[24]
     for r in range(p.m):
@@ -576,6 +589,8 @@ cdef inline int rows_and_G(const PlanC* p, const double* T, double* g, double* F
         st = row_at(p, T, r, W, g + r, F + 12 * r)
         if st != ST_OK:
             return st
+        if G == NULL:
+            continue
         for sa in range(2):
             b = p.ia[r] if sa == 0 else p.ib[r]
             if b >= 0:
@@ -780,6 +795,42 @@ cdef inline void solve_rows(const PlanC* p, const double* F, const double* G, do
         solve_K(K, L, first, p.m, rhs, x, res)
 
 
+cdef inline int factor_z(const PlanC* p, const double* T, RowWs* z, const double* cfm=NULL) noexcept nogil:
+    """:func:`factor_rows` into ``z``; with hard rows and a tree plan, the
+    rows and the tree-ordered factorisation (``_tree_step.pxd``) instead,
+    or, where that gives up at this pose, the plan's ``K``."""
+    cdef int st
+    cdef StepW sw
+    if z.tw != NULL:
+        z.tw[0] = 0.0
+        if cfm == NULL:
+            st = rows_and_G(p, T, z.g, z.F, NULL)
+            if st != ST_OK:
+                return st
+            sw = stepwork(p.tree, z.tw + 8)
+            if tree_factor(p.tree, z.F, REG, &sw) == TS_OK:
+                z.tw[0] = 1.0
+                return ST_OK
+    return factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first, cfm)
+
+
+cdef inline void solve_add(const PlanC* p, RowWs* z, const double* rhs, double c, double* V,
+                           bint mult=True, const double* cfm=NULL) noexcept nogil:
+    """``z.x = K^-1 rhs`` and ``V += c M^-1 J^T z.x`` on the factor of
+    :func:`factor_z` (``mult`` False: ``z.x`` is not needed, the tree route
+    leaves it out)."""
+    cdef StepW sw
+    cdef int k
+    if z.tw != NULL and z.tw[0] == 1.0:
+        sw = stepwork(p.tree, z.tw + 8)
+        tree_solve(p.tree, z.F, p.ia, p.ib, rhs, z.x if mult else NULL, &sw)
+        for k in range(6 * p.nb):
+            V[k] += c * sw.dV[k]
+        return
+    solve_rows(p, z.F, z.G, z.K, z.L, z.first, rhs, z.x, z.res, cfm)
+    add_Minv_Jt(p, z.G, z.x, c, V)
+
+
 cdef int euler_one(const PlanC* p, const double* P16, const double* V, const double* tau,
                    const double* fext, double h, double gain, double* Pout, double* Vout,
                    double* lam, double* ws, bint implicit=False, double* g0=NULL,
@@ -829,7 +880,7 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
             for r in range(m):
                 cfm[r] = 1.0 / (h * (h * p.kst[r] + p.kdm[r]))
         if not ready:
-            st = factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first, cfm)
+            st = factor_z(p, T, &z, cfm)
             if st != ST_OK:
                 return st
         if g0 != NULL:
@@ -840,8 +891,7 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
                 z.rhs[r] = -(p.kst[r] / (h * p.kst[r] + p.kdm[r])) * z.g[r] - z.rhs[r]
             else:
                 z.rhs[r] = -gain * z.g[r] - z.rhs[r]
-        solve_rows(p, z.F, z.G, z.K, z.L, z.first, z.rhs, z.x, z.res, cfm)
-        add_Minv_Jt(p, z.G, z.x, 1.0, Vs)
+        solve_add(p, &z, z.rhs, 1.0, Vs, True, cfm)
         for r in range(m):
             lam[r] = z.x[r] / h
     # T+ = T exp(h V+)
@@ -868,27 +918,25 @@ cdef int project_one(const PlanC* p, const double* P16, const double* V, double 
         pose_in(P16 + 16 * b, T + 12 * b)
         for k in range(6):
             Vs[6 * b + k] = V[6 * b + k]
-    st = factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first)
+    st = factor_z(p, T, &z)
     if st != ST_OK:
         return st
     before[0] = max_abs(z.g, m)
     for it in range(max_iter):
         if max_abs(z.g, m) <= tol:
             break
-        solve_rows(p, z.F, z.G, z.K, z.L, z.first, z.g, z.x, z.res)
         for k in range(6 * nb):               # D = -M^{-1} J^T K^{-1} g
             D[k] = 0.0
-        add_Minv_Jt(p, z.G, z.x, -1.0, D)
+        solve_add(p, &z, z.g, -1.0, D, False)
         move(T, nb, D, 1.0)
         st = rows_g(p, T, z.g)
         if st != ST_OK:
             return st
-    st = factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first)
+    st = factor_z(p, T, &z)
     if st != ST_OK:
         return st
     J_apply(p, z.F, Vs, z.rhs)
-    solve_rows(p, z.F, z.G, z.K, z.L, z.first, z.rhs, z.x, z.res)
-    add_Minv_Jt(p, z.G, z.x, -1.0, Vs)
+    solve_add(p, &z, z.rhs, -1.0, Vs, False)
     for b in range(nb):
         pose_out(T + 12 * b, Pout + 16 * b)
         for k in range(6):
@@ -1056,7 +1104,7 @@ cdef int accel_one(const PlanC* p, const double* T, const double* V, const doubl
         add_Minv_Jt(p, z.G, lam, 1.0, dV)
         return ST_OK
     if not ready:                           # (as euler_one's ready)
-        st = factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first)
+        st = factor_z(p, T, &z)
         if st != ST_OK:
             return st
     J_apply(p, z.F, V, lam)                 # (lam holds J V, then the target, until the end)
@@ -1066,8 +1114,7 @@ cdef int accel_one(const PlanC* p, const double* T, const double* V, const doubl
             row_motion(p, T, V, r, Wm)
         lam[r] = -row_bias(p, r, Wm) - ga * lam[r] - gb * z.g[r]
         z.rhs[r] = lam[r] - z.rhs[r]
-    solve_rows(p, z.F, z.G, z.K, z.L, z.first, z.rhs, z.x, z.res)
-    add_Minv_Jt(p, z.G, z.x, 1.0, dV)
+    solve_add(p, &z, z.rhs, 1.0, dV)
     if resid != NULL:
         J_apply(p, z.F, dV, z.res)
         resid[0] = 0.0
@@ -1242,13 +1289,16 @@ cdef class Plan:
     """The frozen arrays of one MaximalModel for the kernel (built by
     ``gear.maximal.native.plan``)."""
     cdef PlanC c
+    cdef StepTree st
     cdef readonly object arrays
     cdef readonly int nb, m, nv
 
     def __init__(self, I6, Minv, parent, gravity, ty, ia, ib, ci, cj, RA, pA, RB, pB, offset, pitch,
-                 nvb, iv, vary, S, RPl, axes, sparse=None, stiffness=None, damping=None):
+                 nvb, iv, vary, S, RPl, axes, sparse=None, stiffness=None, damping=None, tree=None):
         """``sparse``: None (dense K) or ``(Lp, Li, LRp, LRk, LRpos, pinv,
-        pf, pg, pr, bdst)`` (``gear.maximal.native.build``)."""
+        pf, pg, pr, bdst)`` (``gear.maximal.native.build``); ``tree``: None
+        or the arrays of ``gear.maximal.tree.step_tree_plan`` (hard rows
+        only: the tree-ordered solve)."""
         f8 = lambda a, n: np.ascontiguousarray(np.asarray(a, dtype=np.float64).reshape(-1, n))
         i4 = lambda a: np.ascontiguousarray(np.asarray(a, dtype=np.int32).reshape(-1))
         a = dict(I6=f8(I6, 36), Minv=f8(Minv, 36), parent=i4(parent), ty=i4(ty), ia=i4(ia), ib=i4(ib),
@@ -1287,6 +1337,7 @@ cdef class Plan:
         self.c.axes = _dptr(a["axes"])
         self.c.kst = NULL
         self.c.kdm = NULL
+        self.c.tree = NULL
         if stiffness is not None:
             a["kst"] = f8(np.broadcast_to(np.asarray(stiffness, dtype=float), (self.m,)), 1)
             a["kdm"] = f8(np.broadcast_to(np.asarray(0.0 if damping is None else damping, dtype=float),
@@ -1310,6 +1361,52 @@ cdef class Plan:
             self.c.pg = _iptr(a["pg"])
             self.c.pr = _iptr(a["pr"])
             self.c.bdst = _iptr(a["bdst"])
+        if tree is not None and self.c.kst == NULL and self.m > 0:
+            self._attach_tree(tree)
+
+    def _attach_tree(self, tree):
+        cdef dict a = self.arrays
+        cdef int nb = self.nb
+        t = {("t_" + k): np.concatenate([np.asarray(v).reshape(-1).astype(np.float64 if k == "I6" else np.int32),
+                                         np.zeros(1, dtype=np.float64 if k == "I6" else np.int32)])
+             for k, v in tree.items()}
+        nL = len(tree["lrow"])
+        nvis = len(tree["vrow"])
+        if (len(tree["body"]) != nb or len(tree["vptr"]) != nb + 1 or len(tree["pinv"]) != nL
+                or len(tree["Lp"]) != nL + 1 or len(tree["vseg"]) != 2 * nvis or len(tree["pptr"]) != nb + 1):
+            raise ValueError("Plan: inconsistent tree arrays")
+        a.update(t)
+        self.st.nb = nb
+        self.st.nL = nL
+        self.st.nvt = int(np.sum(tree["nvi"]))
+        self.st.body = _iptr(a["t_body"])
+        self.st.tpar = _iptr(a["t_tpar"])
+        self.st.nvi = _iptr(a["t_nvi"])
+        self.st.iv = _iptr(a["t_iv"])
+        self.st.er0 = _iptr(a["t_er0"])
+        self.st.side = _iptr(a["t_side"])
+        self.st.lrow = _iptr(a["t_lrow"])
+        self.st.tr.I6 = _dptr(a["t_I6"].reshape(-1, 1))
+        self.st.tr.nvis = nvis
+        self.st.tr.vptr = _iptr(a["t_vptr"])
+        self.st.tr.vrow = _iptr(a["t_vrow"])
+        self.st.tr.vpar = _iptr(a["t_vpar"])
+        self.st.tr.vseg = _iptr(a["t_vseg"])
+        self.st.tr.npair = len(tree["pv1"])
+        self.st.tr.pptr = _iptr(a["t_pptr"])
+        self.st.tr.pv1 = _iptr(a["t_pv1"])
+        self.st.tr.pv2 = _iptr(a["t_pv2"])
+        self.st.tr.pdst = _iptr(a["t_pdst"])
+        self.st.tr.pinv = _iptr(a["t_pinv"])
+        spchol_set(&self.st.tr.ch, nL, _iptr(a["t_Lp"]), _iptr(a["t_Li"]), _iptr(a["t_Rp"]),
+                   _iptr(a["t_Rk"]), _iptr(a["t_Rpos"]), 0)
+        self.c.tree = &self.st
+
+    @property
+    def route(self):
+        """``"tree"`` (the tree-ordered solve), ``"sparse"`` or ``"dense"``
+        (``K``'s factorisation): how the kernel solves hard rows."""
+        return "tree" if self.c.tree != NULL else ("sparse" if self.c.sparse else "dense")
 
 
 # (written as ifs: a conditional expression over const pointers makes

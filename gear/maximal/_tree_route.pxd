@@ -377,7 +377,7 @@ cdef inline void kl_mul(const MaxTree* tr, const double* KL, const double* v, do
             out[j] += KL[p] * v[i]
 
 
-cdef inline void kl_refined(const MaxC* x, const MaxTree* tr, TreeW* t, const double* r,
+cdef inline void kl_refined(int refinement, const MaxTree* tr, TreeW* t, const double* r,
                             double* mu) noexcept nogil:
     # mu = K_L^-1 r by the regularised factor, refined as _kernel's ``refined``;
     # t.e is left holding r - K_L mu
@@ -394,7 +394,7 @@ cdef inline void kl_refined(const MaxC* x, const MaxTree* tr, TreeW* t, const do
         for i in range(n):
             t.e[i] = r[i] - t.e[i]
             emax = fmax(emax, fabs(t.e[i]))
-        if it == x.refinement or emax <= 1e-14 * rmax:
+        if it == refinement or emax <= 1e-14 * rmax:
             return
         for i in range(n):
             t.de[i] = t.e[i]
@@ -402,6 +402,44 @@ cdef inline void kl_refined(const MaxC* x, const MaxTree* tr, TreeW* t, const do
         for i in range(n):
             mu[i] += t.de[i]
         it += 1
+
+
+cdef inline int kl_factor(const MaxTree* tr, TreeW* t, double rel) noexcept nogil:
+    """The factor of ``K_L + beta I`` (``K_L``'s values in ``t.KL``), ``beta
+    = rel max diag``, raised 1000-fold up to 1e-6 while a pivot is not
+    positive.  Returns the number of factorisations, or -1 (not positive
+    definite)."""
+    cdef int nL = tr.ch.n, l, k, nfac = 0
+    cdef double dmax = 0.0
+    for l in range(nL):
+        dmax = fmax(dmax, t.KL[tr.ch.Lp[l]])
+    while True:
+        nfac += 1
+        for k in range(tr.ch.nnz):
+            t.Lx[k] = t.KL[k]
+        for l in range(nL):
+            t.Lx[tr.ch.Lp[l]] += rel * dmax
+        if spchol_factor(&tr.ch, t.Lx, t.xs, t.dep, 0.0, 0.0) == nL:
+            return nfac
+        if rel >= 1e-6:
+            return -1
+        rel = min(max(rel, 1e-15) * 1e3, 1e-6)
+
+
+cdef inline void kl_apply(const MaxTree* tr, TreeW* t, int refinement) noexcept nogil:
+    """``t.mu = K_L^-1 t.y`` (both in the factor's order) on the factor of
+    :func:`kl_factor`, refined against ``K_L``; where ``t.y`` has no exact
+    solution the part outside the range of ``K_L`` is taken out first."""
+    cdef int nL = tr.ch.n, l
+    cdef double emax = 0.0, rmax = 1.0
+    kl_refined(refinement, tr, t, t.y, t.mu)
+    for l in range(nL):
+        emax = fmax(emax, fabs(t.e[l]))
+        rmax = fmax(rmax, fabs(t.y[l]))
+    if emax > 1e-9 * rmax:
+        for l in range(nL):
+            t.r[l] = t.y[l] - t.e[l]
+        kl_refined(refinement, tr, t, t.r, t.mu)
 
 
 cdef inline int tree_forward(const ModelC* m, const ClosC* c, const double* q, const double* dq,
@@ -414,7 +452,7 @@ cdef inline int tree_forward(const ModelC* m, const ClosC* c, const double* q, c
     cdef const MaxTree* tr = <const MaxTree*> x.tree
     cdef int nb = m.nb, nL = x.nL, nJ = x.nJ
     cdef int st, l, i, k, a, nfac = 0
-    cdef double dmax, rel, emax, rmax, v
+    cdef double v
     cdef MaxW z = maxwork(x, cw.mws)
     cdef TreeW t = treework(nb, m.nv, nL, tr.nvis, tr.ch.nnz, cw.mws + x.nws_kernel)
     st = maximal_assemble(m, c, q, dq, NULL, tau, fext, w, cw, &z, False, False)
@@ -430,32 +468,10 @@ cdef inline int tree_forward(const ModelC* m, const ClosC* c, const double* q, c
         # r = c_L - J_L dV0, in the factor's order
         for l in range(nL):
             t.y[tr.pinv[l]] = row_residual(x, &z, nJ + l, z.dV)
-        dmax = 0.0
-        for l in range(nL):
-            dmax = fmax(dmax, t.KL[tr.ch.Lp[l]])
-        rel = x.rel
-        while True:
-            nfac += 1
-            for k in range(tr.ch.nnz):
-                t.Lx[k] = t.KL[k]
-            for l in range(nL):
-                t.Lx[tr.ch.Lp[l]] += rel * dmax
-            if spchol_factor(&tr.ch, t.Lx, t.xs, t.dep, 0.0, 0.0) == nL:
-                break
-            if rel >= 1e-6:
-                return ST_NOT_PSD
-            rel = min(max(rel, 1e-15) * 1e3, 1e-6)
-        kl_refined(x, tr, &t, t.y, t.mu)
-        # no exact solution: take out the part of r outside range(K_L)
-        emax = 0.0
-        rmax = 1.0
-        for l in range(nL):
-            emax = fmax(emax, fabs(t.e[l]))
-            rmax = fmax(rmax, fabs(t.y[l]))
-        if emax > 1e-9 * rmax:
-            for l in range(nL):
-                t.r[l] = t.y[l] - t.e[l]
-            kl_refined(x, tr, &t, t.r, t.mu)
+        nfac = kl_factor(tr, &t, x.rel)
+        if nfac < 0:
+            return ST_NOT_PSD
+        kl_apply(tr, &t, x.refinement)
         # the loop forces join the wrenches: ft is linear in them, and each
         # visit's W is its row's share at that body, so ft += mu W over the
         # visits; then the sweep down again

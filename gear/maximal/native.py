@@ -28,13 +28,26 @@ from ..algorithms.dynamics import get_num_threads
 from . import _native, stepping
 from .kkt import DENSE_ROWS
 
-__all__ = ["native_step", "native_accel", "native_project", "native_run", "step", "project", "plan", "why_not", "build"]
+__all__ = ["use_route", "native_step", "native_accel", "native_project", "native_run", "step", "project", "plan", "why_not", "build"]
 
 
-def build(mx):
+ROUTES = ("auto", "tree", "schur")
+
+
+def build(mx, route="auto"):
     """``(plan, reason, gravity)`` for ``mx``: the kernel's frozen arrays,
     or None and the reason when the model is outside what the kernel
-    covers, and the gravity they were built with."""
+    covers, and the gravity they were built with.
+
+    ``route``: how the kernel solves hard rows -- ``"schur"``: the
+    factorisation of ``K = J M^-1 J^T`` (dense up to
+    :data:`gear.maximal.kkt.DENSE_ROWS` rows, sparse above); ``"tree"``:
+    the tree-ordered factorisation (``gear/maximal/_tree_step.pxd``,
+    :func:`gear.maximal.tree.step_tree_plan`); ``"auto"``: the tree
+    wherever the model has rows (see docs/maximal.md for the measurements
+    behind it).  Compliant rows always take ``"schur"``."""
+    if route not in ROUTES:
+        raise ValueError(f"route must be one of {ROUTES}, got {route!r}")
     g = tuple(np.asarray(mx.model.gravity, dtype=float))
     if getattr(mx, "_couplers", None):
         return None, "joint couplers (rows on joint coordinates) take the NumPy step", g
@@ -56,9 +69,21 @@ def build(mx):
         Si = mx._S[i](np.eye(3)[None])[0] if j.nv else np.zeros((6, 0))   # R_Y = 1 for the varying ones
         S[i, :Si.size] = Si.T.ravel()
     sparse = _sparse_plan(nb, np.asarray(t.ia), np.asarray(t.ib)) if mx.nrows > DENSE_ROWS else None
+    tree = None
+    if route != "schur" and mx.stiffness is None and mx.nrows:
+        from .tree import step_tree_plan
+
+        tree = step_tree_plan(t, mx.I6)[0]
     p = _native.Plan(mx.I6, mx.Minv, mx._parents, m.gravity, t.types, t.ia, t.ib, t.i, t.j, t.RA, t.pA, t.RB, t.pB,
-                     t.offset, t.pitch, nvb, iv, vary, S, RPl, axes, sparse, mx.stiffness, mx.damping)
+                     t.offset, t.pitch, nvb, iv, vary, S, RPl, axes, sparse, mx.stiffness, mx.damping, tree)
     return p, None, g
+
+
+def use_route(mx, route):
+    """Rebuild ``mx``'s native plan with ``route`` (:func:`build`) and
+    return it; the plan's ``route`` says which one it took."""
+    mx._native = build(mx, route)
+    return mx._native[0]
 
 
 def _sparse_plan(nb, ia, ib):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["tree_plan", "route_costs", "choose_route"]
+__all__ = ["tree_plan", "visit_plan", "route_costs", "choose_route", "step_tree_plan"]
 
 
 def tree_plan(ms):
@@ -33,15 +33,27 @@ def tree_plan(ms):
     stats : dict
         ``visits``, ``pairs`` and ``nnz_factor`` (of ``K_L``'s factor).
     """
-    import scipy.sparse as sps
-
-    from ..constraints.sparse import factor_pattern, factor_positions
-
     nb, nJ, nL = ms.nb, ms.nJ, ms.nL
     parents = np.asarray(ms.parents)
     if np.any(parents >= np.arange(nb)):
         raise ValueError("tree plan: every body's parent must come before it")
-    la, lb = np.asarray(ms._la), np.asarray(ms._lb)
+    return visit_plan(parents, ms._la, ms._lb, nJ + np.arange(nL), ms.I6)
+
+
+def visit_plan(parents, la, lb, seg_row, I6):
+    """The loop rows' visits and ``K_L``'s plan on a tree whose every
+    body's parent comes before it (``parents`` (nb,), -1: the ground): loop
+    row ``l`` acts on bodies ``la[l]`` and ``lb[l]`` (-1: the world), with
+    its two 6-blocks at ``12 seg_row[l]`` and ``+ 6`` of the kernel's (rows,
+    12) array of ``J``.  ``I6`` (nb, 6, 6): the bodies' inertias in the
+    tree's order.  Returns ``(arrays, stats)`` as :func:`tree_plan`."""
+    import scipy.sparse as sps
+
+    from ..constraints.sparse import factor_pattern, factor_positions
+
+    parents = np.asarray(parents)
+    nb, nL = len(parents), len(seg_row)
+    la, lb = np.asarray(la), np.asarray(lb)
     vis_body, vis_row, vis_seg = [], [], []
     index = {}
     for l in range(nL):
@@ -54,7 +66,7 @@ def tree_plan(ms):
             index[l, k] = len(vis_body)
             vis_body.append(k)
             vis_row.append(l)
-            vis_seg.append((12 * (nJ + l) if la[l] == k else -1, 12 * (nJ + l) + 6 if lb[l] == k else -1))
+            vis_seg.append((12 * seg_row[l] if la[l] == k else -1, 12 * seg_row[l] + 6 if lb[l] == k else -1))
     nvis = len(vis_body)
     body = np.array(vis_body, dtype=np.int64)
     row = np.array(vis_row, dtype=np.int64)
@@ -80,9 +92,9 @@ def tree_plan(ms):
     pattern = sps.coo_matrix((np.ones(len(pv1)), (row[pv1], row[pv2])), shape=(nL, nL))
     pinv, (Lp, Li, Rp, Rk, Rpos), key = factor_pattern(pattern)
     pdst = factor_positions(key, nL, pinv[row[pv1]], pinv[row[pv2]])
-    arrays = dict(I6=np.ascontiguousarray(ms.I6.reshape(nb, 36)), vptr=vptr, vrow=row, vpar=vpar,
-                  vseg=vseg.ravel(), pptr=pptr, pv1=pv1, pv2=pv2, pdst=pdst, pinv=pinv, Lp=Lp, Li=Li, Rp=Rp,
-                  Rk=Rk, Rpos=Rpos)
+    arrays = dict(I6=np.ascontiguousarray(np.asarray(I6, dtype=float).reshape(nb, 36)), vptr=vptr, vrow=row,
+                  vpar=vpar, vseg=vseg.ravel(), pptr=pptr, pv1=pv1, pv2=pv2, pdst=pdst, pinv=pinv, Lp=Lp, Li=Li,
+                  Rp=Rp, Rk=Rk, Rpos=Rpos)
     return arrays, {"visits": nvis, "pairs": len(pv1), "nnz_factor": int(Lp[-1])}
 
 
@@ -117,3 +129,103 @@ def choose_route(ms, mx):
     root and ``K_L`` fills in), as measured (docs/solvers.md)."""
     tree, cholmod = route_costs(ms, mx)
     return "tree" if tree <= cholmod else "cholmod"
+
+
+def step_tree_plan(table, I6):
+    """The tree-ordered factorisation of a :class:`gear.MaximalModel`'s
+    steps (``StepTree`` in ``gear/maximal/_tree_step.pxd``): a spanning
+    tree over its bodies, whose edges are joints or loop closures alike.
+
+    In maximal coordinates every joint and every closure is a group of
+    rows between two bodies (or a body and the world); which of them are
+    the tree is a choice of the solve, not of the model.  The tree here
+    is found breadth first from the world, so that every body is as few
+    edges from the world as it can be (on the N-four-bar on its chain
+    tree: each crank hangs from the world by its pivot, each coupler
+    from a crank), preferring at equal depth the group with the most
+    rows (they leave fewer loop rows).  A group of more than six rows,
+    or of rows on one body, is never an edge.
+
+    Parameters
+    ----------
+    table : gear.maximal.rows.RowTable
+    I6 : ndarray, shape (nb, 6, 6)
+        The bodies' inertias.
+
+    Returns
+    -------
+    arrays : dict
+        ``visit_plan``'s arrays (in the tree's order of the bodies) and
+        ``body`` (the body at each position), ``tpar`` (the parent's
+        position, -1: the world), ``nvi`` (6 minus the edge's rows),
+        ``iv``, ``er0`` (the edge's first row, -1: no edge), ``side``
+        (1: the body is the rows' {B}), ``lrow`` (the loop rows).
+    stats : dict
+        ``visits``, ``pairs``, ``nnz_factor`` and ``loop_rows``.
+    """
+    I6 = np.asarray(I6, dtype=float).reshape(-1, 6, 6)
+    nb, m = len(I6), table.m
+    ia, ib = np.asarray(table.ia), np.asarray(table.ib)
+    owner = list(table.owner)
+    groups = []                                   # (first row, rows, body a, body b)
+    r = 0
+    while r < m:
+        e = r + 1
+        while e < m and owner[e] == owner[r] and ia[e] == ia[r] and ib[e] == ib[r]:
+            e += 1
+        groups.append((r, e - r, int(ia[r]), int(ib[r])))
+        r = e
+    at = [[] for _ in range(nb + 1)]              # the groups on each body; nb: the world
+    for gi, (r0, n, a, b) in enumerate(groups):
+        if a != b and n <= 6:
+            at[a if a >= 0 else nb].append(gi)
+            at[b if b >= 0 else nb].append(gi)
+    depth = np.full(nb, -1)
+    edge = np.full(nb, -1)
+    order = []
+    level = [nb]
+    d = 0
+    while level:
+        best = {}
+        for k in level:
+            for gi in at[k]:
+                r0, n, a, b = groups[gi]
+                other = b if (a if a >= 0 else nb) == k else a
+                if other < 0 or depth[other] >= 0:
+                    continue
+                if other not in best or n > groups[best[other]][1]:
+                    best[other] = gi
+        d += 1
+        level = sorted(best)
+        for k in level:
+            depth[k] = d
+            edge[k] = best[k]
+        order.extend(level)
+    order.extend(k for k in range(nb) if depth[k] < 0)      # free bodies: roots of their own
+    pos = np.empty(nb, dtype=np.int64)
+    pos[order] = np.arange(nb)
+    tpar = np.full(nb, -1, dtype=np.int64)
+    nvi = np.full(nb, 6, dtype=np.int64)
+    er0 = np.full(nb, -1, dtype=np.int64)
+    side = np.zeros(nb, dtype=np.int64)
+    in_tree = np.zeros(m, dtype=bool)
+    for k in range(nb):
+        gi = edge[order[k]]
+        if gi < 0:
+            continue
+        r0, n, a, b = groups[gi]
+        body = order[k]
+        other = a if b == body else b
+        tpar[k] = pos[other] if other >= 0 else -1
+        nvi[k] = 6 - n
+        er0[k] = r0
+        side[k] = 1 if b == body else 0
+        in_tree[r0:r0 + n] = True
+    lrow = np.flatnonzero(~in_tree)
+    to_pos = lambda x: np.where(x >= 0, pos[np.maximum(x, 0)], -1)
+    arrays, stats = visit_plan(tpar, to_pos(ia[lrow]), to_pos(ib[lrow]), lrow, I6[order])
+    iv = np.concatenate([[0], np.cumsum(nvi)[:-1]]).astype(np.int64)
+    arrays.update(body=np.asarray(order, dtype=np.int64), tpar=tpar, nvi=nvi, iv=iv, er0=er0, side=side,
+                  lrow=lrow)
+    stats["loop_rows"] = len(lrow)
+    return arrays, stats

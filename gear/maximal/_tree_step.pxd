@@ -1,0 +1,503 @@
+# cython: language_level=3
+"""The tree-ordered solve of a maximal-coordinate step (Baraff,
+"Linear-time dynamics using Lagrange multipliers", 1996), beside the
+sparse factorisation of ``K = J M^-1 J^T`` in ``_native.pyx``.
+
+Every solve of the native steps (the Euler step's velocities, eq. 12 of
+Ruan, "Articulated rigid body systems"; the Gauss-Newton projection; the
+Runge-Kutta stages' accelerations) is ``M dV = J^T mu``, ``J dV = c``: a
+body-space correction ``dV = M^-1 J^T mu`` with ``K mu = c``.  As in the
+``"maximal"`` solver's tree route (``_tree_route.pxd``) the bodies and
+their edges' rows are eliminated from the leaves to the world and only
+the other rows, the loop rows, keep a Schur complement ``K_L`` of their
+own.  Two things differ, because here the state is the bodies' poses and
+not joint coordinates:
+
+* **The tree is the solve's choice** (``gear.maximal.tree.step_tree_plan``):
+  any group of rows between two bodies can be an edge, a closure as well
+  as a joint, and the edges are chosen breadth first from the world.
+
+* **An edge's rows are taken as they are, drifted.**  Edge ``k``'s rows
+  ``C V_k + E V_p = c_k`` (``C``, ``E``: the rows' 6-blocks on the body
+  and on its parent, ``m_k`` of them) are orthonormalised, ``C = R Q``
+  (``R`` lower triangular), which gives a basis ``S`` of their null space
+  (``n = 6 - m_k`` columns, completed from the unit vectors) and the map
+  ``A = -C^+ E = -Q^T R^-1 E``.  Then every solution is
+
+      V_k = A V_p + eta_k + S u,    eta_k = Q^T R^-1 c_k,
+
+  whatever the drift: a joint's rows at a drifted pose are not those of
+  a rigid transform (``E != -C Ad``, the ``pos`` rows), and ``A`` is a
+  general 6 x 6 map where the solver's route has ``Ad``.
+
+With ``A`` in place of the joint transform and ``S`` of the rows' null
+space, the elimination is the solver's (``Mt_p += A^T (Mt - U D^-1 U^T)
+A`` with ``U = Mt S``, ``D = S^T U``), and so are the loop rows' visits
+and ``K_L``.  The rows' multipliers come back from the leaves: the wrench
+``w_k = C^T mu_k`` an edge carries is what its body's momentum change
+leaves after its loop rows and its children's edges, so ``mu_k = R^-T Q
+w_k``.
+
+Rows that are dependent within one edge (never a joint's) make the plan
+give up for that pose: the caller takes the sparse route.
+"""
+from libc.math cimport sqrt
+from gear.spatial._spatial cimport mat6_vec
+from gear.maximal._tree_route cimport (MaxTree, TreeW, treework, tree_scratch, chol_small, lower_solve,
+                                       upper_solve, kl_factor, kl_apply)
+
+
+cdef enum:
+    TS_OK = 0
+    TS_RANK = 1          # an edge's rows are dependent
+    TS_NOT_PSD = 2       # K_L + beta I not positive definite
+
+
+cdef struct StepTree:
+    MaxTree tr           # the loop rows' visits and K_L's plan, bodies in the tree's order
+    int nb, nL, nvt      # bodies, loop rows, sum of nvi
+    const int* body      # (nb,) the body at each position (parents first)
+    const int* tpar      # (nb,) the parent's position, -1: the world
+    const int* nvi       # (nb,) n = 6 - the edge's rows (6: no edge)
+    const int* iv        # (nb,) the first column of U and Ld
+    const int* er0       # (nb,) the edge's first row, -1: no edge
+    const int* side      # (nb,) 1: the body is the edge's rows' {B}, 0: their {A}
+    const int* lrow      # (nL,) the loop rows
+
+
+cdef struct StepW:
+    TreeW t
+    double* Q            # (nb, 36) the edge's rows orthonormalised (m_k rows of 6)
+    double* R            # (nb, 36) C = R Q, R lower triangular (stride 6)
+    double* S            # (nb, 36) the null space of C (n columns of 6)
+    double* A            # (nb, 36) -C^+ E, row-major
+    double* eta          # (nb, 6) by position
+    double* acc          # (nb, 6) by position: the wrenches the edges carry
+    double* dV           # (nb, 6) by body: the solution
+
+
+cdef inline int step_tree_scratch(const StepTree* s) noexcept nogil:
+    return tree_scratch(s.nb, s.nvt, s.nL, s.tr.nvis, s.tr.ch.nnz) + 162 * s.nb
+
+
+cdef inline StepW stepwork(const StepTree* s, double* base) noexcept nogil:
+    cdef StepW w
+    w.t = treework(s.nb, s.nvt, s.nL, s.tr.nvis, s.tr.ch.nnz, base)
+    w.Q = base + tree_scratch(s.nb, s.nvt, s.nL, s.tr.nvis, s.tr.ch.nnz)
+    w.R = w.Q + 36 * s.nb
+    w.S = w.R + 36 * s.nb
+    w.A = w.S + 36 * s.nb
+    w.eta = w.A + 36 * s.nb
+    w.acc = w.eta + 6 * s.nb
+    w.dV = w.acc + 6 * s.nb
+    return w
+
+
+cdef inline double _dot6(const double* a, const double* b) noexcept nogil:
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5]
+
+
+cdef inline const double* edge_row(const StepTree* s, const double* F, int k, int i, int on_body) noexcept nogil:
+    # row i of edge k: its 6-block on the body (on_body) or on the parent
+    cdef int sd = s.side[k] if on_body else 1 - s.side[k]
+    return F + 12 * (s.er0[k] + i) + 6 * sd
+
+
+cdef inline int edges(const StepTree* s, const double* F, StepW* w) noexcept nogil:
+    """Each edge's ``Q``, ``R``, ``S`` and ``A`` from the rows ``F`` (m, 12)."""
+    cdef int k, i, j, a, b, n, mk, best
+    cdef double v[6]
+    cdef double B[36]
+    cdef double x, bn, cn
+    cdef double* Q
+    cdef double* R
+    cdef double* S
+    cdef double* A
+    cdef const double* c
+    for k in range(s.nb):
+        n = s.nvi[k]
+        mk = 6 - n
+        Q = w.Q + 36 * k
+        R = w.R + 36 * k
+        S = w.S + 36 * k
+        # C = R Q by modified Gram-Schmidt on the rows
+        for i in range(mk):
+            c = edge_row(s, F, k, i, 1)
+            cn = 0.0
+            for a in range(6):
+                v[a] = c[a]
+                cn += c[a] * c[a]
+            for j in range(i):
+                x = _dot6(v, Q + 6 * j)
+                R[6 * i + j] = x
+                for a in range(6):
+                    v[a] -= x * Q[6 * j + a]
+            x = sqrt(_dot6(v, v))
+            if not (x > 1e-10 * sqrt(cn)):
+                return TS_RANK
+            R[6 * i + i] = x
+            for a in range(6):
+                Q[6 * i + a] = v[a] / x
+        # S: the unit vector with the most left outside the rows and the
+        # columns so far, orthonormalised, n times
+        for j in range(n):
+            best = 0
+            bn = -1.0
+            for a in range(6):
+                x = 1.0
+                for i in range(mk):
+                    x -= Q[6 * i + a] * Q[6 * i + a]
+                for i in range(j):
+                    x -= S[6 * i + a] * S[6 * i + a]
+                if x > bn:
+                    bn = x
+                    best = a
+            for a in range(6):
+                v[a] = 1.0 if a == best else 0.0
+            for i in range(mk):
+                x = Q[6 * i + best]
+                for a in range(6):
+                    v[a] -= x * Q[6 * i + a]
+            for i in range(j):
+                x = S[6 * i + best]
+                for a in range(6):
+                    v[a] -= x * S[6 * i + a]
+            x = 1.0 / sqrt(_dot6(v, v))
+            for a in range(6):
+                S[6 * j + a] = v[a] * x
+        if s.tpar[k] < 0:
+            continue
+        # A = -Q^T R^-1 E: B = R^-1 E row by row (in v), A -= q_i B_i
+        A = w.A + 36 * k
+        for a in range(36):
+            A[a] = 0.0
+        for i in range(mk):
+            c = edge_row(s, F, k, i, 0)
+            for b in range(6):
+                x = c[b]
+                for j in range(i):
+                    x -= R[6 * i + j] * B[6 * j + b]
+                B[6 * i + b] = x / R[6 * i + i]
+            for a in range(6):
+                x = Q[6 * i + a]
+                for b in range(6):
+                    A[6 * a + b] -= x * B[6 * i + b]
+    return TS_OK
+
+
+cdef inline void congruence_add(const double* A, const double* P, double* out) noexcept nogil:
+    # out += A^T P A (P symmetric, 6 x 6 row-major)
+    cdef double B[36]
+    cdef double x
+    cdef int a, b, c
+    for c in range(6):
+        for b in range(6):
+            x = 0.0
+            for a in range(6):
+                x += P[6 * c + a] * A[6 * a + b]
+            B[6 * c + b] = x
+    for a in range(6):
+        for b in range(a + 1):
+            x = 0.0
+            for c in range(6):
+                x += A[6 * c + a] * B[6 * c + b]
+            out[6 * a + b] += x
+            if b != a:
+                out[6 * b + a] += x
+
+
+cdef inline void A_mul(const double* A, const double* v, double* out) noexcept nogil:
+    mat6_vec(A, v, out)
+
+
+cdef inline void At_mul_add(const double* A, const double* v, double* out) noexcept nogil:
+    # out += A^T v
+    cdef int a, b
+    for b in range(6):
+        for a in range(6):
+            out[b] += A[6 * a + b] * v[a]
+
+
+cdef inline int eliminate_edges(const StepTree* s, StepW* w) noexcept nogil:
+    """The matrix sweep from the leaves: ``Mt``, ``U``, ``Ld`` by position."""
+    cdef TreeW* t = &w.t
+    cdef int k, i, j, a, n, p
+    cdef double D[36]
+    cdef double Pa[36]
+    cdef double V[36]
+    cdef double x
+    cdef double* Mk
+    cdef double* Uk
+    cdef double* Lk
+    cdef const double* S
+    for k in range(36 * s.nb):
+        t.Mt[k] = s.tr.I6[k]
+    for k in range(s.nb - 1, -1, -1):
+        n = s.nvi[k]
+        p = s.tpar[k]
+        Mk = t.Mt + 36 * k
+        Uk = t.U + 6 * s.iv[k]
+        Lk = t.Ld + 6 * s.iv[k]
+        S = w.S + 36 * k
+        for j in range(n):
+            mat6_vec(Mk, S + 6 * j, Uk + 6 * j)
+        for i in range(n):
+            for j in range(i + 1):
+                D[6 * i + j] = _dot6(S + 6 * i, Uk + 6 * j)
+        if not chol_small(D, n, Lk):
+            return TS_NOT_PSD
+        if p < 0:
+            continue
+        # Pa = Mt - U D^-1 U^T = Mt - V^T V with V = Ld^-1 U^T (n rows of 6)
+        for a in range(6):
+            for j in range(n):
+                D[j] = Uk[6 * j + a]
+            lower_solve(Lk, n, D)
+            for j in range(n):
+                V[6 * j + a] = D[j]
+        for a in range(6):
+            for i in range(a + 1):
+                x = Mk[6 * a + i]
+                for j in range(n):
+                    x -= V[6 * j + a] * V[6 * j + i]
+                Pa[6 * a + i] = x
+                Pa[6 * i + a] = x
+        congruence_add(w.A + 36 * k, Pa, t.Mt + 36 * p)
+    return TS_OK
+
+
+cdef inline void project_out(const StepTree* s, const StepW* w, int k, const double* f, double* g,
+                             double* out) noexcept nogil:
+    # g = D^-1 S^T f (n), out = f - U g
+    cdef int n = s.nvi[k], j, a
+    cdef const double* S = w.S + 36 * k
+    cdef const double* Uk = w.t.U + 6 * s.iv[k]
+    cdef const double* Lk = w.t.Ld + 6 * s.iv[k]
+    for j in range(n):
+        g[j] = _dot6(S + 6 * j, f)
+    lower_solve(Lk, n, g)
+    upper_solve(Lk, n, g)
+    for a in range(6):
+        out[a] = f[a]
+    for j in range(n):
+        for a in range(6):
+            out[a] -= Uk[6 * j + a] * g[j]
+
+
+cdef inline void sweep_up_edges(const StepTree* s, StepW* w) noexcept nogil:
+    """``ft`` from zero: what each body passes to its parent, ``A^T (ft - Mt
+    eta + U D^-1 (U^T eta - S^T ft))``."""
+    cdef TreeW* t = &w.t
+    cdef int k, a, p
+    cdef double h[6]
+    cdef double g[6]
+    cdef double v[6]
+    cdef double* fk
+    for k in range(6 * s.nb):
+        t.ft[k] = 0.0
+    for k in range(s.nb - 1, -1, -1):
+        p = s.tpar[k]
+        if p < 0:
+            continue
+        fk = t.ft + 6 * k
+        # ft - U D^-1 S^T ft - (Mt - U D^-1 U^T) eta
+        mat6_vec(t.Mt + 36 * k, w.eta + 6 * k, h)
+        for a in range(6):
+            h[a] = fk[a] - h[a]
+        project_out(s, w, k, h, g, v)
+        At_mul_add(w.A + 36 * k, v, t.ft + 6 * p)
+
+
+cdef inline void sweep_down_edges(const StepTree* s, StepW* w) noexcept nogil:
+    """``w.dV`` from the world to the leaves: ``a = A dV_p + eta``, ``dV = a
+    + S D^-1 (S^T ft - U^T a)``."""
+    cdef TreeW* t = &w.t
+    cdef int k, j, a, n, p
+    cdef double v[6]
+    cdef double g[6]
+    cdef const double* S
+    cdef const double* Uk
+    cdef const double* Lk
+    cdef const double* fk
+    for k in range(s.nb):
+        n = s.nvi[k]
+        p = s.tpar[k]
+        S = w.S + 36 * k
+        Uk = t.U + 6 * s.iv[k]
+        Lk = t.Ld + 6 * s.iv[k]
+        fk = t.ft + 6 * k
+        if p >= 0:
+            A_mul(w.A + 36 * k, w.dV + 6 * s.body[p], v)
+            for a in range(6):
+                v[a] += w.eta[6 * k + a]
+        else:
+            for a in range(6):
+                v[a] = w.eta[6 * k + a]
+        for j in range(n):
+            g[j] = _dot6(S + 6 * j, fk) - _dot6(Uk + 6 * j, v)
+        lower_solve(Lk, n, g)
+        upper_solve(Lk, n, g)
+        for j in range(n):
+            for a in range(6):
+                v[a] += S[6 * j + a] * g[j]
+        for a in range(6):
+            w.dV[6 * s.body[k] + a] = v[a]
+
+
+cdef inline void loop_schur_edges(const StepTree* s, const double* F, StepW* w) noexcept nogil:
+    """``K_L``'s values: each loop row's wrenches passed along its paths to
+    the world (``A^T (w - U D^-1 S^T w)`` to the parent) and the products
+    ``y . y'`` (``y = Ld^-1 S^T w``) of the visits that meet on a body."""
+    cdef const MaxTree* tr = &s.tr
+    cdef TreeW* t = &w.t
+    cdef int k, v, j, a, n, q
+    cdef double g[6]
+    cdef double b[6]
+    cdef double* Wv
+    cdef double* Yv
+    cdef const double* S
+    cdef const double* Uk
+    cdef const double* Lk
+    cdef const double* Js
+    for k in range(6 * tr.nvis):
+        t.W[k] = 0.0
+    for k in range(s.nb - 1, -1, -1):
+        n = s.nvi[k]
+        S = w.S + 36 * k
+        Uk = t.U + 6 * s.iv[k]
+        Lk = t.Ld + 6 * s.iv[k]
+        for v in range(tr.vptr[k], tr.vptr[k + 1]):
+            Wv = t.W + 6 * v
+            Yv = t.Y + 6 * v
+            for j in range(2):
+                if tr.vseg[2 * v + j] >= 0:
+                    Js = F + tr.vseg[2 * v + j]
+                    for a in range(6):
+                        Wv[a] += Js[a]
+            for j in range(6):
+                Yv[j] = _dot6(S + 6 * j, Wv) if j < n else 0.0
+            lower_solve(Lk, n, Yv)
+            q = tr.vpar[v]
+            if q < 0:
+                continue
+            # A^T (w - U D^-1 S^T w) = A^T (w + U Ld^-T (-y)) to the parent's visit
+            for j in range(n):
+                g[j] = -Yv[j]
+            upper_solve(Lk, n, g)
+            for a in range(6):
+                b[a] = Wv[a]
+            for j in range(n):
+                for a in range(6):
+                    b[a] += Uk[6 * j + a] * g[j]
+            At_mul_add(w.A + 36 * k, b, t.W + 6 * q)
+    for k in range(tr.ch.nnz):
+        t.KL[k] = 0.0
+    for k in range(s.nb):
+        for v in range(tr.pptr[k], tr.pptr[k + 1]):
+            t.KL[tr.pdst[v]] += _dot6(t.Y + 6 * tr.pv1[v], t.Y + 6 * tr.pv2[v])
+
+
+cdef inline int tree_factor(const StepTree* s, const double* F, double rel, StepW* w) noexcept nogil:
+    """Everything of the solve that depends on the pose alone: the edges,
+    the elimination, ``K_L`` and its factor (``rel``: its regularisation
+    relative to its largest diagonal entry, as the sparse route's)."""
+    cdef int st = edges(s, F, w)
+    if st != TS_OK:
+        return st
+    st = eliminate_edges(s, w)
+    if st != TS_OK:
+        return st
+    if s.nL > 0:
+        loop_schur_edges(s, F, w)
+        if kl_factor(&s.tr, &w.t, rel) < 0:
+            return TS_NOT_PSD
+    return TS_OK
+
+
+cdef inline double row_dot(const double* F, int r, const double* dV, int a, int b) noexcept nogil:
+    # J_r dV from the row's two 6-blocks (bodies a and b, -1: the world)
+    cdef double x = 0.0
+    if a >= 0:
+        x += _dot6(F + 12 * r, dV + 6 * a)
+    if b >= 0:
+        x += _dot6(F + 12 * r + 6, dV + 6 * b)
+    return x
+
+
+cdef inline void tree_solve(const StepTree* s, const double* F, const int* ia, const int* ib,
+                           const double* rhs, double* x, StepW* w) noexcept nogil:
+    """``w.dV = M^-1 J^T mu`` with ``K mu = rhs`` after :func:`tree_factor`;
+    ``x`` (m,), where not NULL: ``mu``.  ``ia``, ``ib``: the rows' bodies."""
+    cdef const MaxTree* tr = &s.tr
+    cdef TreeW* t = &w.t
+    cdef int k, i, j, a, mk, l, r, v, p
+    cdef double z[6]
+    cdef double y
+    cdef const double* R
+    cdef const double* Q
+    cdef const double* c
+    # eta = Q^T R^-1 c_k
+    for k in range(s.nb):
+        mk = 6 - s.nvi[k]
+        R = w.R + 36 * k
+        Q = w.Q + 36 * k
+        for i in range(mk):
+            y = rhs[s.er0[k] + i]
+            for j in range(i):
+                y -= R[6 * i + j] * z[j]
+            z[i] = y / R[6 * i + i]
+        for a in range(6):
+            y = 0.0
+            for i in range(mk):
+                y += Q[6 * i + a] * z[i]
+            w.eta[6 * k + a] = y
+    sweep_up_edges(s, w)
+    sweep_down_edges(s, w)
+    if s.nL > 0:
+        for l in range(s.nL):
+            r = s.lrow[l]
+            t.y[tr.pinv[l]] = rhs[r] - row_dot(F, r, w.dV, ia[r], ib[r])
+        kl_apply(tr, t, 4)
+        for k in range(s.nb):
+            for v in range(tr.vptr[k], tr.vptr[k + 1]):
+                y = t.mu[tr.pinv[tr.vrow[v]]]
+                for a in range(6):
+                    t.ft[6 * k + a] += t.W[6 * v + a] * y
+        sweep_down_edges(s, w)
+    if x == NULL:
+        return
+    # the multipliers: loop rows from K_L; each edge's from the wrench it
+    # carries, w_k = I_k dV_k - (loop rows on k) - (the children's edges' rows on k)
+    for k in range(s.nb):
+        mat6_vec(s.tr.I6 + 36 * k, w.dV + 6 * s.body[k], w.acc + 6 * k)
+    for k in range(s.nb):
+        for v in range(tr.vptr[k], tr.vptr[k + 1]):
+            y = t.mu[tr.pinv[tr.vrow[v]]]
+            for j in range(2):
+                if tr.vseg[2 * v + j] >= 0:
+                    c = F + tr.vseg[2 * v + j]
+                    for a in range(6):
+                        w.acc[6 * k + a] -= c[a] * y
+    for l in range(s.nL):
+        x[s.lrow[l]] = t.mu[tr.pinv[l]]
+    for k in range(s.nb - 1, -1, -1):
+        mk = 6 - s.nvi[k]
+        if mk == 0 or s.er0[k] < 0:
+            continue
+        R = w.R + 36 * k
+        Q = w.Q + 36 * k
+        # mu = R^-T Q w
+        for i in range(mk):
+            z[i] = _dot6(Q + 6 * i, w.acc + 6 * k)
+        for i in range(mk - 1, -1, -1):
+            y = z[i]
+            for j in range(i + 1, mk):
+                y -= R[6 * j + i] * z[j]
+            z[i] = y / R[6 * i + i]
+        p = s.tpar[k]
+        for i in range(mk):
+            x[s.er0[k] + i] = z[i]
+            if p >= 0:
+                c = edge_row(s, F, k, i, 0)
+                for a in range(6):
+                    w.acc[6 * p + a] -= c[a] * z[i]
