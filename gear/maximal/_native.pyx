@@ -808,7 +808,7 @@ cdef inline int factor_z(const PlanC* p, const double* T, RowWs* z, const double
             if st != ST_OK:
                 return st
             sw = stepwork(p.tree, z.tw + 8)
-            if tree_factor(p.tree, z.F, REG, &sw) == TS_OK:
+            if tree_factor(p.tree, z.F, 1e-10, &sw) == TS_OK:
                 z.tw[0] = 1.0
                 return ST_OK
     return factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first, cfm)

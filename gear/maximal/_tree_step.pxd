@@ -43,8 +43,9 @@ give up for that pose: the caller takes the sparse route.
 """
 from libc.math cimport sqrt
 from gear.spatial._spatial cimport mat6_vec
+from gear.algorithms._spchol cimport spchol_factor, spchol_solve_basic, row_rtol
 from gear.maximal._tree_route cimport (MaxTree, TreeW, treework, tree_scratch, chol_small, lower_solve,
-                                       upper_solve, kl_factor, kl_apply)
+                                       upper_solve)
 
 
 cdef enum:
@@ -68,7 +69,7 @@ cdef struct StepTree:
 cdef struct StepW:
     TreeW t
     double* Q            # (nb, 36) the edge's rows orthonormalised (m_k rows of 6)
-    double* R            # (nb, 36) C = R Q, R lower triangular (stride 6)
+    double* R            # (nb, 36) C = R Q, R lower triangular (stride 6; the diagonal inverted)
     double* S            # (nb, 36) the null space of C (n columns of 6)
     double* A            # (nb, 36) -C^+ E, row-major
     double* eta          # (nb, 6) by position
@@ -132,12 +133,13 @@ cdef inline int edges(const StepTree* s, const double* F, StepW* w) noexcept nog
                 R[6 * i + j] = x
                 for a in range(6):
                     v[a] -= x * Q[6 * j + a]
-            x = sqrt(_dot6(v, v))
-            if not (x > 1e-10 * sqrt(cn)):
+            x = _dot6(v, v)
+            if not (x > 1e-20 * cn):
                 return TS_RANK
-            R[6 * i + i] = x
+            x = 1.0 / sqrt(x)
+            R[6 * i + i] = x                  # (the diagonal inverted: the solves multiply)
             for a in range(6):
-                Q[6 * i + a] = v[a] / x
+                Q[6 * i + a] = v[a] * x
         # S: the unit vector with the most left outside the rows and the
         # columns so far, orthonormalised, n times
         for j in range(n):
@@ -177,7 +179,7 @@ cdef inline int edges(const StepTree* s, const double* F, StepW* w) noexcept nog
                 x = c[b]
                 for j in range(i):
                     x -= R[6 * i + j] * B[6 * j + b]
-                B[6 * i + b] = x / R[6 * i + i]
+                B[6 * i + b] = x * R[6 * i + i]
             for a in range(6):
                 x = Q[6 * i + a]
                 for b in range(6):
@@ -393,15 +395,19 @@ cdef inline void loop_schur_edges(const StepTree* s, const double* F, StepW* w) 
     for k in range(tr.ch.nnz):
         t.KL[k] = 0.0
     for k in range(s.nb):
-        for v in range(tr.pptr[k], tr.pptr[k + 1]):
-            t.KL[tr.pdst[v]] += _dot6(t.Y + 6 * tr.pv1[v], t.Y + 6 * tr.pv2[v])
+        if s.nvi[k] == 1:
+            for v in range(tr.pptr[k], tr.pptr[k + 1]):
+                t.KL[tr.pdst[v]] += t.Y[6 * tr.pv1[v]] * t.Y[6 * tr.pv2[v]]
+        else:
+            for v in range(tr.pptr[k], tr.pptr[k + 1]):
+                t.KL[tr.pdst[v]] += _dot6(t.Y + 6 * tr.pv1[v], t.Y + 6 * tr.pv2[v])
 
 
 cdef inline int tree_factor(const StepTree* s, const double* F, double rel, StepW* w) noexcept nogil:
     """Everything of the solve that depends on the pose alone: the edges,
     the elimination, ``K_L`` and its factor (``rel``: its regularisation
     relative to its largest diagonal entry, as the sparse route's)."""
-    cdef int st = edges(s, F, w)
+    cdef int k, st = edges(s, F, w)
     if st != TS_OK:
         return st
     st = eliminate_edges(s, w)
@@ -409,8 +415,11 @@ cdef inline int tree_factor(const StepTree* s, const double* F, double rel, Step
         return st
     if s.nL > 0:
         loop_schur_edges(s, F, w)
-        if kl_factor(&s.tr, &w.t, rel) < 0:
-            return TS_NOT_PSD
+        # semi-definite: a dependent loop row (a planar loop's out-of-plane
+        # rows) takes no force, and its equation follows from the others
+        for k in range(s.tr.ch.nnz):
+            w.t.Lx[k] = w.t.KL[k]
+        spchol_factor(&s.tr.ch, w.t.Lx, w.t.xs, w.t.dep, rel, row_rtol())
     return TS_OK
 
 
@@ -445,7 +454,7 @@ cdef inline void tree_solve(const StepTree* s, const double* F, const int* ia, c
             y = rhs[s.er0[k] + i]
             for j in range(i):
                 y -= R[6 * i + j] * z[j]
-            z[i] = y / R[6 * i + i]
+            z[i] = y * R[6 * i + i]
         for a in range(6):
             y = 0.0
             for i in range(mk):
@@ -457,7 +466,9 @@ cdef inline void tree_solve(const StepTree* s, const double* F, const int* ia, c
         for l in range(s.nL):
             r = s.lrow[l]
             t.y[tr.pinv[l]] = rhs[r] - row_dot(F, r, w.dV, ia[r], ib[r])
-        kl_apply(tr, t, 4)
+        for l in range(s.nL):
+            t.mu[l] = t.y[l]
+        spchol_solve_basic(&tr.ch, t.Lx, t.dep, t.mu)
         for k in range(s.nb):
             for v in range(tr.vptr[k], tr.vptr[k + 1]):
                 y = t.mu[tr.pinv[tr.vrow[v]]]
@@ -493,7 +504,7 @@ cdef inline void tree_solve(const StepTree* s, const double* F, const int* ia, c
             y = z[i]
             for j in range(i + 1, mk):
                 y -= R[6 * j + i] * z[j]
-            z[i] = y / R[6 * i + i]
+            z[i] = y * R[6 * i + i]
         p = s.tpar[k]
         for i in range(mk):
             x[s.er0[k] + i] = z[i]
