@@ -834,7 +834,7 @@ cdef inline void solve_add(const PlanC* p, RowWs* z, const double* rhs, double c
 cdef int euler_one(const PlanC* p, const double* P16, const double* V, const double* tau,
                    const double* fext, double h, double gain, double* Pout, double* Vout,
                    double* lam, double* ws, bint implicit=False, double* g0=NULL,
-                   bint ready=False) noexcept nogil:
+                   bint ready=False, bint mult=True) noexcept nogil:
     """One step of one state (eq. 12).  ``gain``: beta / h (Baumgarte) or 0.
     Compliant rows (``p.kst``): their spring and damper force at the start
     of the step, ``lam = -k g - c J V`` (explicit), or with ``implicit`` at
@@ -891,9 +891,10 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
                 z.rhs[r] = -(p.kst[r] / (h * p.kst[r] + p.kdm[r])) * z.g[r] - z.rhs[r]
             else:
                 z.rhs[r] = -gain * z.g[r] - z.rhs[r]
-        solve_add(p, &z, z.rhs, 1.0, Vs, True, cfm)
-        for r in range(m):
-            lam[r] = z.x[r] / h
+        solve_add(p, &z, z.rhs, 1.0, Vs, mult, cfm)
+        if mult:
+            for r in range(m):
+                lam[r] = z.x[r] / h
     # T+ = T exp(h V+)
     move(T, nb, Vs, h)
     for b in range(nb):
@@ -1271,12 +1272,13 @@ cdef int rk_one(const PlanC* p, const double* P16, const double* V, const double
 cdef inline int step_one(const PlanC* p, const double* P16, const double* V, const double* tau,
                          const double* fext, double h, int integ, double gain, double ga, double gb,
                          double* Pout, double* Vout, double* lam, double* ws,
-                         double* g0=NULL, bint ready=False) noexcept nogil:
+                         double* g0=NULL, bint ready=False, bint mult=True) noexcept nogil:
     # integ 0: Euler (eq. 12, ``gain`` = beta / h), 1: rk4, 2: rkmk4 (``ga``,
     # ``gb``), 3: implicit (Euler with compliant rows linearly implicit);
-    # g0 (if not NULL): max |g| at the start; ready: as euler_one's
+    # g0 (if not NULL): max |g| at the start; ready: as euler_one's; mult
+    # False: Euler's lam is not wanted (hard rows: left as it was)
     if integ == 0 or integ == 3:
-        return euler_one(p, P16, V, tau, fext, h, gain, Pout, Vout, lam, ws, integ == 3, g0, ready)
+        return euler_one(p, P16, V, tau, fext, h, gain, Pout, Vout, lam, ws, integ == 3, g0, ready, mult)
     return rk_one(p, P16, V, tau, fext, h, ga, gb, integ == 2, Pout, Vout, lam, ws, g0, ready)
 
 
@@ -1562,9 +1564,11 @@ def run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, int integ, doub
                     fr = fr + 1
                 if n == steps:
                     break
+                # (the row forces only for a step whose end is recorded)
                 st = step_one(p, &P[k, 0], &V[k, 0], _row(tp, k, nv),
                               _row(fp, k, 6 * nb), h, integ, gain, ga, gb, &P[k, 0],
-                              &V[k, 0], lam, ws, lam + 2 * m + 1, ready)
+                              &V[k, 0], lam, ws, lam + 2 * m + 1, ready,
+                              (n + 1) % every == 0 or n + 1 == steps)
                 ready = 0
                 if st == ST_OK and pend >= 0:
                     errrec[k, pend] = lam[2 * m + 1]

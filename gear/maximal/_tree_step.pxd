@@ -70,7 +70,7 @@ cdef struct StepW:
     TreeW t
     double* Q            # (nb, 36) the edge's rows orthonormalised (m_k rows of 6)
     double* R            # (nb, 36) C = R Q, R lower triangular (stride 6; the diagonal inverted)
-    double* S            # (nb, 36) the null space of C (n columns of 6)
+    double* S            # (nb, 36) the null space of C (n columns of 6, orthogonal)
     double* A            # (nb, 36) -C^+ E, row-major
     double* eta          # (nb, 6) by position
     double* acc          # (nb, 6) by position: the wrenches the edges carry
@@ -164,7 +164,9 @@ cdef inline int edges(const StepTree* s, const double* F, StepW* w) noexcept nog
                 x = S[6 * i + best]
                 for a in range(6):
                     v[a] -= x * S[6 * i + a]
-            x = 1.0 / sqrt(_dot6(v, v))
+            # (orthonormal for the columns after it; the last one is only a
+            # direction, D = S^T Mt S takes its length)
+            x = 1.0 / sqrt(_dot6(v, v)) if j < n - 1 else 1.0
             for a in range(6):
                 S[6 * j + a] = v[a] * x
         if s.tpar[k] < 0:
