@@ -19,8 +19,10 @@ not joint coordinates:
 
 * **An edge's rows are taken as they are, drifted.**  Edge ``k``'s rows
   ``C V_k + E V_p = c_k`` (``C``, ``E``: the rows' 6-blocks on the body
-  and on its parent, ``m_k`` of them) are orthonormalised, ``C = R Q``
-  (``R`` lower triangular), which gives a basis ``S`` of their null space
+  and on its parent, ``m_k`` of them) are orthogonalised by Gram and
+  Schmidt, ``C = R V`` (``R`` unit lower triangular, ``V``'s rows
+  orthogonal; ``Q``'s rows ``v_i / |v_i|^2``, so that ``C^+ = Q^T R^-1``
+  without a square root), which gives a basis ``S`` of their null space
   (``n = 6 - m_k`` columns, completed from the unit vectors) and the map
   ``A = -C^+ E = -Q^T R^-1 E``.  Then every solution is
 
@@ -68,8 +70,8 @@ cdef struct StepTree:
 
 cdef struct StepW:
     TreeW t
-    double* Q            # (nb, 36) the edge's rows orthonormalised (m_k rows of 6)
-    double* R            # (nb, 36) C = R Q, R lower triangular (stride 6; the diagonal inverted)
+    double* Q            # (nb, 36) the edge's rows orthogonalised, v_i / |v_i|^2 (m_k rows of 6)
+    double* R            # (nb, 36) C = R V, R unit lower triangular (stride 6)
     double* S            # (nb, 36) the null space of C (n columns of 6, orthogonal)
     double* A            # (nb, 36) -C^+ E, row-major
     double* eta          # (nb, 6) by position
@@ -108,6 +110,7 @@ cdef inline int edges(const StepTree* s, const double* F, StepW* w) noexcept nog
     """Each edge's ``Q``, ``R``, ``S`` and ``A`` from the rows ``F`` (m, 12)."""
     cdef int k, i, j, a, b, n, mk, best
     cdef double v[6]
+    cdef double Vo[36]                    # the orthogonal rows v_i (Q holds v_i / |v_i|^2)
     cdef double B[36]
     cdef double x, bn, cn
     cdef double* Q
@@ -121,7 +124,9 @@ cdef inline int edges(const StepTree* s, const double* F, StepW* w) noexcept nog
         Q = w.Q + 36 * k
         R = w.R + 36 * k
         S = w.S + 36 * k
-        # C = R Q by modified Gram-Schmidt on the rows
+        # C = R V by modified Gram-Schmidt on the rows, R unit lower
+        # triangular and V's rows orthogonal, unnormalised (no square
+        # roots): Q_i = v_i / |v_i|^2, so that C^+ = Q^T R^-1
         for i in range(mk):
             c = edge_row(s, F, k, i, 1)
             cn = 0.0
@@ -132,23 +137,23 @@ cdef inline int edges(const StepTree* s, const double* F, StepW* w) noexcept nog
                 x = _dot6(v, Q + 6 * j)
                 R[6 * i + j] = x
                 for a in range(6):
-                    v[a] -= x * Q[6 * j + a]
+                    v[a] -= x * Vo[6 * j + a]
             x = _dot6(v, v)
             if not (x > 1e-20 * cn):
                 return TS_RANK
-            x = 1.0 / sqrt(x)
-            R[6 * i + i] = x                  # (the diagonal inverted: the solves multiply)
+            x = 1.0 / x
             for a in range(6):
+                Vo[6 * i + a] = v[a]
                 Q[6 * i + a] = v[a] * x
         # S: the unit vector with the most left outside the rows and the
-        # columns so far, orthonormalised, n times
+        # columns so far, orthogonalised, n times
         for j in range(n):
             best = 0
             bn = -1.0
             for a in range(6):
                 x = 1.0
                 for i in range(mk):
-                    x -= Q[6 * i + a] * Q[6 * i + a]
+                    x -= Q[6 * i + a] * Vo[6 * i + a]
                 for i in range(j):
                     x -= S[6 * i + a] * S[6 * i + a]
                 if x > bn:
@@ -159,7 +164,7 @@ cdef inline int edges(const StepTree* s, const double* F, StepW* w) noexcept nog
             for i in range(mk):
                 x = Q[6 * i + best]
                 for a in range(6):
-                    v[a] -= x * Q[6 * i + a]
+                    v[a] -= x * Vo[6 * i + a]
             for i in range(j):
                 x = S[6 * i + best]
                 for a in range(6):
@@ -171,7 +176,7 @@ cdef inline int edges(const StepTree* s, const double* F, StepW* w) noexcept nog
                 S[6 * j + a] = v[a] * x
         if s.tpar[k] < 0:
             continue
-        # A = -Q^T R^-1 E: B = R^-1 E row by row (in v), A -= q_i B_i
+        # A = -Q^T R^-1 E: B = R^-1 E row by row, A -= q_i B_i
         A = w.A + 36 * k
         for a in range(36):
             A[a] = 0.0
@@ -181,7 +186,7 @@ cdef inline int edges(const StepTree* s, const double* F, StepW* w) noexcept nog
                 x = c[b]
                 for j in range(i):
                     x -= R[6 * i + j] * B[6 * j + b]
-                B[6 * i + b] = x * R[6 * i + i]
+                B[6 * i + b] = x
             for a in range(6):
                 x = Q[6 * i + a]
                 for b in range(6):
@@ -253,12 +258,12 @@ cdef inline int eliminate_edges(const StepTree* s, StepW* w) noexcept nogil:
         if p < 0:
             continue
         # Pa = Mt - U D^-1 U^T = Mt - V^T V with V = Ld^-1 U^T (n rows of 6)
-        for a in range(6):
-            for j in range(n):
-                D[j] = Uk[6 * j + a]
-            lower_solve(Lk, n, D)
-            for j in range(n):
-                V[6 * j + a] = D[j]
+        for j in range(n):
+            for a in range(6):
+                x = Uk[6 * j + a]
+                for i in range(j):
+                    x -= Lk[6 * j + i] * V[6 * i + a]
+                V[6 * j + a] = x * Lk[6 * j + j]
         for a in range(6):
             for i in range(a + 1):
                 x = Mk[6 * a + i]
@@ -277,10 +282,13 @@ cdef inline void project_out(const StepTree* s, const StepW* w, int k, const dou
     cdef const double* S = w.S + 36 * k
     cdef const double* Uk = w.t.U + 6 * s.iv[k]
     cdef const double* Lk = w.t.Ld + 6 * s.iv[k]
-    for j in range(n):
-        g[j] = _dot6(S + 6 * j, f)
-    lower_solve(Lk, n, g)
-    upper_solve(Lk, n, g)
+    if n == 1:
+        g[0] = _dot6(S, f) * Lk[0] * Lk[0]
+    else:
+        for j in range(n):
+            g[j] = _dot6(S + 6 * j, f)
+        lower_solve(Lk, n, g)
+        upper_solve(Lk, n, g)
     for a in range(6):
         out[a] = f[a]
     for j in range(n):
@@ -337,10 +345,13 @@ cdef inline void sweep_down_edges(const StepTree* s, StepW* w) noexcept nogil:
         else:
             for a in range(6):
                 v[a] = w.eta[6 * k + a]
-        for j in range(n):
-            g[j] = _dot6(S + 6 * j, fk) - _dot6(Uk + 6 * j, v)
-        lower_solve(Lk, n, g)
-        upper_solve(Lk, n, g)
+        if n == 1:
+            g[0] = (_dot6(S, fk) - _dot6(Uk, v)) * Lk[0] * Lk[0]
+        else:
+            for j in range(n):
+                g[j] = _dot6(S + 6 * j, fk) - _dot6(Uk + 6 * j, v)
+            lower_solve(Lk, n, g)
+            upper_solve(Lk, n, g)
         for j in range(n):
             for a in range(6):
                 v[a] += S[6 * j + a] * g[j]
@@ -456,7 +467,7 @@ cdef inline void tree_solve(const StepTree* s, const double* F, const int* ia, c
             y = rhs[s.er0[k] + i]
             for j in range(i):
                 y -= R[6 * i + j] * z[j]
-            z[i] = y * R[6 * i + i]
+            z[i] = y
         for a in range(6):
             y = 0.0
             for i in range(mk):
@@ -506,7 +517,7 @@ cdef inline void tree_solve(const StepTree* s, const double* F, const int* ia, c
             y = z[i]
             for j in range(i + 1, mk):
                 y -= R[6 * j + i] * z[j]
-            z[i] = y * R[6 * i + i]
+            z[i] = y
         p = s.tpar[k]
         for i in range(mk):
             x[s.er0[k] + i] = z[i]
