@@ -368,6 +368,7 @@ cdef inline void loop_schur_edges(const StepTree* s, const double* F, StepW* w) 
     cdef int k, v, j, a, n, q
     cdef double g[6]
     cdef double b[6]
+    cdef double x
     cdef double* Wv
     cdef double* Yv
     cdef const double* S
@@ -412,8 +413,12 @@ cdef inline void loop_schur_edges(const StepTree* s, const double* F, StepW* w) 
             for v in range(tr.pptr[k], tr.pptr[k + 1]):
                 t.KL[tr.pdst[v]] += t.Y[6 * tr.pv1[v]] * t.Y[6 * tr.pv2[v]]
         else:
+            n = s.nvi[k]
             for v in range(tr.pptr[k], tr.pptr[k + 1]):
-                t.KL[tr.pdst[v]] += _dot6(t.Y + 6 * tr.pv1[v], t.Y + 6 * tr.pv2[v])
+                x = 0.0
+                for j in range(n):
+                    x += t.Y[6 * tr.pv1[v] + j] * t.Y[6 * tr.pv2[v] + j]
+                t.KL[tr.pdst[v]] += x
 
 
 cdef inline int tree_factor(const StepTree* s, const double* F, double rel, StepW* w) noexcept nogil:
