@@ -25,7 +25,14 @@ dt = 1 ms:
 Each column is the wall time of a short run divided by its steps (the
 run's start-up included, as a user sees it).
 
-A second table: a hanging chain of N revolute links (one URDF file, written
+A second table: the native Euler + Baumgarte step by each of the
+kernel's routes (``gear.maximal.native.use_route``: ``"schur"`` factorises
+``K = J M^-1 J^T``, ``"tree"``, the default, eliminates along a spanning
+tree), on the N-four-bar built on each of its spanning trees (in maximal
+coordinates one mechanism: the cranks' pivots are revolute joints on the
+ground tree, ball closures on the chain tree), next to Exudyn's step.
+
+A third table: a hanging chain of N revolute links (one URDF file, written
 here) in maximal coordinates, gear's ``MaximalModel`` against PyBullet with
 ``useMaximalCoordinates=True`` (``pip install pybullet``), per step at
 dt = 1 ms, and gear's angle error at 0.2 s against its reduced RK4 at
@@ -123,7 +130,44 @@ def main(argv=None):
         nat = t["maximal euler+bg (native)"]
         cells.append(f"{'-':>26}" if tex is None or nat is None else f"{nat / tex:26.2f}")
         print(f"{N:>5} {mx.nbodies:>7} {mx.nrows:>6} " + " ".join(cells))
+    route_table(a.ns, None if a.no_exudyn else exudyn_time)
     chain_table([n for n in (10, 100) if n <= max(a.ns)] or [10])
+
+
+def route_table(ns, exudyn_time, dt=1e-3):
+    """The native Euler + Baumgarte step by each of the kernel's routes
+    (gear.maximal.native.use_route: "schur" factorises K = J M^-1 J^T,
+    "tree" eliminates along a spanning tree), on the N-four-bar built on
+    each of its spanning trees -- in maximal coordinates one mechanism, the
+    pivots of the cranks a revolute joint (ground tree) or a ball closure
+    (chain tree) -- against one Exudyn step of the mechanism."""
+    print("\nThe native Euler + Baumgarte step by route, us per step, one state (recording the last frame)\n")
+    print(f"{'N':>5} {'built on':>9} {'rows':>6} {'loop rows':>10} {'schur':>10} {'tree':>10} {'tree/schur':>11} "
+          f"{'exudyn':>10} {'tree/exudyn':>12}")
+    from gear.maximal import native
+    from gear.maximal.tree import step_tree_plan
+
+    for N in ns:
+        tex = None
+        if exudyn_time is not None:
+            s, q = gear.mechanisms.n_four_bar(N)
+            tex, _ = exudyn_time(s, N, q)
+        for tree in ("chain", "ground"):
+            s, q = gear.mechanisms.n_four_bar(N, tree=tree)
+            mx = gear.MaximalModel(s)
+            P, V = mx.state(q, s.project_velocity(q, np.random.default_rng(0).standard_normal(s.model.nv)))
+            steps = max(5, 20000 // N)
+            t = {}
+            for route in ("schur", "tree"):
+                native.use_route(mx, route)
+                t[route] = per_step(lambda: native.native_run(mx, P[None], V[None], dt, steps, steps,
+                                                              stabilization="baumgarte"), steps)
+            native.use_route(mx, "auto")
+            loops = step_tree_plan(mx.rows, mx.I6)[1]["loop_rows"]
+            ex = "-" if tex is None else f"{tex * 1e6:10,.1f}"
+            rx = "-" if tex is None else f"{t['tree'] / tex:12.2f}"
+            print(f"{N:>5} {tree:>9} {mx.nrows:>6} {loops:>10} {t['schur'] * 1e6:10,.1f} {t['tree'] * 1e6:10,.1f} "
+                  f"{t['tree'] / t['schur']:11.2f} {ex:>10} {rx:>12}")
 
 
 def chain_urdf(n, path):
