@@ -1,7 +1,8 @@
-"""The plan of the tree-ordered factorisation of the maximal KKT system
-(Baraff, "Linear-time dynamics using Lagrange multipliers", 1996), the
-``"tree"`` route of the ``"maximal"`` solver (the kernel and its
-equations: ``gear/maximal/_tree_route.pxd``).
+"""The plans of the tree-ordered factorisation of the maximal KKT system
+(Baraff, "Linear-time dynamics using Lagrange multipliers", 1996): the
+``"tree"`` route of the ``"maximal"`` solver (:func:`tree_plan`; the
+kernel and its equations: ``gear/maximal/_tree_route.pxd``) and of the
+native maximal steps (:func:`step_tree_plan`; ``gear/maximal/_tree_step.pxd``).
 
 The bodies and their joints' rows are eliminated from the leaves to the
 ground without fill.  What is planned here is the loop rows' Schur
