@@ -343,8 +343,13 @@ class MaximalModel:
         q = np.asarray(q, dtype=float)
         if dq is None:
             poses = forward_kinematics(self.model, q)
-            return poses, np.zeros(poses.shape[:-2] + (6,))
-        return forward_kinematics(self.model, q, dq)
+            return poses + 0.0, np.zeros(poses.shape[:-2] + (6,))
+        poses, twists = forward_kinematics(self.model, q, dq)
+        # (+ 0.0: every zero positive.  The batched kinematics takes four
+        # states at a time, and a zero's sign can differ from the one-state
+        # path's; the maximal steps carry it, and a state's run would then
+        # depend on the batch it started in)
+        return poses + 0.0, twists + 0.0
 
     def _check_poses(self, poses, twists=None, tau=None, f_ext=None):
         """Validate and batch the inputs: (N, nb, 4, 4), (N, nb, 6) or None,
