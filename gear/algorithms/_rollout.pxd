@@ -155,7 +155,10 @@ cdef inline int _accel(const ModelC* m, const ClosC* c, const RollC* r, double t
 
 cdef inline void _min_norm_correction(const double* A, int nr, int nv, const double* r, double* y,
                                       double* d, CWork* cw) noexcept nogil:
-    """``d = A^T (A A^T)^+ r``: the minimum-norm ``d`` with ``A d = r``."""
+    """``d = A^T (A A^T)^+ r``: the minimum-norm ``d`` with ``A d = r``.
+    Any ``y`` with ``A A^T y = r`` gives it (``A A^T`` and ``A^T`` have one
+    null space), so the factor's basic solution does, without the
+    minimum-norm completion of ``y`` itself."""
     cdef int i, j, k
     cdef double s
     for i in range(nr):
@@ -165,7 +168,7 @@ cdef inline void _min_norm_correction(const double* A, int nr, int nv, const dou
                 s += A[i * nv + k] * A[j * nv + k]
             cw.K[i * nr + j] = s
             cw.K[j * nr + i] = s
-    psd_solve(cw.K, nr, r, y, cw, 1e-10)
+    psd_solve(cw.K, nr, r, y, cw, 1e-10, False)
     for k in range(nv):
         s = 0.0
         for i in range(nr):

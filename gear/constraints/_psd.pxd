@@ -21,7 +21,7 @@ from gear.constraints._cwork cimport CWork
 
 
 cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork* cw,
-                          double rtol) noexcept nogil:
+                          double rtol, bint min_norm=True) noexcept nogil:
     """Minimum-norm ``x`` with ``K x = rhs`` for symmetric PSD ``K`` (n x n,
     row-major; its lower triangle is overwritten by the factor).
 
@@ -35,8 +35,10 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
     ``W = L_DI L_II^{-1}`` (nn x r), and the minimum-norm one has
     ``(I + W W^T) s = W x_bI``.  Rows of K that are exactly zero have
     ``x = 0`` in it and are left out of ``W``.  The factor keeps its
-    pivots inverted (``1 / L_jj`` on the diagonal).  Returns r.  Uses ``cw.piv`` (1 on
-    dependent rows), ``cw.tmp``, ``cw.W``, ``cw.Z``."""
+    pivots inverted (``1 / L_jj`` on the diagonal).  ``min_norm`` False: the
+    basic solution (enough where only ``A^T x`` is wanted of ``K = A A^T``:
+    every solution has the same, ``null(K) = null(A^T)``).  Returns r.  Uses
+    ``cw.piv`` (1 on dependent rows), ``cw.tmp``, ``cw.W``, ``cw.Z``."""
     cdef int i, j, k, r, nn, a
     cdef double dmax = 0.0, s, t
     cdef double* dep = cw.piv
@@ -91,7 +93,7 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
     for j in range(n):
         if dep[j] == 1.0:
             nn += 1
-    if nn > 0 and r > 0:
+    if min_norm and nn > 0 and r > 0:
         # W (nn x n, zero on dependent columns): row a solves L_II^T w = L[d, I]^T
         a = 0
         for j in range(n):
