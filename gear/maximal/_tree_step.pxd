@@ -35,10 +35,10 @@ not joint coordinates:
 With ``A`` in place of the joint transform and ``S`` of the rows' null
 space, the elimination is the solver's (``Mt_p += A^T (Mt - U D^-1 U^T)
 A`` with ``U = Mt S``, ``D = S^T U``), and so are the loop rows' visits
-and ``K_L``.  The rows' multipliers come back from the leaves: the wrench
-``w_k = C^T mu_k`` an edge carries is what its body's momentum change
-leaves after its loop rows and its children's edges, so ``mu_k = R^-T Q
-w_k``.
+and ``K_L``.  An edge's multipliers come from the wrench ``w_k = C^T
+mu_k`` it carries into its subtree, which is the articulated-body
+equation's, ``w_k = Mt_k dV_k - ft_k`` (the subtree's articulated inertia
+and wrench, loop forces included): ``mu_k = R^-T Q w_k``.
 
 Rows that are dependent within one edge (never a joint's) make the plan
 give up for that pose: the caller takes the sparse route.
@@ -75,12 +75,11 @@ cdef struct StepW:
     double* S            # (nb, 36) the null space of C (n columns of 6, orthogonal)
     double* A            # (nb, 36) -C^+ E, row-major
     double* eta          # (nb, 6) by position
-    double* acc          # (nb, 6) by position: the wrenches the edges carry
     double* dV           # (nb, 6) by body: the solution
 
 
 cdef inline int step_tree_scratch(const StepTree* s) noexcept nogil:
-    return tree_scratch(s.nb, s.nvt, s.nL, s.tr.nvis, s.tr.ch.nnz) + 162 * s.nb
+    return tree_scratch(s.nb, s.nvt, s.nL, s.tr.nvis, s.tr.ch.nnz) + 156 * s.nb
 
 
 cdef inline StepW stepwork(const StepTree* s, double* base) noexcept nogil:
@@ -91,8 +90,7 @@ cdef inline StepW stepwork(const StepTree* s, double* base) noexcept nogil:
     w.S = w.R + 36 * s.nb
     w.A = w.S + 36 * s.nb
     w.eta = w.A + 36 * s.nb
-    w.acc = w.eta + 6 * s.nb
-    w.dV = w.acc + 6 * s.nb
+    w.dV = w.eta + 6 * s.nb
     return w
 
 
@@ -457,12 +455,12 @@ cdef inline void tree_solve(const StepTree* s, const double* F, const int* ia, c
     ``x`` (m,), where not NULL: ``mu``.  ``ia``, ``ib``: the rows' bodies."""
     cdef const MaxTree* tr = &s.tr
     cdef TreeW* t = &w.t
-    cdef int k, i, j, a, mk, l, r, v, p
+    cdef int k, i, j, a, mk, l, r, v
     cdef double z[6]
+    cdef double b[6]
     cdef double y
     cdef const double* R
     cdef const double* Q
-    cdef const double* c
     # eta = Q^T R^-1 c_k
     for k in range(s.nb):
         mk = 6 - s.nvi[k]
@@ -496,37 +494,26 @@ cdef inline void tree_solve(const StepTree* s, const double* F, const int* ia, c
     if x == NULL:
         return
     # the multipliers: loop rows from K_L; each edge's from the wrench it
-    # carries, w_k = I_k dV_k - (loop rows on k) - (the children's edges' rows on k)
-    for k in range(s.nb):
-        mat6_vec(s.tr.I6 + 36 * k, w.dV + 6 * s.body[k], w.acc + 6 * k)
-    for k in range(s.nb):
-        for v in range(tr.vptr[k], tr.vptr[k + 1]):
-            y = t.mu[tr.pinv[tr.vrow[v]]]
-            for j in range(2):
-                if tr.vseg[2 * v + j] >= 0:
-                    c = F + tr.vseg[2 * v + j]
-                    for a in range(6):
-                        w.acc[6 * k + a] -= c[a] * y
+    # carries into its subtree, which the subtree's articulated inertia and
+    # wrench give, w_k = Mt_k dV_k - ft_k (the articulated-body equation)
     for l in range(s.nL):
         x[s.lrow[l]] = t.mu[tr.pinv[l]]
-    for k in range(s.nb - 1, -1, -1):
+    for k in range(s.nb):
         mk = 6 - s.nvi[k]
         if mk == 0 or s.er0[k] < 0:
             continue
         R = w.R + 36 * k
         Q = w.Q + 36 * k
+        mat6_vec(t.Mt + 36 * k, w.dV + 6 * s.body[k], b)
+        for a in range(6):
+            b[a] -= t.ft[6 * k + a]
         # mu = R^-T Q w
         for i in range(mk):
-            z[i] = _dot6(Q + 6 * i, w.acc + 6 * k)
+            z[i] = _dot6(Q + 6 * i, b)
         for i in range(mk - 1, -1, -1):
             y = z[i]
             for j in range(i + 1, mk):
                 y -= R[6 * j + i] * z[j]
             z[i] = y
-        p = s.tpar[k]
         for i in range(mk):
             x[s.er0[k] + i] = z[i]
-            if p >= 0:
-                c = edge_row(s, F, k, i, 0)
-                for a in range(6):
-                    w.acc[6 * p + a] -= c[a] * z[i]
