@@ -41,7 +41,7 @@ gear's columns: ``gear.simulate`` recording every frame (each frame's
 joint coordinates and joint errors are read back), recording every 10th,
 and the native kernel alone; PyBullet's step records nothing.
 
-    .venv/bin/python benchmarks/bench_maximal_stepping.py [--ns 1 10 100]
+    .venv/bin/python benchmarks/bench_maximal_stepping.py [--ns 1 10 100] [--no-reduced]
 """
 import argparse
 import os
@@ -77,6 +77,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ns", type=int, nargs="+", default=[1, 10, 100])
     ap.add_argument("--no-exudyn", action="store_true")
+    ap.add_argument("--no-reduced", action="store_true",
+                    help="leave the reduced runs out (at N = 1000 they take minutes a step)")
     a = ap.parse_args(argv)
     gear.set_num_threads(1)
     dt = 1e-3
@@ -118,8 +120,10 @@ def main(argv=None):
                                                             stabilization=None, record_every=re), se),
             # (the chain tree's reduced K is dense: about a second a step at
             # N = 1000, so two steps there)
-            "reduced euler": per_step(lambda: gear.simulate(s, q, dq, rs * dt, dt, integrator="euler"), rs),
-            "reduced rk4": per_step(lambda: gear.simulate(s, q, dq, rs * dt, dt, integrator="rk4"), rs),
+            "reduced euler": None if a.no_reduced else per_step(
+                lambda: gear.simulate(s, q, dq, rs * dt, dt, integrator="euler"), rs),
+            "reduced rk4": None if a.no_reduced else per_step(
+                lambda: gear.simulate(s, q, dq, rs * dt, dt, integrator="rk4"), rs),
         }
         tex = None
         if exudyn_time is not None and not a.no_exudyn:
