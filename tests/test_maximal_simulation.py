@@ -146,12 +146,12 @@ def test_the_native_loop_records_what_the_python_loop_records(four_bar, monkeypa
     for stab in (None, "baumgarte", "projection"):
         nat = gear.simulate(mx, q0, dq0, t_final, 1e-3, integrator="euler", stabilization=stab,
                             record_every=record_every)
-        assert nat.stats["native"]
+        assert nat.stats["native"] and nat.stats["route"] == "tree"
         with monkeypatch.context() as mp:
             mp.setattr(SM, "why_not", lambda mx, integrator: "forced")
             py = gear.simulate(mx, q0, dq0, t_final, 1e-3, integrator="euler", stabilization=stab,
                                record_every=record_every)
-        assert not py.stats["native"]
+        assert not py.stats["native"] and py.stats["route"] == "numpy"
         np.testing.assert_array_equal(nat.t, py.t)
         np.testing.assert_allclose(nat.poses, py.poses, atol=1e-10)
         np.testing.assert_allclose(nat.twists, py.twists, atol=1e-8)

@@ -240,7 +240,10 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         ``SampledReference``, trees), no ``f_ext``,
         closed chains with the ``kkt``, ``projection``, ``soft`` or
         ``maximal`` solver and projection, Baumgarte (not with ``soft``) or
-        no stabilisation.  ``stats["native"]`` says which loop ran.
+        no stabilisation.  ``stats["native"]`` says which loop ran; for a
+        :class:`gear.MaximalModel`, ``stats["route"]`` how its steps solved
+        their rows (``"tree"``, ``"sparse"``, ``"dense"`` or ``"numpy"``:
+        :func:`gear.maximal.native.use_route`).
 
     Returns
     -------

@@ -227,6 +227,19 @@ def _joint_error(mx, frames, native):
     return np.abs(mx.evaluate(frames, rows=False)["g"]).max(axis=-1, initial=0.0)
 
 
+def _route(mx, native):
+    """How the run's steps solved their rows: the native plan's route
+    (``"tree"``, ``"sparse"`` or ``"dense"``; :func:`gear.maximal.native.use_route`),
+    ``"numpy"`` off the native kernel, or None without rows."""
+    if not mx.nrows:
+        return None
+    if not native:
+        return "numpy"
+    from ..maximal.native import plan
+
+    return plan(mx).route
+
+
 def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=None,
                 stabilization="projection", record_every=1, progress=None, baumgarte_gains=None,
                 poses0=None, twists0=None, beta=None, bar=None):
@@ -247,7 +260,8 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
         ``t``, ``q``, ``dq`` (read back with ``to_reduced``), ``lam``
         (row forces), ``poses`` (T, nb, 4, 4) / (N, T, nb, 4, 4),
         ``twists``, ``joint_error`` (T,) / (N, T): the largest ``|g|``
-        of every frame, and ``stats`` (``max_joint_error``...).
+        of every frame, and ``stats`` (``max_joint_error``, ``native``,
+        ``route``...).
     """
     b, baumgarte_gains = check_args(mx, t_final, dt, integrator, stabilization, record_every, baumgarte_gains)
     beta = b if b is not None else beta
@@ -303,7 +317,7 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
     stats = {"steps": n, "wall_time": wall, "integrator": integrator, "dt": dt, "batch": N,
              "state_steps_per_s": n * N / max(wall, 1e-12), "formulation": "maximal",
              "stabilization": str(stab), "max_joint_error": max_err, "native": native,
-             "compliant": mx.compliant}
+             "compliant": mx.compliant, "route": _route(mx, native)}
     tr = Trajectory(tt, pick(q), pick(dq), pick(out["lam"]), stats)
     tr.poses, tr.twists, tr.joint_error = pick(out["P"]), pick(out["V"]), pick(out["err"])
     return tr
