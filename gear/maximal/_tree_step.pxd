@@ -40,8 +40,9 @@ mu_k`` it carries into its subtree, which is the articulated-body
 equation's, ``w_k = Mt_k dV_k - ft_k`` (the subtree's articulated inertia
 and wrench, loop forces included): ``mu_k = R^-T Q w_k``.
 
-Rows that are dependent within one edge (never a joint's) make the plan
-give up for that pose: the caller takes the sparse route.
+Rows that are dependent within one edge (a joint's only far off its
+manifold, an axis a quarter turn away) make the plan give up for that
+pose: the caller takes the Schur route (``K``'s factorisation).
 """
 from libc.math cimport sqrt
 from gear.spatial._spatial cimport mat6_vec
@@ -53,7 +54,7 @@ from gear.maximal._tree_route cimport (MaxTree, TreeW, treework, tree_scratch, c
 cdef enum:
     TS_OK = 0
     TS_RANK = 1          # an edge's rows are dependent
-    TS_NOT_PSD = 2       # K_L + beta I not positive definite
+    TS_NOT_PSD = 2       # an edge's pivot D = S^T Mt S not positive definite
 
 
 cdef struct StepTree:
@@ -421,8 +422,9 @@ cdef inline void loop_schur_edges(const StepTree* s, const double* F, StepW* w) 
 
 cdef inline int tree_factor(const StepTree* s, const double* F, double rel, StepW* w) noexcept nogil:
     """Everything of the solve that depends on the pose alone: the edges,
-    the elimination, ``K_L`` and its factor (``rel``: its regularisation
-    relative to its largest diagonal entry, as the sparse route's)."""
+    the elimination, ``K_L`` and its semi-definite factor (``rel``: the
+    pivot below which a loop row counts as dependent, relative to ``K_L``'s
+    largest diagonal entry; ``row_rtol()`` of its own)."""
     cdef int k, st = edges(s, F, w)
     if st != TS_OK:
         return st
