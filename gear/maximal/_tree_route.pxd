@@ -49,6 +49,12 @@ from the ground gives ``dV`` and, on the way, each joint's ``D^-1 (S^T ft
 accelerations.
 
 Forward dynamics only: hybrid dynamics keeps the CHOLMOD route.
+
+The sweeps (:func:`eliminate`, :func:`sweep_up`, :func:`sweep_down`,
+:func:`loop_schur`) run over a ``Topo``: the model's joints here
+(:func:`joint_topo`), or the edges of the maximal steps' tree
+(``_tree_step.pxd``), whose maps of the parent's twist are general 6 x 6
+matrices in place of ``Ad``.
 """
 from libc.math cimport sqrt, fabs
 from gear.algorithms._types cimport ModelC, Work
@@ -158,9 +164,90 @@ cdef inline TreeW treework(int nb, int nv, int nL, int nvis, int nnz, double* ba
     return t
 
 
-cdef inline int eliminate(const ModelC* m, const MaxTree* tr, const Work* w, TreeW* t) noexcept nogil:
+cdef struct Topo:
+    # a tree for the sweeps below: the solver's joints (joint_topo) or the
+    # maximal steps' edges (_tree_step.pxd)
+    int nb
+    const int* parent    # (nb,) the parent's position, -1: the ground; parents first
+    const int* nvi       # (nb,) each joint's freedoms n
+    const int* iv        # (nb,) its first column of U and Ld
+    const int* body      # (nb,) the body at each position (dV's rows), or NULL: the position
+    const double* S      # (nb, 36) the joint's motion subspace, n columns of 6
+    const double* X      # the parent's twist to the body's frame: (nb, 12) transforms T
+    bint general         #   (Ad_{T^-1}), or with ``general`` (nb, 36) 6 x 6 maps A
+    const double* eta    # (nb, 6) the rows' particular solution
+
+
+cdef inline Topo joint_topo(const ModelC* m, const Work* w) noexcept nogil:
+    cdef Topo g
+    g.nb = m.nb
+    g.parent = m.parent
+    g.nvi = m.nvi
+    g.iv = m.iv
+    g.body = NULL
+    g.S = w.S
+    g.X = w.T
+    g.general = False
+    g.eta = w.eta
+    return g
+
+
+cdef inline int body_of(const Topo* g, int k) noexcept nogil:
+    return k if g.body == NULL else g.body[k]
+
+
+cdef inline void to_child(const Topo* g, int k, const double* v, double* out) noexcept nogil:
+    # out = X_k v: the parent's twist in body k's frame
+    if g.general:
+        mat6_vec(g.X + 36 * k, v, out)
+    else:
+        Ad_inv(g.X + 12 * k, v, out)
+
+
+cdef inline void to_parent_add(const Topo* g, int k, const double* f, double* out) noexcept nogil:
+    # out += X_k^T f: body k's wrench on its parent
+    cdef double b[6]
+    cdef int a, c
+    if g.general:
+        for c in range(6):
+            for a in range(6):
+                out[c] += g.X[36 * k + 6 * a + c] * f[a]
+        return
+    dAd_inv(g.X + 12 * k, f, b)
+    for a in range(6):
+        out[a] += b[a]
+
+
+cdef inline void congruence_to_parent(const Topo* g, int k, const double* P, double* out) noexcept nogil:
+    # out += X_k^T P X_k (P symmetric, 6 x 6 row-major)
+    cdef const double* A
+    cdef double B[36]
+    cdef double x
+    cdef int a, b, c
+    if not g.general:
+        congruence_Ad_inv_add(g.X + 12 * k, P, out)
+        return
+    A = g.X + 36 * k
+    for c in range(6):
+        for b in range(6):
+            x = 0.0
+            for a in range(6):
+                x += P[6 * c + a] * A[6 * a + b]
+            B[6 * c + b] = x
+    for a in range(6):
+        for b in range(a + 1):
+            x = 0.0
+            for c in range(6):
+                x += A[6 * c + a] * B[6 * c + b]
+            out[6 * a + b] += x
+            if b != a:
+                out[6 * b + a] += x
+
+
+cdef inline int eliminate(const Topo* g, const double* I6, TreeW* t) noexcept nogil:
     """The matrix sweep from the leaves: ``Mt``, ``U`` and ``Ld`` of every
-    body (see the module docstring)."""
+    body (see the module docstring), from the inertias ``I6`` (nb, 36) in
+    the tree's order."""
     cdef int k, i, j, a, n, p
     cdef double D[36]
     cdef double Pa[36]
@@ -170,15 +257,15 @@ cdef inline int eliminate(const ModelC* m, const MaxTree* tr, const Work* w, Tre
     cdef double* Uk
     cdef double* Lk
     cdef const double* S
-    for k in range(36 * m.nb):
-        t.Mt[k] = tr.I6[k]
-    for k in range(m.nb - 1, -1, -1):
-        n = m.nvi[k]
-        p = m.parent[k]
+    for k in range(36 * g.nb):
+        t.Mt[k] = I6[k]
+    for k in range(g.nb - 1, -1, -1):
+        n = g.nvi[k]
+        p = g.parent[k]
         Mk = t.Mt + 36 * k
-        Uk = t.U + 6 * m.iv[k]
-        Lk = t.Ld + 6 * m.iv[k]
-        S = w.S + 36 * k
+        Uk = t.U + 6 * g.iv[k]
+        Lk = t.Ld + 6 * g.iv[k]
+        S = g.S + 36 * k
         if n == 1:
             # (one dof, the common case: D = S^T Mt S a number)
             mat6_vec(Mk, S, Uk)
@@ -195,7 +282,7 @@ cdef inline int eliminate(const ModelC* m, const MaxTree* tr, const Work* w, Tre
                 for i in range(a + 1):
                     Pa[6 * a + i] = Mk[6 * a + i] - V[a] * V[i]
                     Pa[6 * i + a] = Pa[6 * a + i]
-            congruence_Ad_inv_add(w.T + 12 * k, Pa, t.Mt + 36 * p)
+            congruence_to_parent(g, k, Pa, t.Mt + 36 * p)
             continue
         for j in range(n):
             mat6_vec(Mk, S + 6 * j, Uk + 6 * j)
@@ -220,92 +307,90 @@ cdef inline int eliminate(const ModelC* m, const MaxTree* tr, const Work* w, Tre
                     x -= V[6 * j + a] * V[6 * j + i]
                 Pa[6 * a + i] = x
                 Pa[6 * i + a] = x
-        congruence_Ad_inv_add(w.T + 12 * k, Pa, t.Mt + 36 * p)
+        congruence_to_parent(g, k, Pa, t.Mt + 36 * p)
     return 0
 
 
-cdef inline void sweep_up(const ModelC* m, const Work* w, TreeW* t, const double* f) noexcept nogil:
-    """``t.ft``: the body wrenches ``f`` plus what the children pass on
-    (the vector sweep from the leaves, after :func:`eliminate`)."""
+cdef inline void sweep_up(const Topo* g, TreeW* t, const double* f) noexcept nogil:
+    """``t.ft``: the body wrenches ``f`` (by position; NULL: zero) plus
+    what the children pass on (the vector sweep from the leaves, after
+    :func:`eliminate`)."""
     cdef int k, j, a, n, p
-    cdef double g[6]
+    cdef double h[6]
     cdef double v[6]
-    cdef double b[6]
     cdef const double* S
     cdef const double* Uk
     cdef const double* Lk
     cdef double* fk
-    for k in range(6 * m.nb):
-        t.ft[k] = f[k]
-    for k in range(m.nb - 1, -1, -1):
-        n = m.nvi[k]
-        p = m.parent[k]
+    for k in range(6 * g.nb):
+        t.ft[k] = f[k] if f != NULL else 0.0
+    for k in range(g.nb - 1, -1, -1):
+        n = g.nvi[k]
+        p = g.parent[k]
         if p < 0 or n == 6:
             continue
-        S = w.S + 36 * k
-        Uk = t.U + 6 * m.iv[k]
-        Lk = t.Ld + 6 * m.iv[k]
+        S = g.S + 36 * k
+        Uk = t.U + 6 * g.iv[k]
+        Lk = t.Ld + 6 * g.iv[k]
         fk = t.ft + 6 * k
         # X^T (ft - Mt eta + U D^-1 (U^T eta - S^T ft)) to the parent
         for j in range(n):
-            g[j] = dot6(Uk + 6 * j, w.eta + 6 * k) - dot6(S + 6 * j, fk)
-        lower_solve(Lk, n, g)
-        upper_solve(Lk, n, g)
-        mat6_vec(t.Mt + 36 * k, w.eta + 6 * k, v)
+            h[j] = dot6(Uk + 6 * j, g.eta + 6 * k) - dot6(S + 6 * j, fk)
+        lower_solve(Lk, n, h)
+        upper_solve(Lk, n, h)
+        mat6_vec(t.Mt + 36 * k, g.eta + 6 * k, v)
         for a in range(6):
             v[a] = fk[a] - v[a]
-        S_mul_add(Uk, n, g, v)
-        dAd_inv(w.T + 12 * k, v, b)
-        for a in range(6):
-            t.ft[6 * p + a] += b[a]
+        S_mul_add(Uk, n, h, v)
+        to_parent_add(g, k, v, t.ft + 6 * p)
 
 
-cdef inline void sweep_down(const ModelC* m, const Work* w, const TreeW* t, double* dV,
-                            double* ddq) noexcept nogil:
-    """``dV`` from the ground to the leaves, after :func:`sweep_up`, and
-    (where not NULL) ``ddq``: each joint's ``D^-1 (S^T ft - U^T a)``, which
-    is ``S^+ (dV_k - a)``, the joint acceleration read off the body's."""
+cdef inline void sweep_down(const Topo* g, const TreeW* t, double* dV, double* ddq) noexcept nogil:
+    """``dV`` (by body) from the ground to the leaves, after
+    :func:`sweep_up`, and (where not NULL) ``ddq``: each joint's ``D^-1
+    (S^T ft - U^T a)``, which is ``S^+ (dV_k - a)``, the joint acceleration
+    read off the body's."""
     cdef int k, j, a, n, p
-    cdef double g[6]
+    cdef double h[6]
     cdef double v[6]
     cdef const double* S
     cdef const double* Uk
     cdef const double* Lk
     cdef const double* fk
-    for k in range(m.nb):
-        n = m.nvi[k]
-        p = m.parent[k]
-        S = w.S + 36 * k
-        Uk = t.U + 6 * m.iv[k]
-        Lk = t.Ld + 6 * m.iv[k]
+    for k in range(g.nb):
+        n = g.nvi[k]
+        p = g.parent[k]
+        S = g.S + 36 * k
+        Uk = t.U + 6 * g.iv[k]
+        Lk = t.Ld + 6 * g.iv[k]
         fk = t.ft + 6 * k
         # a = X dV_p + eta;  dV = a + S D^-1 (S^T ft - U^T a)
         if p >= 0:
-            Ad_inv(w.T + 12 * k, dV + 6 * p, v)
+            to_child(g, k, dV + 6 * body_of(g, p), v)
             for a in range(6):
-                v[a] += w.eta[6 * k + a]
+                v[a] += g.eta[6 * k + a]
         else:
             for a in range(6):
-                v[a] = w.eta[6 * k + a]
+                v[a] = g.eta[6 * k + a]
         for j in range(n):
-            g[j] = dot6(S + 6 * j, fk) - dot6(Uk + 6 * j, v)
-        lower_solve(Lk, n, g)
-        upper_solve(Lk, n, g)
-        S_mul_add(S, n, g, v)
+            h[j] = dot6(S + 6 * j, fk) - dot6(Uk + 6 * j, v)
+        lower_solve(Lk, n, h)
+        upper_solve(Lk, n, h)
+        S_mul_add(S, n, h, v)
         for a in range(6):
-            dV[6 * k + a] = v[a]
+            dV[6 * body_of(g, k) + a] = v[a]
         if ddq != NULL:
             for j in range(n):
-                ddq[m.iv[k] + j] = g[j]
+                ddq[g.iv[k] + j] = h[j]
 
 
-cdef inline void loop_schur(const ModelC* m, const MaxTree* tr, const MaxW* z, const Work* w,
-                            TreeW* t) noexcept nogil:
+cdef inline void loop_schur(const Topo* g, const MaxTree* tr, const double* Jv, TreeW* t) noexcept nogil:
     """``K_L``'s values in the factor's positions (``t.KL``): each loop row's
-    wrenches passed along its paths to the ground, and the products of the
-    visits that meet on a body."""
+    wrenches (its two 6-blocks in ``Jv`` at the visits' ``vseg``) passed
+    along its paths to the ground, and the products of the visits that
+    meet on a body."""
     cdef int k, v, j, a, n, q
-    cdef double g[6]
+    cdef double h[6]
     cdef double b[6]
     cdef double* Wv
     cdef double* Yv
@@ -315,17 +400,17 @@ cdef inline void loop_schur(const ModelC* m, const MaxTree* tr, const MaxW* z, c
     cdef const double* Js
     for k in range(6 * tr.nvis):
         t.W[k] = 0.0
-    for k in range(m.nb - 1, -1, -1):
-        n = m.nvi[k]
-        S = w.S + 36 * k
-        Uk = t.U + 6 * m.iv[k]
-        Lk = t.Ld + 6 * m.iv[k]
+    for k in range(g.nb - 1, -1, -1):
+        n = g.nvi[k]
+        S = g.S + 36 * k
+        Uk = t.U + 6 * g.iv[k]
+        Lk = t.Ld + 6 * g.iv[k]
         for v in range(tr.vptr[k], tr.vptr[k + 1]):
             Wv = t.W + 6 * v
             Yv = t.Y + 6 * v
             for j in range(2):
                 if tr.vseg[2 * v + j] >= 0:
-                    Js = z.Jv + tr.vseg[2 * v + j]
+                    Js = Jv + tr.vseg[2 * v + j]
                     for a in range(6):
                         Wv[a] += Js[a]
             q = tr.vpar[v]
@@ -334,9 +419,9 @@ cdef inline void loop_schur(const ModelC* m, const MaxTree* tr, const MaxW* z, c
                 Yv[0] = dot6(S, Wv) * Lk[0]
                 if q < 0:
                     continue
-                g[0] = Yv[0] * Lk[0]
+                h[0] = Yv[0] * Lk[0]
                 for a in range(6):
-                    b[a] = Wv[a] - Uk[a] * g[0]
+                    b[a] = Wv[a] - Uk[a] * h[0]
             else:
                 for j in range(6):
                     Yv[j] = dot6(S + 6 * j, Wv) if j < n else 0.0
@@ -345,18 +430,16 @@ cdef inline void loop_schur(const ModelC* m, const MaxTree* tr, const MaxW* z, c
                     continue
                 # X^T (w - U D^-1 S^T w) = X^T (w + U Ld^-T (-y)) to the parent's visit
                 for j in range(n):
-                    g[j] = -Yv[j]
-                upper_solve(Lk, n, g)
+                    h[j] = -Yv[j]
+                upper_solve(Lk, n, h)
                 for a in range(6):
                     b[a] = Wv[a]
-                S_mul_add(Uk, n, g, b)
-            dAd_inv(w.T + 12 * k, b, g)
-            for a in range(6):
-                t.W[6 * q + a] += g[a]
+                S_mul_add(Uk, n, h, b)
+            to_parent_add(g, k, b, t.W + 6 * q)
     for k in range(tr.ch.nnz):
         t.KL[k] = 0.0
-    for k in range(m.nb):
-        n = m.nvi[k]
+    for k in range(g.nb):
+        n = g.nvi[k]
         if n == 1:
             for v in range(tr.pptr[k], tr.pptr[k + 1]):
                 t.KL[tr.pdst[v]] += t.Y[6 * tr.pv1[v]] * t.Y[6 * tr.pv2[v]]
@@ -442,6 +525,20 @@ cdef inline void kl_apply(const MaxTree* tr, TreeW* t, int refinement) noexcept 
         kl_refined(refinement, tr, t, t.r, t.mu)
 
 
+cdef inline void add_loop_forces(const MaxTree* tr, int nb, TreeW* t) noexcept nogil:
+    """The loop forces ``t.mu`` (in the factor's order) join the swept
+    wrenches of the ``nb`` bodies: ``ft`` is linear in them and each
+    visit's ``W`` is its row's share at that body, so ``ft += mu W`` over
+    the visits (then the sweep down again)."""
+    cdef int k, i, a
+    cdef double v
+    for k in range(nb):
+        for i in range(tr.vptr[k], tr.vptr[k + 1]):
+            v = t.mu[tr.pinv[tr.vrow[i]]]
+            for a in range(6):
+                t.ft[6 * k + a] += t.W[6 * i + a] * v
+
+
 cdef inline int tree_forward(const ModelC* m, const ClosC* c, const double* q, const double* dq,
                              double* ddq, double* tau, const double* fext, double* lam_out,
                              double* info, Work* w, CWork* cw) noexcept nogil:
@@ -451,20 +548,20 @@ cdef inline int tree_forward(const ModelC* m, const ClosC* c, const double* q, c
     cdef const MaxC* x = <const MaxC*> c.mx
     cdef const MaxTree* tr = <const MaxTree*> x.tree
     cdef int nb = m.nb, nL = x.nL, nJ = x.nJ
-    cdef int st, l, i, k, a, nfac = 0
-    cdef double v
+    cdef int st, l, nfac = 0
     cdef MaxW z = maxwork(x, cw.mws)
     cdef TreeW t = treework(nb, m.nv, nL, tr.nvis, tr.ch.nnz, cw.mws + x.nws_kernel)
+    cdef Topo g = joint_topo(m, w)
     st = maximal_assemble(m, c, q, dq, NULL, tau, fext, w, cw, &z, False, False)
     if st != 0:
         return st
-    st = eliminate(m, tr, w, &t)
+    st = eliminate(&g, tr.I6, &t)
     if st != 0:
         return st
-    sweep_up(m, w, &t, z.f)
-    sweep_down(m, w, &t, z.dV, ddq if nL == 0 else NULL)
+    sweep_up(&g, &t, z.f)
+    sweep_down(&g, &t, z.dV, ddq if nL == 0 else NULL)
     if nL > 0:
-        loop_schur(m, tr, &z, w, &t)
+        loop_schur(&g, tr, z.Jv, &t)
         # r = c_L - J_L dV0, in the factor's order
         for l in range(nL):
             t.y[tr.pinv[l]] = row_residual(x, &z, nJ + l, z.dV)
@@ -472,17 +569,10 @@ cdef inline int tree_forward(const ModelC* m, const ClosC* c, const double* q, c
         if nfac < 0:
             return ST_NOT_PSD
         kl_apply(tr, &t, x.refinement)
-        # the loop forces join the wrenches: ft is linear in them, and each
-        # visit's W is its row's share at that body, so ft += mu W over the
-        # visits; then the sweep down again
         for l in range(nL):
             lam_out[l] = t.mu[tr.pinv[l]]
-        for k in range(nb):
-            for i in range(tr.vptr[k], tr.vptr[k + 1]):
-                v = lam_out[tr.vrow[i]]
-                for a in range(6):
-                    t.ft[6 * k + a] += t.W[6 * i + a] * v
-        sweep_down(m, w, &t, z.dV, ddq)
+        add_loop_forces(tr, nb, &t)
+        sweep_down(&g, &t, z.dV, ddq)
     maximal_readback(m, c, x, &z, w, cw, ddq, info, False)
     info[0] = nfac if nfac > 0 else 1         # the tree's elimination, or K_L's factorisations
     return 0

@@ -35,7 +35,8 @@ not joint coordinates:
 With ``A`` in place of the joint transform and ``S`` of the rows' null
 space, the elimination is the solver's (``Mt_p += A^T (Mt - U D^-1 U^T)
 A`` with ``U = Mt S``, ``D = S^T U``), and so are the loop rows' visits
-and ``K_L``.  An edge's multipliers come from the wrench ``w_k = C^T
+and ``K_L``: the sweeps of ``_tree_route.pxd`` serve both, over a
+``Topo`` whose maps are ``A`` here (:func:`edge_topo`).  An edge's multipliers come from the wrench ``w_k = C^T
 mu_k`` it carries into its subtree, which is the articulated-body
 equation's, ``w_k = Mt_k dV_k - ft_k`` (the subtree's articulated inertia
 and wrench, loop forces included): ``mu_k = R^-T Q w_k``.
@@ -47,8 +48,9 @@ pose: the caller takes the Schur route (``K``'s factorisation).
 from libc.math cimport sqrt
 from gear.spatial._spatial cimport mat6_vec
 from gear.algorithms._spchol cimport spchol_factor, spchol_solve_basic, row_rtol
-from gear.maximal._tree_route cimport (MaxTree, TreeW, treework, tree_scratch, chol_small, lower_solve,
-                                       upper_solve)
+from gear.maximal._kernel cimport dot6
+from gear.maximal._tree_route cimport (MaxTree, TreeW, Topo, treework, tree_scratch, eliminate, sweep_up,
+                                       sweep_down, loop_schur, add_loop_forces)
 
 
 cdef enum:
@@ -95,10 +97,6 @@ cdef inline StepW stepwork(const StepTree* s, double* base) noexcept nogil:
     return w
 
 
-cdef inline double _dot6(const double* a, const double* b) noexcept nogil:
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5]
-
-
 cdef inline const double* edge_row(const StepTree* s, const double* F, int k, int i, int on_body) noexcept nogil:
     # row i of edge k: its 6-block on the body (on_body) or on the parent
     cdef int sd = s.side[k] if on_body else 1 - s.side[k]
@@ -133,11 +131,11 @@ cdef inline int edges(const StepTree* s, const double* F, StepW* w) noexcept nog
                 v[a] = c[a]
                 cn += c[a] * c[a]
             for j in range(i):
-                x = _dot6(v, Q + 6 * j)
+                x = dot6(v, Q + 6 * j)
                 R[6 * i + j] = x
                 for a in range(6):
                     v[a] -= x * Vo[6 * j + a]
-            x = _dot6(v, v)
+            x = dot6(v, v)
             if not (x > 1e-20 * cn):
                 return TS_RANK
             x = 1.0 / x
@@ -170,7 +168,7 @@ cdef inline int edges(const StepTree* s, const double* F, StepW* w) noexcept nog
                     v[a] -= x * S[6 * i + a]
             # (orthonormal for the columns after it; the last one is only a
             # direction, D = S^T Mt S takes its length)
-            x = 1.0 / sqrt(_dot6(v, v)) if j < n - 1 else 1.0
+            x = 1.0 / sqrt(dot6(v, v)) if j < n - 1 else 1.0
             for a in range(6):
                 S[6 * j + a] = v[a] * x
         if s.tpar[k] < 0:
@@ -193,231 +191,19 @@ cdef inline int edges(const StepTree* s, const double* F, StepW* w) noexcept nog
     return TS_OK
 
 
-cdef inline void congruence_add(const double* A, const double* P, double* out) noexcept nogil:
-    # out += A^T P A (P symmetric, 6 x 6 row-major)
-    cdef double B[36]
-    cdef double x
-    cdef int a, b, c
-    for c in range(6):
-        for b in range(6):
-            x = 0.0
-            for a in range(6):
-                x += P[6 * c + a] * A[6 * a + b]
-            B[6 * c + b] = x
-    for a in range(6):
-        for b in range(a + 1):
-            x = 0.0
-            for c in range(6):
-                x += A[6 * c + a] * B[6 * c + b]
-            out[6 * a + b] += x
-            if b != a:
-                out[6 * b + a] += x
-
-
-cdef inline void A_mul(const double* A, const double* v, double* out) noexcept nogil:
-    mat6_vec(A, v, out)
-
-
-cdef inline void At_mul_add(const double* A, const double* v, double* out) noexcept nogil:
-    # out += A^T v
-    cdef int a, b
-    for b in range(6):
-        for a in range(6):
-            out[b] += A[6 * a + b] * v[a]
-
-
-cdef inline int eliminate_edges(const StepTree* s, StepW* w) noexcept nogil:
-    """The matrix sweep from the leaves: ``Mt``, ``U``, ``Ld`` by position."""
-    cdef TreeW* t = &w.t
-    cdef int k, i, j, a, n, p
-    cdef double D[36]
-    cdef double Pa[36]
-    cdef double V[36]
-    cdef double x
-    cdef double* Mk
-    cdef double* Uk
-    cdef double* Lk
-    cdef const double* S
-    for k in range(36 * s.nb):
-        t.Mt[k] = s.tr.I6[k]
-    for k in range(s.nb - 1, -1, -1):
-        n = s.nvi[k]
-        p = s.tpar[k]
-        Mk = t.Mt + 36 * k
-        Uk = t.U + 6 * s.iv[k]
-        Lk = t.Ld + 6 * s.iv[k]
-        S = w.S + 36 * k
-        for j in range(n):
-            mat6_vec(Mk, S + 6 * j, Uk + 6 * j)
-        for i in range(n):
-            for j in range(i + 1):
-                D[6 * i + j] = _dot6(S + 6 * i, Uk + 6 * j)
-        if not chol_small(D, n, Lk):
-            return TS_NOT_PSD
-        if p < 0:
-            continue
-        # Pa = Mt - U D^-1 U^T = Mt - V^T V with V = Ld^-1 U^T (n rows of 6)
-        for j in range(n):
-            for a in range(6):
-                x = Uk[6 * j + a]
-                for i in range(j):
-                    x -= Lk[6 * j + i] * V[6 * i + a]
-                V[6 * j + a] = x * Lk[6 * j + j]
-        for a in range(6):
-            for i in range(a + 1):
-                x = Mk[6 * a + i]
-                for j in range(n):
-                    x -= V[6 * j + a] * V[6 * j + i]
-                Pa[6 * a + i] = x
-                Pa[6 * i + a] = x
-        congruence_add(w.A + 36 * k, Pa, t.Mt + 36 * p)
-    return TS_OK
-
-
-cdef inline void project_out(const StepTree* s, const StepW* w, int k, const double* f, double* g,
-                             double* out) noexcept nogil:
-    # g = D^-1 S^T f (n), out = f - U g
-    cdef int n = s.nvi[k], j, a
-    cdef const double* S = w.S + 36 * k
-    cdef const double* Uk = w.t.U + 6 * s.iv[k]
-    cdef const double* Lk = w.t.Ld + 6 * s.iv[k]
-    if n == 1:
-        g[0] = _dot6(S, f) * Lk[0] * Lk[0]
-    else:
-        for j in range(n):
-            g[j] = _dot6(S + 6 * j, f)
-        lower_solve(Lk, n, g)
-        upper_solve(Lk, n, g)
-    for a in range(6):
-        out[a] = f[a]
-    for j in range(n):
-        for a in range(6):
-            out[a] -= Uk[6 * j + a] * g[j]
-
-
-cdef inline void sweep_up_edges(const StepTree* s, StepW* w) noexcept nogil:
-    """``ft`` from zero: what each body passes to its parent, ``A^T (ft - Mt
-    eta + U D^-1 (U^T eta - S^T ft))``."""
-    cdef TreeW* t = &w.t
-    cdef int k, a, p
-    cdef double h[6]
-    cdef double g[6]
-    cdef double v[6]
-    cdef double* fk
-    for k in range(6 * s.nb):
-        t.ft[k] = 0.0
-    for k in range(s.nb - 1, -1, -1):
-        p = s.tpar[k]
-        if p < 0:
-            continue
-        fk = t.ft + 6 * k
-        # ft - U D^-1 S^T ft - (Mt - U D^-1 U^T) eta
-        mat6_vec(t.Mt + 36 * k, w.eta + 6 * k, h)
-        for a in range(6):
-            h[a] = fk[a] - h[a]
-        project_out(s, w, k, h, g, v)
-        At_mul_add(w.A + 36 * k, v, t.ft + 6 * p)
-
-
-cdef inline void sweep_down_edges(const StepTree* s, StepW* w) noexcept nogil:
-    """``w.dV`` from the world to the leaves: ``a = A dV_p + eta``, ``dV = a
-    + S D^-1 (S^T ft - U^T a)``."""
-    cdef TreeW* t = &w.t
-    cdef int k, j, a, n, p
-    cdef double v[6]
-    cdef double g[6]
-    cdef const double* S
-    cdef const double* Uk
-    cdef const double* Lk
-    cdef const double* fk
-    for k in range(s.nb):
-        n = s.nvi[k]
-        p = s.tpar[k]
-        S = w.S + 36 * k
-        Uk = t.U + 6 * s.iv[k]
-        Lk = t.Ld + 6 * s.iv[k]
-        fk = t.ft + 6 * k
-        if p >= 0:
-            A_mul(w.A + 36 * k, w.dV + 6 * s.body[p], v)
-            for a in range(6):
-                v[a] += w.eta[6 * k + a]
-        else:
-            for a in range(6):
-                v[a] = w.eta[6 * k + a]
-        if n == 1:
-            g[0] = (_dot6(S, fk) - _dot6(Uk, v)) * Lk[0] * Lk[0]
-        else:
-            for j in range(n):
-                g[j] = _dot6(S + 6 * j, fk) - _dot6(Uk + 6 * j, v)
-            lower_solve(Lk, n, g)
-            upper_solve(Lk, n, g)
-        for j in range(n):
-            for a in range(6):
-                v[a] += S[6 * j + a] * g[j]
-        for a in range(6):
-            w.dV[6 * s.body[k] + a] = v[a]
-
-
-cdef inline void loop_schur_edges(const StepTree* s, const double* F, StepW* w) noexcept nogil:
-    """``K_L``'s values: each loop row's wrenches passed along its paths to
-    the world (``A^T (w - U D^-1 S^T w)`` to the parent) and the products
-    ``y . y'`` (``y = Ld^-1 S^T w``) of the visits that meet on a body."""
-    cdef const MaxTree* tr = &s.tr
-    cdef TreeW* t = &w.t
-    cdef int k, v, j, a, n, q
-    cdef double g[6]
-    cdef double b[6]
-    cdef double x
-    cdef double* Wv
-    cdef double* Yv
-    cdef const double* S
-    cdef const double* Uk
-    cdef const double* Lk
-    cdef const double* Js
-    for k in range(6 * tr.nvis):
-        t.W[k] = 0.0
-    for k in range(s.nb - 1, -1, -1):
-        n = s.nvi[k]
-        S = w.S + 36 * k
-        Uk = t.U + 6 * s.iv[k]
-        Lk = t.Ld + 6 * s.iv[k]
-        for v in range(tr.vptr[k], tr.vptr[k + 1]):
-            Wv = t.W + 6 * v
-            Yv = t.Y + 6 * v
-            for j in range(2):
-                if tr.vseg[2 * v + j] >= 0:
-                    Js = F + tr.vseg[2 * v + j]
-                    for a in range(6):
-                        Wv[a] += Js[a]
-            for j in range(6):
-                Yv[j] = _dot6(S + 6 * j, Wv) if j < n else 0.0
-            lower_solve(Lk, n, Yv)
-            q = tr.vpar[v]
-            if q < 0:
-                continue
-            # A^T (w - U D^-1 S^T w) = A^T (w + U Ld^-T (-y)) to the parent's visit
-            for j in range(n):
-                g[j] = -Yv[j]
-            upper_solve(Lk, n, g)
-            for a in range(6):
-                b[a] = Wv[a]
-            for j in range(n):
-                for a in range(6):
-                    b[a] += Uk[6 * j + a] * g[j]
-            At_mul_add(w.A + 36 * k, b, t.W + 6 * q)
-    for k in range(tr.ch.nnz):
-        t.KL[k] = 0.0
-    for k in range(s.nb):
-        if s.nvi[k] == 1:
-            for v in range(tr.pptr[k], tr.pptr[k + 1]):
-                t.KL[tr.pdst[v]] += t.Y[6 * tr.pv1[v]] * t.Y[6 * tr.pv2[v]]
-        else:
-            n = s.nvi[k]
-            for v in range(tr.pptr[k], tr.pptr[k + 1]):
-                x = 0.0
-                for j in range(n):
-                    x += t.Y[6 * tr.pv1[v] + j] * t.Y[6 * tr.pv2[v] + j]
-                t.KL[tr.pdst[v]] += x
+cdef inline Topo edge_topo(const StepTree* s, const StepW* w) noexcept nogil:
+    # the tree of the edges for _tree_route's sweeps: A in place of Ad
+    cdef Topo g
+    g.nb = s.nb
+    g.parent = s.tpar
+    g.nvi = s.nvi
+    g.iv = s.iv
+    g.body = s.body
+    g.S = w.S
+    g.X = w.A
+    g.general = True
+    g.eta = w.eta
+    return g
 
 
 cdef inline int tree_factor(const StepTree* s, const double* F, double rel, StepW* w) noexcept nogil:
@@ -426,13 +212,13 @@ cdef inline int tree_factor(const StepTree* s, const double* F, double rel, Step
     pivot below which a loop row counts as dependent, relative to ``K_L``'s
     largest diagonal entry; ``row_rtol()`` of its own)."""
     cdef int k, st = edges(s, F, w)
+    cdef Topo g = edge_topo(s, w)
     if st != TS_OK:
         return st
-    st = eliminate_edges(s, w)
-    if st != TS_OK:
-        return st
+    if eliminate(&g, s.tr.I6, &w.t) != 0:
+        return TS_NOT_PSD
     if s.nL > 0:
-        loop_schur_edges(s, F, w)
+        loop_schur(&g, &s.tr, F, &w.t)
         # semi-definite: a dependent loop row (a planar loop's out-of-plane
         # rows) takes no force, and its equation follows from the others
         for k in range(s.tr.ch.nnz):
@@ -445,9 +231,9 @@ cdef inline double row_dot(const double* F, int r, const double* dV, int a, int 
     # J_r dV from the row's two 6-blocks (bodies a and b, -1: the world)
     cdef double x = 0.0
     if a >= 0:
-        x += _dot6(F + 12 * r, dV + 6 * a)
+        x += dot6(F + 12 * r, dV + 6 * a)
     if b >= 0:
-        x += _dot6(F + 12 * r + 6, dV + 6 * b)
+        x += dot6(F + 12 * r + 6, dV + 6 * b)
     return x
 
 
@@ -457,12 +243,13 @@ cdef inline void tree_solve(const StepTree* s, const double* F, const int* ia, c
     ``x`` (m,), where not NULL: ``mu``.  ``ia``, ``ib``: the rows' bodies."""
     cdef const MaxTree* tr = &s.tr
     cdef TreeW* t = &w.t
-    cdef int k, i, j, a, mk, l, r, v
+    cdef int k, i, j, a, mk, l, r
     cdef double z[6]
     cdef double b[6]
     cdef double y
     cdef const double* R
     cdef const double* Q
+    cdef Topo g = edge_topo(s, w)
     # eta = Q^T R^-1 c_k
     for k in range(s.nb):
         mk = 6 - s.nvi[k]
@@ -478,8 +265,8 @@ cdef inline void tree_solve(const StepTree* s, const double* F, const int* ia, c
             for i in range(mk):
                 y += Q[6 * i + a] * z[i]
             w.eta[6 * k + a] = y
-    sweep_up_edges(s, w)
-    sweep_down_edges(s, w)
+    sweep_up(&g, t, NULL)
+    sweep_down(&g, t, w.dV, NULL)
     if s.nL > 0:
         for l in range(s.nL):
             r = s.lrow[l]
@@ -487,12 +274,8 @@ cdef inline void tree_solve(const StepTree* s, const double* F, const int* ia, c
         for l in range(s.nL):
             t.mu[l] = t.y[l]
         spchol_solve_basic(&tr.ch, t.Lx, t.dep, t.mu)
-        for k in range(s.nb):
-            for v in range(tr.vptr[k], tr.vptr[k + 1]):
-                y = t.mu[tr.pinv[tr.vrow[v]]]
-                for a in range(6):
-                    t.ft[6 * k + a] += t.W[6 * v + a] * y
-        sweep_down_edges(s, w)
+        add_loop_forces(tr, s.nb, t)
+        sweep_down(&g, t, w.dV, NULL)
     if x == NULL:
         return
     # the multipliers: loop rows from K_L; each edge's from the wrench it
@@ -511,7 +294,7 @@ cdef inline void tree_solve(const StepTree* s, const double* F, const int* ia, c
             b[a] -= t.ft[6 * k + a]
         # mu = R^-T Q w
         for i in range(mk):
-            z[i] = _dot6(Q + 6 * i, b)
+            z[i] = dot6(Q + 6 * i, b)
         for i in range(mk - 1, -1, -1):
             y = z[i]
             for j in range(i + 1, mk):
