@@ -102,7 +102,10 @@ def test_an_unconverged_reference_is_measured_and_said():
     """The N-four-bar's parallelograms lie flat at t = 0.55 s (a singular
     configuration: the loops' rows lose rank and the motion branches).
     Before it the reference converges; past it no step size agrees with
-    another, and the report says so instead of ranking noise."""
+    another better than a floor (about 6e-9 here: the projection's
+    velocity correction in the mass metric carries the motion through the
+    singularity alike at every dt; the Euclidean one it replaced left
+    1e-5), and the report says so instead of ranking noise."""
     sysm, q0 = mech.n_four_bar(1)
     kw = dict(dt=2e-3, integrators="rk4", solvers=("kkt",), maximal=False, stability=False)
     before = gear.compare(sysm, q0, t_final=0.5, **kw)
@@ -111,8 +114,10 @@ def test_an_unconverged_reference_is_measured_and_said():
     assert errs == sorted(errs) and errs[-1] > 1e3 * errs[0]              # 4th order, resolved
     past = gear.compare(sysm, q0, t_final=0.7, **kw)
     err = past.settings["reference_error"]
-    assert err > 1e-5 and "**Warning: the reference is not converged here.**" in past.table()
-    assert all(abs(p["error"] - err) < 0.01 * err for p in past.work_precision)   # every dt: the same "error"
+    assert err > 100 * before.settings["reference_error"]
+    assert "**Warning: the reference is not converged here.**" in past.table()
+    finest = sorted(past.work_precision, key=lambda p: p["dt"])[:2]
+    assert all(abs(p["error"] - err) < err for p in finest)        # the small dts stop at the floor
     assert "Work precision" not in past.summary()                       # nothing is ranked below the floor
 
 

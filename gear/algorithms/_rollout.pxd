@@ -18,8 +18,16 @@ constraint manifold after each step, or stabilised by Baumgarte's terms in
 the rows' bias (``2 alpha A v + beta^2 g``, in ``closure_rows``).  The
 position step of the projection is Gauss-Newton
 ``dq = -A^T (A A^T)^+ g`` to ``tol``, and the velocity is then projected
-by ``v -= A^T (A A^T)^+ A v``, with the same minimum-norm PSD solve as
-the dynamics.
+in the mass metric, ``v -= M^-1 A^T K^+ A v`` with ``K = A M^-1 A^T``:
+the nearest velocity on ``A v = 0`` in kinetic energy (the change a
+plastic impulse on the rows makes), independent of the choice of joint
+coordinates, and the same correction as the maximal formulation's
+projection of the body twists.  On the dense route (hard rows) it comes
+with the next solve: ``dense_qphase`` factorises ``M`` and ``K`` at the
+projected ``q``, the velocity is projected with those factors and the
+solve finishes at the projected velocity (``dense_vphase``); its rows
+also serve Gauss-Newton's test of convergence.  The other routes project
+by :func:`_mass_velocity_projection` before their solve.
 
 Torques: a constant per-state ``tau`` plus, optionally, a PD law on
 vector-space joints ``kp (q_target - q) + kd (dq_target - dq)``, gravity
@@ -36,11 +44,14 @@ from gear.spatial._lanes cimport LANES
 from gear.algorithms._rnea cimport rnea
 from gear.joints._integrate cimport integrate_config
 from gear.maximal._tree_route cimport maximal_dynamics
-from gear.constraints._cwork cimport ClosC, CWork
-from gear.constraints._rows cimport constraint_rows
-from gear.constraints._psd cimport psd_solve
+from gear.constraints._cwork cimport ClosC, CWork, ST_MASS_NOT_PD
+from gear.constraints._rows cimport constraint_rows, world_rows_times
+from gear.constraints._psd cimport psd_solve, psd_factor, psd_apply
+from gear.constraints._groups cimport RowGroup, group_pieces, path_axpy
 from gear.constraints._aba_route cimport closed_dynamics
-from gear.constraints._dense_route cimport closed_forward_dense
+from gear.constraints._dense_route cimport closed_forward_dense, dense_qphase, dense_vphase
+from gear.algorithms._crba cimport crba_packed
+from gear.algorithms._dense cimport tree_factor, tree_solve_L, tree_solve_Lt_rows
 from gear.constraints._projection cimport closed_forward_projection
 
 
@@ -176,12 +187,100 @@ cdef inline void _min_norm_correction(const double* A, int nr, int nv, const dou
         d[k] = s
 
 
+cdef inline int _mass_velocity_projection(const ModelC* m, const ClosC* c, double* v, Work* w,
+                                          CWork* cw) noexcept nogil:
+    """``v -= M^-1 A^T K^+ A v``, ``K = A M^-1 A^T``, with ``A`` the dense
+    rows in ``cw.Ad`` and ``w.T``, ``w.S`` at their ``q`` (the last
+    ``constraint_rows``): CRBA's ``M = L^T L`` (tree-sparse), ``Y = L^-T
+    A^T`` (in ``cw.Bd``), ``K = Y^T Y``, and ``M^-1 A^T y = L^-1 Y y`` for
+    the factor's basic ``y`` (every solution gives the same).  Returns 0
+    or ST_MASS_NOT_PD."""
+    cdef int i, j, k, nr = c.m, nv = m.nv
+    cdef double s
+    cdef double* P = cw.Md
+    cdef double* D = cw.Md + nv * nv - nv
+    cdef double* Y = cw.Bd
+    cdef double* d = cw.xs
+    for i in range(nr):
+        s = 0.0
+        for k in range(nv):
+            s += cw.Ad[i * nv + k] * v[k]
+        cw.rhs[i] = s
+        for k in range(nv):
+            Y[k * nr + i] = cw.Ad[i * nv + k]
+    crba_packed(m, P, D, w)
+    if tree_factor(P, D, nv, m.vdep, m.voff, m.vanc) != 0:
+        return ST_MASS_NOT_PD
+    tree_solve_Lt_rows(P, D, nv, m.vdep, m.voff, m.vanc, Y, nr)
+    for i in range(nr):
+        for j in range(i + 1):
+            s = 0.0
+            for k in range(nv):
+                s += Y[k * nr + i] * Y[k * nr + j]
+            cw.K[i * nr + j] = s
+            cw.K[j * nr + i] = s
+    psd_factor(cw.K, nr, cw, c.rcond)
+    psd_apply(cw.K, nr, cw.rhs, cw.lc, cw, False)
+    for k in range(nv):
+        s = 0.0
+        for i in range(nr):
+            s += Y[k * nr + i] * cw.lc[i]
+        d[k] = s
+    tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, d)
+    for k in range(nv):
+        v[k] -= d[k]
+    return 0
+
+
+cdef inline void _fused_velocity_projection(const ModelC* m, const ClosC* c, double* v, Work* w,
+                                            CWork* cw, int ng, int na) noexcept nogil:
+    """``v -= M^-1 A^T K^+ A v`` with ``dense_qphase``'s factors at this
+    ``q``: ``A v`` from the world Jacobians, ``K``'s basic solution, then
+    ``L^-1 Y y`` on the groups' pieces."""
+    cdef int i, a, s1, nv = m.nv
+    cdef int pk[2]
+    cdef int plo[2]
+    cdef int phi[2]
+    cdef double* pY[2]
+    cdef RowGroup* G = <RowGroup*> cw.gd
+    cdef double* d = cw.xs
+    world_rows_times(m, c, w, cw, v, cw.g)
+    for i in range(na):
+        cw.rhs[i] = cw.g[<int> cw.act[i]]
+    psd_apply(cw.K, na, cw.rhs, cw.lc, cw, False)
+    for i in range(nv):
+        d[i] = 0.0
+    for a in range(ng):
+        group_pieces(m, cw, &G[a], pk, plo, phi, pY)
+        for s1 in range(2):
+            if pk[s1] >= 0:
+                path_axpy(m, pk[s1], plo[s1], pY[s1], G[a].g, cw.lc + G[a].a0, d)
+    tree_solve_L(cw.Md, cw.Md + nv * nv - nv, nv, m.vdep, m.voff, m.vanc, d)
+    for i in range(nv):
+        v[i] -= d[i]
+
+
+cdef inline int _gauss_newton_step(const ModelC* m, const ClosC* c, double* q, double* qn,
+                                   const double* g, double* y, double* d, Work* w,
+                                   CWork* cw) noexcept nogil:
+    # q <- q exp(-A^+ g), A in cw.Ad at q
+    cdef int k
+    _min_norm_correction(cw.Ad, c.m, m.nv, g, y, d, cw)
+    for k in range(m.nv):
+        d[k] = -d[k]
+    integrate_config(m, q, d, 1.0, qn)
+    for k in range(m.nq):
+        q[k] = qn[k]
+    return 0
+
+
 cdef inline int _project(const ModelC* m, const ClosC* c, const RollC* r, double* q, double* v,
                          double* qn, double* g, double* y, double* d, Work* w, CWork* cw,
                          double* gmax) noexcept nogil:
-    """Gauss-Newton onto g(q) = 0 (minimum-norm steps), then v onto A v = 0.
-    ``gmax`` (or NULL) gets the larger of itself and max |g| before the
-    projection (the first iteration's rows)."""
+    """Gauss-Newton onto g(q) = 0 (minimum-norm steps), then v onto A v = 0
+    in the mass metric (:func:`_mass_velocity_projection`).  ``gmax`` (or
+    NULL) gets the larger of itself and max |g| before the projection (the
+    first iteration's rows)."""
     cdef int it, i, j, k, st, nr = c.m, nv = m.nv
     cdef double err, s
     cdef double* A = cw.Ad
@@ -197,22 +296,9 @@ cdef inline int _project(const ModelC* m, const ClosC* c, const RollC* r, double
             gmax[0] = err
         if err <= r.tol or it == 8:
             break
-        _min_norm_correction(A, nr, nv, g, y, d, cw)          # q <- q exp(-A^+ g)
-        for k in range(nv):
-            d[k] = -d[k]
-        integrate_config(m, q, d, 1.0, qn)
-        for k in range(m.nq):
-            q[k] = qn[k]
-    # velocity: v -= A^T (A A^T)^+ A v   (A at the projected q)
-    for i in range(nr):
-        s = 0.0
-        for k in range(nv):
-            s += A[i * nv + k] * v[k]
-        g[i] = s
-    _min_norm_correction(A, nr, nv, g, y, d, cw)
-    for k in range(nv):
-        v[k] -= d[k]
-    return 0
+        _gauss_newton_step(m, c, q, qn, g, y, d, w, cw)
+    # velocity: v -= M^-1 A^T K^+ A v   (A at the projected q)
+    return _mass_velocity_projection(m, c, v, w, cw)
 
 
 cdef inline void euler_step(const ModelC* m, double h, double* q, double* v, const double* a,
@@ -306,6 +392,9 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
         q[i] = q0[i]
     for i in range(nv):
         v[i] = v0[i]
+    if c != NULL and r.project and r.route == 1 and c.cfm == 0.0 and c.sp == NULL:
+        return _rollout_steps_fused(m, c, r, tau0, Q, V, L, tmax, w, cw, q, qs, v, a1, a2, a3, a4,
+                                    vs, th, tau, d, y, gg, lam, xs)
     if c != NULL and r.project and r.project_start:
         st = _project(m, c, r, q, v, qs, gg, y, d, w, cw, NULL)
         if st != 0:
@@ -329,23 +418,9 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
         st = _accel(m, c, r, t, q, v, tau0, tau, a1, lam, w, cw, xs)
         if st != 0:
             return st
-        if r.integrator == 0:
-            euler_step(m, h, q, v, a1, qs)
-        else:
-            # stages 2, 3, 4 at q exp(c h v_s), v + c h a_s (a_s follow a1 in scr)
-            for s in range(1, 4):
-                rk4_stage(m, s, h, q, v, a1 + (s - 1) * nv, vs, th, d, qs)
-                st = _accel(m, c, r, t + (h if s == 3 else 0.5 * h), qs, vs, tau0, tau, a1 + s * nv,
-                            lam, w, cw, xs)
-                if st != 0:
-                    return st
-            rk4_finish(m, h, q, v, a1, a2, a3, a4, th, d, qs)
-        for i in range(nq):
-            if not (fabs(q[i]) < 1e300):
-                return -5
-        for i in range(nv):
-            if not (fabs(v[i]) < 1e300):
-                return -5
+        st = _advance(m, c, r, t, h, q, v, a1, a2, a3, a4, vs, th, d, qs, tau0, tau, lam, w, cw, xs)
+        if st != 0:
+            return st
         if c != NULL and r.project:
             # the projection's first rows give max |g| before it
             st = _project(m, c, r, q, v, qs, gg, y, d, w, cw, tmax)
@@ -359,6 +434,135 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
             for i in range(nr):
                 if fabs(gg[i]) > tmax[0]:
                     tmax[0] = fabs(gg[i])
+    w.poses_ok = False
+    return 0
+
+
+cdef inline int _advance(const ModelC* m, const ClosC* c, const RollC* r, double t, double h,
+                         double* q, double* v, double* a1, double* a2, double* a3, double* a4,
+                         double* vs, double* th, double* d, double* qs, const double* tau0,
+                         double* tau, double* lam, Work* w, CWork* cw, double* xs) noexcept nogil:
+    """One step of the integrator from ``(q, v)`` with ``a1 = ddq(q, v)``
+    (-5: the state became non-finite)."""
+    cdef int s, st, i
+    if r.integrator == 0:
+        euler_step(m, h, q, v, a1, qs)
+    else:
+        # stages 2, 3, 4 at q exp(c h v_s), v + c h a_s (a_s follow a1 in scr)
+        for s in range(1, 4):
+            rk4_stage(m, s, h, q, v, a1 + (s - 1) * m.nv, vs, th, d, qs)
+            st = _accel(m, c, r, t + (h if s == 3 else 0.5 * h), qs, vs, tau0, tau, a1 + s * m.nv,
+                        lam, w, cw, xs)
+            if st != 0:
+                return st
+        rk4_finish(m, h, q, v, a1, a2, a3, a4, th, d, qs)
+    for i in range(m.nq):
+        if not (fabs(q[i]) < 1e300):
+            return -5
+    for i in range(m.nv):
+        if not (fabs(v[i]) < 1e300):
+            return -5
+    return 0
+
+
+cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const RollC* r,
+                                     const double* tau0, double* Q, double* V, double* L,
+                                     double* tmax, Work* w, CWork* cw, double* q, double* qs,
+                                     double* v, double* a1, double* a2, double* a3, double* a4,
+                                     double* vs, double* th, double* tau, double* d, double* y,
+                                     double* gg, double* lam, double* xs) noexcept nogil:
+    """The steps of a projected rollout on the dense route with hard rows,
+    the velocity projection folded into the next solve.  After a step,
+    Gauss-Newton's first iteration (its rows give max |g| before the
+    projection); then at the new ``q`` ``dense_qphase`` factorises ``M``
+    and ``K``, its residual tests convergence (another iteration while it
+    is above ``r.tol``, at most eight in all, as :func:`_project`), the
+    velocity is projected with its factors and ``dense_vphase`` gives the
+    step's (and the recorded frame's) accelerations and multipliers at the
+    projected state."""
+    cdef int nq = m.nq, nv = m.nv, nr = c.m
+    cdef int k, st, rec = 0, i, it, it0, ng = 0, na = 0, rank = 0
+    cdef double h, err, t
+    cdef double info[2]
+    cdef bint pending = r.project_start
+    cdef bint chord = False          # cw.Bd holds A at an earlier q of this projection
+    it0 = 0
+    for k in range(r.nsteps + 1):
+        t = (r.k0 + k) * r.dt            # as the Python loop counts time
+        for it in range(it0, 9):
+            st = dense_qphase(m, c, q, NULL, w, cw, &ng, &na, &rank)
+            if st != 0:
+                return st
+            if not pending:
+                break
+            err = 0.0
+            for i in range(nr):
+                if fabs(cw.g[i]) > err:
+                    err = fabs(cw.g[i])
+            if err <= r.tol or it == 8:
+                break
+            if not chord:
+                st = constraint_rows(m, c, q, NULL, gg, cw.Bd, NULL, w, cw)
+                if st != 0:
+                    return st
+                chord = True
+            # a chord step: A where it was last evaluated, g here
+            for i in range(nr):
+                gg[i] = cw.g[i]
+            _min_norm_correction(cw.Bd, nr, nv, gg, y, d, cw)
+            for i in range(nv):
+                d[i] = -d[i]
+            integrate_config(m, q, d, 1.0, qs)
+            for i in range(nq):
+                q[i] = qs[i]
+            w.poses_ok = False
+        if pending:
+            _fused_velocity_projection(m, c, v, w, cw, ng, na)
+        # (torques by RNEA leave the transforms and CRBA's data as they are)
+        _torques(m, r, t, q, v, tau0, tau, a1, w, xs)
+        cw.bg_a = 0.0
+        cw.bg_b = 0.0
+        cw.bdq = v
+        st = dense_vphase(m, c, q, v, a1, tau, NULL, NULL, lam, info, w, cw, ng, na, rank)
+        if st != 0:
+            return st
+        if k % r.record_every == 0 or k == r.nsteps:
+            for i in range(nq):
+                Q[rec * nq + i] = q[i]
+            for i in range(nv):
+                V[rec * nv + i] = v[i]
+            if L != NULL:
+                for i in range(nr):
+                    L[rec * nr + i] = lam[i]
+            rec += 1
+        if k == r.nsteps:
+            break
+        h = r.dt if k < r.nsteps - 1 else r.last_dt
+        st = _advance(m, c, r, t, h, q, v, a1, a2, a3, a4, vs, th, d, qs, tau0, tau, lam, w, cw, xs)
+        if st != 0:
+            return st
+        # Gauss-Newton's first iteration (its A kept for chord steps)
+        st = constraint_rows(m, c, q, NULL, gg, cw.Bd, NULL, w, cw)
+        if st != 0:
+            return st
+        err = 0.0
+        for i in range(nr):
+            if fabs(gg[i]) > err:
+                err = fabs(gg[i])
+        if err > tmax[0]:
+            tmax[0] = err
+        w.poses_ok = True
+        chord = True
+        if err > r.tol:
+            _min_norm_correction(cw.Bd, nr, nv, gg, y, d, cw)
+            for i in range(nv):
+                d[i] = -d[i]
+            integrate_config(m, q, d, 1.0, qs)
+            for i in range(nq):
+                q[i] = qs[i]
+            w.poses_ok = False
+        pending = True
+        it0 = 1
     w.poses_ok = False
     return 0
 

@@ -22,13 +22,14 @@ prescribed joints' torques (``dense_finish``).
 from libc.math cimport sqrt
 from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._rnea cimport rnea
+from gear.algorithms._common cimport forward_pass
 from gear.algorithms._crba cimport crba_packed
 from gear.algorithms._dense cimport (chol_factor, chol_solve, tree_factor, tree_solve_Lt, tree_solve_L,
                                      tree_path_solve_Lt)
 from gear.constraints._cwork cimport ST_MASS_NOT_PD, ClosC, CWork
 from gear.constraints._rows cimport (world_kinematics, closure_rows, world_rows_times,
                                      applied_forces)
-from gear.constraints._psd cimport psd_solve
+from gear.constraints._psd cimport psd_factor, psd_apply
 from gear.constraints._groups cimport (RowGroup, dense_groups, group_pieces, group_block, path_dot,
                                        path_axpy)
 from gear.constraints._sparse_route cimport sparse_solve
@@ -95,44 +96,49 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
     ``M_vv``; A's u columns are left out of the pieces and their term
     ``A_u ddq_u`` joins ``dA dq``.  Then ``tau_u = h_u + M_uv ddq_v -
     (A^T lam)_u`` (``dense_finish``)."""
-    cdef int i, j, a, k, p, s1, ng, na, st, nr = c.m, nv = m.nv
+    cdef int ng, na, rank, st
+    st = dense_qphase(m, c, q, pres, w, cw, &ng, &na, &rank)
+    if st != 0:
+        return st
+    return dense_vphase(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw, ng, na, rank)
+
+
+cdef inline int dense_qphase(const ModelC* m, const ClosC* c, const double* q,
+                             const unsigned char* pres, Work* w, CWork* cw, int* ng_out,
+                             int* na_out, int* rank_out) noexcept nogil:
+    """The part of :func:`closed_dense` that depends on ``q`` alone: the
+    joint transforms, ``M``'s tree-sparse factor (``cw.Md``; for hybrid
+    dynamics that of ``M_vv``), the rows (``cw.g`` their residual), their
+    groups with ``Y = L^{-T} A^T`` on the pieces (``cw.Ad``) and ``K = Y^T
+    Y`` factorised (dense routes; ``rank_out`` its rank).  Leaves
+    ``w.poses_ok`` set: the velocity pass (:func:`dense_vphase`, or
+    whatever else runs next at this ``q``) keeps the transforms."""
+    cdef int i, a, k, p, s1, ng, na, nr = c.m, nv = m.nv
     cdef int pk[2]
     cdef int plo[2]
     cdef int phi[2]
     cdef double* pY[2]
-    cdef double t, acc2
     cdef double* P = cw.Md
     cdef double* D = cw.Md + nv * nv - nv
     cdef RowGroup* G = <RowGroup*> cw.gd
-    cdef double* x = ddq                # x = L^{-T} (tau - b), then L^{-1} (x + Y lam)
     cdef double* fixed = NULL           # (nv,) 1 on prescribed dofs (hybrid)
-    cdef double* Aud = cw.Pv            # (m,) A_u ddq_u (hybrid)
-    cdef double* h = cw.Pv + nr + nv    # (nv,) b + M_.u ddq_u (hybrid)
     cdef double* P0 = cw.Pq             # the packed M before the identity goes in (hybrid)
+    ng_out[0] = 0
+    na_out[0] = 0
+    rank_out[0] = 0
     if pres != NULL:
         fixed = cw.Pv + nr
-        x = cw.ts
         for i in range(m.nb):
             for k in range(m.nvi[i]):
                 fixed[m.iv[i] + k] = 1.0 if pres[i] else 0.0
-        for k in range(nv):
-            cw.us[k] = ddq[k] if fixed[k] != 0.0 else 0.0
-        rnea(m, q, dq, cw.us, fext, True, x, w)         # x := b + M_.u ddq_u
-    else:
-        rnea(m, q, dq, NULL, fext, True, x, w)          # x := b(q, dq)
-    crba_packed(m, P, D, w)                             # reuses rnea's T and S
+    forward_pass(m, q, NULL, w, True)                   # T, S
+    crba_packed(m, P, D, w)
     if pres != NULL:
-        for i in range(nv):
-            h[i] = x[i]
         for i in range(m.voff[nv]):
             P0[i] = P[i]
-    for i in range(nv):
-        x[i] = tau[i] - x[i]
-    if pres != NULL:
         # M_vv: the prescribed dofs' rows and columns become the identity
         for k in range(nv):
             if fixed[k] != 0.0:
-                x[k] = 0.0
                 D[k] = 1.0
                 for p in range(m.vdep[k]):
                     P[m.voff[k] + p] = 0.0
@@ -142,6 +148,79 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
                         P[m.voff[k] + p] = 0.0
     if tree_factor(P, D, nv, m.vdep, m.voff, m.vanc) != 0:
         return ST_MASS_NOT_PD
+    w.poses_ok = True
+    if nr == 0:
+        return 0
+    # the world poses (the bias accelerations follow in the velocity pass)
+    world_kinematics(m, w, cw, pres == NULL)
+    st = closure_rows(m, c, q, w, cw, True)
+    if st != 0:
+        return st
+    ng = dense_groups(m, c, w, cw, G, &na, fixed, c.cfm > 0.0 or c.sp != NULL)
+    # Y = L^{-T} A^T on the pieces, in place (the tail first: it updates the main piece)
+    for a in range(ng):
+        group_pieces(m, cw, &G[a], pk, plo, phi, pY)
+        for s1 in range(1, -1, -1):
+            # (main piece k = -1: a soft row with no dofs on either side)
+            if pk[s1] >= 0:
+                tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, pk[s1], pY[s1], G[a].g,
+                                   plo[s1], pY[0], phi[0])
+    ng_out[0] = ng
+    na_out[0] = na
+    if c.sp != NULL:
+        return 0                  # the sparse route assembles and factorises K itself
+    dense_gram(m, cw, G, ng, na)
+    if c.cfm > 0.0:
+        # soft: K + cfm I, positive definite
+        for a in range(na):
+            cw.K[a * na + a] += c.cfm
+        if chol_factor(cw.K, na) != 0:
+            return ST_MASS_NOT_PD
+        rank_out[0] = na
+    else:
+        rank_out[0] = psd_factor(cw.K, na, cw, c.rcond)
+    return 0
+
+
+cdef inline int dense_vphase(const ModelC* m, const ClosC* c, const double* q,
+                             const double* dq, double* ddq, double* tau,
+                             const unsigned char* pres, const double* fext, double* lam,
+                             double* info, Work* w, CWork* cw, int ng, int na,
+                             int rank) noexcept nogil:
+    """The rest of :func:`closed_dense` after :func:`dense_qphase` at the
+    same ``q``: RNEA's bias at ``dq``, the rows' bias, the right-hand side
+    and the solve with ``K``'s factor."""
+    cdef int i, j, a, k, s1, st, nr = c.m, nv = m.nv
+    cdef int pk[2]
+    cdef int plo[2]
+    cdef int phi[2]
+    cdef double* pY[2]
+    cdef double t, acc2
+    cdef double* P = cw.Md
+    cdef double* D = cw.Md + nv * nv - nv
+    cdef RowGroup* G = <RowGroup*> cw.gd
+    cdef double* x = ddq                # x = L^{-T} (tau - b), then L^{-1} (x + Y lam)
+    cdef double* fixed = NULL
+    cdef double* Aud = cw.Pv            # (m,) A_u ddq_u (hybrid)
+    cdef double* h = cw.Pv + nr + nv    # (nv,) b + M_.u ddq_u (hybrid)
+    cdef double* P0 = cw.Pq
+    w.poses_ok = True                   # dense_qphase's transforms are those of q
+    if pres != NULL:
+        fixed = cw.Pv + nr
+        x = cw.ts
+        for k in range(nv):
+            cw.us[k] = ddq[k] if fixed[k] != 0.0 else 0.0
+        rnea(m, q, dq, cw.us, fext, True, x, w)         # x := b + M_.u ddq_u
+        for i in range(nv):
+            h[i] = x[i]
+    else:
+        rnea(m, q, dq, NULL, fext, True, x, w)          # x := b(q, dq)
+    for i in range(nv):
+        x[i] = tau[i] - x[i]
+    if pres != NULL:
+        for k in range(nv):
+            if fixed[k] != 0.0:
+                x[k] = 0.0
     tree_solve_Lt(P, D, nv, m.vdep, m.voff, m.vanc, x)
     info[0] = 0.0
     info[1] = 0.0
@@ -154,20 +233,13 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
     st = closure_rows(m, c, q, w, cw, True)
     if st != 0:
         return st
-    ng = dense_groups(m, c, w, cw, G, &na, fixed, c.cfm > 0.0 or c.sp != NULL)
     if pres != NULL:
         world_rows_times(m, c, w, cw, cw.us, Aud)         # A_u ddq_u
     if c.damping != 0.0 and dq != NULL:
         world_rows_times(m, c, w, cw, dq, cw.g)           # A dq
-    # Y = L^{-T} A^T on the pieces, in place (the tail first: it updates
-    # the main piece); rhs = -(A M^{-1} (tau - b) + dA dq)                 (eq. 67)
+    # rhs = -(A M^{-1} (tau - b) + dA dq)                                  (eq. 67)
     for a in range(ng):
         group_pieces(m, cw, &G[a], pk, plo, phi, pY)
-        for s1 in range(1, -1, -1):
-            # (main piece k = -1: a soft row with no dofs on either side)
-            if pk[s1] >= 0:
-                tree_path_solve_Lt(P, D, m.vdep, m.voff, m.vanc, pk[s1], pY[s1], G[a].g,
-                                   plo[s1], pY[0], phi[0])
         for j in range(G[a].g):
             i = G[a].a0 + j
             t = cw.bias[<int> cw.act[i]]
@@ -185,18 +257,13 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
             return st             # ST_SPARSE_REDUNDANT or ST_SPARSE_PATTERN
         info[0] = st
     elif c.cfm > 0.0:
-        dense_gram(m, cw, G, ng, na)
-        # soft: (K + cfm I) lam = rhs, positive definite
         for a in range(na):
-            cw.K[a * na + a] += c.cfm
             cw.lc[a] = cw.rhs[a]
-        if chol_factor(cw.K, na) != 0:
-            return ST_MASS_NOT_PD
         chol_solve(cw.K, na, cw.lc, 1)
         info[0] = na
     else:
-        dense_gram(m, cw, G, ng, na)
-        info[0] = psd_solve(cw.K, na, cw.rhs, cw.lc, cw, c.rcond)
+        psd_apply(cw.K, na, cw.rhs, cw.lc, cw)
+        info[0] = rank
     scatter_lam(nr, na, cw, lam)
     # ddq = L^{-1} (x + Y lam)                                           (eq. 69)
     for a in range(ng):

@@ -23,35 +23,32 @@ from gear.constraints._cwork cimport CWork
 cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork* cw,
                           double rtol, bint min_norm=True) noexcept nogil:
     """Minimum-norm ``x`` with ``K x = rhs`` for symmetric PSD ``K`` (n x n,
-    row-major; its lower triangle is overwritten by the factor).
+    row-major; its lower triangle is overwritten by the factor):
+    :func:`psd_factor`, then :func:`psd_apply`.  Returns the rank."""
+    cdef int r = psd_factor(K, n, cw, rtol)
+    psd_apply(K, n, rhs, x, cw, min_norm)
+    return r
 
-    Left-looking Cholesky (row-contiguous dot products) in which a row
-    whose pivot falls below ``rtol`` times the largest diagonal (or
-    ``row_rtol()`` times its own) is marked dependent and its column of L
-    set to zero.  With the independent rows I
-    (rank r) and the dependent rows D, ``K_II = L_II L_II^T`` and
-    ``L_DI = K_DI L_II^{-T}``; the solutions are ``x_b + Z s`` with ``x_b``
-    the basic solution (``x_D = 0``), ``Z = [-W^T; I]`` (rows I, D) and
-    ``W = L_DI L_II^{-1}`` (nn x r), and the minimum-norm one has
-    ``(I + W W^T) s = W x_bI``.  Rows of K that are exactly zero have
-    ``x = 0`` in it and are left out of ``W``.  The factor keeps its
-    pivots inverted (``1 / L_jj`` on the diagonal).  ``min_norm`` False: the
-    basic solution (enough where only ``A^T x`` is wanted of ``K = A A^T``:
-    every solution has the same, ``null(K) = null(A^T)``).  Returns r.  Uses
-    ``cw.piv`` (1 on dependent rows), ``cw.tmp``, ``cw.W``, ``cw.Z``."""
-    cdef int i, j, k, r, nn, a
-    cdef double dmax = 0.0, s, t
+
+cdef inline int psd_factor(double* K, int n, CWork* cw, double rtol) noexcept nogil:
+    """Factorise symmetric PSD ``K`` (n x n, row-major) in place for
+    :func:`psd_apply`: left-looking Cholesky (row-contiguous dot
+    products) in which a row whose pivot falls below ``rtol`` times the
+    largest diagonal (or ``row_rtol()`` times its own) is marked dependent
+    in ``cw.piv`` (1; 2: an exactly zero row of K, a zero row of A) and
+    its column of L set to zero.  The factor keeps its pivots inverted
+    (``1 / L_jj`` on the diagonal).  Returns the rank r."""
+    cdef int i, j, r
+    cdef double dmax = 0.0, s
     cdef double* dep = cw.piv
-    cdef double* y = cw.tmp
-    cdef double* W = cw.W
-    cdef double* Z = cw.Z
     cdef double* Ki
     cdef double* Kj
     for i in range(n):
         if K[i * n + i] > dmax:
             dmax = K[i * n + i]
-        x[i] = 0.0
     if not (dmax > 0.0):
+        for j in range(n):
+            dep[j] = 2.0                       # K = 0: every x is zero
         return 0
     r = 0
     for j in range(n):
@@ -71,12 +68,37 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
         for i in range(j + 1, n):
             Ki = K + i * n
             Ki[j] = (Ki[j] - dot(Ki, Kj, j)) * s
+    return r
+
+
+cdef inline void psd_apply(const double* K, int n, const double* rhs, double* x, CWork* cw,
+                           bint min_norm=True) noexcept nogil:
+    """A solution ``x`` of ``K x = rhs`` from :func:`psd_factor`'s factor
+    (and its ``cw.piv``): with the independent rows I (rank r) and the
+    dependent rows D, ``K_II = L_II L_II^T`` and ``L_DI = K_DI
+    L_II^{-T}``; the solutions are ``x_b + Z s`` with ``x_b`` the basic
+    solution (``x_D = 0``), ``Z = [-W^T; I]`` (rows I, D) and ``W = L_DI
+    L_II^{-1}`` (nn x r), and the minimum-norm one has ``(I + W W^T) s =
+    W x_bI``.  Rows of K that are exactly zero have ``x = 0`` in it and
+    are left out of ``W``.  ``min_norm`` False: the basic solution (enough
+    where only ``A^T x`` is wanted of ``K = A A^T`` or ``A M^-1 A^T``:
+    every solution has the same, ``null(K) = null(A^T)``).  Uses
+    ``cw.tmp``, ``cw.W``, ``cw.Z``; ``rhs`` may be ``x``."""
+    cdef int i, j, k, r = 0, nn, a
+    cdef double t
+    cdef const double* dep = cw.piv
+    cdef double* y = cw.tmp
+    cdef double* W = cw.W
+    cdef double* Z = cw.Z
+    cdef double* Ki
+    cdef const double* Kj
     # basic solution: L_II L_II^T y_I = rhs_I, y_D = 0 (dependent columns of
     # L are zero, so the sums may run over every index)
     for i in range(n):
         if dep[i] != 0.0:
             y[i] = 0.0
             continue
+        r += 1
         t = rhs[i]
         for k in range(i):
             t -= K[i * n + k] * y[k]
@@ -86,9 +108,9 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
             continue
         y[i] *= K[i * n + i]
         t = y[i]
-        Ki = K + i * n
+        Kj = K + i * n
         for k in range(i):
-            y[k] -= Ki[k] * t
+            y[k] -= Kj[k] * t
     nn = 0
     for j in range(n):
         if dep[j] == 1.0:
@@ -116,4 +138,3 @@ cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork*
         min_norm_completion(W, nn, n, dep, y, Z, x)
     for i in range(n):
         x[i] = y[i]
-    return r

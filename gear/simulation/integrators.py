@@ -352,9 +352,15 @@ def _step_implicit(S, t, q, v, h, a0):
 # ---------------------------------------------------------------------------
 def _project(sys, q, v, tol=1e-12, max_iter=8, free=None):
     """Gauss-Newton onto ``g(q) = 0`` (minimum-norm steps), then the velocity
-    onto ``A v = 0``; only the velocity coordinates in ``free`` (bool, nv)
-    move (all when None).  Returns ``(q, v, max residual before
+    onto ``A v = 0`` in the mass metric: ``v -= M^-1 A^T K^+ A v`` with
+    ``K = A M^-1 A^T``, the nearest velocity in kinetic energy (the same
+    correction as the maximal formulation's projection of the body
+    twists, and independent of the joint coordinates); only the velocity
+    coordinates in ``free`` (bool, nv) move (all when None: ``M`` and
+    ``A`` restricted to them).  Returns ``(q, v, max residual before
     projecting)``."""
+    from ..algorithms.dynamics import mass_matrix
+
     hol = sys._holonomic_mask()
     g, A, _ = sys._rows_batch(q)
     before = float(np.abs(g).max()) if g.size else 0.0
@@ -367,9 +373,14 @@ def _project(sys, q, v, tol=1e-12, max_iter=8, free=None):
         dq[:, free] = -np.einsum("nij,nj->ni", np.linalg.pinv(A[:, hol][:, :, free], rcond=1e-10), g)
         q = sys.model.integrate(q, dq)
         g, A, _ = sys._rows_batch(q)
-    if A.shape[1]:
+    if A.shape[1] and free.any():
         v = v.copy()
-        v[:, free] -= np.einsum("nij,nj->ni", np.linalg.pinv(A[:, :, free], rcond=1e-10),
-                                np.einsum("nij,nj->ni", A, v))
+        Af = A[:, :, free]
+        M = mass_matrix(sys.model, q)[:, free][:, :, free]
+        MiAt = np.linalg.solve(M, Af.transpose(0, 2, 1))                  # M^-1 A^T (N, nf, m)
+        K = Af @ MiAt
+        y = np.einsum("nij,nj->ni", np.linalg.pinv(K, rcond=1e-10, hermitian=True),
+                      np.einsum("nij,nj->ni", A, v))
+        v[:, free] -= np.einsum("nij,nj->ni", MiAt, y)
     return q, v, before
 

@@ -1,0 +1,125 @@
+"""The velocity step of ``stabilization="projection"``: the nearest velocity
+on ``A v = 0`` in the mass metric, ``v -= M^-1 A^T K^+ A v`` with ``K = A
+M^-1 A^T`` -- checked against the KKT system of that least-squares problem
+(a dense formula of its own), on every route of the native loop and in the
+Python loop, and against the maximal formulation's projection of the body
+twists, which solves the same problem over the bodies."""
+import numpy as np
+import pytest
+
+import gear
+from gear import mechanisms as mech
+from gear.simulation.integrators import _project
+
+
+def _kkt_projection(sysm, q, v0):
+    """argmin (v - v0)^T M (v - v0) subject to A v = 0, by the KKT system
+    [[M, A^T], [A, 0]] (least squares: the rows may be redundant)."""
+    M = gear.mass_matrix(sysm.model, q)
+    A = sysm.constraint_jacobian(q)
+    n, m = M.shape[0], A.shape[0]
+    K = np.block([[M, A.T], [A, np.zeros((m, m))]])
+    sol = np.linalg.lstsq(K, np.concatenate([M @ v0, np.zeros(m)]), rcond=1e-12)[0]
+    return sol[:n]
+
+
+def _closed_states(sysm, q, rng, n=4, spread=0.1):
+    qs = np.stack([sysm.assemble(sysm.model.integrate(q, spread * rng.standard_normal(sysm.model.nv)))
+                   for _ in range(n)])
+    dqs = rng.standard_normal((n, sysm.model.nv))          # off the rows: the projection has work to do
+    return qs, dqs
+
+
+CASES = {"four_bar": mech.four_bar, "slider_crank": mech.slider_crank, "five_bar": mech.five_bar,
+         "stewart": mech.stewart}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_python_projection_is_the_kinetic_energy_nearest_velocity(name):
+    sysm, q = CASES[name]()
+    qs, dqs = _closed_states(sysm, q, np.random.default_rng(1))
+    _, v, _ = _project(sysm, qs, dqs)
+    for k in range(len(qs)):
+        ref = _kkt_projection(sysm, qs[k], dqs[k])
+        assert np.abs(v[k] - ref).max() < 1e-10 * (1 + np.abs(ref).max())
+        assert np.abs(sysm.constraint_jacobian(qs[k]) @ v[k]).max() < 1e-12 * (1 + np.abs(dqs[k]).max())
+
+
+def _solvers(sysm):
+    out = [("kkt dense", sysm), ("kkt aba", sysm.with_solver("kkt", route="aba")),
+           ("projection", sysm.with_solver("projection"))]
+    if gear._core.cholmod_available():
+        out.append(("maximal", sysm.with_solver("maximal")))
+    return out
+
+
+@pytest.mark.parametrize("name", ["four_bar", "slider_crank", "stewart"])
+def test_every_native_route_projects_the_same_velocity(name):
+    """The initial state's projection (the first recorded frame): the dense
+    route folds it into its solve (``dense_qphase``), the others project
+    before theirs; both equal the KKT formula, native or not."""
+    sysm, q = CASES[name]()
+    qs, dqs = _closed_states(sysm, q, np.random.default_rng(2))
+    ref = np.stack([_kkt_projection(sysm, qs[k], dqs[k]) for k in range(len(qs))])
+    scale = 1 + np.abs(ref).max()
+    for label, ss in _solvers(sysm):
+        for native in (True, False):
+            tr = gear.simulate(ss, qs, dqs, 0.01, 1e-3, stabilization="projection", native=native)
+            assert tr.stats["native"] == native, label
+            assert np.abs(tr.dq[:, 0] - ref).max() < 1e-10 * scale, (label, native)
+
+
+def test_the_routes_roll_out_alike_with_projection():
+    """Euler and RK4 with projection on every route of the native loop: the
+    same trajectories (the routes' solves differ by rounding)."""
+    sysm, q = mech.four_bar()
+    qs, dqs = _closed_states(sysm, q, np.random.default_rng(3))
+    for integrator in ("euler", "rk4"):
+        runs = {label: gear.simulate(ss, qs, dqs, 0.3, 1e-3, integrator=integrator,
+                                     stabilization="projection", record_every=50)
+                for label, ss in _solvers(sysm)}
+        base = runs.pop("kkt dense")
+        for label, tr in runs.items():
+            assert np.abs(tr.q - base.q).max() < 1e-9, (integrator, label)
+            assert np.abs(tr.dq - base.dq).max() < 1e-8, (integrator, label)
+            assert tr.stats["max_residual"] < 1e-5
+
+
+@pytest.mark.parametrize("name", ["four_bar", "slider_crank", "stewart"])
+def test_reduced_and_maximal_projections_agree(name):
+    """At a closed pose the maximal formulation's projection of the body
+    twists (``gear.maximal.stepping.project``: the same metric, over the
+    bodies' inertias) gives the twists of the reduced projection's joint
+    velocities: both are the kinetic-energy-nearest motion of the
+    mechanism."""
+    from gear.maximal.stepping import project
+
+    sysm, q = CASES[name]()
+    qs, dqs = _closed_states(sysm, q, np.random.default_rng(4))
+    mx = gear.MaximalModel(sysm)
+    _, v, _ = _project(sysm, qs, dqs)
+    P, V0 = mx.state(qs, dqs)
+    _, Vm, _ = project(mx, P, V0)
+    _, Vr = mx.state(qs, v)
+    assert np.abs(Vm - Vr).max() < 1e-9 * (1 + np.abs(Vr).max())
+
+
+def test_the_projection_does_not_depend_on_the_joint_coordinates_scale():
+    """Scaling a prismatic joint's coordinate (metres to millimetres) changes
+    the Euclidean-nearest velocity but not the kinetic-energy-nearest one:
+    the projected motion of the bodies is the same."""
+    sysm, q = mech.slider_crank()
+    rng = np.random.default_rng(5)
+    qs, dqs = _closed_states(sysm, q, rng, n=3)
+    _, v, _ = _project(sysm, qs, dqs)
+    # the same problem with the velocity coordinates scaled, v = S u:
+    # min (u - u0)^T S M S (u - u0) s.t. A S u = 0 gives S u = v
+    s = np.ones(sysm.model.nv)
+    s[np.argmax([j.kind == gear.joints.PRISMATIC for j in sysm.model.joints])] = 1e-3
+    for k in range(len(qs)):
+        M = gear.mass_matrix(sysm.model, qs[k]) * s[:, None] * s[None, :]
+        A = sysm.constraint_jacobian(qs[k]) * s[None, :]
+        u0 = dqs[k] / s
+        Mi = np.linalg.inv(M)
+        u = u0 - Mi @ A.T @ np.linalg.pinv(A @ Mi @ A.T, rcond=1e-12) @ (A @ u0)
+        assert np.abs(s * u - v[k]).max() < 1e-9 * (1 + np.abs(v[k]).max())
