@@ -95,24 +95,52 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
     are replaced by the identity, so the same factorisation is that of
     ``M_vv``; A's u columns are left out of the pieces and their term
     ``A_u ddq_u`` joins ``dA dq``.  Then ``tau_u = h_u + M_uv ddq_v -
-    (A^T lam)_u`` (``dense_finish``)."""
-    cdef int ng, na, rank, st
-    st = dense_qphase(m, c, q, pres, w, cw, &ng, &na, &rank)
+    (A^T lam)_u`` (``dense_finish``).
+
+    RNEA first, then :func:`dense_qphase` (what depends on ``q`` alone)
+    and :func:`dense_vphase` (the rest); a projected rollout runs the two
+    phases apart, to project the velocity with the first's factors."""
+    cdef int ng, na, rank, st, k
+    cdef double* x = ddq
+    cdef double* fixed
+    if pres != NULL:
+        # RNEA at ddq_u (ddq_v = 0): x := b + M_.u ddq_u
+        fixed = fixed_dofs(m, c, pres, cw)
+        x = cw.ts
+        for k in range(m.nv):
+            cw.us[k] = ddq[k] if fixed[k] != 0.0 else 0.0
+        rnea(m, q, dq, cw.us, fext, True, x, w)
+    else:
+        rnea(m, q, dq, NULL, fext, True, x, w)          # x := b(q, dq)
+    st = dense_qphase(m, c, q, pres, w, cw, &ng, &na, &rank, True)
     if st != 0:
         return st
-    return dense_vphase(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw, ng, na, rank)
+    return dense_vphase(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw, ng, na, rank, True)
+
+
+cdef inline double* fixed_dofs(const ModelC* m, const ClosC* c, const unsigned char* pres,
+                               CWork* cw) noexcept nogil:
+    # (nv,) 1 on the dofs of prescribed joints (hybrid dynamics), in cw.Pv
+    cdef int i, k
+    cdef double* fixed = cw.Pv + c.m
+    for i in range(m.nb):
+        for k in range(m.nvi[i]):
+            fixed[m.iv[i] + k] = 1.0 if pres[i] else 0.0
+    return fixed
 
 
 cdef inline int dense_qphase(const ModelC* m, const ClosC* c, const double* q,
                              const unsigned char* pres, Work* w, CWork* cw, int* ng_out,
-                             int* na_out, int* rank_out) noexcept nogil:
+                             int* na_out, int* rank_out, bint after_rnea=False) noexcept nogil:
     """The part of :func:`closed_dense` that depends on ``q`` alone: the
     joint transforms, ``M``'s tree-sparse factor (``cw.Md``; for hybrid
     dynamics that of ``M_vv``), the rows (``cw.g`` their residual), their
     groups with ``Y = L^{-T} A^T`` on the pieces (``cw.Ad``) and ``K = Y^T
-    Y`` factorised (dense routes; ``rank_out`` its rank).  Leaves
-    ``w.poses_ok`` set: the velocity pass (:func:`dense_vphase`, or
-    whatever else runs next at this ``q``) keeps the transforms."""
+    Y`` factorised (dense routes; ``rank_out`` its rank); the joint
+    transforms stay in ``w`` for :func:`dense_vphase` at this ``q``.
+    ``after_rnea``: RNEA has run at this ``q`` and the velocity (as
+    :func:`closed_dense` does first), so the transforms are there and the
+    rows' bias is already right."""
     cdef int i, a, k, p, s1, ng, na, nr = c.m, nv = m.nv
     cdef int pk[2]
     cdef int plo[2]
@@ -127,12 +155,10 @@ cdef inline int dense_qphase(const ModelC* m, const ClosC* c, const double* q,
     na_out[0] = 0
     rank_out[0] = 0
     if pres != NULL:
-        fixed = cw.Pv + nr
-        for i in range(m.nb):
-            for k in range(m.nvi[i]):
-                fixed[m.iv[i] + k] = 1.0 if pres[i] else 0.0
-    forward_pass(m, q, NULL, w, True)                   # T, S
-    crba_packed(m, P, D, w)
+        fixed = fixed_dofs(m, c, pres, cw)
+    if not after_rnea:
+        forward_pass(m, q, NULL, w, True)               # T, S
+    crba_packed(m, P, D, w)                             # (reuses rnea's T and S)
     if pres != NULL:
         for i in range(m.voff[nv]):
             P0[i] = P[i]
@@ -148,10 +174,11 @@ cdef inline int dense_qphase(const ModelC* m, const ClosC* c, const double* q,
                         P[m.voff[k] + p] = 0.0
     if tree_factor(P, D, nv, m.vdep, m.voff, m.vanc) != 0:
         return ST_MASS_NOT_PD
-    w.poses_ok = True
     if nr == 0:
         return 0
-    # the world poses (the bias accelerations follow in the velocity pass)
+    # rnea's forward pass left T, S, V, eta for these (q, dq) (or, without
+    # it, zero velocities: the bias follows in the velocity pass); with
+    # ddq_u in RNEA its dV are not the bias accelerations: recompute them
     world_kinematics(m, w, cw, pres == NULL)
     st = closure_rows(m, c, q, w, cw, True)
     if st != 0:
@@ -186,10 +213,11 @@ cdef inline int dense_vphase(const ModelC* m, const ClosC* c, const double* q,
                              const double* dq, double* ddq, double* tau,
                              const unsigned char* pres, const double* fext, double* lam,
                              double* info, Work* w, CWork* cw, int ng, int na,
-                             int rank) noexcept nogil:
+                             int rank, bint after_rnea=False) noexcept nogil:
     """The rest of :func:`closed_dense` after :func:`dense_qphase` at the
     same ``q``: RNEA's bias at ``dq``, the rows' bias, the right-hand side
-    and the solve with ``K``'s factor."""
+    and the solve with ``K``'s factor.  ``after_rnea``: both biases are
+    there already (RNEA's in ``ddq``, or ``cw.ts`` for hybrid dynamics)."""
     cdef int i, j, a, k, s1, st, nr = c.m, nv = m.nv
     cdef int pk[2]
     cdef int plo[2]
@@ -204,17 +232,18 @@ cdef inline int dense_vphase(const ModelC* m, const ClosC* c, const double* q,
     cdef double* Aud = cw.Pv            # (m,) A_u ddq_u (hybrid)
     cdef double* h = cw.Pv + nr + nv    # (nv,) b + M_.u ddq_u (hybrid)
     cdef double* P0 = cw.Pq
-    w.poses_ok = True                   # dense_qphase's transforms are those of q
     if pres != NULL:
         fixed = cw.Pv + nr
         x = cw.ts
-        for k in range(nv):
-            cw.us[k] = ddq[k] if fixed[k] != 0.0 else 0.0
-        rnea(m, q, dq, cw.us, fext, True, x, w)         # x := b + M_.u ddq_u
+        if not after_rnea:
+            for k in range(nv):
+                cw.us[k] = ddq[k] if fixed[k] != 0.0 else 0.0
+    if not after_rnea:
+        w.poses_ok = True               # dense_qphase's transforms are those of q
+        rnea(m, q, dq, cw.us if pres != NULL else NULL, fext, True, x, w)   # x := b (+ M_.u ddq_u)
+    if pres != NULL:
         for i in range(nv):
             h[i] = x[i]
-    else:
-        rnea(m, q, dq, NULL, fext, True, x, w)          # x := b(q, dq)
     for i in range(nv):
         x[i] = tau[i] - x[i]
     if pres != NULL:
@@ -227,12 +256,12 @@ cdef inline int dense_vphase(const ModelC* m, const ClosC* c, const double* q,
     if nr == 0:
         tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, x)
         return dense_finish(m, c, ddq, tau, pres, lam, x, fixed, P0, h, w, cw)
-    # rnea's forward pass left T, S, V, eta for these (q, dq); with ddq_u
-    # in RNEA its dV are not the bias accelerations: recompute them
-    world_kinematics(m, w, cw, pres == NULL)
-    st = closure_rows(m, c, q, w, cw, True)
-    if st != 0:
-        return st
+    if not after_rnea:
+        # the rows' bias at dq (dense_qphase's rows were at zero velocity)
+        world_kinematics(m, w, cw, pres == NULL)
+        st = closure_rows(m, c, q, w, cw, True)
+        if st != 0:
+            return st
     if pres != NULL:
         world_rows_times(m, c, w, cw, cw.us, Aud)         # A_u ddq_u
     if c.damping != 0.0 and dq != NULL:
