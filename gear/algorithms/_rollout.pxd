@@ -156,7 +156,7 @@ cdef inline int _accel(const ModelC* m, const ClosC* c, const RollC* r, double t
     cw.bg_b = r.bg_b
     cw.bdq = v
     if r.route == 1:
-        return closed_forward_dense(m, c, q, v, a, tau, NULL, lam, info, w, cw)
+        return closed_forward_dense(m, c, q, v, a, tau, NULL, lam, info, w, cw, False)
     if r.route == 2:
         return closed_forward_projection(m, c, q, v, a, tau, NULL, NULL, lam, info, w, cw)
     if r.route == 3:
@@ -523,7 +523,7 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
         cw.bg_a = 0.0
         cw.bg_b = 0.0
         cw.bdq = v
-        st = dense_vphase(m, c, q, v, a1, tau, NULL, NULL, lam, info, w, cw, ng, na, rank)
+        st = dense_vphase(m, c, q, v, a1, tau, NULL, NULL, lam, info, w, cw, ng, na, rank, False, False)
         if st != 0:
             return st
         if k % r.record_every == 0 or k == r.nsteps:

@@ -64,7 +64,7 @@ cdef inline void scatter_lam(int nr, int na, CWork* cw, double* lam) noexcept no
 cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
                              const double* dq, double* ddq, double* tau,
                              const unsigned char* pres, const double* fext, double* lam,
-                             double* info, Work* w, CWork* cw) noexcept nogil:
+                             double* info, Work* w, CWork* cw, bint residual=True) noexcept nogil:
     """Constrained forward dynamics by building ``M`` (the route Kim's
     eqs. 67-69 avoid; kept to show where each wins): CRBA, RNEA for the
     bias, then Featherstone's tree-sparse factorisation ``M = L^T L``
@@ -115,7 +115,8 @@ cdef inline int closed_dense(const ModelC* m, const ClosC* c, const double* q,
     st = dense_qphase(m, c, q, pres, w, cw, &ng, &na, &rank, True)
     if st != 0:
         return st
-    return dense_vphase(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw, ng, na, rank, True)
+    return dense_vphase(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw, ng, na, rank, True,
+                        residual)
 
 
 cdef inline double* fixed_dofs(const ModelC* m, const ClosC* c, const unsigned char* pres,
@@ -213,11 +214,13 @@ cdef inline int dense_vphase(const ModelC* m, const ClosC* c, const double* q,
                              const double* dq, double* ddq, double* tau,
                              const unsigned char* pres, const double* fext, double* lam,
                              double* info, Work* w, CWork* cw, int ng, int na,
-                             int rank, bint after_rnea=False) noexcept nogil:
+                             int rank, bint after_rnea=False, bint residual=True) noexcept nogil:
     """The rest of :func:`closed_dense` after :func:`dense_qphase` at the
     same ``q``: RNEA's bias at ``dq``, the rows' bias, the right-hand side
     and the solve with ``K``'s factor.  ``after_rnea``: both biases are
-    there already (RNEA's in ``ddq``, or ``cw.ts`` for hybrid dynamics)."""
+    there already (RNEA's in ``ddq``, or ``cw.ts`` for hybrid dynamics).
+    ``residual`` False: ``info[1]`` is left at zero (rollouts do not
+    read it)."""
     cdef int i, j, a, k, s1, st, nr = c.m, nv = m.nv
     cdef int pk[2]
     cdef int plo[2]
@@ -302,6 +305,8 @@ cdef inline int dense_vphase(const ModelC* m, const ClosC* c, const double* q,
                 path_axpy(m, pk[s1], plo[s1], pY[s1], G[a].g, cw.lc + G[a].a0, x)
     tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, x)
     st = dense_finish(m, c, ddq, tau, pres, lam, x, fixed, P0, h, w, cw)
+    if not residual:
+        return st
     # |A ddq + dA dq| over every row, A ddq from the body motions
     world_rows_times(m, c, w, cw, ddq, cw.g)
     acc2 = 0.0
@@ -350,6 +355,6 @@ cdef inline int dense_finish(const ModelC* m, const ClosC* c, double* ddq, doubl
 cdef inline int closed_forward_dense(const ModelC* m, const ClosC* c, const double* q,
                                      const double* dq, double* ddq, const double* tau,
                                      const double* fext, double* lam, double* info, Work* w,
-                                     CWork* cw) noexcept nogil:
+                                     CWork* cw, bint residual=True) noexcept nogil:
     """Forward dynamics by :func:`closed_dense` (``tau`` read only)."""
-    return closed_dense(m, c, q, dq, ddq, <double*> tau, NULL, fext, lam, info, w, cw)
+    return closed_dense(m, c, q, dq, ddq, <double*> tau, NULL, fext, lam, info, w, cw, residual)

@@ -29,7 +29,9 @@ quaternions.
 Closed loops: ``stabilization="projection"`` moves each new state back
 onto the constraint manifold after every step.  Gauss-Newton takes the
 minimum-norm position correction and the velocity is projected onto the
-null space of ``A``.  ``"baumgarte"`` instead adds
+null space of ``A`` in the mass metric (``dq -= M^-1 A^T (A M^-1 A^T)^+ A
+dq``: the kinetic-energy-nearest velocity, independent of the joint
+coordinates and the same as the maximal formulation's projection).  ``"baumgarte"`` instead adds
 ``2 alpha A dq + beta^2 g`` to the acceleration-level constraint (Baumgarte
 1972), with default gains ``alpha = beta = 1 / (5 dt)`` (critically damped,
 five steps).
@@ -164,7 +166,10 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     f_ext : None, array_like (nbodies, 6) or (N, nbodies, 6), or callable
         External body wrenches, like ``tau``.
     stabilization : {"projection", "baumgarte", None}
-        Closed loops only (ignored for a tree).
+        Closed loops only (ignored for a tree).  ``"projection"``:
+        Gauss-Newton onto ``g(q) = 0`` to 1e-12 after every step, then
+        the velocity onto ``A dq = 0`` in the mass metric;
+        ``"baumgarte"``: see ``baumgarte_gains``; None: the rows drift.
     record_every : int
         Record every k-th step (the initial and final states always).
     progress : bool, optional
