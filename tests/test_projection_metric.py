@@ -123,3 +123,39 @@ def test_the_projection_does_not_depend_on_the_joint_coordinates_scale():
         Mi = np.linalg.inv(M)
         u = u0 - Mi @ A.T @ np.linalg.pinv(A @ Mi @ A.T, rcond=1e-12) @ (A @ u0)
         assert np.abs(s * u - v[k]).max() < 1e-9 * (1 + np.abs(v[k]).max())
+
+
+def test_the_projection_never_adds_kinetic_energy():
+    """An orthogonal projection in the kinetic-energy metric: the projected
+    velocity's kinetic energy is at most the old one's, and what it removes
+    is orthogonal (in M) to what it keeps."""
+    sysm, q = mech.stewart()
+    qs, dqs = _closed_states(sysm, q, np.random.default_rng(6), n=5)
+    _, v, _ = _project(sysm, qs, dqs)
+    for k in range(len(qs)):
+        M = gear.mass_matrix(sysm.model, qs[k])
+        d = dqs[k] - v[k]
+        assert v[k] @ M @ v[k] <= dqs[k] @ M @ dqs[k] * (1 + 1e-12)
+        assert abs(d @ M @ v[k]) < 1e-10 * (dqs[k] @ M @ dqs[k])
+
+
+def test_prescribed_coordinates_keep_their_velocity_and_the_rest_take_the_metric_of_their_own():
+    """``free`` (the Python loop's prescribed joints held): the free
+    velocities move to the nearest in ``M_ff`` with ``A v = 0``, the
+    prescribed ones keep theirs."""
+    sysm, q = mech.five_bar()
+    qs, dqs = _closed_states(sysm, q, np.random.default_rng(7), n=3)
+    free = np.ones(sysm.model.nv, dtype=bool)
+    free[0] = False
+    _, v, _ = _project(sysm, qs, dqs, free=free)
+    assert np.array_equal(v[:, 0], dqs[:, 0])
+    for k in range(len(qs)):
+        M = gear.mass_matrix(sysm.model, qs[k])[np.ix_(free, free)]
+        A = sysm.constraint_jacobian(qs[k])
+        # min (x - x0)^T M (x - x0) s.t. A_f x = -A_u v_u, by its KKT system
+        Af, m = A[:, free], A.shape[0]
+        K = np.block([[M, Af.T], [Af, np.zeros((m, m))]])
+        rhs = np.concatenate([M @ dqs[k][free], -A[:, ~free] @ dqs[k][~free]])
+        x = np.linalg.lstsq(K, rhs, rcond=1e-12)[0][:free.sum()]
+        assert np.abs(v[k][free] - x).max() < 1e-10 * (1 + np.abs(x).max())
+        assert np.abs(A @ v[k]).max() < 1e-11 * (1 + np.abs(dqs[k]).max())
