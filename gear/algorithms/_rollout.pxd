@@ -260,18 +260,19 @@ cdef inline void _fused_velocity_projection(const ModelC* m, const ClosC* c, dou
         v[i] -= d[i]
 
 
-cdef inline int _gauss_newton_step(const ModelC* m, const ClosC* c, double* q, double* qn,
-                                   const double* g, double* y, double* d, Work* w,
-                                   CWork* cw) noexcept nogil:
-    # q <- q exp(-A^+ g), A in cw.Ad at q
+cdef inline void _gauss_newton_step(const ModelC* m, const ClosC* c, double* q, double* qn,
+                                    const double* g, const double* A, double* y, double* d,
+                                    Work* w, CWork* cw) noexcept nogil:
+    # q <- q exp(-A^+ g) (A: the rows at q, or at an earlier q for a chord
+    # step); the joint transforms no longer hold q
     cdef int k
-    _min_norm_correction(cw.Ad, c.m, m.nv, g, y, d, cw)
+    _min_norm_correction(A, c.m, m.nv, g, y, d, cw)
     for k in range(m.nv):
         d[k] = -d[k]
     integrate_config(m, q, d, 1.0, qn)
     for k in range(m.nq):
         q[k] = qn[k]
-    return 0
+    w.poses_ok = False
 
 
 cdef inline int _project(const ModelC* m, const ClosC* c, const RollC* r, double* q, double* v,
@@ -296,7 +297,7 @@ cdef inline int _project(const ModelC* m, const ClosC* c, const RollC* r, double
             gmax[0] = err
         if err <= r.tol or it == 8:
             break
-        _gauss_newton_step(m, c, q, qn, g, y, d, w, cw)
+        _gauss_newton_step(m, c, q, qn, g, A, y, d, w, cw)
     # velocity: v -= M^-1 A^T K^+ A v   (A at the projected q)
     return _mass_velocity_projection(m, c, v, w, cw)
 
@@ -507,15 +508,7 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
                     return st
                 chord = True
             # a chord step: A where it was last evaluated, g here
-            for i in range(nr):
-                gg[i] = cw.g[i]
-            _min_norm_correction(cw.Bd, nr, nv, gg, y, d, cw)
-            for i in range(nv):
-                d[i] = -d[i]
-            integrate_config(m, q, d, 1.0, qs)
-            for i in range(nq):
-                q[i] = qs[i]
-            w.poses_ok = False
+            _gauss_newton_step(m, c, q, qs, cw.g, cw.Bd, y, d, w, cw)
         if pending:
             _fused_velocity_projection(m, c, v, w, cw, ng, na)
         # (torques by RNEA leave the transforms and CRBA's data as they are)
@@ -554,13 +547,7 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
         w.poses_ok = True
         chord = True
         if err > r.tol:
-            _min_norm_correction(cw.Bd, nr, nv, gg, y, d, cw)
-            for i in range(nv):
-                d[i] = -d[i]
-            integrate_config(m, q, d, 1.0, qs)
-            for i in range(nq):
-                q[i] = qs[i]
-            w.poses_ok = False
+            _gauss_newton_step(m, c, q, qs, gg, cw.Bd, y, d, w, cw)
         pending = True
         it0 = 1
     w.poses_ok = False
