@@ -46,12 +46,12 @@ from gear.joints._integrate cimport integrate_config
 from gear.maximal._tree_route cimport maximal_dynamics
 from gear.constraints._cwork cimport ClosC, CWork, ST_MASS_NOT_PD
 from gear.constraints._rows cimport constraint_rows, world_rows_times
-from gear.constraints._psd cimport psd_solve, psd_factor, psd_apply
+from gear.constraints._psd cimport psd_solve, psd_apply
 from gear.constraints._groups cimport RowGroup, group_pieces, path_axpy
 from gear.constraints._aba_route cimport closed_dynamics
 from gear.constraints._dense_route cimport closed_forward_dense, dense_qphase, dense_vphase
 from gear.algorithms._crba cimport crba_packed
-from gear.algorithms._dense cimport tree_factor, tree_solve_L, tree_solve_Lt_rows
+from gear.algorithms._dense cimport tree_factor, tree_solve_L, tree_solve_Lt
 from gear.constraints._projection cimport closed_forward_projection
 
 
@@ -191,41 +191,27 @@ cdef inline int _mass_velocity_projection(const ModelC* m, const ClosC* c, doubl
                                           CWork* cw) noexcept nogil:
     """``v -= M^-1 A^T K^+ A v``, ``K = A M^-1 A^T``, with ``A`` the dense
     rows in ``cw.Ad`` and ``w.T``, ``w.S`` at their ``q`` (the last
-    ``constraint_rows``): CRBA's ``M = L^T L`` (tree-sparse), ``Y = L^-T
-    A^T`` (in ``cw.Bd``), ``K = Y^T Y``, and ``M^-1 A^T y = L^-1 Y y`` for
-    the factor's basic ``y`` (every solution gives the same).  Returns 0
-    or ST_MASS_NOT_PD."""
-    cdef int i, j, k, nr = c.m, nv = m.nv
+    ``constraint_rows``): with CRBA's ``M = L^T L`` (tree-sparse) and the
+    rows ``z_i = L^-T a_i`` (in place of A's), ``K = Z Z^T`` and ``M^-1
+    A^T y = L^-1 Z^T y``: :func:`_min_norm_correction` on ``Z``, then
+    ``L^-1``.  Returns 0 or ST_MASS_NOT_PD."""
+    cdef int i, k, nr = c.m, nv = m.nv
     cdef double s
     cdef double* P = cw.Md
     cdef double* D = cw.Md + nv * nv - nv
-    cdef double* Y = cw.Bd
+    cdef double* Z = cw.Ad
     cdef double* d = cw.xs
     for i in range(nr):
         s = 0.0
         for k in range(nv):
             s += cw.Ad[i * nv + k] * v[k]
         cw.rhs[i] = s
-        for k in range(nv):
-            Y[k * nr + i] = cw.Ad[i * nv + k]
     crba_packed(m, P, D, w)
     if tree_factor(P, D, nv, m.vdep, m.voff, m.vanc) != 0:
         return ST_MASS_NOT_PD
-    tree_solve_Lt_rows(P, D, nv, m.vdep, m.voff, m.vanc, Y, nr)
     for i in range(nr):
-        for j in range(i + 1):
-            s = 0.0
-            for k in range(nv):
-                s += Y[k * nr + i] * Y[k * nr + j]
-            cw.K[i * nr + j] = s
-            cw.K[j * nr + i] = s
-    psd_factor(cw.K, nr, cw, c.rcond)
-    psd_apply(cw.K, nr, cw.rhs, cw.lc, cw, False)
-    for k in range(nv):
-        s = 0.0
-        for i in range(nr):
-            s += Y[k * nr + i] * cw.lc[i]
-        d[k] = s
+        tree_solve_Lt(P, D, nv, m.vdep, m.voff, m.vanc, Z + i * nv)
+    _min_norm_correction(Z, nr, nv, cw.rhs, cw.lc, d, cw)
     tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, d)
     for k in range(nv):
         v[k] -= d[k]
@@ -345,6 +331,16 @@ cdef inline void rk4_finish(const ModelC* m, double h, double* q, double* v, con
         q[i] = qs[i]
 
 
+cdef inline void _record_frame(const double* q, const double* v, double* Qr, double* Vr, int nq,
+                               int nv) noexcept nogil:
+    # one recorded frame's q and v
+    cdef int i
+    for i in range(nq):
+        Qr[i] = q[i]
+    for i in range(nv):
+        Vr[i] = v[i]
+
+
 cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const double* q0,
                         const double* v0, const double* tau0, double* Q, double* V, double* L,
                         double* tmax, Work* w, CWork* cw, double* scr) noexcept nogil:
@@ -404,10 +400,7 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
     for k in range(r.nsteps + 1):
         t = (r.k0 + k) * r.dt            # as the Python loop counts time
         if k % r.record_every == 0 or k == r.nsteps:
-            for i in range(nq):
-                Q[rec * nq + i] = q[i]
-            for i in range(nv):
-                V[rec * nv + i] = v[i]
+            _record_frame(q, v, Q + rec * nq, V + rec * nv, nq, nv)
             if L != NULL:
                 st = _accel(m, c, r, t, q, v, tau0, tau, a1, L + rec * nr, w, cw, xs)
                 if st != 0:
@@ -520,10 +513,7 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
         if st != 0:
             return st
         if k % r.record_every == 0 or k == r.nsteps:
-            for i in range(nq):
-                Q[rec * nq + i] = q[i]
-            for i in range(nv):
-                V[rec * nv + i] = v[i]
+            _record_frame(q, v, Q + rec * nq, V + rec * nv, nq, nv)
             if L != NULL:
                 for i in range(nr):
                     L[rec * nr + i] = lam[i]
