@@ -495,12 +495,14 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
                     err = fabs(cw.g[i])
             if err <= r.tol or it == 8:
                 break
-            if not chord:
+            if not chord or err > 1e-9:
+                # A here (a full Gauss-Newton step)
                 st = constraint_rows(m, c, q, NULL, gg, cw.Bd, NULL, w, cw)
                 if st != 0:
                     return st
                 chord = True
-            # a chord step: A where it was last evaluated, g here
+            # else a chord step: A where it was last evaluated, g here (near
+            # the rows, where it converges as fast as a fresh A would)
             _gauss_newton_step(m, c, q, qs, cw.g, cw.Bd, y, d, w, cw)
         if pending:
             _fused_velocity_projection(m, c, v, w, cw, ng, na)
