@@ -16,18 +16,14 @@ constrained forward dynamics of a closed chain (one of the routes in
 ``gear/maximal/_kernel.pxd``.  Closed chains can be projected back onto the
 constraint manifold after each step, or stabilised by Baumgarte's terms in
 the rows' bias (``2 alpha A v + beta^2 g``, in ``closure_rows``).  The
-position step of the projection is Gauss-Newton
-``dq = -A^T (A A^T)^+ g`` to ``tol``, and the velocity is then projected
-in the mass metric, ``v -= M^-1 A^T K^+ A v`` with ``K = A M^-1 A^T``:
-the nearest velocity on ``A v = 0`` in kinetic energy (the change a
-plastic impulse on the rows makes), independent of the choice of joint
-coordinates, and the same correction as the maximal formulation's
-projection of the body twists.  On the dense route (hard rows) it comes
-with the next solve: ``dense_qphase`` factorises ``M`` and ``K`` at the
-projected ``q``, the velocity is projected with those factors and the
-solve finishes at the projected velocity (``dense_vphase``); its rows
-also serve Gauss-Newton's test of convergence.  The other routes project
-by :func:`_mass_velocity_projection` before their solve.
+projection (``gear/constraints/_manifold.pxd``) is Gauss-Newton on the
+positions to ``tol``, then the velocity's kinetic-energy-nearest point
+on ``A v = 0``.  On the dense route (hard rows) the velocity step comes
+with the next solve (:func:`_rollout_steps_fused`): ``dense_qphase``
+factorises ``M`` and ``K`` at the projected ``q``, the velocity is
+projected with those factors and the solve finishes at the projected
+velocity (``dense_vphase``); its rows also serve Gauss-Newton's test of
+convergence.  The other routes project before their solve.
 
 Torques: a constant per-state ``tau`` plus, optionally, a PD law on
 vector-space joints ``kp (q_target - q) + kd (dq_target - dq)``, gravity
@@ -44,15 +40,12 @@ from gear.spatial._lanes cimport LANES
 from gear.algorithms._rnea cimport rnea
 from gear.joints._integrate cimport integrate_config
 from gear.maximal._tree_route cimport maximal_dynamics
-from gear.constraints._cwork cimport ClosC, CWork, ST_MASS_NOT_PD
-from gear.constraints._rows cimport constraint_rows, world_rows_times
-from gear.constraints._psd cimport psd_solve, psd_apply
-from gear.constraints._groups cimport RowGroup, group_pieces, path_axpy
+from gear.constraints._cwork cimport ClosC, CWork
+from gear.constraints._rows cimport constraint_rows
 from gear.constraints._aba_route cimport closed_dynamics
 from gear.constraints._dense_route cimport closed_forward_dense, dense_qphase, dense_vphase
-from gear.algorithms._crba cimport crba_packed
-from gear.algorithms._dense cimport tree_factor, tree_solve_L, tree_solve_Lt
 from gear.constraints._projection cimport closed_forward_projection
+from gear.constraints._manifold cimport project, gauss_newton_step, fused_velocity_projection
 
 
 cdef struct RollC:
@@ -164,130 +157,6 @@ cdef inline int _accel(const ModelC* m, const ClosC* c, const RollC* r, double t
     return closed_dynamics(m, c, q, v, a, tau, NULL, NULL, lam, info, w, cw)
 
 
-cdef inline void _min_norm_correction(const double* A, int nr, int nv, const double* r, double* y,
-                                      double* d, CWork* cw) noexcept nogil:
-    """``d = A^T (A A^T)^+ r``: the minimum-norm ``d`` with ``A d = r``.
-    Any ``y`` with ``A A^T y = r`` gives it (``A A^T`` and ``A^T`` have one
-    null space), so the factor's basic solution does, without the
-    minimum-norm completion of ``y`` itself."""
-    cdef int i, j, k
-    cdef double s
-    for i in range(nr):
-        for j in range(i + 1):
-            s = 0.0
-            for k in range(nv):
-                s += A[i * nv + k] * A[j * nv + k]
-            cw.K[i * nr + j] = s
-            cw.K[j * nr + i] = s
-    psd_solve(cw.K, nr, r, y, cw, 1e-10, False)
-    for k in range(nv):
-        s = 0.0
-        for i in range(nr):
-            s += A[i * nv + k] * y[i]
-        d[k] = s
-
-
-cdef inline int _mass_velocity_projection(const ModelC* m, const ClosC* c, double* v, Work* w,
-                                          CWork* cw) noexcept nogil:
-    """``v -= M^-1 A^T K^+ A v``, ``K = A M^-1 A^T``, with ``A`` the dense
-    rows in ``cw.Ad`` and ``w.T``, ``w.S`` at their ``q`` (the last
-    ``constraint_rows``): with CRBA's ``M = L^T L`` (tree-sparse) and the
-    rows ``z_i = L^-T a_i`` (in place of A's), ``K = Z Z^T`` and ``M^-1
-    A^T y = L^-1 Z^T y``: :func:`_min_norm_correction` on ``Z``, then
-    ``L^-1``.  Returns 0 or ST_MASS_NOT_PD."""
-    cdef int i, k, nr = c.m, nv = m.nv
-    cdef double s
-    cdef double* P = cw.Md
-    cdef double* D = cw.Md + nv * nv - nv
-    cdef double* Z = cw.Ad
-    cdef double* d = cw.xs
-    for i in range(nr):
-        s = 0.0
-        for k in range(nv):
-            s += cw.Ad[i * nv + k] * v[k]
-        cw.rhs[i] = s
-    crba_packed(m, P, D, w)
-    if tree_factor(P, D, nv, m.vdep, m.voff, m.vanc) != 0:
-        return ST_MASS_NOT_PD
-    for i in range(nr):
-        tree_solve_Lt(P, D, nv, m.vdep, m.voff, m.vanc, Z + i * nv)
-    _min_norm_correction(Z, nr, nv, cw.rhs, cw.lc, d, cw)
-    tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, d)
-    for k in range(nv):
-        v[k] -= d[k]
-    return 0
-
-
-cdef inline void _fused_velocity_projection(const ModelC* m, const ClosC* c, double* v, Work* w,
-                                            CWork* cw, int ng, int na) noexcept nogil:
-    """``v -= M^-1 A^T K^+ A v`` with ``dense_qphase``'s factors at this
-    ``q``: ``A v`` from the world Jacobians, ``K``'s basic solution, then
-    ``L^-1 Y y`` on the groups' pieces."""
-    cdef int i, a, s1, nv = m.nv
-    cdef int pk[2]
-    cdef int plo[2]
-    cdef int phi[2]
-    cdef double* pY[2]
-    cdef RowGroup* G = <RowGroup*> cw.gd
-    cdef double* d = cw.xs
-    world_rows_times(m, c, w, cw, v, cw.g)
-    for i in range(na):
-        cw.rhs[i] = cw.g[<int> cw.act[i]]
-    psd_apply(cw.K, na, cw.rhs, cw.lc, cw, False)
-    for i in range(nv):
-        d[i] = 0.0
-    for a in range(ng):
-        group_pieces(m, cw, &G[a], pk, plo, phi, pY)
-        for s1 in range(2):
-            if pk[s1] >= 0:
-                path_axpy(m, pk[s1], plo[s1], pY[s1], G[a].g, cw.lc + G[a].a0, d)
-    tree_solve_L(cw.Md, cw.Md + nv * nv - nv, nv, m.vdep, m.voff, m.vanc, d)
-    for i in range(nv):
-        v[i] -= d[i]
-
-
-cdef inline void _gauss_newton_step(const ModelC* m, const ClosC* c, double* q, double* qn,
-                                    const double* g, const double* A, double* y, double* d,
-                                    Work* w, CWork* cw) noexcept nogil:
-    # q <- q exp(-A^+ g) (A: the rows at q, or at an earlier q for a chord
-    # step); the joint transforms no longer hold q
-    cdef int k
-    _min_norm_correction(A, c.m, m.nv, g, y, d, cw)
-    for k in range(m.nv):
-        d[k] = -d[k]
-    integrate_config(m, q, d, 1.0, qn)
-    for k in range(m.nq):
-        q[k] = qn[k]
-    w.poses_ok = False
-
-
-cdef inline int _project(const ModelC* m, const ClosC* c, const RollC* r, double* q, double* v,
-                         double* qn, double* g, double* y, double* d, Work* w, CWork* cw,
-                         double* gmax) noexcept nogil:
-    """Gauss-Newton onto g(q) = 0 (minimum-norm steps), then v onto A v = 0
-    in the mass metric (:func:`_mass_velocity_projection`).  ``gmax`` (or
-    NULL) gets the larger of itself and max |g| before the projection (the
-    first iteration's rows)."""
-    cdef int it, i, j, k, st, nr = c.m, nv = m.nv
-    cdef double err, s
-    cdef double* A = cw.Ad
-    for it in range(9):
-        st = constraint_rows(m, c, q, NULL, g, A, NULL, w, cw)
-        if st != 0:
-            return st
-        err = 0.0
-        for i in range(nr):
-            if fabs(g[i]) > err:
-                err = fabs(g[i])
-        if it == 0 and gmax != NULL and err > gmax[0]:
-            gmax[0] = err
-        if err <= r.tol or it == 8:
-            break
-        _gauss_newton_step(m, c, q, qn, g, A, y, d, w, cw)
-    # velocity: v -= M^-1 A^T K^+ A v   (A at the projected q)
-    return _mass_velocity_projection(m, c, v, w, cw)
-
-
 cdef inline void euler_step(const ModelC* m, double h, double* q, double* v, const double* a,
                             double* qs) noexcept nogil:
     # semi-implicit Euler: v += h a, then q <- q exp(h v)   (qs: scratch)
@@ -393,7 +262,7 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
         return _rollout_steps_fused(m, c, r, tau0, Q, V, L, tmax, w, cw, q, qs, v, a1, a2, a3, a4,
                                     vs, th, tau, d, y, gg, lam, xs)
     if c != NULL and r.project and r.project_start:
-        st = _project(m, c, r, q, v, qs, gg, y, d, w, cw, NULL)
+        st = project(m, c, r.tol, q, v, qs, gg, y, d, w, cw, NULL)
         if st != 0:
             return st
         w.poses_ok = True
@@ -417,7 +286,7 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
             return st
         if c != NULL and r.project:
             # the projection's first rows give max |g| before it
-            st = _project(m, c, r, q, v, qs, gg, y, d, w, cw, tmax)
+            st = project(m, c, r.tol, q, v, qs, gg, y, d, w, cw, tmax)
             if st != 0:
                 return st
             w.poses_ok = True      # its last rows were at q: the next dynamics keeps its poses
@@ -470,7 +339,7 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
     Gauss-Newton's first iteration (its rows give max |g| before the
     projection); then at the new ``q`` ``dense_qphase`` factorises ``M``
     and ``K``, its residual tests convergence (another iteration while it
-    is above ``r.tol``, at most eight in all, as :func:`_project`), the
+    is above ``r.tol``, at most eight in all, as ``_manifold.project``), the
     velocity is projected with its factors and ``dense_vphase`` gives the
     step's (and the recorded frame's) accelerations and multipliers at the
     projected state."""
@@ -503,9 +372,9 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
                 chord = True
             # else a chord step: A where it was last evaluated, g here (near
             # the rows, where it converges as fast as a fresh A would)
-            _gauss_newton_step(m, c, q, qs, cw.g, cw.Bd, y, d, w, cw)
+            gauss_newton_step(m, c, q, qs, cw.g, cw.Bd, y, d, w, cw)
         if pending:
-            _fused_velocity_projection(m, c, v, w, cw, ng, na)
+            fused_velocity_projection(m, c, v, w, cw, ng, na)
         # (torques by RNEA leave the transforms and CRBA's data as they are)
         _torques(m, r, t, q, v, tau0, tau, a1, w, xs)
         cw.bg_a = 0.0
@@ -539,7 +408,7 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
         w.poses_ok = True
         chord = True
         if err > r.tol:
-            _gauss_newton_step(m, c, q, qs, gg, cw.Bd, y, d, w, cw)
+            gauss_newton_step(m, c, q, qs, gg, cw.Bd, y, d, w, cw)
         pending = True
         it0 = 1
     w.poses_ok = False

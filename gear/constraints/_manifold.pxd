@@ -1,0 +1,149 @@
+# cython: language_level=3
+"""Back onto the constraint manifold: the projection of the rollouts'
+``stabilization="projection"`` (``gear/algorithms/_rollout.pxd``).
+
+Positions: Gauss-Newton on ``g(q) = 0`` with minimum-norm steps ``dq =
+-A^T (A A^T)^+ g``.  Velocities: the nearest velocity on ``A v = 0`` in
+the mass metric, ``v -= M^-1 A^T K^+ A v`` with ``K = A M^-1 A^T`` -- the
+kinetic-energy-nearest one (the change a plastic impulse on the rows
+makes), independent of the joint coordinates and the same correction as
+the maximal formulation's projection of the body twists
+(``gear.maximal.stepping.project``).  On the dense route it is done with
+the next solve's factors (:func:`fused_velocity_projection` after
+``dense_qphase``); elsewhere by :func:`mass_velocity_projection`, with
+CRBA's factor of ``M``.  ``gear.simulation.integrators._project`` is the
+NumPy twin.
+"""
+from libc.math cimport fabs
+from gear.algorithms._types cimport ModelC, Work
+from gear.algorithms._crba cimport crba_packed
+from gear.algorithms._dense cimport tree_factor, tree_solve_L, tree_solve_Lt
+from gear.joints._integrate cimport integrate_config
+from gear.constraints._cwork cimport ClosC, CWork, ST_MASS_NOT_PD
+from gear.constraints._rows cimport constraint_rows, world_rows_times
+from gear.constraints._psd cimport psd_solve, psd_apply
+from gear.constraints._groups cimport RowGroup, group_pieces, path_axpy
+
+
+cdef inline void min_norm_correction(const double* A, int nr, int nv, const double* r, double* y,
+                                      double* d, CWork* cw) noexcept nogil:
+    """``d = A^T (A A^T)^+ r``: the minimum-norm ``d`` with ``A d = r``.
+    Any ``y`` with ``A A^T y = r`` gives it (``A A^T`` and ``A^T`` have one
+    null space), so the factor's basic solution does, without the
+    minimum-norm completion of ``y`` itself."""
+    cdef int i, j, k
+    cdef double s
+    for i in range(nr):
+        for j in range(i + 1):
+            s = 0.0
+            for k in range(nv):
+                s += A[i * nv + k] * A[j * nv + k]
+            cw.K[i * nr + j] = s
+            cw.K[j * nr + i] = s
+    psd_solve(cw.K, nr, r, y, cw, 1e-10, False)
+    for k in range(nv):
+        s = 0.0
+        for i in range(nr):
+            s += A[i * nv + k] * y[i]
+        d[k] = s
+
+
+cdef inline int mass_velocity_projection(const ModelC* m, const ClosC* c, double* v, Work* w,
+                                          CWork* cw) noexcept nogil:
+    """``v -= M^-1 A^T K^+ A v``, ``K = A M^-1 A^T``, with ``A`` the dense
+    rows in ``cw.Ad`` and ``w.T``, ``w.S`` at their ``q`` (the last
+    ``constraint_rows``): with CRBA's ``M = L^T L`` (tree-sparse) and the
+    rows ``z_i = L^-T a_i`` (in place of A's), ``K = Z Z^T`` and ``M^-1
+    A^T y = L^-1 Z^T y``: :func:`min_norm_correction` on ``Z``, then
+    ``L^-1``.  Returns 0 or ST_MASS_NOT_PD."""
+    cdef int i, k, nr = c.m, nv = m.nv
+    cdef double s
+    cdef double* P = cw.Md
+    cdef double* D = cw.Md + nv * nv - nv
+    cdef double* Z = cw.Ad
+    cdef double* d = cw.xs
+    for i in range(nr):
+        s = 0.0
+        for k in range(nv):
+            s += cw.Ad[i * nv + k] * v[k]
+        cw.rhs[i] = s
+    crba_packed(m, P, D, w)
+    if tree_factor(P, D, nv, m.vdep, m.voff, m.vanc) != 0:
+        return ST_MASS_NOT_PD
+    for i in range(nr):
+        tree_solve_Lt(P, D, nv, m.vdep, m.voff, m.vanc, Z + i * nv)
+    min_norm_correction(Z, nr, nv, cw.rhs, cw.lc, d, cw)
+    tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, d)
+    for k in range(nv):
+        v[k] -= d[k]
+    return 0
+
+
+cdef inline void fused_velocity_projection(const ModelC* m, const ClosC* c, double* v, Work* w,
+                                            CWork* cw, int ng, int na) noexcept nogil:
+    """``v -= M^-1 A^T K^+ A v`` with ``dense_qphase``'s factors at this
+    ``q``: ``A v`` from the world Jacobians, ``K``'s basic solution, then
+    ``L^-1 Y y`` on the groups' pieces."""
+    cdef int i, a, s1, nv = m.nv
+    cdef int pk[2]
+    cdef int plo[2]
+    cdef int phi[2]
+    cdef double* pY[2]
+    cdef RowGroup* G = <RowGroup*> cw.gd
+    cdef double* d = cw.xs
+    world_rows_times(m, c, w, cw, v, cw.g)
+    for i in range(na):
+        cw.rhs[i] = cw.g[<int> cw.act[i]]
+    psd_apply(cw.K, na, cw.rhs, cw.lc, cw, False)
+    for i in range(nv):
+        d[i] = 0.0
+    for a in range(ng):
+        group_pieces(m, cw, &G[a], pk, plo, phi, pY)
+        for s1 in range(2):
+            if pk[s1] >= 0:
+                path_axpy(m, pk[s1], plo[s1], pY[s1], G[a].g, cw.lc + G[a].a0, d)
+    tree_solve_L(cw.Md, cw.Md + nv * nv - nv, nv, m.vdep, m.voff, m.vanc, d)
+    for i in range(nv):
+        v[i] -= d[i]
+
+
+cdef inline void gauss_newton_step(const ModelC* m, const ClosC* c, double* q, double* qn,
+                                    const double* g, const double* A, double* y, double* d,
+                                    Work* w, CWork* cw) noexcept nogil:
+    # q <- q exp(-A^+ g) (A: the rows at q, or at an earlier q for a chord
+    # step); the joint transforms no longer hold q
+    cdef int k
+    min_norm_correction(A, c.m, m.nv, g, y, d, cw)
+    for k in range(m.nv):
+        d[k] = -d[k]
+    integrate_config(m, q, d, 1.0, qn)
+    for k in range(m.nq):
+        q[k] = qn[k]
+    w.poses_ok = False
+
+
+cdef inline int project(const ModelC* m, const ClosC* c, double tol, double* q, double* v,
+                         double* qn, double* g, double* y, double* d, Work* w, CWork* cw,
+                         double* gmax) noexcept nogil:
+    """Gauss-Newton onto g(q) = 0 (minimum-norm steps), then v onto A v = 0
+    in the mass metric (:func:`mass_velocity_projection`).  ``gmax`` (or
+    NULL) gets the larger of itself and max |g| before the projection (the
+    first iteration's rows)."""
+    cdef int it, i, j, k, st, nr = c.m, nv = m.nv
+    cdef double err, s
+    cdef double* A = cw.Ad
+    for it in range(9):
+        st = constraint_rows(m, c, q, NULL, g, A, NULL, w, cw)
+        if st != 0:
+            return st
+        err = 0.0
+        for i in range(nr):
+            if fabs(g[i]) > err:
+                err = fabs(g[i])
+        if it == 0 and gmax != NULL and err > gmax[0]:
+            gmax[0] = err
+        if err <= tol or it == 8:
+            break
+        gauss_newton_step(m, c, q, qn, g, A, y, d, w, cw)
+    # velocity: v -= M^-1 A^T K^+ A v   (A at the projected q)
+    return mass_velocity_projection(m, c, v, w, cw)
