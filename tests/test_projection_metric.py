@@ -56,8 +56,9 @@ def _solvers(sysm):
 @pytest.mark.parametrize("name", ["four_bar", "slider_crank", "stewart"])
 def test_every_native_route_projects_the_same_velocity(name):
     """The initial state's projection (the first recorded frame): the dense
-    route folds it into its solve (``dense_qphase``), the others project
-    before theirs; both equal the KKT formula, native or not."""
+    and projection routes fold it into their solve (``dense_qphase``,
+    ``projection_qphase``), the others project before theirs; all equal
+    the KKT formula, native or not."""
     sysm, q = CASES[name]()
     qs, dqs = _closed_states(sysm, q, np.random.default_rng(2))
     ref = np.stack([_kkt_projection(sysm, qs[k], dqs[k]) for k in range(len(qs))])
@@ -164,19 +165,21 @@ def test_prescribed_coordinates_keep_their_velocity_and_the_rest_take_the_metric
 @pytest.mark.parametrize("dt", [0.02, 0.08])
 def test_large_steps_project_onto_the_rows_on_every_route(dt):
     """At steps large enough that the loops open by 1e-2 to 1e-1 before the
-    projection, the dense route (velocity step folded into its solve, its
-    Gauss-Newton iterations checked by that solve's rows) still closes
-    them to 1e-12 and follows the articulated-body route, which projects
-    on its own."""
+    projection, the dense and projection routes (velocity step folded into
+    their solve, Gauss-Newton's iterations checked by that solve's rows)
+    still close them to 1e-12 and follow the articulated-body route, which
+    projects on its own."""
     sysm, q0 = mech.four_bar()
     dq0 = sysm.project_velocity(q0, np.random.default_rng(0).standard_normal(3))
     a = gear.simulate(sysm, q0, dq0, 1.0, dt, integrator="euler", stabilization="projection")
     b = gear.simulate(sysm.with_solver("kkt", route="aba"), q0, dq0, 1.0, dt, integrator="euler",
                       stabilization="projection")
-    assert a.stats["native"] and a.stats["max_residual"] > 1e-2
-    for tr in (a, b):
+    p = gear.simulate(sysm.with_solver("projection"), q0, dq0, 1.0, dt, integrator="euler",
+                      stabilization="projection")
+    assert a.stats["native"] and p.stats["native"] and a.stats["max_residual"] > 1e-2
+    for tr in (a, b, p):
         assert np.abs(sysm._rows_batch(tr.q)[0]).max() < 1e-12
-    assert np.abs(a.q - b.q).max() < 1e-11
+    assert np.abs(a.q - b.q).max() < 1e-11 and np.abs(p.q - b.q).max() < 1e-11
 
 
 def test_a_joint_coupler_is_projected_like_the_loops():

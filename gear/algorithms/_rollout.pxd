@@ -23,7 +23,8 @@ with the next solve (:func:`_rollout_steps_fused`): ``dense_qphase``
 factorises ``M`` and ``K`` at the projected ``q``, the velocity is
 projected with those factors and the solve finishes at the projected
 velocity (``dense_vphase``); its rows also serve Gauss-Newton's test of
-convergence.  The other routes project before their solve.
+convergence.  The projection route does the same with its QR of ``A^T``
+and ``G^T M G`` (``projection_qphase``, ``projection_vphase``).  The other routes project before their solve.
 
 Torques: a constant per-state ``tau`` plus, optionally, a PD law on
 vector-space joints ``kp (q_target - q) + kd (dq_target - dq)``, gravity
@@ -44,8 +45,9 @@ from gear.constraints._cwork cimport ClosC, CWork
 from gear.constraints._rows cimport constraint_rows
 from gear.constraints._aba_route cimport closed_dynamics
 from gear.constraints._dense_route cimport closed_forward_dense, dense_qphase, dense_vphase
-from gear.constraints._projection cimport closed_forward_projection
-from gear.constraints._manifold cimport project, gauss_newton_step, fused_velocity_projection
+from gear.constraints._projection cimport closed_forward_projection, projection_qphase, projection_vphase
+from gear.constraints._manifold cimport (project, gauss_newton_step, fused_velocity_projection,
+                                        null_space_velocity_projection)
 
 
 cdef struct RollC:
@@ -258,7 +260,7 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
         q[i] = q0[i]
     for i in range(nv):
         v[i] = v0[i]
-    if c != NULL and r.project and r.route == 1 and c.cfm == 0.0 and c.sp == NULL:
+    if c != NULL and r.project and ((r.route == 1 and c.cfm == 0.0 and c.sp == NULL) or r.route == 2):
         return _rollout_steps_fused(m, c, r, tau0, Q, V, L, tmax, w, cw, q, qs, v, a1, a2, a3, a4,
                                     vs, th, tau, d, y, gg, lam, xs)
     if c != NULL and r.project and r.project_start:
@@ -328,32 +330,58 @@ cdef inline int _advance(const ModelC* m, const ClosC* c, const RollC* r, double
     return 0
 
 
+cdef inline int _phase_q(const ModelC* m, const ClosC* c, int route, const double* q, Work* w,
+                         CWork* cw, int* p) noexcept nogil:
+    # the route's q-phase at q; p: its three numbers for the other phases
+    if route == 1:
+        return dense_qphase(m, c, q, NULL, w, cw, &p[0], &p[1], &p[2])
+    return projection_qphase(m, c, q, NULL, w, cw, &p[0], &p[1], &p[2])
+
+
+cdef inline int _phase_v(const ModelC* m, const ClosC* c, int route, const double* q,
+                         const double* v, double* a, double* tau, double* lam, Work* w, CWork* cw,
+                         const int* p) noexcept nogil:
+    # the route's v-phase after _phase_q at q: a = ddq(q, v), lam
+    cdef double info[2]
+    if route == 1:
+        return dense_vphase(m, c, q, v, a, tau, NULL, NULL, lam, info, w, cw, p[0], p[1], p[2], False,
+                            False)
+    return projection_vphase(m, c, q, v, a, tau, NULL, NULL, lam, info, w, cw, p[0], p[1], p[2], False,
+                             False)
+
+
 cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const RollC* r,
                                      const double* tau0, double* Q, double* V, double* L,
                                      double* tmax, Work* w, CWork* cw, double* q, double* qs,
                                      double* v, double* a1, double* a2, double* a3, double* a4,
                                      double* vs, double* th, double* tau, double* d, double* y,
                                      double* gg, double* lam, double* xs) noexcept nogil:
-    """The steps of a projected rollout on the dense route with hard rows,
-    the velocity projection folded into the next solve.  After a step,
-    Gauss-Newton's first iteration (its rows give max |g| before the
-    projection); then at the new ``q`` ``dense_qphase`` factorises ``M``
-    and ``K``, its residual tests convergence (another iteration while it
-    is above ``r.tol``, at most eight in all, as ``_manifold.project``), the
-    velocity is projected with its factors and ``dense_vphase`` gives the
+    """The steps of a projected rollout on the dense route with hard rows
+    or the projection route, the velocity projection folded into the next
+    solve.  After a step, Gauss-Newton's first iteration (its rows give
+    max |g| before the projection); then at the new ``q`` the route's
+    q-phase factorises what depends on ``q`` alone (``dense_qphase``:
+    ``M`` and ``K``; ``projection_qphase``: ``M``, the QR of ``A^T`` and
+    ``G^T M G``), its residual tests convergence (another iteration while
+    it is above ``r.tol``, at most eight in all, as ``_manifold.project``),
+    the velocity is projected with its factors and the v-phase gives the
     step's (and the recorded frame's) accelerations and multipliers at the
     projected state."""
     cdef int nq = m.nq, nv = m.nv, nr = c.m
-    cdef int k, st, rec = 0, i, it, it0, ng = 0, na = 0, rank = 0
+    cdef int k, st, rec = 0, i, it, it0
+    cdef int p[3]
     cdef double h, err, t
-    cdef double info[2]
     cdef bint pending = r.project_start
-    cdef bint chord = False          # cw.Bd holds A at an earlier q of this projection
+    cdef bint chord = False          # (dense route) cw.Bd holds A at an earlier q of this projection
+    # the rows' A of Gauss-Newton's first iteration: kept for the dense
+    # route's chord steps; the projection route's q-phase has its own A
+    cdef double* A1 = cw.Bd if r.route == 1 else cw.Ad
+    cdef double* An
     it0 = 0
     for k in range(r.nsteps + 1):
         t = (r.k0 + k) * r.dt            # as the Python loop counts time
         for it in range(it0, 9):
-            st = dense_qphase(m, c, q, NULL, w, cw, &ng, &na, &rank)
+            st = _phase_q(m, c, r.route, q, w, cw, p)
             if st != 0:
                 return st
             if not pending:
@@ -364,23 +392,31 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
                     err = fabs(cw.g[i])
             if err <= r.tol or it == 8:
                 break
-            if not chord or err > 1e-9:
+            if r.route == 2:
+                An = cw.Ad               # A here, from the q-phase (a full Gauss-Newton step)
+            elif not chord or err > 1e-9:
                 # A here (a full Gauss-Newton step)
                 st = constraint_rows(m, c, q, NULL, gg, cw.Bd, NULL, w, cw)
                 if st != 0:
                     return st
                 chord = True
-            # else a chord step: A where it was last evaluated, g here (near
-            # the rows, where it converges as fast as a fresh A would)
-            gauss_newton_step(m, c, q, qs, cw.g, cw.Bd, y, d, w, cw)
+                An = cw.Bd
+            else:
+                # a chord step: A where it was last evaluated, g here (near
+                # the rows, where it converges as fast as a fresh A would)
+                An = cw.Bd
+            gauss_newton_step(m, c, q, qs, cw.g, An, y, d, w, cw)
         if pending:
-            fused_velocity_projection(m, c, v, w, cw, ng, na)
+            if r.route == 1:
+                fused_velocity_projection(m, c, v, w, cw, p[0], p[1])
+            else:
+                null_space_velocity_projection(m, v, cw, p[1], p[2])
         # (torques by RNEA leave the transforms and CRBA's data as they are)
         _torques(m, r, t, q, v, tau0, tau, a1, w, xs)
         cw.bg_a = 0.0
         cw.bg_b = 0.0
         cw.bdq = v
-        st = dense_vphase(m, c, q, v, a1, tau, NULL, NULL, lam, info, w, cw, ng, na, rank, False, False)
+        st = _phase_v(m, c, r.route, q, v, a1, tau, lam, w, cw, p)
         if st != 0:
             return st
         if k % r.record_every == 0 or k == r.nsteps:
@@ -395,8 +431,8 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
         st = _advance(m, c, r, t, h, q, v, a1, a2, a3, a4, vs, th, d, qs, tau0, tau, lam, w, cw, xs)
         if st != 0:
             return st
-        # Gauss-Newton's first iteration (its A kept for chord steps)
-        st = constraint_rows(m, c, q, NULL, gg, cw.Bd, NULL, w, cw)
+        # Gauss-Newton's first iteration
+        st = constraint_rows(m, c, q, NULL, gg, A1, NULL, w, cw)
         if st != 0:
             return st
         err = 0.0
@@ -408,7 +444,7 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
         w.poses_ok = True
         chord = True
         if err > r.tol:
-            gauss_newton_step(m, c, q, qs, gg, cw.Bd, y, d, w, cw)
+            gauss_newton_step(m, c, q, qs, gg, A1, y, d, w, cw)
         pending = True
         it0 = 1
     w.poses_ok = False

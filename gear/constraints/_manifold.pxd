@@ -10,8 +10,9 @@ makes), independent of the joint coordinates and the same correction as
 the maximal formulation's projection of the body twists
 (``gear.maximal.stepping.project``).  On the dense route it is done with
 the next solve's factors (:func:`fused_velocity_projection` after
-``dense_qphase``); elsewhere by :func:`mass_velocity_projection`, with
-CRBA's factor of ``M``.  ``gear.simulation.integrators._project`` is the
+``dense_qphase``, and :func:`null_space_velocity_projection` after
+``projection_qphase``); elsewhere by :func:`mass_velocity_projection`,
+with CRBA's factor of ``M``.  ``gear.simulation.integrators._project`` is the
 NumPy twin.
 """
 from libc.math cimport fabs
@@ -23,6 +24,8 @@ from gear.constraints._cwork cimport ClosC, CWork, ST_MASS_NOT_PD
 from gear.constraints._rows cimport constraint_rows, world_rows_times
 from gear.constraints._psd cimport psd_solve, psd_apply
 from gear.constraints._groups cimport RowGroup, group_pieces, path_axpy
+from gear.constraints._projection cimport chol_mul
+from gear.algorithms._dense cimport chol_solve
 
 
 cdef inline void min_norm_correction(const double* A, int nr, int nv, const double* r, double* y,
@@ -147,3 +150,32 @@ cdef inline int project(const ModelC* m, const ClosC* c, double tol, double* q, 
         gauss_newton_step(m, c, q, qn, g, A, y, d, w, cw)
     # velocity: v -= M^-1 A^T K^+ A v   (A at the projected q)
     return mass_velocity_projection(m, c, v, w, cw)
+
+
+cdef inline void null_space_velocity_projection(const ModelC* m, double* v, CWork* cw, int rank,
+                                                int nn) noexcept nogil:
+    """``v <- G (G^T M G)^-1 G^T M v`` with ``projection_qphase``'s factors
+    (``G = Q[:, rank:]`` in ``cw.Pq``, ``M``'s Cholesky factor in
+    ``cw.Md``, ``G^T M G``'s in ``cw.Pr``): the projection onto ``A v =
+    0`` in the metric of ``M``, the same as ``v -= M^-1 A^T K^+ A v``
+    (scratch: ``cw.Pv``)."""
+    cdef int i, j, k, nv = m.nv
+    cdef double t
+    cdef const double* Qj
+    cdef double* Mv = cw.Pv + 3 * nv
+    cdef double* y = cw.Pv + 2 * nv
+    chol_mul(cw.Md, nv, v, cw.Pv + nv, Mv)
+    for i in range(nn):
+        Qj = cw.Pq + (rank + i) * nv
+        t = 0.0
+        for k in range(nv):
+            t += Qj[k] * Mv[k]
+        y[i] = t
+    if nn > 0:
+        chol_solve(cw.Pr + nv * nv, nn, y, 1)
+    for k in range(nv):
+        v[k] = 0.0
+    for j in range(nn):
+        Qj = cw.Pq + (rank + j) * nv
+        for k in range(nv):
+            v[k] += Qj[k] * y[j]

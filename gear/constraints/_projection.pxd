@@ -18,10 +18,11 @@ prescribed joints' torques (``projection_finish``).
 from libc.math cimport sqrt
 from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._rnea cimport rnea
+from gear.algorithms._common cimport forward_pass
 from gear.algorithms._crba cimport crba_after_fk
 from gear.algorithms._dense cimport chol_factor, chol_solve, dot
 from gear.constraints._cwork cimport ST_MASS_NOT_PD, ClosC, CWork
-from gear.constraints._rows cimport world_kinematics, closure_rows, dense_rows
+from gear.constraints._rows cimport world_rows, dense_rows
 
 
 cdef inline void chol_mul(const double* L, int n, const double* x, double* y,
@@ -236,76 +237,86 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
     so that ``lam`` is the minimum-norm solution of ``A_v^T lam = (M ddq
     + b - tau)_v``, and then ``tau_u = (M ddq + b - A^T lam)_u`` from a
     second RNEA with the whole ``ddq`` (KKT eqs. 70-77)."""
+    cdef int k, st, nv, rank, nn
+    if pres == NULL:
+        rnea(m, q, dq, NULL, fext, True, cw.Pv, w)      # f := b(q, dq)
+    else:
+        free_dofs(m, pres, ddq, cw)
+        rnea(m, q, dq, cw.us, fext, True, cw.Pv, w)     # f := h = b + M_.u ddq_u
+    st = projection_qphase(m, c, q, pres, w, cw, &nv, &rank, &nn, True)
+    if st != 0:
+        return st
+    return projection_vphase(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw, nv, rank, nn, True)
+
+
+cdef inline int free_dofs(const ModelC* m, const unsigned char* pres, const double* ddq,
+                          CWork* cw) noexcept nogil:
+    """Hybrid dynamics: the free dofs into ``cw.xs`` (as doubles) and the
+    prescribed accelerations into ``cw.us`` (zero on the free dofs);
+    returns the number of free dofs."""
+    cdef int i, k, nv = 0
+    for i in range(m.nb):
+        for k in range(m.iv[i], m.iv[i] + m.nvi[i]):
+            if pres[i]:
+                cw.us[k] = ddq[k]
+            else:
+                cw.us[k] = 0.0
+                cw.xs[nv] = k
+                nv += 1
+    return nv
+
+
+cdef inline int projection_qphase(const ModelC* m, const ClosC* c, const double* q,
+                                  const unsigned char* pres, Work* w, CWork* cw, int* nv_out,
+                                  int* rank_out, int* nn_out, bint after_rnea=False) noexcept nogil:
+    """The part of :func:`closed_forward_projection` that depends on ``q``
+    alone: ``M`` (for hybrid dynamics ``M_vv``) and its Cholesky factor in
+    ``cw.Md``, the rows (``cw.g`` their residual) and ``A`` in ``cw.Ad``,
+    ``A^T P = Q R`` (``cw.Bd``, ``cw.Pq``), and ``G^T M G`` factorised
+    (``cw.Pr``).  ``nv_out``: the dofs of the projected problem (``nv``, or
+    the free ones), ``rank_out``, ``nn_out = nv - rank``.  ``after_rnea``:
+    RNEA has run at this ``q`` (the transforms are there)."""
     cdef int i, j, k, st, rank, nn, nr = c.m, nvf = m.nv
-    cdef int nv = nvf            # size of the projected problem: nvf, or the free dofs
-    cdef double t, acc2
+    cdef int nv = nvf
+    cdef double t
     cdef double* M = cw.Md
-    cdef double* A = cw.Ad       # (nr, nv)
+    cdef double* A = cw.Ad       # (nr, nvf)
     cdef double* X = cw.Bd       # A^T by columns, then R and the reflectors
     cdef double* Q = cw.Pq       # (nv, nv) by columns
     cdef double* H = cw.Pr       # (nn, nv): column j of L^T G in H[j nv:]
-    cdef double* Mr = cw.Pr + nv * nv   # (nn, nn) G^T M G
-    cdef double* Xj
-    cdef double* Qj
+    cdef double* Mr             # (nn, nn) G^T M G
     cdef double* Hj
-    cdef double* f = cw.Pv       # tau - b
-    cdef double* g = cw.Pv + nv
-    cdef double* y = cw.Pv + 2 * nv
-    cdef double* e = cw.Pv + 3 * nv
-    cdef double* hb = cw.Pv + 4 * nv   # reflector coefficients
-    cdef double* perm = cw.piv
-    cdef double* z = cw.tmp
-    cdef double* K = cw.K
+    cdef double* Qj
+    cdef double* hb = cw.Pv + 4 * nvf   # reflector coefficients
     cdef double* vmap = cw.xs    # (hybrid) the free dofs, as doubles
-    cdef double* out = ddq       # the projected problem's accelerations (hybrid: cw.ts)
-    cdef double* rb = cw.bias    # its rows' dA dq (hybrid: + A_u ddq_u in cw.rhs)
-    if pres == NULL:
-        rnea(m, q, dq, NULL, fext, True, f, w)          # f := b(q, dq)
-    else:
+    nv_out[0] = nv
+    rank_out[0] = 0
+    nn_out[0] = nv
+    if pres != NULL:
         nv = 0
         for i in range(m.nb):
-            for k in range(m.iv[i], m.iv[i] + m.nvi[i]):
-                if pres[i]:
-                    cw.us[k] = ddq[k]
-                else:
-                    cw.us[k] = 0.0
+            if not pres[i]:
+                for k in range(m.iv[i], m.iv[i] + m.nvi[i]):
                     vmap[nv] = k
                     nv += 1
-        rnea(m, q, dq, cw.us, fext, True, f, w)         # f := h = b + M_.u ddq_u
-        out = cw.ts
-        rb = cw.rhs
-    crba_after_fk(m, M, w)                              # reuses rnea's T and S
-    if pres == NULL:
-        for i in range(nv):
-            f[i] = tau[i] - f[i]
-    else:
-        # f_v and M_vv, packed in place (every entry moves to a lower index)
-        for j in range(nv):
-            f[j] = tau[<int> vmap[j]] - f[<int> vmap[j]]
+        nv_out[0] = nv
+        nn_out[0] = nv
+    if not after_rnea:
+        forward_pass(m, q, NULL, w, True)               # T, S
+    crba_after_fk(m, M, w)                              # (reuses rnea's T and S)
+    if pres != NULL:
+        # M_vv, packed in place (every entry moves to a lower index)
         for j in range(nv):
             for k in range(nv):
                 M[j * nv + k] = M[(<int> vmap[j]) * nvf + <int> vmap[k]]
     if chol_factor(M, nv) != 0:
         return ST_MASS_NOT_PD
-    info[0] = 0.0
-    info[1] = 0.0
     if nr == 0:
-        for i in range(nv):
-            out[i] = f[i]
-        chol_solve(M, nv, out, 1)
-        return projection_finish(m, c, q, dq, ddq, tau, pres, fext, lam, out, vmap, nv, w, cw)
-    world_kinematics(m, w, cw, pres == NULL)   # (hybrid: RNEA's dV are not the bias accelerations)
-    st = closure_rows(m, c, q, w, cw, True)
+        return 0
+    st = world_rows(m, c, q, w, cw, pres == NULL)   # (hybrid: RNEA's dV are not the bias accelerations)
     if st != 0:
         return st
     dense_rows(m, c, w, cw, A, True)
-    if pres != NULL:
-        for j in range(nr):
-            t = cw.bias[j]
-            for k in range(nvf):
-                if cw.us[k] != 0.0:
-                    t += A[j * nvf + k] * cw.us[k]
-            rb[j] = t
     # -- A^T P = Q R by Householder reflections with column pivoting -----------
     # Column j of A^T (row j of A) is stored contiguously: X[j nv + i] =
     # (A^T)_ij, and so is every column of Q: Q[j nv + i] = Q_ij.  After the
@@ -318,9 +329,96 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
         for j in range(nr):
             for k in range(nv):
                 X[j * nv + k] = A[j * nvf + <int> vmap[k]]
-    rank = qr_pivoted(X, nv, nr, c.rcond, perm, hb)
+    rank = qr_pivoted(X, nv, nr, c.rcond, cw.piv, hb)
     nn = nv - rank
     qr_form_q(X, hb, nv, rank, Q)
+    rank_out[0] = rank
+    nn_out[0] = nn
+    if nn > 0:
+        # H = L^T G (column j of H contiguous), then G^T M G = H^T H, G = Q[:, rank:]
+        Mr = cw.Pr + nv * nv
+        for j in range(nn):
+            Hj = H + j * nv
+            Qj = Q + (rank + j) * nv
+            for i in range(nv):
+                Hj[i] = 0.0
+            for k in range(nv):
+                t = Qj[k]
+                for i in range(k + 1):
+                    Hj[i] += M[k * nv + i] * t
+        for i in range(nn):
+            for j in range(i + 1):
+                t = dot(H + i * nv, H + j * nv, nv)
+                Mr[i * nn + j] = t
+                Mr[j * nn + i] = t
+        if chol_factor(Mr, nn) != 0:
+            return ST_MASS_NOT_PD
+    return 0
+
+
+cdef inline int projection_vphase(const ModelC* m, const ClosC* c, const double* q,
+                                  const double* dq, double* ddq, double* tau,
+                                  const unsigned char* pres, const double* fext, double* lam,
+                                  double* info, Work* w, CWork* cw, int nv, int rank, int nn,
+                                  bint after_rnea=False, bint residual=True) noexcept nogil:
+    """The rest of :func:`closed_forward_projection` after
+    :func:`projection_qphase` at the same ``q``: RNEA's bias at ``dq``
+    (already in ``cw.Pv`` with ``after_rnea``), the rows' bias, the
+    particular solution, the dynamics on the null space and ``lam``.
+    ``residual`` False: ``info[1]`` is left at zero."""
+    cdef int i, j, k, st, nr = c.m, nvf = m.nv
+    cdef double t, acc2
+    cdef double* M = cw.Md
+    cdef double* A = cw.Ad
+    cdef double* X = cw.Bd
+    cdef double* Q = cw.Pq
+    cdef double* Mr = cw.Pr + nv * nv
+    cdef double* Xj
+    cdef double* Qj
+    cdef double* f = cw.Pv       # tau - b
+    cdef double* g = cw.Pv + nv
+    cdef double* y = cw.Pv + 2 * nv
+    cdef double* e = cw.Pv + 3 * nv
+    cdef double* perm = cw.piv
+    cdef double* z = cw.tmp
+    cdef double* K = cw.K
+    cdef double* vmap = cw.xs
+    cdef double* out = ddq       # the projected problem's accelerations (hybrid: cw.ts)
+    cdef double* rb = cw.bias    # its rows' dA dq (hybrid: + A_u ddq_u in cw.rhs)
+    if pres != NULL:
+        out = cw.ts
+        rb = cw.rhs
+    if not after_rnea:
+        w.poses_ok = True        # projection_qphase's transforms are those of q
+        if pres != NULL:
+            free_dofs(m, pres, ddq, cw)
+        rnea(m, q, dq, cw.us if pres != NULL else NULL, fext, True, f, w)
+    if pres == NULL:
+        for i in range(nv):
+            f[i] = tau[i] - f[i]
+    else:
+        # f_v, packed in place
+        for j in range(nv):
+            f[j] = tau[<int> vmap[j]] - f[<int> vmap[j]]
+    info[0] = 0.0
+    info[1] = 0.0
+    if nr == 0:
+        for i in range(nv):
+            out[i] = f[i]
+        chol_solve(M, nv, out, 1)
+        return projection_finish(m, c, q, dq, ddq, tau, pres, fext, lam, out, vmap, nv, w, cw)
+    if not after_rnea:
+        # the rows' bias at dq (projection_qphase's rows were at zero velocity)
+        st = world_rows(m, c, q, w, cw, pres == NULL)
+        if st != 0:
+            return st
+    if pres != NULL:
+        for j in range(nr):
+            t = cw.bias[j]
+            for k in range(nvf):
+                if cw.us[k] != 0.0:
+                    t += A[j * nvf + k] * cw.us[k]
+            rb[j] = t
     # -- minimum-norm particular solution: R_1^T z = -P^T dA dq, g = Q_1 z -----
     for j in range(rank):
         Xj = X + j * nv
@@ -342,28 +440,12 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
     for i in range(nv):
         out[i] = g[i]
     if nn > 0:
-        # H = L^T G (column j of H contiguous), then G^T M G = H^T H
-        for j in range(nn):
-            Hj = H + j * nv
-            Qj = Q + (rank + j) * nv
-            for i in range(nv):
-                Hj[i] = 0.0
-            for k in range(nv):
-                t = Qj[k]
-                for i in range(k + 1):
-                    Hj[i] += M[k * nv + i] * t
         for i in range(nn):
-            for j in range(i + 1):
-                t = dot(H + i * nv, H + j * nv, nv)
-                Mr[i * nn + j] = t
-                Mr[j * nn + i] = t
             Qj = Q + (rank + i) * nv
             t = 0.0
             for k in range(nv):
                 t += Qj[k] * e[k]
             y[i] = t
-        if chol_factor(Mr, nn) != 0:
-            return ST_MASS_NOT_PD
         chol_solve(Mr, nn, y, 1)
         for j in range(nn):
             Qj = Q + (rank + j) * nv
@@ -377,6 +459,8 @@ cdef inline int closed_forward_projection(const ModelC* m, const ClosC* c, const
         return ST_MASS_NOT_PD
     info[0] = rank
     st = projection_finish(m, c, q, dq, ddq, tau, pres, fext, lam, out, vmap, nv, w, cw)
+    if not residual:
+        return st
     # |A ddq + dA dq|
     acc2 = 0.0
     for i in range(nr):

@@ -318,6 +318,16 @@ cdef inline void dense_rows(const ModelC* m, const ClosC* c, const Work* w, cons
                 i = m.parent[i]
 
 
+cdef inline int world_rows(const ModelC* m, const ClosC* c, const double* q, const Work* w,
+                           CWork* cw, bint after_crba) noexcept nogil:
+    """``world_kinematics`` (``after_crba``: from CRBA's world poses and
+    RNEA's accelerations) and then ``closure_rows`` in the world frame:
+    the rows' residual, world-frame wrenches and bias at the velocity of
+    the last forward pass.  Returns 0 or ST_DIST_COINCIDE."""
+    world_kinematics(m, w, cw, after_crba)
+    return closure_rows(m, c, q, w, cw, True)
+
+
 cdef inline int constraint_rows(const ModelC* m, const ClosC* c, const double* q, const double* dq,
                                 double* g, double* A, double* bias, Work* w, CWork* cw) noexcept nogil:
     """Residual (m,), A (m, nv) and dA dq (m,) at one state (``dq`` may be
