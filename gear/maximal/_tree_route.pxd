@@ -60,7 +60,7 @@ from libc.math cimport sqrt, fabs
 from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._spchol cimport SpChol, spchol_factor, spchol_solve_basic
 from gear.constraints._cwork cimport ClosC, CWork
-from gear.spatial._spatial cimport Ad_inv, dAd_inv, mat6_vec, congruence_Ad_inv_add
+from gear.spatial._spatial cimport Ad_inv, dAd_inv, mat6_vec, congruence_Ad_inv_add, congruence6_add
 from gear.algorithms._common cimport S_mul_add
 from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_assemble, maximal_forward,
                                    maximal_readback, row_residual, dot6, fmax, ST_NOT_PSD)
@@ -220,28 +220,10 @@ cdef inline void to_parent_add(const Topo* g, int k, const double* f, double* ou
 
 cdef inline void congruence_to_parent(const Topo* g, int k, const double* P, double* out) noexcept nogil:
     # out += X_k^T P X_k (P symmetric, 6 x 6 row-major)
-    cdef const double* A
-    cdef double B[36]
-    cdef double x
-    cdef int a, b, c
-    if not g.general:
+    if g.general:
+        congruence6_add(g.X + 36 * k, P, out)
+    else:
         congruence_Ad_inv_add(g.X + 12 * k, P, out)
-        return
-    A = g.X + 36 * k
-    for c in range(6):
-        for b in range(6):
-            x = 0.0
-            for a in range(6):
-                x += P[6 * c + a] * A[6 * a + b]
-            B[6 * c + b] = x
-    for a in range(6):
-        for b in range(a + 1):
-            x = 0.0
-            for c in range(6):
-                x += A[6 * c + a] * B[6 * c + b]
-            out[6 * a + b] += x
-            if b != a:
-                out[6 * b + a] += x
 
 
 cdef inline int eliminate(const Topo* g, const double* I6, TreeW* t) noexcept nogil:

@@ -312,26 +312,37 @@ cdef inline void congruence_Ad_inv_add(const double* T, const double* P, double*
     _congruence_Ad_inv(T, P, out, True)
 
 
+cdef inline void congruence6_add(const double* A, const double* P, double* out) noexcept nogil:
+    """out += A^T P A for a general 6 x 6 ``A`` and symmetric ``P``
+    (row-major): ``B = P A``, then the lower triangle of ``A^T B``,
+    mirrored."""
+    cdef double B[36]
+    cdef double x
+    cdef int a, b, c
+    for c in range(6):
+        for b in range(6):
+            x = 0.0
+            for a in range(6):
+                x += P[6 * c + a] * A[6 * a + b]
+            B[6 * c + b] = x
+    for a in range(6):
+        for b in range(a + 1):
+            x = 0.0
+            for c in range(6):
+                x += A[6 * c + a] * B[6 * c + b]
+            out[6 * a + b] += x
+            if b != a:
+                out[6 * b + a] += x
+
+
 cdef inline void congruence_Ad_inv_ref(const double* T, const double* P, double* out) noexcept nogil:
     # out = X^T P X with X = Ad_{T^{-1}} as explicit 6x6 products (reference)
     cdef double X[36]
-    cdef double Y[36]
-    cdef int i, j, k
-    cdef double s
+    cdef int i
     Ad_inv_mat(T, X)
-    for i in range(6):
-        for j in range(6):
-            s = 0.0
-            for k in range(6):
-                s += P[6 * i + k] * X[6 * k + j]
-            Y[6 * i + j] = s
-    for i in range(6):
-        for j in range(i, 6):
-            s = 0.0
-            for k in range(6):
-                s += X[6 * k + i] * Y[6 * k + j]
-            out[6 * i + j] = s
-            out[6 * j + i] = s
+    for i in range(36):
+        out[i] = 0.0
+    congruence6_add(X, P, out)
 
 
 cdef inline void inertia_to_parent(const double* T, const double* I, double* out) noexcept nogil:
