@@ -47,7 +47,7 @@ from gear.constraints._aba_route cimport closed_dynamics
 from gear.constraints._dense_route cimport closed_forward_dense, dense_qphase, dense_vphase
 from gear.constraints._projection cimport closed_forward_projection, projection_qphase, projection_vphase
 from gear.constraints._manifold cimport (project, gauss_newton_step, fused_velocity_projection,
-                                        null_space_velocity_projection)
+                                        null_space_velocity_projection, max_abs)
 
 
 cdef struct RollC:
@@ -296,9 +296,9 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
             st = constraint_rows(m, c, q, NULL, gg, NULL, NULL, w, cw)
             if st != 0:
                 return st
-            for i in range(nr):
-                if fabs(gg[i]) > tmax[0]:
-                    tmax[0] = fabs(gg[i])
+            err = max_abs(gg, nr)
+            if err > tmax[0]:
+                tmax[0] = err
     w.poses_ok = False
     return 0
 
@@ -386,10 +386,7 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
                 return st
             if not pending:
                 break
-            err = 0.0
-            for i in range(nr):
-                if fabs(cw.g[i]) > err:
-                    err = fabs(cw.g[i])
+            err = max_abs(cw.g, nr)
             if err <= r.tol or it == 8:
                 break
             if r.route == 2:
@@ -435,10 +432,7 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
         st = constraint_rows(m, c, q, NULL, gg, A1, NULL, w, cw)
         if st != 0:
             return st
-        err = 0.0
-        for i in range(nr):
-            if fabs(gg[i]) > err:
-                err = fabs(gg[i])
+        err = max_abs(gg, nr)
         if err > tmax[0]:
             tmax[0] = err
         w.poses_ok = True

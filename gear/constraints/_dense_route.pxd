@@ -296,12 +296,7 @@ cdef inline int dense_vphase(const ModelC* m, const ClosC* c, const double* q,
         info[0] = rank
     scatter_lam(nr, na, cw, lam)
     # ddq = L^{-1} (x + Y lam)                                           (eq. 69)
-    for a in range(ng):
-        group_pieces(m, cw, &G[a], pk, plo, phi, pY)
-        for s1 in range(2):
-            if pk[s1] >= 0:
-                path_axpy(m, pk[s1], plo[s1], pY[s1], G[a].g, cw.lc + G[a].a0, x)
-    tree_solve_L(P, D, nv, m.vdep, m.voff, m.vanc, x)
+    dense_back_solve(m, cw, ng, cw.lc, x)
     st = dense_finish(m, c, ddq, tau, pres, lam, x, fixed, P0, h, w, cw)
     if not residual:
         return st
@@ -313,6 +308,25 @@ cdef inline int dense_vphase(const ModelC* m, const ClosC* c, const double* q,
         acc2 += t * t
     info[1] = sqrt(acc2)
     return st
+
+
+cdef inline void dense_back_solve(const ModelC* m, CWork* cw, int ng, const double* y,
+                                  double* x) noexcept nogil:
+    """``x <- L^{-1} (x + Y y)`` with :func:`dense_qphase`'s factor and
+    pieces (``y``: one value per active row, group by group): with ``x =
+    L^{-T} f`` it gives ``M^{-1} (f + A^T y)``."""
+    cdef int a, s1, nv = m.nv
+    cdef int pk[2]
+    cdef int plo[2]
+    cdef int phi[2]
+    cdef double* pY[2]
+    cdef RowGroup* G = <RowGroup*> cw.gd
+    for a in range(ng):
+        group_pieces(m, cw, &G[a], pk, plo, phi, pY)
+        for s1 in range(2):
+            if pk[s1] >= 0:
+                path_axpy(m, pk[s1], plo[s1], pY[s1], G[a].g, y + G[a].a0, x)
+    tree_solve_L(cw.Md, cw.Md + nv * nv - nv, nv, m.vdep, m.voff, m.vanc, x)
 
 
 cdef inline int dense_finish(const ModelC* m, const ClosC* c, double* ddq, double* tau,

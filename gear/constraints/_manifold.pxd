@@ -18,14 +18,23 @@ NumPy twin.
 from libc.math cimport fabs
 from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._crba cimport crba_packed
-from gear.algorithms._dense cimport tree_factor, tree_solve_L, tree_solve_Lt
+from gear.algorithms._dense cimport tree_factor, tree_solve_L, tree_solve_Lt, chol_solve
 from gear.joints._integrate cimport integrate_config
 from gear.constraints._cwork cimport ClosC, CWork, ST_MASS_NOT_PD
 from gear.constraints._rows cimport constraint_rows, world_rows_times
 from gear.constraints._psd cimport psd_solve, psd_apply
-from gear.constraints._groups cimport RowGroup, group_pieces, path_axpy
+from gear.constraints._dense_route cimport dense_back_solve
 from gear.constraints._projection cimport chol_mul
-from gear.algorithms._dense cimport chol_solve
+
+
+cdef inline double max_abs(const double* x, int n) noexcept nogil:
+    # max |x_i| (0 for n = 0; NaN entries are passed over)
+    cdef int i
+    cdef double e = 0.0
+    for i in range(n):
+        if fabs(x[i]) > e:
+            e = fabs(x[i])
+    return e
 
 
 cdef inline void min_norm_correction(const double* A, int nr, int nv, const double* r, double* y,
@@ -86,13 +95,8 @@ cdef inline void fused_velocity_projection(const ModelC* m, const ClosC* c, doub
                                             CWork* cw, int ng, int na) noexcept nogil:
     """``v -= M^-1 A^T K^+ A v`` with ``dense_qphase``'s factors at this
     ``q``: ``A v`` from the world Jacobians, ``K``'s basic solution, then
-    ``L^-1 Y y`` on the groups' pieces."""
-    cdef int i, a, s1, nv = m.nv
-    cdef int pk[2]
-    cdef int plo[2]
-    cdef int phi[2]
-    cdef double* pY[2]
-    cdef RowGroup* G = <RowGroup*> cw.gd
+    ``L^-1 Y y`` (``dense_back_solve``)."""
+    cdef int i, nv = m.nv
     cdef double* d = cw.xs
     world_rows_times(m, c, w, cw, v, cw.g)
     for i in range(na):
@@ -100,12 +104,7 @@ cdef inline void fused_velocity_projection(const ModelC* m, const ClosC* c, doub
     psd_apply(cw.K, na, cw.rhs, cw.lc, cw, False)
     for i in range(nv):
         d[i] = 0.0
-    for a in range(ng):
-        group_pieces(m, cw, &G[a], pk, plo, phi, pY)
-        for s1 in range(2):
-            if pk[s1] >= 0:
-                path_axpy(m, pk[s1], plo[s1], pY[s1], G[a].g, cw.lc + G[a].a0, d)
-    tree_solve_L(cw.Md, cw.Md + nv * nv - nv, nv, m.vdep, m.voff, m.vanc, d)
+    dense_back_solve(m, cw, ng, cw.lc, d)
     for i in range(nv):
         v[i] -= d[i]
 
@@ -139,10 +138,7 @@ cdef inline int project(const ModelC* m, const ClosC* c, double tol, double* q, 
         st = constraint_rows(m, c, q, NULL, g, A, NULL, w, cw)
         if st != 0:
             return st
-        err = 0.0
-        for i in range(nr):
-            if fabs(g[i]) > err:
-                err = fabs(g[i])
+        err = max_abs(g, nr)
         if it == 0 and gmax != NULL and err > gmax[0]:
             gmax[0] = err
         if err <= tol or it == 8:
