@@ -131,14 +131,14 @@ cdef inline int project(const ModelC* m, const ClosC* c, double tol, double* q, 
     in the mass metric (:func:`mass_velocity_projection`).  ``gmax`` (or
     NULL) gets the larger of itself and max |g| before the projection (the
     first iteration's rows)."""
-    cdef int it, i, j, k, st, nr = c.m, nv = m.nv
-    cdef double err, s
+    cdef int it, st
+    cdef double err
     cdef double* A = cw.Ad
     for it in range(9):
         st = constraint_rows(m, c, q, NULL, g, A, NULL, w, cw)
         if st != 0:
             return st
-        err = max_abs(g, nr)
+        err = max_abs(g, c.m)
         if it == 0 and gmax != NULL and err > gmax[0]:
             gmax[0] = err
         if err <= tol or it == 8:
