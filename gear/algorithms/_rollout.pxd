@@ -41,7 +41,7 @@ from gear.spatial._lanes cimport LANES
 from gear.algorithms._rnea cimport rnea
 from gear.joints._integrate cimport integrate_config
 from gear.maximal._tree_route cimport maximal_dynamics
-from gear.constraints._cwork cimport ClosC, CWork
+from gear.constraints._cwork cimport ClosC, CWork, ROWS_POSE
 from gear.constraints._rows cimport constraint_rows
 from gear.constraints._aba_route cimport closed_dynamics
 from gear.constraints._dense_route cimport closed_forward_dense, dense_qphase, dense_vphase
@@ -293,7 +293,7 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
                 return st
             w.poses_ok = True      # its last rows were at q: the next dynamics keeps its poses
         elif c != NULL:
-            st = constraint_rows(m, c, q, NULL, gg, NULL, NULL, w, cw)
+            st = constraint_rows(m, c, q, NULL, gg, NULL, NULL, w, cw, ROWS_POSE)
             if st != 0:
                 return st
             err = max_abs(gg, nr)
@@ -393,7 +393,7 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
                 An = cw.Ad               # A here, from the q-phase (a full Gauss-Newton step)
             elif not chord or err > 1e-9:
                 # A here (a full Gauss-Newton step)
-                st = constraint_rows(m, c, q, NULL, gg, cw.Bd, NULL, w, cw)
+                st = constraint_rows(m, c, q, NULL, gg, cw.Bd, NULL, w, cw, ROWS_POSE)
                 if st != 0:
                     return st
                 chord = True
@@ -429,7 +429,7 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
         if st != 0:
             return st
         # Gauss-Newton's first iteration
-        st = constraint_rows(m, c, q, NULL, gg, A1, NULL, w, cw)
+        st = constraint_rows(m, c, q, NULL, gg, A1, NULL, w, cw, ROWS_POSE)
         if st != 0:
             return st
         err = max_abs(gg, nr)

@@ -44,6 +44,12 @@ cdef enum:
     ROW_DOT = 2
     ROW_DIST = 3
     ROW_COUPLER = 4
+    # what closure_rows evaluates: the poses' part (the residual g and the
+    # row wrenches F), the velocities' part (the bias dA dq, with the
+    # residual for Baumgarte's terms), or both
+    ROWS_POSE = 1
+    ROWS_BIAS = 2
+    ROWS_ALL = 3
     # status codes (positive: 1 + the joint with a singular articulated inertia)
     ST_DIST_COINCIDE = -3
     ST_MASS_NOT_PD = -4

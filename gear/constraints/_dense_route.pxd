@@ -26,7 +26,7 @@ from gear.algorithms._common cimport forward_pass
 from gear.algorithms._crba cimport crba_packed
 from gear.algorithms._dense cimport (chol_factor, chol_solve, tree_factor, tree_solve_Lt, tree_solve_L,
                                      tree_path_solve_Lt)
-from gear.constraints._cwork cimport ST_MASS_NOT_PD, ClosC, CWork
+from gear.constraints._cwork cimport ST_MASS_NOT_PD, ROWS_POSE, ROWS_BIAS, ROWS_ALL, ClosC, CWork
 from gear.constraints._rows cimport (world_rows, world_rows_times,
                                      applied_forces)
 from gear.constraints._psd cimport psd_factor, psd_apply
@@ -180,7 +180,7 @@ cdef inline int dense_qphase(const ModelC* m, const ClosC* c, const double* q,
     # rnea's forward pass left T, S, V, eta for these (q, dq) (or, without
     # it, zero velocities: the bias follows in the velocity pass); with
     # ddq_u in RNEA its dV are not the bias accelerations: recompute them
-    st = world_rows(m, c, q, w, cw, pres == NULL)
+    st = world_rows(m, c, q, w, cw, pres == NULL, ROWS_ALL if after_rnea else ROWS_POSE)
     if st != 0:
         return st
     ng = dense_groups(m, c, w, cw, G, &na, fixed, c.cfm > 0.0 or c.sp != NULL)
@@ -260,7 +260,7 @@ cdef inline int dense_vphase(const ModelC* m, const ClosC* c, const double* q,
         return dense_finish(m, c, ddq, tau, pres, lam, x, fixed, P0, h, w, cw)
     if not after_rnea:
         # the rows' bias at dq (dense_qphase's rows were at zero velocity)
-        st = world_rows(m, c, q, w, cw, pres == NULL)
+        st = world_rows(m, c, q, w, cw, pres == NULL, ROWS_BIAS)
         if st != 0:
             return st
     if pres != NULL:

@@ -20,7 +20,7 @@ from gear.algorithms._types cimport ModelC, Work
 from gear.algorithms._crba cimport crba_packed
 from gear.algorithms._dense cimport tree_factor, tree_solve_L, tree_solve_Lt, chol_solve
 from gear.joints._integrate cimport integrate_config
-from gear.constraints._cwork cimport ClosC, CWork, ST_MASS_NOT_PD
+from gear.constraints._cwork cimport ClosC, CWork, ST_MASS_NOT_PD, ROWS_POSE
 from gear.constraints._rows cimport constraint_rows, world_rows_times
 from gear.constraints._psd cimport psd_solve, psd_apply
 from gear.constraints._dense_route cimport dense_back_solve
@@ -135,7 +135,7 @@ cdef inline int project(const ModelC* m, const ClosC* c, double tol, double* q, 
     cdef double err
     cdef double* A = cw.Ad
     for it in range(9):
-        st = constraint_rows(m, c, q, NULL, g, A, NULL, w, cw)
+        st = constraint_rows(m, c, q, NULL, g, A, NULL, w, cw, ROWS_POSE)
         if st != 0:
             return st
         err = max_abs(g, c.m)

@@ -21,7 +21,7 @@ from gear.algorithms._rnea cimport rnea
 from gear.algorithms._common cimport forward_pass
 from gear.algorithms._crba cimport crba_after_fk
 from gear.algorithms._dense cimport chol_factor, chol_solve, dot
-from gear.constraints._cwork cimport ST_MASS_NOT_PD, ClosC, CWork
+from gear.constraints._cwork cimport ST_MASS_NOT_PD, ROWS_POSE, ROWS_BIAS, ROWS_ALL, ClosC, CWork
 from gear.constraints._rows cimport world_rows, dense_rows
 
 
@@ -313,7 +313,8 @@ cdef inline int projection_qphase(const ModelC* m, const ClosC* c, const double*
         return ST_MASS_NOT_PD
     if nr == 0:
         return 0
-    st = world_rows(m, c, q, w, cw, pres == NULL)   # (hybrid: RNEA's dV are not the bias accelerations)
+    # (hybrid: RNEA's dV are not the bias accelerations)
+    st = world_rows(m, c, q, w, cw, pres == NULL, ROWS_ALL if after_rnea else ROWS_POSE)
     if st != 0:
         return st
     dense_rows(m, c, w, cw, A, True)
@@ -409,7 +410,7 @@ cdef inline int projection_vphase(const ModelC* m, const ClosC* c, const double*
         return projection_finish(m, c, q, dq, ddq, tau, pres, fext, lam, out, vmap, nv, w, cw)
     if not after_rnea:
         # the rows' bias at dq (projection_qphase's rows were at zero velocity)
-        st = world_rows(m, c, q, w, cw, pres == NULL)
+        st = world_rows(m, c, q, w, cw, pres == NULL, ROWS_BIAS)
         if st != 0:
             return st
     if pres != NULL:

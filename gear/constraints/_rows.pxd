@@ -37,14 +37,15 @@ from gear.algorithms._common cimport S_mul_add, St_mul, forward_pass
 from gear.spatial._spatial cimport (se3_mul, Ad_inv, dAd_inv, cross3, matvec3, matTvec3,
                                     matmul3)
 from gear.constraints._cwork cimport (ROW_POS, ROW_AXIS, ROW_DOT, ROW_DIST, ROW_COUPLER,
-                                      ST_DIST_COINCIDE, ClosC, CWork)
+                                      ROWS_POSE, ROWS_BIAS, ROWS_ALL, ST_DIST_COINCIDE, ClosC,
+                                      CWork)
 
 
 # ---------------------------------------------------------------------------
 # kinematics of the closure frames
 # ---------------------------------------------------------------------------
 cdef inline void world_kinematics(const ModelC* m, const Work* w, CWork* cw,
-                                  bint after_crba=False) noexcept nogil:
+                                  bint after_crba=False, bint acc=True) noexcept nogil:
     """World poses ``T_0i = T_0p T_pi`` and bias accelerations
     ``acc_i = Ad_{T_pi^{-1}} acc_p + eta_i`` (Kim eq. 41 with ddq = 0).
 
@@ -53,13 +54,17 @@ cdef inline void world_kinematics(const ModelC* m, const Work* w, CWork* cw,
     (``w.Ih[36 i : 36 i + 12]``), and since RNEA's ``dV_i`` is the same
     recursion started from ``dV_0 = (0, -g)``, and a pure linear
     acceleration reaches body i as ``(0, R_0i^T a)``,
-    ``acc_i = dV_i + (0, R_0i^T g)``."""
+    ``acc_i = dV_i + (0, R_0i^T g)``.
+
+    ``acc`` False: the poses alone (for ``closure_rows``' ``ROWS_POSE``)."""
     cdef int i, p, r
     cdef double t[3]
     if after_crba:
         for i in range(m.nb):
             for r in range(12):
                 cw.Tw[12 * i + r] = w.Ih[36 * i + r]
+            if not acc:
+                continue
             matTvec3(cw.Tw + 12 * i, m.g, t)
             for r in range(3):
                 cw.acc[6 * i + r] = w.dV[6 * i + r]
@@ -69,21 +74,24 @@ cdef inline void world_kinematics(const ModelC* m, const Work* w, CWork* cw,
         p = m.parent[i]
         if p >= 0:
             se3_mul(cw.Tw + 12 * p, w.T + 12 * i, cw.Tw + 12 * i)
-            Ad_inv(w.T + 12 * i, cw.acc + 6 * p, cw.acc + 6 * i)
-            for r in range(6):
-                cw.acc[6 * i + r] += w.eta[6 * i + r]
+            if acc:
+                Ad_inv(w.T + 12 * i, cw.acc + 6 * p, cw.acc + 6 * i)
+                for r in range(6):
+                    cw.acc[6 * i + r] += w.eta[6 * i + r]
         else:
             for r in range(12):
                 cw.Tw[12 * i + r] = w.T[12 * i + r]
-            for r in range(6):
-                cw.acc[6 * i + r] = w.eta[6 * i + r]
+            if acc:
+                for r in range(6):
+                    cw.acc[6 * i + r] = w.eta[6 * i + r]
 
 
 cdef inline void frame_world(const Work* w, const CWork* cw, int b, const double* P,
-                             double* fr) noexcept nogil:
+                             double* fr, bint motion=True) noexcept nogil:
     """World quantities of frame ``P`` on body ``b`` (-1: the world) into
     ``fr``: R (9, row-major), p, angular velocity w, origin velocity v,
-    angular bias acceleration al, classical origin bias acceleration ac."""
+    angular bias acceleration al, classical origin bias acceleration ac
+    (``motion`` False: R and p alone)."""
     cdef int r
     cdef double t[3]
     cdef double s[3]
@@ -104,6 +112,8 @@ cdef inline void frame_world(const Work* w, const CWork* cw, int b, const double
     matvec3(Tb, P + 9, fr + 9)               # p = R_b p_P + p_b
     for r in range(3):
         fr[9 + r] += Tb[9 + r]
+    if not motion:
+        return
     matvec3(Tb, V, fr + 12)                  # w = R_b omega
     cross3(V, P + 9, t)
     for r in range(3):
@@ -154,18 +164,25 @@ cdef inline double dot3(const double* a, const double* b) noexcept nogil:
 
 
 cdef inline int closure_rows(const ModelC* m, const ClosC* c, const double* q, const Work* w,
-                             CWork* cw, bint world=False) noexcept nogil:
+                             CWork* cw, bint world=False, int parts=ROWS_ALL) noexcept nogil:
     """Residual ``g``, row wrenches ``F`` and bias ``dA dq`` of every row
     (``world_kinematics`` first).  ``F`` in each body's coordinates, or
     with ``world`` in the world frame (moment about the world origin:
     ``Ad*_{T_0b^{-1}}`` of the body wrench, ``(m + x × f, f)`` with x the
     closure frame's origin).  With Baumgarte gains in ``cw`` (``bg_a``,
     ``bg_b``) the bias is stabilised: ``+ bg_a dg/dt + bg_b g``, the rate
-    ``dg/dt = A_r dq`` read from the frames' velocities.  Returns 0 or
+    ``dg/dt = A_r dq`` read from the frames' velocities.
+
+    ``parts``: ``ROWS_POSE``, ``g`` and ``F`` (the frames' poses alone:
+    ``world_kinematics`` may leave out the accelerations); ``ROWS_BIAS``,
+    ``g`` and the bias (``F`` left as it is: the rows of an earlier
+    ``ROWS_POSE`` call at the same ``q``); ``ROWS_ALL``, all three.  The
+    values are the same whichever part computes them.  Returns 0 or
     ST_DIST_COINCIDE."""
     cdef int r, k, i, j, a, b, last = -2
     cdef double rate = 0.0
     cdef bint stab = cw.bg_a != 0.0 or cw.bg_b != 0.0
+    cdef bint pose = parts & ROWS_POSE, bias = parts & ROWS_BIAS
     cdef double d[3]
     cdef double dd[3]
     cdef double ddd[3]
@@ -187,18 +204,20 @@ cdef inline int closure_rows(const ModelC* m, const ClosC* c, const double* q, c
         k = c.rk[r]
         if c.rtype[r] == ROW_COUPLER:
             cw.g[r] = q[c.rqi[r]] - c.rcoef[r] * q[c.rqj[r]] - c.roff[r]
-            cw.bias[r] = 0.0
-            if stab:
-                rate = 0.0 if cw.bdq == NULL else cw.bdq[c.ri[r]] - c.rcoef[r] * cw.bdq[c.rj[r]]
-                cw.bias[r] = cw.bg_a * rate + cw.bg_b * cw.g[r]
+            if bias:
+                cw.bias[r] = 0.0
+                if stab:
+                    rate = 0.0 if cw.bdq == NULL else cw.bdq[c.ri[r]] - c.rcoef[r] * cw.bdq[c.rj[r]]
+                    cw.bias[r] = cw.bg_a * rate + cw.bg_b * cw.g[r]
             continue
         if k != last:
-            frame_world(w, cw, c.body_a[k], c.place_a + 12 * k, frA)
-            frame_world(w, cw, c.body_b[k], c.place_b + 12 * k, frB)
+            frame_world(w, cw, c.body_a[k], c.place_a + 12 * k, frA, bias)
+            frame_world(w, cw, c.body_b[k], c.place_b + 12 * k, frB, bias)
             for i in range(3):
                 d[i] = frB[9 + i] - frA[9 + i]
-                dd[i] = frB[15 + i] - frA[15 + i]
-                ddd[i] = frB[21 + i] - frA[21 + i]
+                if bias:
+                    dd[i] = frB[15 + i] - frA[15 + i]
+                    ddd[i] = frB[21 + i] - frA[21 + i]
             last = k
         i = c.ri[r]
         j = c.rj[r]
@@ -211,44 +230,49 @@ cdef inline int closure_rows(const ModelC* m, const ClosC* c, const double* q, c
             cw.g[r] = d[i]
             fB[i] = 1.0
             fA[i] = -1.0
-            cw.bias[r] = ddd[i]
-            rate = dd[i]
+            if bias:
+                cw.bias[r] = ddd[i]
+                rate = dd[i]
         elif c.rtype[r] == ROW_AXIS:
             for a in range(3):
                 u[a] = frA[3 * a + i]            # column i of R_A
-            cross3(frA + 12, u, du)
             cw.g[r] = dot3(u, d)
-            cross3(u, d, mA)
-            for a in range(3):
-                fB[a] = u[a]
-                fA[a] = -u[a]
-            cross3(frA + 18, u, t)
-            cross3(frA + 12, du, s)
-            for a in range(3):
-                t[a] += s[a]                     # d^2 u / dt^2
-            cw.bias[r] = dot3(t, d) + 2.0 * dot3(du, dd) + dot3(u, ddd)
-            rate = dot3(du, d) + dot3(u, dd)
+            if pose:
+                cross3(u, d, mA)
+                for a in range(3):
+                    fB[a] = u[a]
+                    fA[a] = -u[a]
+            if bias:
+                cross3(frA + 12, u, du)
+                cross3(frA + 18, u, t)
+                cross3(frA + 12, du, s)
+                for a in range(3):
+                    t[a] += s[a]                 # d^2 u / dt^2
+                cw.bias[r] = dot3(t, d) + 2.0 * dot3(du, dd) + dot3(u, ddd)
+                rate = dot3(du, d) + dot3(u, dd)
         elif c.rtype[r] == ROW_DOT:
             for a in range(3):
                 u[a] = frA[3 * a + i]
                 v[a] = frB[3 * a + j]
-            cross3(frA + 12, u, du)
-            cross3(frB + 12, v, dv)
             cross3(v, u, n)
             cw.g[r] = dot3(u, v)
-            for a in range(3):
-                mB[a] = n[a]
-                mA[a] = -n[a]
-            rate = dot3(du, v) + dot3(u, dv)
-            cross3(dv, u, t)
-            cross3(v, du, s)
-            for a in range(3):
-                t[a] += s[a]
-                s[a] = frB[18 + a] - frA[18 + a]
-            cw.bias[r] = dot3(s, n)
-            for a in range(3):
-                s[a] = frB[12 + a] - frA[12 + a]
-            cw.bias[r] += dot3(s, t)
+            if pose:
+                for a in range(3):
+                    mB[a] = n[a]
+                    mA[a] = -n[a]
+            if bias:
+                cross3(frA + 12, u, du)
+                cross3(frB + 12, v, dv)
+                rate = dot3(du, v) + dot3(u, dv)
+                cross3(dv, u, t)
+                cross3(v, du, s)
+                for a in range(3):
+                    t[a] += s[a]
+                    s[a] = frB[18 + a] - frA[18 + a]
+                cw.bias[r] = dot3(s, n)
+                for a in range(3):
+                    s[a] = frB[12 + a] - frA[12 + a]
+                cw.bias[r] += dot3(s, t)
         else:  # ROW_DIST
             L = sqrt(dot3(d, d))
             if L < 1e-12:
@@ -257,11 +281,14 @@ cdef inline int closure_rows(const ModelC* m, const ClosC* c, const double* q, c
                 fB[a] = d[a] / L
                 fA[a] = -d[a] / L
             cw.g[r] = L - c.length[k]
-            e = dot3(fB, dd)
-            cw.bias[r] = (dot3(dd, dd) - e * e) / L + dot3(fB, ddd)
-            rate = e
-        if stab:
+            if bias:
+                e = dot3(fB, dd)
+                cw.bias[r] = (dot3(dd, dd) - e * e) / L + dot3(fB, ddd)
+                rate = e
+        if bias and stab:
             cw.bias[r] += cw.bg_a * rate + cw.bg_b * cw.g[r]
+        if not pose:
+            continue
         if world:
             world_wrench(c.body_a[k], frA + 9, mA, fA, cw.F + 12 * r)
             world_wrench(c.body_b[k], frB + 9, mB, fB, cw.F + 12 * r + 6)
@@ -319,29 +346,34 @@ cdef inline void dense_rows(const ModelC* m, const ClosC* c, const Work* w, cons
 
 
 cdef inline int world_rows(const ModelC* m, const ClosC* c, const double* q, const Work* w,
-                           CWork* cw, bint after_crba) noexcept nogil:
+                           CWork* cw, bint after_crba, int parts=ROWS_ALL) noexcept nogil:
     """``world_kinematics`` (``after_crba``: from CRBA's world poses and
     RNEA's accelerations) and then ``closure_rows`` in the world frame:
     the rows' residual, world-frame wrenches and bias at the velocity of
-    the last forward pass.  Returns 0 or ST_DIST_COINCIDE."""
-    world_kinematics(m, w, cw, after_crba)
-    return closure_rows(m, c, q, w, cw, True)
+    the last forward pass (``parts``: as ``closure_rows``).  Returns 0 or
+    ST_DIST_COINCIDE."""
+    world_kinematics(m, w, cw, after_crba, parts & ROWS_BIAS)
+    return closure_rows(m, c, q, w, cw, True, parts)
 
 
 cdef inline int constraint_rows(const ModelC* m, const ClosC* c, const double* q, const double* dq,
-                                double* g, double* A, double* bias, Work* w, CWork* cw) noexcept nogil:
+                                double* g, double* A, double* bias, Work* w, CWork* cw,
+                                int parts=ROWS_ALL) noexcept nogil:
     """Residual (m,), A (m, nv) and dA dq (m,) at one state (``dq`` may be
-    NULL: zero bias).  Any output may be NULL."""
+    NULL: zero bias).  Any output may be NULL.  ``parts`` ``ROWS_POSE``:
+    ``g`` and ``A`` alone (no velocity terms, ``bias`` not written), for
+    the projection onto the rows."""
     cdef int r, st
-    forward_pass(m, q, dq, w, True)
-    world_kinematics(m, w, cw)
-    st = closure_rows(m, c, q, w, cw)
+    cdef bint vel = parts & ROWS_BIAS
+    forward_pass(m, q, dq if vel else NULL, w, vel)
+    world_kinematics(m, w, cw, False, vel)
+    st = closure_rows(m, c, q, w, cw, False, parts)
     if st != 0:
         return st
     for r in range(c.m):
         if g != NULL:
             g[r] = cw.g[r]
-        if bias != NULL:
+        if bias != NULL and vel:
             bias[r] = cw.bias[r]
     if A != NULL:
         dense_rows(m, c, w, cw, A, False)
