@@ -270,6 +270,39 @@ def test_run_reports_each_frames_joint_error(integrator, stab, stiff):
         native.native_run(mx, P, V, H, 7, record_every=3, out=views[:3])
 
 
+@pytest.mark.parametrize("name", ["four_bar", "slider_crank", "stewart"])
+def test_a_start_far_off_the_rows_is_projected_to_rounding(name):
+    """A start whose joint coordinates break the loops by tenths of a
+    radian, as a user's random configuration (or a URDF's mimic joints left
+    unset) does.  Chord steps alone (the factor of the first pose) contract
+    slowly from there, or not at all: the four-bar's wandered at 0.1 to 0.3
+    for fifty.  With the factor renewed where a step cuts |g| by less than
+    100x (Newton's steps), NumPy's and the native projection both reach
+    1e-12 and agree (fifty steps allowed, as ``gear.simulate`` allows a
+    start).  (Chains of planar loops in 3-D, whose rows are redundant, can
+    still stall at 1e-11 to 1e-7 from such a start: ``gear.simulate``
+    closes a joint-space start in joint space first, and warns about poses
+    it cannot project; test_maximal_simulation.py.)"""
+    sys, q0 = MECHS[name]()
+    mx = gear.MaximalModel(sys)
+    m = sys.model
+    rng = np.random.default_rng(8)
+    P, V = [], []
+    for _ in range(3):
+        p, v = mx.state(m.integrate(q0, 0.3 * rng.standard_normal(m.nv)), rng.standard_normal(m.nv))
+        P.append(p)
+        V.append(v)
+    P, V = np.stack(P), np.stack(V)
+    assert np.abs(mx.joint_residual(P)).max() > 1e-2
+    Pa, Va, ra = stepping.project(mx, P, V, max_iter=50)
+    Pb, Vb, rb = native.native_project(mx, P, V, max_iter=50)
+    for Pc in (Pa, Pb):
+        assert np.abs(mx.joint_residual(Pc)).max() <= 1e-12
+    np.testing.assert_allclose(Pb, Pa, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(Vb, Va, rtol=0, atol=1e-8 * np.abs(Va).max())
+    assert rb == pytest.approx(ra, rel=1e-12)
+
+
 @pytest.mark.parametrize("name", list(MECHS))
 def test_projection_equals_the_numpy_projection(name):
     sys, q0 = MECHS[name]()

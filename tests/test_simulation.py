@@ -497,3 +497,45 @@ def test_a_rollout_that_blows_up_says_which_and_when(native):
     with pytest.raises(FloatingPointError, match=match) as info:
         gear.simulate(m, Q, DQ, 0.05, 1e-3, native=native)
     assert "batch row" not in str(info.value)
+
+
+def test_a_model_whose_file_has_closures_warns_that_its_tree_alone_is_simulated():
+    """A Model from a file with loop closures or mimic joints keeps them in
+    ``model.loop_closures``; ``gear.simulate(model)`` runs the tree alone
+    and says so (``gear.MaximalModel(model)`` holds them, so a comparison
+    of the two would otherwise compare two mechanisms); the
+    ConstrainedModel runs without the warning."""
+    import warnings
+
+    model = gear.load_mjcf(gear.data_path("fourbar.xml"))
+    assert model.loop_closures
+    q = model.neutral()
+    with pytest.warns(UserWarning, match=r"carries 1 loop closures .* gear.ConstrainedModel\(model\)"):
+        gear.simulate(model, q, np.zeros(model.nv), 0.002, 1e-3, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sysm = gear.ConstrainedModel(model)
+        gear.simulate(sysm, sysm.assemble(q), np.zeros(model.nv), 0.002, 1e-3, progress=False)
+        tree = gear.load_urdf(gear.data_path("arm7.urdf"))
+        gear.simulate(tree, tree.neutral(), np.zeros(tree.nv), 0.002, 1e-3, progress=False)
+
+
+def test_the_python_projection_of_a_state_does_not_depend_on_its_batch():
+    """``_project`` (the Python loop's projection, and the maximal runs'
+    joint-space start): a state that holds its rows takes no more steps
+    while another state of its batch still converges, so each state's
+    bits are those of its own projection."""
+    from gear.simulation.integrators import _project
+
+    sysm, q0 = mech.four_bar()
+    rng = np.random.default_rng(1)
+    near = q0 + np.array([4e-13, 0.0, 0.0])        # within the tolerance (1e-12), above rounding
+    assert 1e-14 < np.abs(sysm.constraint_residual(near)).max() <= 1e-12
+    far = sysm.model.integrate(q0, 0.3 * rng.standard_normal(3))
+    Q = np.stack([near, far])
+    V = rng.standard_normal((2, 3))
+    qb, vb, _ = _project(sysm, Q, V)
+    for k in range(2):
+        qk, vk, _ = _project(sysm, Q[k:k + 1], V[k:k + 1])
+        assert np.array_equal(qb[k], qk[0]) and np.array_equal(vb[k], vk[0])
+    assert np.abs(sysm.constraint_residual(qb[1])).max() <= 1e-12

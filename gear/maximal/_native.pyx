@@ -907,10 +907,12 @@ cdef int euler_one(const PlanC* p, const double* P16, const double* V, const dou
 cdef int project_one(const PlanC* p, const double* P16, const double* V, double tol, int max_iter,
                      double* Pout, double* Vout, double* before, double* ws) noexcept nogil:
     """stepping.project for one state: Gauss-Newton on the poses, ``T <- T
-    exp(-M^{-1} J^T K^{-1} g)`` with J and the factor of K from the start,
+    exp(-M^{-1} J^T K^{-1} g)`` with J and the factor of K from the start
+    (afresh after a step that cut max |g| by less than 100x, above 1e-9),
     until max |g| <= tol; then V <- V - M^{-1} J^T K^{-1} J V at the new
     poses.  ``before``: max |g| at the start."""
     cdef int nb = p.nb, m = p.m, b, r, k, it, st
+    cdef double last
     cdef double* T = ws
     cdef double* Vs = T + 12 * nb
     cdef double* D = Vs + 6 * nb          # (nb, 6) the Gauss-Newton step
@@ -930,9 +932,14 @@ cdef int project_one(const PlanC* p, const double* P16, const double* V, double 
             D[k] = 0.0
         solve_add(p, &z, z.g, -1.0, D, False)
         move(T, nb, D, 1.0)
+        last = max_abs(z.g, m)
         st = rows_g(p, T, z.g)
         if st != ST_OK:
             return st
+        if max_abs(z.g, m) > 1e-2 * last and max_abs(z.g, m) > 1e-9:
+            st = factor_z(p, T, &z)          # slow chord steps: J and the factor afresh
+            if st != ST_OK:
+                return st
     st = factor_z(p, T, &z)
     if st != ST_OK:
         return st

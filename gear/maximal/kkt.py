@@ -98,6 +98,18 @@ class RowSystem:
                 self.Ks.append(K)
             self._solvers = [None] * N
 
+    def take(self, states, other):
+        """Replace the data of ``states`` (indices) by ``other``'s, a
+        :class:`RowSystem` of those states alone (in that order)."""
+        if self.dense:
+            for name in ("J", "MJt", "K", "Kinv"):
+                getattr(self, name)[states] = getattr(other, name)
+            return
+        for i, n in enumerate(states):
+            self.Js[n] = other.Js[i]
+            self.Ks[n] = other.Ks[i]
+            self._solvers[n] = None
+
     def J_apply(self, x):
         """``J x`` for body-twist-shaped ``x`` (N, nb, 6) or (N, 6 nb): (N, m)."""
         x = x.reshape(self.N, 6 * self.nb)

@@ -170,8 +170,15 @@ def project(mx, P, V, tol=1e-12, max_iter=10):
     """Move every state back onto its rows: Gauss-Newton on the poses
     (the mass-weighted least-norm correction ``delta = -M^{-1} J^T K^{-1}
     g``, ``T <- T exp(delta)``, with ``K = J M^{-1} J^T`` factorised once
-    per state and reused), then the twists projected onto ``J V = 0`` in
-    the same metric.
+    per state and reused while it converges fast), then the twists
+    projected onto ``J V = 0`` in the same metric.
+
+    The reused factor (chord steps) brings an integrator step's drift to
+    rounding in one or two steps.  Far from the rows (a start that
+    violates its joints, a large step) chord steps contract slowly, so a
+    state whose ``max |g|`` fell by less than 100x in a step (and is still
+    above 1e-9) takes ``J`` and the factor afresh at its new poses:
+    Newton's steps, which converge quadratically.
 
     Returns
     -------
@@ -192,7 +199,12 @@ def project(mx, P, V, tol=1e-12, max_iter=10):
         if not active.any():
             break
         P = np.where(active[:, None, None, None], P @ exp_se3_rows(-rs.minv_jt_apply(rs.solve(g))), P)
+        last = np.abs(g).max(axis=1, initial=0.0)
         g = mx.evaluate(P, rows=False)["g"]
+        now = np.abs(g).max(axis=1, initial=0.0)
+        slow = np.flatnonzero(active & (now > 1e-2 * last) & (now > 1e-9))
+        if slow.size:
+            rs.take(slow, RowSystem(mx, mx.evaluate(P[slow])))
     rs = RowSystem(mx, mx.evaluate(P))
     V = V - rs.minv_jt_apply(rs.solve(rs.J_apply(V)))
     return P, V, before

@@ -53,6 +53,8 @@ The package's parts, each importing only those listed before it:
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .._output import claim_store
@@ -135,8 +137,11 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
     Parameters
     ----------
     model_or_sys : gear.Model, gear.ConstrainedModel or gear.MaximalModel
-        An open tree, or a closed-loop system (its solver computes the
-        accelerations), or a model in maximal coordinates: then the state
+        An open tree (a Model's ``loop_closures``, from a file's equality
+        constraints or mimic joints, are left out, with a warning: wrap it
+        in :class:`gear.ConstrainedModel` to hold them), or a closed-loop
+        system (its solver computes the accelerations), or a model in
+        maximal coordinates: then the state
         is every body's pose and twist (``q0``, ``dq0`` go through
         :meth:`gear.MaximalModel.state`, or give ``poses0=``/``twists0=``),
         the integrators are ``"euler"`` (Ruan, "Articulated rigid body
@@ -304,6 +309,12 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         raise TypeError(f"model_or_sys must be a gear.Model, gear.ConstrainedModel or gear.MaximalModel, "
                         f"got {type(model_or_sys).__name__}")
     model = model_or_sys.model if isinstance(model_or_sys, ConstrainedModel) else model_or_sys
+    if not isinstance(model_or_sys, ConstrainedModel) and getattr(model, "loop_closures", None):
+        warnings.warn(f"the model carries {len(model.loop_closures)} loop closures or joint couplers "
+                      "(model.loop_closures: the file's equality constraints or <mimic> joints), which a "
+                      "simulation of the Model leaves out (it runs the tree alone); simulate "
+                      "gear.ConstrainedModel(model) to hold them, as gear.MaximalModel(model) does",
+                      UserWarning, stacklevel=2)
     if integrator not in INTEGRATORS:
         raise ValueError(f"unknown integrator {integrator!r}; choose one of {list(INTEGRATORS)}")
     if stabilization not in STABILIZATIONS:

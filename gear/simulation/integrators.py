@@ -366,12 +366,18 @@ def _project(sys, q, v, tol=1e-12, max_iter=8, free=None):
     before = float(np.abs(g).max()) if g.size else 0.0
     nv = sys.model.nv
     free = np.ones(nv, dtype=bool) if free is None else free
+    active = np.ones(q.shape[0], dtype=bool)
     for _ in range(max_iter):
-        if not g.size or np.abs(g).max() <= tol:
+        # each state iterates until its own rows hold (batch-independent bits)
+        if not g.size:
+            break
+        active &= np.abs(g).max(axis=1) > tol
+        if not active.any():
             break
         dq = np.zeros((q.shape[0], nv))
-        dq[:, free] = -np.einsum("nij,nj->ni", np.linalg.pinv(A[:, hol][:, :, free], rcond=1e-10), g)
-        q = sys.model.integrate(q, dq)
+        dq[np.ix_(active, free)] = -np.einsum("nij,nj->ni", np.linalg.pinv(A[active][:, hol][:, :, free],
+                                                                          rcond=1e-10), g[active])
+        q = np.where(active[:, None], sys.model.integrate(q, dq), q)
         g, A, _ = sys._rows_batch(q)
     if A.shape[1] and free.any():
         v = v.copy()

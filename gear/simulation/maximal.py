@@ -8,6 +8,7 @@ largest row violation of every frame.
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from .._progress import progress_bar
 from ..maximal import stepping
 from ..maximal.model import batch_input
 from ..maximal.native import why_not
+from .integrators import _project
 from .recorder import Trajectory
 from .rollout import steps_and_frames
 
@@ -97,6 +99,11 @@ def check_args(mx, t_final, dt, integrator, stabilization, record_every, baumgar
         raise ValueError("baumgarte_gains of an acceleration-level maximal run (rk4, rkmk4) is two non-negative "
                          f"numbers (alpha, beta), got {baumgarte_gains!r}")
     return None, (float(g[0]), float(g[1]))
+
+
+#: Gauss-Newton steps allowed for the start's projection (a start may be far
+#: off its rows; the steps' projections take 10)
+START_ITER = 50
 
 
 def batch_start(mx, q0, dq0, poses0=None, twists0=None):
@@ -266,14 +273,20 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
     b, baumgarte_gains = check_args(mx, t_final, dt, integrator, stabilization, record_every, baumgarte_gains)
     beta = b if b is not None else beta
     kind, A, B, single = batch_start(mx, q0, dq0, poses0, twists0)
+    stab = None if mx.compliant else stabilization
     if kind == "poses0":
         P, V = A.copy(), B.copy()
     else:
+        if stab == "projection" and mx.sys.constraints:
+            # a start whose loops (or URDF mimic joints) are open is closed in
+            # joint space first, as the reduced runs close theirs: both
+            # formulations then start from one state, and the maximal
+            # projection below only meets rounding
+            A, B, _ = _project(mx.sys, A, B)
         P, V = mx.state(A, B)
         P, V = np.ascontiguousarray(P), np.ascontiguousarray(V)
     N = P.shape[0]
     tau, f_ext = _inputs(mx, N, tau, f_ext)
-    stab = None if mx.compliant else stabilization
     n, rec_steps = steps_and_frames(t_final, dt, record_every)
     T = len(rec_steps)
     nb = mx.nbodies
@@ -282,7 +295,14 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
                err=np.full((N, T), np.nan))
     tt = np.empty(T)
     if stab == "projection":
-        P, V, _ = mx.project(P, V)
+        P, V, _ = mx.project(P, V, max_iter=START_ITER)
+        left = np.abs(mx.evaluate(P, rows=False)["g"]).max(axis=-1, initial=0.0)
+        if (left > 1e-9).any():
+            warnings.warn(f"{int((left > 1e-9).sum())} of the {N} starts could not be projected onto their "
+                          f"rows (max |g| {left.max():.1e} after {START_ITER} Gauss-Newton steps): their "
+                          "poses are too far from any assembly; give poses that hold the joints, or joint "
+                          "coordinates (q0), which are closed in joint space first",
+                          RuntimeWarning, stacklevel=3)
     own_bar = bar is None
     if own_bar:
         bar = progress_bar(progress, total=n, unit="step", desc=f"gear.simulate maximal {integrator} x{N}")
