@@ -232,6 +232,7 @@ class Model:
         Joint limits are respected where set (URDF ``<limit>``); unlimited
         angles are drawn uniformly from [-pi, pi], displacements from
         [-1, 1], and quaternions uniformly on the rotations (``w >= 0``).
+        Limits of 1e6 and beyond count as unlimited (files write +-1e16).
         A batch is drawn joint by joint for all states at once.
 
         Parameters

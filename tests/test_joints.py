@@ -276,6 +276,21 @@ def test_random_respects_limits(kind, rng):
         assert np.all(q[:n] >= lo[:n]) and np.all(q[:n] <= hi[:n])
 
 
+@pytest.mark.parametrize("kind", ["revolute", "prismatic", "cylindrical", "planar", "free"])
+def test_limits_written_as_unlimited_give_the_default_range(kind, rng):
+    """URDF files write "unlimited" as +-1e16 (example-robot-data's iris):
+    such limits count as none, so ``random`` draws angles in [-pi, pi] and
+    displacements in [-1, 1], not 1e15 (where a double resolves no angle
+    finer than 0.1 rad); a limit below 1e6 is still kept."""
+    joint = gt.random_joint(kind, rng)
+    n = 3 if kind == "free" else joint.nq
+    joint.set_limits(-1e16 * np.ones(joint.nq), 1e16 * np.ones(joint.nq))
+    q = joint.random(rng, size=200)[:, :n]
+    assert np.abs(q).max() <= np.pi
+    joint.set_limits(-1e5 * np.ones(joint.nq), 1e5 * np.ones(joint.nq))
+    assert np.abs(joint.random(rng, size=200)[:, :n]).max() > 10.0
+
+
 def test_bad_limits_raise():
     with pytest.raises(ValueError, match="invalid joint limits"):
         J.Revolute().set_limits(1.0, -1.0)

@@ -33,6 +33,9 @@ KINDS = {
 
 # Tolerance on |q| - 1 for quaternions handed to the public API.
 QUAT_TOL = 1e-6
+#: joint limits of this magnitude and beyond count as none in ``random`` (files
+#: write +-1e16 for "unlimited")
+UNLIMITED = 1e6
 
 
 def _unit(name, axis):
@@ -114,6 +117,8 @@ class Joint:
 
         Each coordinate is uniform between its limits, or where none is set
         in its default range (angles [-pi, pi], displacements [-1, 1]).
+        Limits of 1e6 and beyond count as none (files write +-1e16 for
+        "unlimited").
 
         Parameters
         ----------
@@ -127,10 +132,19 @@ class Joint:
         ndarray, shape (nq,), or (size, nq) when ``size`` is given
         """
         rng = np.random.default_rng(rng)
-        lo, hi = self._default_range()
-        lo = np.where(np.isfinite(self.lower), self.lower, lo)
-        hi = np.where(np.isfinite(self.upper), self.upper, hi)
+        lo, hi = self._limited_range()
         return rng.uniform(lo, hi, size=None if size is None else (size, self.nq))
+
+    def _limited_range(self):
+        """The range :meth:`random` draws from: the limits where set, the
+        default range elsewhere.  Limits of magnitude ``UNLIMITED`` (1e6)
+        and above count as none: files write "unlimited" as +-1e16, and
+        angles drawn from there (1e15 rad, where a double resolves no angle
+        finer than 0.1 rad) would mean nothing."""
+        d_lo, d_hi = self._default_range()
+        lo = np.where(np.abs(self.lower) < UNLIMITED, self.lower, d_lo)
+        hi = np.where(np.abs(self.upper) < UNLIMITED, self.upper, d_hi)
+        return lo, hi
 
     def _default_range(self):
         return -np.pi * np.ones(self.nq), np.pi * np.ones(self.nq)
@@ -461,11 +475,11 @@ class Free(Joint):
 
     def random(self, rng=None, size=None):
         """Positions uniform within the limits of the first three coordinates
-        (default [-1, 1]) and a unit quaternion uniformly distributed on the
+        (default [-1, 1]; limits of 1e6 and beyond count as none) and a unit quaternion uniformly distributed on the
         rotations (``w >= 0``); shape (7,), or (size, 7) when ``size`` is
         given."""
         rng = np.random.default_rng(rng)
-        lo = np.where(np.isfinite(self.lower[:3]), self.lower[:3], -1.0)
-        hi = np.where(np.isfinite(self.upper[:3]), self.upper[:3], 1.0)
+        lo = np.where(np.abs(self.lower[:3]) < UNLIMITED, self.lower[:3], -1.0)
+        hi = np.where(np.abs(self.upper[:3]) < UNLIMITED, self.upper[:3], 1.0)
         p = rng.uniform(lo, hi, size=None if size is None else (size, 3))
         return np.concatenate([p, _random_quat(rng, size)], axis=-1)
