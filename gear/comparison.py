@@ -512,10 +512,14 @@ class Comparison:
         s = self.sizes
         st = self.settings
         unit = st.get("coordinate_unit", "rad or m")
-        head = (f"**{self.name}**: nv = {s['nv']}, {s['constraint_rows']} constraint rows, "
+        def n(x):                   # a size that could not be had (its run failed): a dash
+            return "–" if x is None else x
+
+        nc = s["constraint_rows"]
+        head = (f"**{self.name}**: nv = {s['nv']}, {nc} constraint row{'' if nc == 1 else 's'}, "
                 f"dof {s['dof']}; maximal: {s['maximal_coordinates']} coordinates, "
-                f"{s['maximal_rows']} rows, nnz(J) = {s['nnz_J']}, nnz(K) = {s['nnz_K']}, "
-                f"nnz(L) = {s['nnz_factor']}.  {st['steps']} steps of "
+                f"{n(s['maximal_rows'])} rows, nnz(J) = {n(s['nnz_J'])}, nnz(K) = {n(s['nnz_K'])}, "
+                f"nnz(L) = {n(s['nnz_factor'])}.  {st['steps']} steps of "
                 f"dt = {st['dt']:g} s.\n\n")
         rows = ["| run | formulation | integrator | stabilisation | µs per step | µs per solve "
                 f"| max residual | max energy drift | error at t_final ({unit}) | largest stable dt |",
@@ -1509,13 +1513,17 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrators=(
 
     # -- the run families ------------------------------------------------------
     families = []          # (family or an exception to record, info)
+    solver_errors = {}     # a solver that does not take this mechanism's rows: its runs fail, the rest go on
     for cls in classes:
-        sx = soft_sys if cls.name == "soft" else sys.with_solver(cls)
+        try:
+            sx = soft_sys if cls.name == "soft" else sys.with_solver(cls)
+        except NotImplementedError as exc:    # (the maximal solver and joint couplers, for one)
+            sx, solver_errors[cls.name] = None, exc
         hard = bool(cls.hard)
         for integ in integrators:
             fam = _Run(f"{_solver_label(cls.name)} / {integ}", "reduced" if hard else "soft", cls.name, integ,
                        "projection" if hard else None, sx, q0, dq0, tau0, sys)
-            if not hard:
+            if not hard and sx is not None:
                 fam.solver_options = dict(sx.solver.options)
             families.append(fam)
     mx, mx_error = None, None
@@ -1609,6 +1617,8 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrators=(
         try:
             if fam.formulation == "maximal" and mx_error is not None:
                 raise mx_error
+            if fam.formulation != "maximal" and fam.solver in solver_errors:
+                raise solver_errors[fam.solver]
             tr = fam.simulate(dt, t_final, record_every)
             q, dq, t = np.asarray(tr.q), np.asarray(tr.dq), np.asarray(tr.t)
             E, res, pos = fam.energy(tr), fam.residual(tr), fam.position_residual(tr)

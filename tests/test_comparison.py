@@ -481,3 +481,21 @@ def test_progress_defaults_to_a_terminal_check(capsys):
     gear.compare(sysm, q0, t_final=0.01, dt=1e-3, solvers=("kkt",), maximal=False)
     out, err = capsys.readouterr()
     assert out == "" and err == ""                              # stderr is not a terminal here
+
+
+def test_a_solver_that_does_not_take_the_rows_fails_its_runs_and_the_others_go_on():
+    """A mechanism with a joint coupler (a URDF mimic joint, as on
+    example-robot-data's panda): the 'maximal' solver takes loop closures
+    only.  ``gear compare`` used to stop with that error; its runs now fail
+    with the reason in the report, and every other run (the maximal
+    formulation, which holds couplers, among them) is kept."""
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    sysm = gear.ConstrainedModel(arm, [gear.JointCoupler("joint4", "joint2", 0.5, name="mimic:joint4")])
+    q0 = sysm.assemble(arm.neutral() + 0.2)
+    rep = gear.compare(sysm, q0, t_final=0.01, dt=1e-3, solvers=("kkt", "maximal"), integrators="euler",
+                       work_precision=False, stability=False)
+    runs = {r["name"]: r for r in rep.runs}
+    assert runs["kkt / euler"]["status"] == "ok" and runs["maximal / euler"]["status"] == "ok"
+    bad = runs["maximal solver / euler"]
+    assert bad["status"] == "failed" and "joint coupler 'mimic:joint4'" in bad["error"]
+    assert runs["maximal / euler"]["max_constraint_residual"] <= 1e-12

@@ -242,10 +242,14 @@ class MaximalSystem:
             raise TypeError(f"sys must be a gear.ConstrainedModel or gear.Model, got {type(sys).__name__}")
         for k, c in enumerate(sys.constraints):
             if not isinstance(c, LoopClosure):
+                what = (f"joint coupler {c.name!r} (a URDF <mimic> joint, a row in joint space)"
+                        if getattr(c, "coupler", None) is not None else
+                        f"{type(c).__name__} {c.name!r} (a row in joint space)" if getattr(c, "name", None)
+                        else f"a {type(c).__name__} (a row in joint space)")
                 raise NotImplementedError(
-                    f"constraints[{k}] ({type(c).__name__}) is a row in joint space; the maximal-"
-                    "coordinate formulation takes gear.LoopClosure constraints only (use the 'kkt' "
-                    "or 'projection' solver)")
+                    f"constraints[{k}] is a {what}; the 'maximal' solver takes gear.LoopClosure "
+                    "constraints only: use the 'kkt' or 'projection' solver, or simulate "
+                    "gear.MaximalModel(sys), which holds couplers too")
         self.sys = sys
         model = self.model = sys.model
         nb = self.nb = model.nbodies
