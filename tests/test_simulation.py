@@ -539,3 +539,19 @@ def test_the_python_projection_of_a_state_does_not_depend_on_its_batch():
         qk, vk, _ = _project(sysm, Q[k:k + 1], V[k:k + 1])
         assert np.array_equal(qb[k], qk[0]) and np.array_equal(vb[k], vk[0])
     assert np.abs(sysm.constraint_residual(qb[1])).max() <= 1e-12
+
+
+def test_a_closed_chain_with_a_massless_joint_names_the_joint():
+    """example-robot-data's romeo has massless finger links: a closed-chain
+    run's mass matrix is singular.  The error names the joint (from the
+    articulated-body algorithm), as the tree's does, instead of only saying
+    that the mass matrix is not positive definite."""
+    sysm, q0 = mech.four_bar()
+    m = sysm.model
+    m.add_body("ghost", m.body_names[0], J.Revolute([0, 1, 0]), gear.SE3(p=[0.1, 0, 0]), inertia=None,
+               joint_name="ghost_joint")
+    sysm = gear.ConstrainedModel(m, sysm.constraints)
+    q = np.r_[q0, 0.0]
+    with pytest.raises(gear.SingularInertiaError,
+                       match=r"not positive definite between t = 0 and t = 0.002: .*'ghost_joint'"):
+        gear.simulate(sysm, q, np.zeros(4), 0.002, 1e-3, integrator="euler", progress=False)

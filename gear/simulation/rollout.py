@@ -4,6 +4,8 @@ kernels of :mod:`gear.simulation.integrators`; frames go to a recorder of
 :mod:`gear.simulation.recorder`."""
 from __future__ import annotations
 
+import re
+
 import time
 
 import numpy as np
@@ -129,7 +131,15 @@ def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first
                                          "integrator='implicit' for stiff systems")
         _check_status(m, np.maximum(status, 0))     # a singular articulated inertia
         if st == -4:
-            raise SingularInertiaError(f"the mass matrix{which} is not positive definite {span}")
+            # which joint moves no mass: the articulated-body algorithm names it
+            from ..algorithms.dynamics import forward_dynamics
+
+            why = "give every body with a joint positive mass and inertia"
+            try:
+                forward_dynamics(m, q[k], np.zeros(m.nv), np.zeros(m.nv))
+            except SingularInertiaError as exc:
+                why = re.sub(r" \(state \d+\)", "", str(exc))
+            raise SingularInertiaError(f"the mass matrix{which} is not positive definite {span}: {why}")
         raise ValueError(f"the native rollout{which} failed with status {st} {span}: a distance "
                          "closure whose two points coincide?")
     return Q, V, L, tmax
