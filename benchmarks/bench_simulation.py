@@ -131,6 +131,7 @@ def euler_table(N=256, steps=200, dt=1e-3):
     d = zoo_dir()
     if d is not None and os.path.isfile(os.path.join(d, "panda_description/urdf/panda.urdf")):
         panda = gear.load_urdf(os.path.join(d, "panda_description/urdf/panda.urdf"))
+        panda.loop_closures = []   # the tree alone (its finger <mimic>), as MuJoCo gets it
         fd, xml = tempfile.mkstemp(suffix=".xml")
         with os.fdopen(fd, "w") as fh:
             fh.write(gear.interop.to_mjcf(panda))

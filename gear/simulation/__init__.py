@@ -313,7 +313,8 @@ def simulate(model_or_sys, q0, dq0, t_final, dt, integrator="rk4", tau=None, f_e
         warnings.warn(f"the model carries {len(model.loop_closures)} loop closures or joint couplers "
                       "(model.loop_closures: the file's equality constraints or <mimic> joints), which a "
                       "simulation of the Model leaves out (it runs the tree alone); simulate "
-                      "gear.ConstrainedModel(model) to hold them, as gear.MaximalModel(model) does",
+                      "gear.ConstrainedModel(model) to hold them, as gear.MaximalModel(model) does, "
+                      "or set model.loop_closures = [] to run the tree without this warning",
                       UserWarning, stacklevel=2)
     if integrator not in INTEGRATORS:
         raise ValueError(f"unknown integrator {integrator!r}; choose one of {list(INTEGRATORS)}")
