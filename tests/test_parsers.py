@@ -43,7 +43,7 @@ CORPUS = {
     "urdf_entity_bomb.urdf": ["entity", "lol"],
     "mjcf_missing_body.xml": ["loop", "ghost_body"],
     "mjcf_bad_joint_type.xml": ["twist_joint", "universal"],
-    "mjcf_include.xml": ["<include>"],
+    "mjcf_include.xml": ["<include>", "other.xml", "not found"],
     "mjcf_frame.xml": ["<frame>", "moved_frame"],
     "mjcf_not_mujoco.xml": ["<mujoco>"],
     "mjcf_not_xml.xml": ["not a well-formed XML"],
@@ -54,7 +54,7 @@ CORPUS = {
     "mjcf_zero_axis.xml": ["zero_axis_hinge", "axis"],
     "mjcf_duplicate_body.xml": ["twin", "duplicate"],
     "mjcf_negative_mass.xml": ["light_body", "mass"],
-    "mjcf_unsupported_equality.xml": ["coupling", "not supported"],
+    "mjcf_unsupported_equality.xml": ["coupling", "polycoef", "linear"],
     "mjcf_undefined_class.xml": ["ja", "nosuchclass"],
     "mjcf_nonzero_ref.xml": ["ref_joint", "ref"],
     "mjcf_bad_range.xml": ["inverted_range", "range"],
@@ -690,3 +690,109 @@ def test_docs_models_doctest(monkeypatch):
     res = doctest.testfile(str(root / "docs" / "models.md"), module_relative=False,
                            optionflags=doctest.ELLIPSIS)
     assert res.failed == 0 and res.attempted > 10
+
+
+def test_mjcf_site_defaults_place_the_sites(tmp_path):
+    """A site takes the position and orientation of its default class (its
+    ``class``, else its body's ``childclass``), as MuJoCo applies them.
+    They were dropped, and a ``connect`` between such sites opened by the
+    default's offset without a word (example-robot-data's style; found
+    against MuJoCo's ``efc_pos``)."""
+    p = _mj(tmp_path, f"""
+      <body name="a"><joint name="ja" axis="0 1 0"/>{BODY_INERTIAL}<site name="sa" class="s"/></body>
+      <body name="b" childclass="c"><joint name="jb" axis="0 1 0"/>{BODY_INERTIAL}<site name="sb"/>
+        <site name="sb2" euler="0 0 90"/></body>
+      <site name="sw" pos="0.3 0 0"/><site name="sw2" pos="0 0 0.4"/><site name="sw3" pos="0 0 0.4" euler="0 0 90"/>""",
+            extra="""<default><default class="s"><site pos="0.3 0 0" quat="1 0 1 0"/></default>
+        <default class="c"><site pos="0 0 0.4" quat="0 1 0 0"/></default></default>
+      <equality><connect name="ca" site1="sa" site2="sw"/><connect name="cb" site1="sb" site2="sw2"/>
+        <weld name="wb" site1="sb2" site2="sw3"/></equality>""")
+    m = gear.load_mjcf(p)
+    sysm = gear.ConstrainedModel(m)
+    assert np.abs(sysm.constraint_residual(m.qpos0)).max() < 1e-14
+    lcs = {lc.name: lc for lc in m.loop_closures}
+    assert np.allclose(lcs["ca"].placement_a.p, [0.3, 0, 0])
+    # an own orientation replaces the default's; the position stays the default's
+    assert np.allclose(lcs["wb"].placement_a.p, [0, 0, 0.4])
+    assert np.allclose(lcs["wb"].placement_a.R, _rz(np.pi / 2), atol=1e-15)
+    mujoco = pytest.importorskip("mujoco", reason="MuJoCo's own residual as the oracle")
+    mm = mujoco.MjModel.from_xml_path(str(p))
+    md = mujoco.MjData(mm)
+    rng = np.random.default_rng(0)
+    md.qpos[:] = rng.uniform(-1, 1, 2)
+    mujoco.mj_forward(mm, md)
+    g = sysm.constraint_residual(md.qpos.copy())
+    assert np.allclose(g[:6], -md.efc_pos[:6], atol=1e-12)      # (gear: site2 - site1)
+
+
+def test_mjcf_joint_equalities_are_joint_couplers(tmp_path):
+    """``<equality><joint joint1 joint2 polycoef="a0 a1 0 0 0">`` (the finger
+    couplings of menagerie's panda, aloha, robotiq 2F-85) loads as
+    ``q[joint1] = a1 q[joint2] + a0``; an inactive one is left out, and
+    one without joint2 or with a nonlinear polycoef is refused."""
+    body = f"""<body name="a"><joint name="j1" type="slide" axis="1 0 0"/>{BODY_INERTIAL}
+        <body name="b"><joint name="j2" type="slide" axis="1 0 0"/>{BODY_INERTIAL}
+          <body name="c"><joint name="j3"/>{BODY_INERTIAL}</body></body></body>"""
+    p = _mj(tmp_path, body, extra="""<equality><joint name="fingers" joint1="j2" joint2="j1" polycoef="0.01 -1 0 0 0"/>
+        <joint joint1="j3" joint2="j1"/><joint joint1="j3" joint2="j2" active="false"/></equality>""")
+    m = gear.load_mjcf(p)
+    cs = m.loop_closures
+    assert [type(c).__name__ for c in cs] == ["JointCoupler", "JointCoupler"]
+    assert (cs[0].joint, cs[0].source, cs[0].multiplier, cs[0].offset, cs[0].name) == \
+        ("j2", "j1", -1.0, 0.01, "fingers")
+    assert (cs[1].joint, cs[1].source, cs[1].multiplier, cs[1].offset) == ("j3", "j1", 1.0, 0.0)
+    sysm = gear.ConstrainedModel(m)
+    q = np.array([0.2, -0.3, 0.5])
+    assert np.allclose(sysm.constraint_residual(q), [-0.3 - (-0.2 + 0.01), 0.5 - 0.2])
+    mujoco = pytest.importorskip("mujoco", reason="MuJoCo's own residual as the oracle")
+    mm = mujoco.MjModel.from_xml_path(str(p))
+    md = mujoco.MjData(mm)
+    md.qpos[:] = q
+    mujoco.mj_forward(mm, md)
+    assert np.allclose(sysm.constraint_residual(q), md.efc_pos[:2], atol=1e-14)
+    for eq, needle in (('<joint name="e" joint1="j2"/>', "without joint2"),
+                       ('<joint name="e" joint1="j2" joint2="j1" polycoef="0 1 0 0.1 0"/>', "linear"),
+                       ('<joint name="e" joint1="j2" joint2="nope"/>', "'nope' is not defined")):
+        p = _mj(tmp_path, body, extra=f"<equality>{eq}</equality>", name="bad.xml")
+        with pytest.raises(ModelFileError, match=needle):
+            gear.load_mjcf(p)
+
+
+def test_mjcf_a_body_welded_to_the_world_needs_no_inertia(tmp_path):
+    """A base welded to the world moves nothing: its inertia is never
+    derived from its geoms, so a mesh the user does not have (menagerie's
+    so_arm100 base) no longer stops the load."""
+    p = _mj(tmp_path, f"""<body name="base"><geom type="mesh" mesh="m"/><body name="plate"><geom type="box" size="1 1 1"/>
+        <body name="l"><joint name="j"/>{BODY_INERTIAL}</body></body></body>""",
+            extra='<asset><mesh name="m" file="missing.stl"/></asset>')
+    m = gear.load_mjcf(p)
+    assert m.nbodies == 1 and m.body_names == ["l"] and m.inertias[0].mass == 1.0
+
+
+def test_mjcf_include(tmp_path):
+    """``<include file>`` splices the included ``<mujoco>``'s children in
+    place (nested includes too, paths relative to the including file), the
+    same model as the file written out whole; a cycle and a missing file
+    are refused with the file named."""
+    (tmp_path / "parts").mkdir()
+    _write(tmp_path, "parts/arm.xml", f"""<mujoco><body name="b"><joint name="jb" axis="0 1 0"/>{BODY_INERTIAL}</body>
+      <include file="tip.xml"/></mujoco>""")
+    _write(tmp_path, "parts/tip.xml", f'<mujoco><site name="s" pos="0 0 0.5"/></mujoco>')
+    _write(tmp_path, "act.xml", '<mujoco><actuator><motor joint="ja"/></actuator></mujoco>')
+    inc = _write(tmp_path, "main.xml", f"""<mujoco><worldbody>
+      <body name="a" pos="0 0 1"><joint name="ja"/>{BODY_INERTIAL}<include file="parts/arm.xml"/></body>
+      </worldbody><include file="act.xml"/></mujoco>""")
+    whole = _mj(tmp_path, f"""<body name="a" pos="0 0 1"><joint name="ja"/>{BODY_INERTIAL}
+      <body name="b"><joint name="jb" axis="0 1 0"/>{BODY_INERTIAL}</body><site name="s" pos="0 0 0.5"/></body>""",
+                name="whole.xml")
+    a, b = gear.load_mjcf(inc), gear.load_mjcf(whole)
+    assert a.body_names == b.body_names and a.nq == b.nq == 2
+    q = np.array([0.3, -0.4])
+    assert np.allclose(gear.mass_matrix(a, q), gear.mass_matrix(b, q), rtol=0, atol=1e-15)
+    _write(tmp_path, "loop.xml", '<mujoco><include file="loop.xml"/></mujoco>')
+    with pytest.raises(ModelFileError, match="includes itself"):
+        gear.load_mjcf(tmp_path / "loop.xml")
+    _write(tmp_path, "frag.xml", '<robot/>')
+    p = _write(tmp_path, "badinc.xml", '<mujoco><include file="frag.xml"/></mujoco>')
+    with pytest.raises(ModelFileError, match="expected <mujoco>"):
+        gear.load_mjcf(p)

@@ -22,15 +22,18 @@ Mapping to gear (see ``docs/models.md``):
 * ``<equality><connect>``/``<weld>`` become
   :class:`~gear.parsers.common.LoopClosureSpec` entries in
   ``model.loop_closures``, with constraint frames that coincide at
-  ``model.qpos0``.
+  ``model.qpos0``; a linear ``<equality><joint>`` becomes a
+  :class:`gear.JointCoupler`.
+* ``<include>`` splices the included file's children in place; sites
+  take their default class's position and orientation.
 
 Inertias come from ``<inertial>``.  A body with geoms but no
 ``<inertial>`` gets MuJoCo's geom-derived inertia when the optional
 ``mujoco`` package is importable, otherwise :class:`~gear.ModelFileError`
 asks for an explicit ``<inertial>``.  Elements that would change the
-kinematics or the inertias but are not supported (``include``, ``frame``,
+kinematics or the inertias but are not supported (``frame``,
 ``attach``, ``replicate``, ``composite``, ``flexcomp``, joint ``ref``,
-``equality`` kinds other than connect/weld, several compiler options)
+``equality`` kinds other than connect/weld/joint, several compiler options)
 raise :class:`~gear.ModelFileError`.
 """
 from __future__ import annotations
@@ -49,10 +52,11 @@ __all__ = ["load_mjcf"]
 _TOP = {"compiler", "option", "size", "visual", "statistic", "default", "custom", "extension",
         "asset", "worldbody", "contact", "deformable", "equality", "tendon", "actuator",
         "sensor", "keyframe"}
-_UNSUPPORTED = {"include", "attach", "replicate", "frame", "composite", "flexcomp"}
+_UNSUPPORTED = {"attach", "replicate", "frame", "composite", "flexcomp"}
 _BODY_CHILDREN = {"inertial", "joint", "freejoint", "geom", "site", "camera", "light", "body",
                   "plugin"}
 _JOINT_TYPES = {"hinge", "slide", "ball", "free"}
+_ORIENTATIONS = ("quat", "axisangle", "euler", "xyaxes", "zaxis")
 
 
 def _import_mujoco():
@@ -323,21 +327,28 @@ class _Loader:
         T0 = T_pn_pb * T_pb_B
         T_wB = T_w_pb * T_pb_B
 
+        jels = [c for c in el if c.tag in ("joint", "freejoint")]
+        # a body without joints under the world (or under such a body) is
+        # welded to it: its inertia never moves, so none is derived from its
+        # geoms (which could need mesh files a user may not have)
+        on_world = not jels and parent_node in self.on_world
+        if on_world:
+            self.on_world.add(name)
         inertia = None
         has_geom = el.find("geom") is not None
-        if self.comp.inertiafromgeom == "true" and has_geom:
+        if self.comp.inertiafromgeom == "true" and has_geom and not on_world:
             inertia = self.mujoco_inertia(bid, name, named, where)
         else:
             inertia = self.inertial(el, where)
-            if inertia is None and has_geom and self.comp.inertiafromgeom == "auto":
+            if inertia is None and has_geom and self.comp.inertiafromgeom == "auto" and not on_world:
                 inertia = self.mujoco_inertia(bid, name, named, where)
 
-        jels = [c for c in el if c.tag in ("joint", "freejoint")]
         specs = [self.joint(c, cc, name, k) for k, c in enumerate(jels)]
-        for jn, *_ in specs:
+        for jn, jtype, *_ in specs:
             if jn in self.joint_names:
                 raise r.error(f"joint {jn!r}", "duplicate joint name")
             self.joint_names.add(jn)
+            self.joint_types[jn] = jtype
         nodes = []
         if not specs:
             nodes.append(_Node(name, parent_node, J.Fixed(), name, T0, inertia, merge=True, where=where))
@@ -379,20 +390,31 @@ class _Loader:
             self.node_names.add(n.name)
         self.nodes.extend(nodes)
         self.bodies[name] = T_wB
-        self.sites_of(el, name)
+        self.sites_of(el, name, cc)
         for c in el.findall("body"):
             self.body(c, nodes[-1].name, T_node_B, T_wB, cc, False)
 
-    def sites_of(self, el, body):
+    def sites_of(self, el, body, childclass):
+        """The named sites of ``el``, each with the attributes of its default
+        class (its ``class``, else the body's ``childclass``) under its
+        own, as MuJoCo applies them."""
         for s in el.findall("site"):
             sn = s.get("name")
             if sn:
                 if sn in self.sites:
                     raise self.r.error(f"site {sn!r}", "duplicate site name")
-                if s.get("fromto") is not None:
+                cls = s.get("class") or childclass
+                if cls not in self.classes:
+                    raise self.r.error(f"site {sn!r}", f"default class {cls!r} is not defined")
+                attrs = dict(self.classes[cls].get("site", {}))
+                if any(s.get(k) is not None for k in _ORIENTATIONS):
+                    for k in _ORIENTATIONS:       # an own orientation replaces the default's
+                        attrs.pop(k, None)
+                attrs.update(s.attrib)
+                if attrs.get("fromto") is not None:
                     self.sites[sn] = (body, None)
                 else:
-                    self.sites[sn] = (body, self.pose(s, f"site {sn!r}"))
+                    self.sites[sn] = (body, self.pose(attrs, f"site {sn!r}"))
 
     # -- equality constraints ------------------------------------------
     def equalities(self, root, model):
@@ -403,10 +425,13 @@ class _Loader:
                 k += 1
                 name = c.get("name")
                 where = f"equality <{c.tag}> " + (repr(name) if name else f"#{k}")
-                if c.tag not in ("connect", "weld"):
+                if c.tag not in ("connect", "weld", "joint"):
                     raise r.error(where, f"equality constraint <{c.tag}> is not supported "
-                                  "(only connect and weld)")
+                                  "(only connect, weld and joint)")
                 if not _bool(r, c.get("active"), where, "active", True):
+                    continue
+                if c.tag == "joint":
+                    model.loop_closures.append(self.joint_equality(c, name, where))
                     continue
                 use_sites = c.get("site1") is not None or c.get("site2") is not None
                 if use_sites:
@@ -455,6 +480,35 @@ class _Loader:
                     kind="ball" if c.tag == "connect" else "weld", body_a=ga, placement_a=Pa,
                     body_b=gb, placement_b=Pb, name=name, params=params))
 
+    def joint_equality(self, c, name, where):
+        """``<joint joint1 joint2 polycoef>``: MuJoCo's ``y - y0 = a0 + a1 (x -
+        x0) + a2 (x - x0)^2 + ...`` with ``y``, ``x`` the two joints' ``qpos``
+        and ``y0``, ``x0`` their reference values (zero: gear takes no
+        ``ref``).  The linear ones (``a2 = a3 = a4 = 0``, the finger
+        couplings of grippers) are :class:`gear.JointCoupler` ``y = a1 x +
+        a0``."""
+        from ..constraints.closures import JointCoupler
+
+        r = self.r
+        j1, j2 = c.get("joint1"), c.get("joint2")
+        if j1 is None:
+            raise r.error(where, "missing required attribute 'joint1'")
+        if j2 is None:
+            raise r.error(where, "without joint2 (joint1 held at a value) is not supported: "
+                          "a gear.JointCoupler ties two joints")
+        for attr, jn in (("joint1", j1), ("joint2", j2)):
+            if jn not in self.joint_names:
+                raise r.error(where, f"{attr} {jn!r} is not defined")
+            if self.joint_types[jn] not in ("hinge", "slide"):
+                raise r.error(where, f"{attr} {jn!r} is a {self.joint_types[jn]} joint; "
+                              "joint equalities couple hinge and slide joints")
+        a = r.floats(c.get("polycoef"), 5, where, "polycoef", (0.0, 1.0, 0.0, 0.0, 0.0))
+        if np.any(a[2:] != 0.0):
+            raise r.error(where, f"polycoef={c.get('polycoef')!r}: only linear couplings (the last "
+                          "three coefficients zero) are supported")
+        return JointCoupler(j1, j2, multiplier=float(a[1]), offset=float(a[0]),
+                            name=name or f"equality:{j1}")
+
     @staticmethod
     def _to_gear(model, body, T):
         if body == "world":
@@ -463,11 +517,41 @@ class _Loader:
         return ("world" if idx < 0 else model.body_names[idx]), Toff * T
 
     # -- driver ----------------------------------------------------------
+    def includes(self, el, stack):
+        """Replace every ``<include file=...>`` below ``el`` by the children
+        of the included file's ``<mujoco>`` root, as MuJoCo does (its
+        path relative to the including file's directory, else to the main
+        file's; includes nest, cycles are refused)."""
+        r = self.r
+        for i, c in reversed(list(enumerate(el))):
+            if c.tag != "include":
+                self.includes(c, stack)
+                continue
+            f = c.get("file")
+            where = f"element <include> {f!r}" if f else "element <include>"
+            if not f:
+                raise r.error(where, "missing required attribute 'file'")
+            cands = [os.path.join(os.path.dirname(stack[-1]), f), os.path.join(os.path.dirname(stack[0]), f)]
+            path = next((os.path.abspath(p) for p in cands if os.path.isfile(p)), None)
+            if path is None:
+                raise r.error(where, f"the included file {f!r} is not found (looked in "
+                              f"{os.path.dirname(stack[-1])!r})")
+            if path in stack:
+                raise r.error(where, f"includes itself through {' -> '.join(map(os.path.basename, stack))}")
+            sub = parse_xml(path)
+            if sub.tag != "mujoco":
+                raise r.error(where, f"the included file's root element is <{sub.tag}>, expected <mujoco>")
+            self.includes(sub, stack + [path])
+            el.remove(c)
+            for k, s in enumerate(list(sub)):
+                el.insert(i + k, s)
+
     def load(self):
         r = self.r
         root = parse_xml(self.path)
         if root.tag != "mujoco":
             raise r.error("", f"root element is <{root.tag}>, expected <mujoco> (not an MJCF file)")
+        self.includes(root, [os.path.abspath(self.path)])
         for el in root.iter():
             if el.tag in _UNSUPPORTED:
                 nm = el.get("name") or el.get("file") or el.get("model") or ""
@@ -491,14 +575,15 @@ class _Loader:
         self._mj = None
         self.nbody = 0
         self.nodes, self.bodies, self.sites = [], {}, {}
-        self.node_names, self.joint_names = set(), set()
+        self.node_names, self.joint_names, self.joint_types = set(), set(), {}
+        self.on_world = {"world"}
         for wb in root.findall("worldbody"):
             for c in wb:
                 if c.tag in ("joint", "freejoint", "inertial"):
                     raise r.error("<worldbody>", f"the world body cannot have <{c.tag}>")
                 if c.tag not in _BODY_CHILDREN:
                     raise r.error("<worldbody>", f"unknown child element <{c.tag}>")
-            self.sites_of(wb, "world")
+            self.sites_of(wb, "world", main)
             for c in wb.findall("body"):
                 self.body(c, "world", SE3(), SE3(), main, True)
 
