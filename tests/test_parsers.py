@@ -56,7 +56,6 @@ CORPUS = {
     "mjcf_negative_mass.xml": ["light_body", "mass"],
     "mjcf_unsupported_equality.xml": ["coupling", "polycoef", "linear"],
     "mjcf_undefined_class.xml": ["ja", "nosuchclass"],
-    "mjcf_nonzero_ref.xml": ["ref_joint", "ref"],
     "mjcf_bad_range.xml": ["inverted_range", "range"],
     "mjcf_bad_euler_count.xml": ["short_euler", "euler"],
 }
@@ -796,3 +795,44 @@ def test_mjcf_include(tmp_path):
     p = _write(tmp_path, "badinc.xml", '<mujoco><include file="frag.xml"/></mujoco>')
     with pytest.raises(ModelFileError, match="expected <mujoco>"):
         gear.load_mjcf(p)
+
+
+def test_mjcf_joint_ref_is_the_xml_pose(tmp_path):
+    """A hinge or slide ``ref`` (MuJoCo Menagerie's cassie: knees at -45
+    degrees, tarsi at 58) is the joint position at which the XML pose
+    holds: ``model.qpos0`` holds it, and at any ``qpos`` the bodies and the
+    mass matrix are MuJoCo's (a ``connect`` defined at the XML pose holds at
+    ``qpos0``)."""
+    mujoco = pytest.importorskip("mujoco", reason="MuJoCo is the oracle for ref")
+    p = _mj(tmp_path, f"""
+      <body name="a" pos="0 0 1"><joint name="h" axis="0 1 0" ref="30" pos="0.1 0 0"/>{BODY_INERTIAL}
+        <geom type="box" size="0.1 0.1 0.1" contype="0" conaffinity="0"/>
+        <body name="b" pos="0.4 0 0" euler="0 20 0"><joint name="s" type="slide" axis="1 0 0" ref="0.2"/>
+          <joint name="h2" axis="0 0 1" ref="-45" pos="0 0.05 0"/><inertial pos="0.1 0.02 0" mass="2" diaginertia="0.1 0.2 0.3"/>
+          <site name="tip" pos="0.3 0 0"/></body></body>
+      <site name="w" pos="0.4 0 1.3"/>""",
+            extra='<equality><connect name="c" body1="b" body2="world" anchor="0.3 0 0"/></equality>')
+    m = gear.load_mjcf(p)
+    mm = mujoco.MjModel.from_xml_path(str(p))
+    md = mujoco.MjData(mm)
+    assert np.allclose(m.qpos0, mm.qpos0, rtol=0, atol=1e-15)
+    assert np.allclose(m.qpos0, [np.deg2rad(30), 0.2, np.deg2rad(-45)])
+    sysm = gear.ConstrainedModel(m)
+    assert np.abs(sysm.constraint_residual(m.qpos0)).max() < 1e-14
+    rng = np.random.default_rng(3)
+    for q in (m.qpos0, rng.uniform(-1, 1, 3)):
+        md.qpos[:] = q
+        mujoco.mj_forward(mm, md)
+        M = np.zeros((3, 3))
+        try:
+            mujoco.mj_fullM(mm, md, M)          # MuJoCo 4
+        except TypeError:
+            mujoco.mj_fullM(mm, M, md.qM)       # MuJoCo 3
+        assert np.allclose(gear.mass_matrix(m, q), M, rtol=0, atol=1e-13)
+        P = gear.forward_kinematics(m, q)
+        for name in ("a", "b"):
+            idx, off = m.frames[name]
+            H = P[idx] @ off.homogeneous()
+            k = mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_BODY, name)
+            assert np.allclose(H[:3, 3], md.xpos[k], atol=1e-14)
+            assert np.allclose(H[:3, :3], md.xmat[k].reshape(3, 3), atol=1e-14)

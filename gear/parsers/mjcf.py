@@ -26,13 +26,15 @@ Mapping to gear (see ``docs/models.md``):
   :class:`gear.JointCoupler`.
 * ``<include>`` splices the included file's children in place; sites
   take their default class's position and orientation.
+* A hinge or slide ``ref`` is the joint position of the XML pose
+  (``model.qpos0``): the joint's placement is turned by ``-ref``.
 
 Inertias come from ``<inertial>``.  A body with geoms but no
 ``<inertial>`` gets MuJoCo's geom-derived inertia when the optional
 ``mujoco`` package is importable, otherwise :class:`~gear.ModelFileError`
 asks for an explicit ``<inertial>``.  Elements that would change the
 kinematics or the inertias but are not supported (``frame``,
-``attach``, ``replicate``, ``composite``, ``flexcomp``, joint ``ref``,
+``attach``, ``replicate``, ``composite``, ``flexcomp``,
 ``equality`` kinds other than connect/weld/joint, several compiler options)
 raise :class:`~gear.ModelFileError`.
 """
@@ -273,7 +275,7 @@ class _Loader:
         r = self.r
         if el.tag == "freejoint":
             name = el.get("name") or f"{body}_free"
-            return name, "free", np.zeros(3), None, None
+            return name, "free", np.zeros(3), None, None, 0.0
         cls = el.get("class") or childclass
         if cls not in self.classes:
             jn = el.get("name") or f"{body}_joint{k}"
@@ -285,8 +287,13 @@ class _Loader:
         jtype = attrs.get("type", "hinge")
         if jtype not in _JOINT_TYPES:
             raise r.error(where, f"unknown joint type {jtype!r} (supported: hinge, slide, ball, free)")
-        if attrs.get("ref") is not None and r.float1(attrs["ref"], where, "ref") != 0.0:
-            raise r.error(where, "a non-zero 'ref' is not supported")
+        # the reference position (MuJoCo's qpos0 of a hinge or slide joint:
+        # the XML pose is the one at q = ref); ignored on ball and free joints
+        ref = 0.0
+        if attrs.get("ref") is not None and jtype in ("hinge", "slide"):
+            ref = r.float1(attrs["ref"], where, "ref")
+            if jtype == "hinge":
+                ref = float(self.angle(ref))
         pos = r.floats(attrs.get("pos"), 3, where, "pos", (0.0, 0.0, 0.0))
         axis = r.axis(attrs.get("axis"), where, "axis", (0.0, 0.0, 1.0)) if jtype in ("hinge", "slide") else None
         limited = attrs.get("limited", "auto")
@@ -303,7 +310,7 @@ class _Loader:
                     raise r.error(where, f"range {rng.tolist()} must have lower < upper")
             elif has_range:  # still validate the numbers
                 r.floats(attrs.get("range"), 2, where, "range")
-        return name, jtype, pos, axis, rng
+        return name, jtype, pos, axis, rng, ref
 
     # -- the tree -------------------------------------------------------
     def body(self, el, parent_node, T_pn_pb, T_w_pb, childclass, parent_is_world):
@@ -366,7 +373,7 @@ class _Loader:
             T_node_B = SE3()
         else:
             prev = None
-            for k, (jn, jtype, pos, axis, rng) in enumerate(specs):
+            for k, (jn, jtype, pos, axis, rng, ref) in enumerate(specs):
                 last = k == len(specs) - 1
                 if jtype == "hinge":
                     joint = J.Revolute(axis)
@@ -380,11 +387,17 @@ class _Loader:
                 if nname != name and (nname in self.bodies or nname in self.node_names):
                     raise r.error(where, f"generated body name {nname!r} is already used")
                 placement = T0 * SE3(p=pos) if prev is None else SE3(p=pos - prev)
+                if ref != 0.0:
+                    # the joint's child frame is the XML's at q = ref:
+                    # placement * J(q) = (placement * J(-ref)) * J(q)
+                    placement = placement * (SE3(exp_so3(-ref * axis)) if jtype == "hinge"
+                                             else SE3(p=-ref * axis))
                 T_node_B = SE3(p=-pos)
                 nodes.append(_Node(nname, parent_node if prev is None else nodes[-1].name, joint, jn,
                                    placement, inertia.transform(T_node_B) if (last and inertia is not None) else None,
                                    where=f"joint {jn!r}",
-                                   frame_offset=T_node_B if (last and np.any(pos != 0)) else None))
+                                   frame_offset=T_node_B if (last and np.any(pos != 0)) else None,
+                                   q0=np.array([ref]) if ref != 0.0 else None))
                 prev = pos
         for n in nodes:
             self.node_names.add(n.name)
