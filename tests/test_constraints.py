@@ -467,3 +467,32 @@ def test_cli_info_prints_both_spanning_trees(capsys):
     assert "spanning tree: depth 2" in out and "tree=chain: depth 9" in out and "(this one)" in out
     assert main(["info", "n-four-bar:4:star"]) == 1
     assert "chain or ground" in capsys.readouterr().err
+
+
+def test_assembly_refuses_a_weld_closed_at_a_flipped_orientation():
+    """A weld's orientation rows are dot products of the frames' axes
+    (y_A.z_B, z_A.x_B, x_A.y_B), which also vanish when one frame is turned
+    a half turn or 120 degrees: Gauss-Newton from a far guess closed the rows
+    there and returned an assembly in which the weld was turned 180 degrees
+    apart (19 of 40 random guesses within 2 rad did).  Now the rows holding
+    is not enough: such a result raises, saying so; a near guess assembles
+    with the frames aligned."""
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    target = arm.neutral() + 0.3
+    P = gear.forward_kinematics(arm, target)[-1]
+    weld = gear.LoopClosure(arm.body_names[-1], None, "world", gear.SE3(P[:3, :3], P[:3, 3]), "weld",
+                            name="grip")
+    sysm = gear.ConstrainedModel(arm, [weld])
+    rng = np.random.default_rng(0)
+    flips = 0
+    for _ in range(12):
+        try:
+            q = sysm.assemble(target + rng.uniform(-2, 2, 7))
+        except gear.AssemblyError as exc:
+            flips += "'grip' (weld) has its frames turned" in str(exc)
+            continue
+        H = gear.forward_kinematics(arm, q)[-1]
+        assert np.allclose(H[:3, :3], P[:3, :3], atol=1e-9)       # a returned assembly is the weld's
+    assert flips >= 3
+    q = sysm.assemble(target + 0.05 * rng.standard_normal(7))
+    assert np.allclose(gear.forward_kinematics(arm, q)[-1], P, atol=1e-9)

@@ -40,8 +40,10 @@ kind            rows  rows used
 ==============  ====  =========================================================
 
 The orientation rows vanish when the frames are aligned; they also vanish
-at some half-turn flips, so :meth:`ConstrainedModel.assemble` should start
-near the intended assembly (as every Newton method must).
+at some half-turn and 120-degree turns of one frame, so
+:meth:`ConstrainedModel.assemble` should start near the intended assembly
+(as every Newton method must); it raises where a weld or prismatic
+closure ends turned apart.
 """
 from __future__ import annotations
 

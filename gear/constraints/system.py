@@ -566,7 +566,37 @@ class ConstrainedModel:
                 f"(tolerance {tol:g}); the closure may be unreachable from this guess "
                 "(links too short or too long, or the locked joints "
                 f"{self._names_of(locked)} forbid it)")
+        flipped = self._flipped(q)
+        if flipped:
+            raise AssemblyError(
+                "the rows hold, but not as the closures mean: " + "; ".join(
+                    f"{name} ({kind}) has its frames turned {deg:.0f} degrees apart"
+                    for name, kind, deg in flipped)
+                + ". A weld's or prismatic closure's orientation rows (dot products of the frames' "
+                "axes) also vanish at half-turn and 120-degree turns of one frame; start from a "
+                "guess nearer the intended assembly")
         return q
+
+    def _flipped(self, q):
+        """The weld and prismatic closures (whose frames must have equal
+        orientations) that hold their rows at ``q`` with the frames turned
+        apart: spurious roots of their orientation rows, ``(name, kind,
+        angle in degrees)`` each."""
+        out = []
+        kin = None
+        for k, c in enumerate(self.constraints):
+            if not isinstance(c, LoopClosure) or c.kind not in ("weld", "prismatic"):
+                continue
+            if kin is None:
+                kin = K.tree_kinematics(self.model, q)
+            ia, ib = self._bodies[k]
+            RA = K._frame(kin, ia, c.placement_a)[0]
+            RB = K._frame(kin, ib, c.placement_b)[0]
+            cos = float(np.clip((np.trace(RA.T @ RB) - 1.0) / 2.0, -1.0, 1.0))
+            if cos < 0.5:                     # more than 60 degrees: no rounding
+                out.append((repr(c.name) if c.name else f"constraints[{k}]", c.kind,
+                            float(np.degrees(np.arccos(cos)))))
+        return out
 
     def _names_of(self, joints):
         """The names of the joints in ``joints`` (as :meth:`_joint_mask`
