@@ -836,3 +836,27 @@ def test_mjcf_joint_ref_is_the_xml_pose(tmp_path):
             k = mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_BODY, name)
             assert np.allclose(H[:3, 3], md.xpos[k], atol=1e-14)
             assert np.allclose(H[:3, :3], md.xmat[k].reshape(3, 3), atol=1e-14)
+
+
+def test_urdf_joint_order_is_pinocchios(tmp_path):
+    """Pinocchio (through urdfdom) walks the tree depth first with each
+    link's child joints in the order of their names, not of the file; gear
+    lays q out the same way, so a configuration from Pinocchio means the
+    same here (example-robot-data's a1, whose FR legs come first in the
+    file, had its mass matrix 41 % off when fed Pinocchio's q by position)."""
+    p = _write(tmp_path, "order.urdf", f"""<robot name="o">
+      <link name="base">{INERTIAL}</link>
+      <link name="z_link">{INERTIAL}</link><link name="z_tip">{INERTIAL}</link>
+      <link name="a_link">{INERTIAL}</link><link name="m_link">{INERTIAL}</link>
+      <joint name="z_joint" type="revolute"><parent link="base"/><child link="z_link"/>
+        <axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+      <joint name="tip_joint" type="continuous"><parent link="z_link"/><child link="z_tip"/></joint>
+      <joint name="m_fixed" type="fixed"><parent link="base"/><child link="m_link"/></joint>
+      <joint name="a_joint" type="prismatic"><parent link="base"/><child link="a_link"/>
+        <axis xyz="1 0 0"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+    </robot>""")
+    m = gear.load_urdf(p)
+    assert m.joint_names == ["a_joint", "z_joint", "tip_joint"]
+    assert m.idx_q("a_joint") == slice(0, 1)
+    pin = pytest.importorskip("pinocchio", reason="Pinocchio's own order as the oracle")
+    assert list(pin.buildModelFromUrdf(str(p)).names[1:]) == m.joint_names

@@ -256,12 +256,14 @@ def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9
                       f"{', '.join(repr(x) for x in roots)}")
     order = []
     if roots:
-        # depth-first preorder in document order (the joint order of Pinocchio)
+        # depth-first preorder, the joints below each link in the order of
+        # their names: Pinocchio's joint order (urdfdom keeps a link's child
+        # joints in its name-sorted map of joints), so q is laid out as there
         stack = [roots[0]]
         while stack:
             ln = stack.pop()
             order.append(ln)
-            stack.extend(jinfo[j][2] for j in reversed(children[ln]))
+            stack.extend(jinfo[j][2] for j in reversed(sorted(children[ln])))
     if len(order) < len(links):
         start = next(ln for ln in links if ln not in set(order))
         seen = []
