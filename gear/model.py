@@ -213,7 +213,9 @@ class Model:
         from . import _core
 
         if self.nbodies == 0:
-            raise ValueError("the model has no bodies; add one with Model.add_body")
+            raise ValueError("the model has no moving bodies (a file whose links are all welded to the "
+                             "world loads with none: nq = nv = 0); there is nothing to compute, or add "
+                             "one with Model.add_body")
         a = self.arrays()
         return _core.ModelData(a["parent"], a["jtype"], a["iq"], a["iv"], a["nvi"], a["jparam"],
                                a["Xtree"], a["inertia"], self._gravity, self.nq, self.nv)

@@ -102,7 +102,7 @@ def test_lookup_errors(small):
 
 
 def test_empty_model_cannot_run_kernels():
-    with pytest.raises(ValueError, match="no bodies"):
+    with pytest.raises(ValueError, match="no moving bodies"):
         gear.mass_matrix(gear.Model(), np.zeros(0))
 
 

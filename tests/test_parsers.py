@@ -860,3 +860,30 @@ def test_urdf_joint_order_is_pinocchios(tmp_path):
     assert m.idx_q("a_joint") == slice(0, 1)
     pin = pytest.importorskip("pinocchio", reason="Pinocchio's own order as the oracle")
     assert list(pin.buildModelFromUrdf(str(p)).names[1:]) == m.joint_names
+
+
+def test_urdf_with_a_default_namespace_and_a_world_inertial(tmp_path):
+    """Drake's URDFs declare a default namespace on <robot>
+    (``xmlns="http://drake.mit.edu"``), which urdfdom ignores; gear said
+    "expected <robot> (not a URDF file)".  A ``world`` root link with an
+    <inertial> (bullet3's biped2d) loads, the world's inertia left out with
+    a warning (an error with strict=True), as Pinocchio loads it."""
+    body = f"""<link name="base">{INERTIAL}</link><link name="l">{INERTIAL}</link>
+      <joint name="j" type="revolute"><parent link="base"/><child link="l"/>
+        <axis xyz="0 1 0"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint>"""
+    plain = gear.load_urdf(_write(tmp_path, "plain.urdf", f'<robot name="r">{body}</robot>'))
+    ns = gear.load_urdf(_write(tmp_path, "ns.urdf", f'<robot xmlns="http://drake.mit.edu" name="r">{body}</robot>'))
+    assert ns.joint_names == plain.joint_names == ["j"]
+    assert np.allclose(gear.mass_matrix(ns, [0.3]), gear.mass_matrix(plain, [0.3]))
+    # a prefixed xacro element is still refused
+    p = _write(tmp_path, "x.urdf", '<robot xmlns="http://drake.mit.edu" '
+               f'xmlns:xacro="http://www.ros.org/wiki/xacro" name="r">{body}<xacro:macro name="m"/></robot>')
+    with pytest.raises(ModelFileError, match="xacro"):
+        gear.load_urdf(p)
+    world = body.replace('<link name="base">', '<link name="world">').replace('link="base"', 'link="world"')
+    p = _write(tmp_path, "w.urdf", f'<robot name="r">{world}</robot>')
+    with pytest.warns(gear.ModelFileWarning, match="world link has an <inertial>"):
+        m = gear.load_urdf(p)
+    assert m.joint_names == ["j"] and m.nbodies == 1
+    with pytest.raises(ModelFileError, match="world link has an <inertial>"):
+        gear.load_urdf(p, strict=True)

@@ -168,6 +168,13 @@ def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9
     path = os.fspath(path)
     r = Reader(path, strict=strict)
     root = parse_xml(path)
+    if isinstance(root.tag, str) and root.tag.startswith("{"):
+        # a default namespace on <robot> (Drake's files: xmlns="http://drake.mit.edu")
+        # qualifies every unprefixed element; urdfdom reads them as plain URDF
+        ns = root.tag[:root.tag.index("}") + 1]
+        for el in root.iter():
+            if isinstance(el.tag, str) and el.tag.startswith(ns):
+                el.tag = el.tag[len(ns):]
     if root.tag != "robot":
         raise r.error("", f"root element is <{root.tag}>, expected <robot> (not a URDF file)")
     for el in root.iter():
@@ -282,7 +289,9 @@ def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9
         raise r.error("link 'world'", "the root link is 'world' (fixed to the ground); "
                       "floating_base=True is not possible")
     if world_root and inertias["world"] is not None:
-        raise r.error("link 'world'", "the world link must not have an <inertial>")
+        r.lenient("link 'world'", "the world link has an <inertial>",
+                  "the world does not move, so its inertia is left out (as Pinocchio does)")
+        inertias["world"] = None
     for ln in links:
         if ln == "world" and not world_root:
             raise r.error("link 'world'", "'world' is reserved for the root link")
