@@ -887,3 +887,25 @@ def test_urdf_with_a_default_namespace_and_a_world_inertial(tmp_path):
     assert m.joint_names == ["j"] and m.nbodies == 1
     with pytest.raises(ModelFileError, match="world link has an <inertial>"):
         gear.load_urdf(p, strict=True)
+
+
+def test_urdf_stray_xacro_in_a_visual_warns(tmp_path):
+    """A leftover ``<xacro:grey/>`` inside a <visual> (robotisOP2 in the
+    urdf_files_dataset) cannot change the dynamics: it loads with a warning
+    (an error with strict=True); an xacro element where links, joints or
+    inertials are read still raises."""
+    link = (f'<link name="l">{INERTIAL}<visual><geometry><box size="1 1 1"/></geometry>'
+            '<xacro:grey/></visual></link>')
+    body = f"""<link name="base">{INERTIAL}</link>{link}
+      <joint name="j" type="continuous"><parent link="base"/><child link="l"/></joint>"""
+    head = '<robot xmlns:xacro="http://www.ros.org/wiki/xacro" name="r">'
+    p = _write(tmp_path, "v.urdf", f"{head}{body}</robot>")
+    with pytest.warns(gear.ModelFileWarning, match="xacro:grey"):
+        m = gear.load_urdf(p)
+    assert m.joint_names == ["j"]
+    with pytest.raises(ModelFileError, match="xacro:grey"):
+        gear.load_urdf(p, strict=True)
+    p = _write(tmp_path, "c.urdf", f'{head}{body}<xacro:sensor_usb parent="base"/></robot>')
+    with pytest.raises(ModelFileError, match="<xacro:sensor_usb>: unexpanded xacro"), \
+            pytest.warns(gear.ModelFileWarning, match="xacro:grey"):
+        gear.load_urdf(p)

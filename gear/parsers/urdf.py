@@ -177,9 +177,22 @@ def load_urdf(path, floating_base=False, merge_fixed=True, gravity=(0.0, 0.0, -9
                 el.tag = el.tag[len(ns):]
     if root.tag != "robot":
         raise r.error("", f"root element is <{root.tag}>, expected <robot> (not a URDF file)")
-    for el in root.iter():
-        if isinstance(el.tag, str) and el.tag.startswith("{") and "xacro" in el.tag:
-            raise r.error(f"element <{el.tag}>", "unexpanded xacro; run xacro on the file first")
+    def xacro_in(el, inert):
+        # unexpanded xacro elements: an error where they could define links,
+        # joints or inertials; inside <visual>, <collision>, <material> or
+        # <gazebo> (a stray <xacro:grey/>, as in robotisOP2) only a warning
+        for c in list(el):
+            if isinstance(c.tag, str) and c.tag.startswith("{") and "xacro" in c.tag:
+                tag = "xacro:" + c.tag.split("}", 1)[1]
+                if not inert:
+                    raise r.error(f"element <{tag}>", "unexpanded xacro; run xacro on the file first")
+                r.lenient(f"element <{tag}> in <{el.tag}>", "unexpanded xacro",
+                          "left out (it sits where nothing of the dynamics is read)")
+                el.remove(c)
+                continue
+            xacro_in(c, inert or c.tag in ("visual", "collision", "material", "gazebo"))
+
+    xacro_in(root, False)
 
     # -- links ----------------------------------------------------------
     links = {}
