@@ -275,7 +275,7 @@ def test_a_start_far_off_the_rows_is_projected_to_rounding(name):
     """A start whose joint coordinates break the loops by tenths of a
     radian, as a user's random configuration (or a URDF's mimic joints left
     unset) does.  Chord steps alone (the factor of the first pose) contract
-    slowly from there, or not at all: the four-bar's wandered at 0.1 to 0.3
+    slowly from there, or not at all: the four-bar's wandered between 0.1 and 4
     for fifty.  With the factor renewed where a step cuts |g| by less than
     100x (Newton's steps), NumPy's and the native projection both reach
     1e-12 and agree (fifty steps allowed, as ``gear.simulate`` allows a
