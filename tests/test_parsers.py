@@ -749,6 +749,19 @@ def test_mjcf_joint_equalities_are_joint_couplers(tmp_path):
     md.qpos[:] = q
     mujoco.mj_forward(mm, md)
     assert np.allclose(sysm.constraint_residual(q), md.efc_pos[:2], atol=1e-14)
+    # with the joints' refs (their qpos0), MuJoCo's y - y0 = a0 + a1 (x - x0)
+    p = _mj(tmp_path, body.replace('name="j1"', 'name="j1" ref="0.05"').replace('name="j2"', 'name="j2" ref="-0.02"')
+            .replace('name="j3"', 'name="j3" ref="30"'), extra="""<equality>
+        <joint name="fingers" joint1="j2" joint2="j1" polycoef="0.01 -1 0 0 0"/>
+        <joint joint1="j3" joint2="j2" polycoef="0 2 0 0 0"/></equality>""", name="refs.xml")
+    m = gear.load_mjcf(p)
+    sysm = gear.ConstrainedModel(m)
+    mm = mujoco.MjModel.from_xml_path(str(p))
+    md = mujoco.MjData(mm)
+    md.qpos[:] = q
+    mujoco.mj_forward(mm, md)
+    assert np.allclose(sysm.constraint_residual(q), md.efc_pos[:2], atol=1e-14)
+    assert np.allclose(sysm.constraint_residual(m.qpos0), [-0.01, 0.0], rtol=0, atol=1e-15)   # -a0, 0
     for eq, needle in (('<joint name="e" joint1="j2"/>', "without joint2"),
                        ('<joint name="e" joint1="j2" joint2="j1" polycoef="0 1 0 0.1 0"/>', "linear"),
                        ('<joint name="e" joint1="j2" joint2="nope"/>', "'nope' is not defined")):

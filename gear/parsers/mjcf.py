@@ -351,11 +351,10 @@ class _Loader:
                 inertia = self.mujoco_inertia(bid, name, named, where)
 
         specs = [self.joint(c, cc, name, k) for k, c in enumerate(jels)]
-        for jn, jtype, *_ in specs:
-            if jn in self.joint_names:
+        for jn, jtype, *_, ref in specs:
+            if jn in self.joints:
                 raise r.error(f"joint {jn!r}", "duplicate joint name")
-            self.joint_names.add(jn)
-            self.joint_types[jn] = jtype
+            self.joints[jn] = (jtype, ref)
         nodes = []
         if not specs:
             nodes.append(_Node(name, parent_node, J.Fixed(), name, T0, inertia, merge=True, where=where))
@@ -496,10 +495,9 @@ class _Loader:
     def joint_equality(self, c, name, where):
         """``<joint joint1 joint2 polycoef>``: MuJoCo's ``y - y0 = a0 + a1 (x -
         x0) + a2 (x - x0)^2 + ...`` with ``y``, ``x`` the two joints' ``qpos``
-        and ``y0``, ``x0`` their reference values (zero: gear takes no
-        ``ref``).  The linear ones (``a2 = a3 = a4 = 0``, the finger
-        couplings of grippers) are :class:`gear.JointCoupler` ``y = a1 x +
-        a0``."""
+        and ``y0``, ``x0`` their reference values (``ref``).  The linear
+        ones (``a2 = a3 = a4 = 0``, the finger couplings of grippers) are
+        :class:`gear.JointCoupler` ``y = a1 x + (a0 + y0 - a1 x0)``."""
         from ..constraints.closures import JointCoupler
 
         r = self.r
@@ -510,16 +508,17 @@ class _Loader:
             raise r.error(where, "without joint2 (joint1 held at a value) is not supported: "
                           "a gear.JointCoupler ties two joints")
         for attr, jn in (("joint1", j1), ("joint2", j2)):
-            if jn not in self.joint_names:
+            if jn not in self.joints:
                 raise r.error(where, f"{attr} {jn!r} is not defined")
-            if self.joint_types[jn] not in ("hinge", "slide"):
-                raise r.error(where, f"{attr} {jn!r} is a {self.joint_types[jn]} joint; "
+            if self.joints[jn][0] not in ("hinge", "slide"):
+                raise r.error(where, f"{attr} {jn!r} is a {self.joints[jn][0]} joint; "
                               "joint equalities couple hinge and slide joints")
         a = r.floats(c.get("polycoef"), 5, where, "polycoef", (0.0, 1.0, 0.0, 0.0, 0.0))
         if np.any(a[2:] != 0.0):
             raise r.error(where, f"polycoef={c.get('polycoef')!r}: only linear couplings (the last "
                           "three coefficients zero) are supported")
-        return JointCoupler(j1, j2, multiplier=float(a[1]), offset=float(a[0]),
+        y0, x0 = self.joints[j1][1], self.joints[j2][1]
+        return JointCoupler(j1, j2, multiplier=float(a[1]), offset=float(a[0] + y0 - a[1] * x0),
                             name=name or f"equality:{j1}")
 
     @staticmethod
@@ -588,7 +587,7 @@ class _Loader:
         self._mj = None
         self.nbody = 0
         self.nodes, self.bodies, self.sites = [], {}, {}
-        self.node_names, self.joint_names, self.joint_types = set(), set(), {}
+        self.node_names, self.joints = set(), {}       # joints: name -> (type, ref)
         self.on_world = {"world"}
         for wb in root.findall("worldbody"):
             for c in wb:
