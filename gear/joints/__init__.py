@@ -473,13 +473,16 @@ class Free(Joint):
         out = np.concatenate([w, _bleft_jacobian_inv_apply(w, p)], axis=1)
         return out.reshape(lead + (6,))
 
+    def _default_range(self):
+        # the positions' (the quaternion is drawn on the rotations)
+        return -np.ones(self.nq), np.ones(self.nq)
+
     def random(self, rng=None, size=None):
         """Positions uniform within the limits of the first three coordinates
-        (default [-1, 1]; limits of 1e6 and beyond count as none) and a unit quaternion uniformly distributed on the
-        rotations (``w >= 0``); shape (7,), or (size, 7) when ``size`` is
-        given."""
+        (default [-1, 1]; limits of 1e6 and beyond count as none) and a
+        unit quaternion uniformly distributed on the rotations (``w >=
+        0``); shape (7,), or (size, 7) when ``size`` is given."""
         rng = np.random.default_rng(rng)
-        lo = np.where(np.abs(self.lower[:3]) < UNLIMITED, self.lower[:3], -1.0)
-        hi = np.where(np.abs(self.upper[:3]) < UNLIMITED, self.upper[:3], 1.0)
-        p = rng.uniform(lo, hi, size=None if size is None else (size, 3))
+        lo, hi = self._limited_range()
+        p = rng.uniform(lo[:3], hi[:3], size=None if size is None else (size, 3))
         return np.concatenate([p, _random_quat(rng, size)], axis=-1)

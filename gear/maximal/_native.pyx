@@ -912,7 +912,7 @@ cdef int project_one(const PlanC* p, const double* P16, const double* V, double 
     until max |g| <= tol; then V <- V - M^{-1} J^T K^{-1} J V at the new
     poses.  ``before``: max |g| at the start."""
     cdef int nb = p.nb, m = p.m, b, r, k, it, st
-    cdef double last
+    cdef double err, last
     cdef double* T = ws
     cdef double* Vs = T + 12 * nb
     cdef double* D = Vs + 6 * nb          # (nb, 6) the Gauss-Newton step
@@ -924,22 +924,25 @@ cdef int project_one(const PlanC* p, const double* P16, const double* V, double 
     st = factor_z(p, T, &z)
     if st != ST_OK:
         return st
-    before[0] = max_abs(z.g, m)
+    err = max_abs(z.g, m)
+    before[0] = err
     for it in range(max_iter):
-        if max_abs(z.g, m) <= tol:
+        if err <= tol:
             break
         for k in range(6 * nb):               # D = -M^{-1} J^T K^{-1} g
             D[k] = 0.0
         solve_add(p, &z, z.g, -1.0, D, False)
         move(T, nb, D, 1.0)
-        last = max_abs(z.g, m)
+        last = err
         st = rows_g(p, T, z.g)
         if st != ST_OK:
             return st
-        if max_abs(z.g, m) > 1e-2 * last and max_abs(z.g, m) > 1e-9:
+        err = max_abs(z.g, m)
+        if err > 1e-2 * last and err > 1e-9:
             st = factor_z(p, T, &z)          # slow chord steps: J and the factor afresh
             if st != ST_OK:
                 return st
+            err = max_abs(z.g, m)            # (the factorisation's own rows)
     st = factor_z(p, T, &z)
     if st != ST_OK:
         return st

@@ -190,19 +190,19 @@ def project(mx, P, V, tol=1e-12, max_iter=10):
         return P, V, 0.0
     ev = mx.evaluate(P)
     g = ev["g"]
-    before = float(np.abs(g).max(initial=0.0))
+    err = np.abs(g).max(axis=1, initial=0.0)          # each state's max |g|
+    before = float(err.max(initial=0.0))
     rs = RowSystem(mx, ev)
     active = np.ones(P.shape[0], dtype=bool)
     for _ in range(max_iter):
         # each state iterates until its own rows hold (batch-independent bits)
-        active &= np.abs(g).max(axis=1, initial=0.0) > tol
+        active &= err > tol
         if not active.any():
             break
         P = np.where(active[:, None, None, None], P @ exp_se3_rows(-rs.minv_jt_apply(rs.solve(g))), P)
-        last = np.abs(g).max(axis=1, initial=0.0)
         g = mx.evaluate(P, rows=False)["g"]
-        now = np.abs(g).max(axis=1, initial=0.0)
-        slow = np.flatnonzero(active & (now > 1e-2 * last) & (now > 1e-9))
+        last, err = err, np.abs(g).max(axis=1, initial=0.0)
+        slow = np.flatnonzero(active & (err > 1e-2 * last) & (err > 1e-9))
         if slow.size:
             rs.take(slow, RowSystem(mx, mx.evaluate(P[slow])))
     rs = RowSystem(mx, mx.evaluate(P))

@@ -5,7 +5,6 @@ kernels of :mod:`gear.simulation.integrators`; frames go to a recorder of
 from __future__ import annotations
 
 import re
-
 import time
 
 import numpy as np
