@@ -262,3 +262,56 @@ def test_compliant_rows_take_the_schur_route_and_routes_are_checked():
     assert native.use_route(gear.MaximalModel(sys, stiffness=1e6, damping=10.0), "tree").route == "dense"
     with pytest.raises(ValueError, match="route must be one of"):
         native.use_route(gear.MaximalModel(sys), "cholmod")
+
+
+def test_every_joint_kind_takes_rigid_maps():
+    """Every edge of gear's joints and closures has a rigid map (its rows
+    agree on their points), so the plan takes the cheaper elimination on
+    random trees of every kind and on the N-four-bar's trees."""
+    for seed in range(6):
+        mx = gear.MaximalModel(gear.testing.random_tree(np.random.default_rng(seed), nbodies=10))
+        assert step_tree_plan(mx.rows, mx.I6)[1]["rigid"]
+    for tree in ("chain", "ground"):
+        mx = gear.MaximalModel(mech.n_four_bar(3, tree=tree)[0])
+        a, st = step_tree_plan(mx.rows, mx.I6)
+        assert st["rigid"] and a["rigid"][0] == 1
+
+
+def test_edges_mixing_their_points_keep_general_maps():
+    """An edge group whose pos rows and axis rows take {A}'s twist at
+    different points, or whose rows sit on different frames, has no rigid
+    map: the plan keeps the general one."""
+    from gear.maximal.tree import _edge_points
+
+    class Table:
+        types = np.array([R.POS, R.POS, R.DOT, R.AXIS, R.DOT])
+        pA = np.zeros((5, 3))
+        pB = np.zeros((5, 3))
+
+    xb, rigid = _edge_points(Table, np.array([0, 3]), np.array([3, 2]))      # a ball, a planar pair
+    assert list(xb) == [0, 1] and rigid
+    xb, rigid = _edge_points(Table, np.array([0]), np.array([4]))          # pos and axis in one edge
+    assert not rigid
+    Table.pA = np.arange(15.0).reshape(5, 3)                                 # the rows' frames differ
+    assert not _edge_points(Table, np.array([0, 3]), np.array([3, 2]))[1]
+
+
+def test_poses_off_their_rotations_take_the_general_maps():
+    """A rigid map takes R^T for R^-1.  Poses whose rotation blocks are off
+    SO(3) by 1e-9 (within what the model accepts) take the general maps
+    instead: the tree route still equals the Schur route to rounding, where
+    rigid maps would be off by the rotations' error."""
+    rng = np.random.default_rng(4)
+    m = gear.testing.random_tree(rng, nbodies=10)
+    mx = gear.MaximalModel(m)
+    N = 3
+    q = np.array([m.random_configuration(rng) for _ in range(N)])
+    P, V = mx.state(q, rng.standard_normal((N, m.nv)))
+    P[..., :3, :3] *= 1.0 + 1e-9
+    tau = rng.standard_normal((N, m.nv))
+    schur, tree = _routes(mx)
+    for integrator in ("euler", "rkmk4"):
+        Pa, Va, la = schur(native.native_step, P, V, H, tau, None, "baumgarte", integrator=integrator)
+        Pb, Vb, lb = tree(native.native_step, P, V, H, tau, None, "baumgarte", integrator=integrator)
+        np.testing.assert_allclose(Pb, Pa, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(Vb, Va, rtol=0, atol=1e-12 * np.abs(Va).max())

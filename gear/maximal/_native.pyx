@@ -795,10 +795,13 @@ cdef inline void solve_rows(const PlanC* p, const double* F, const double* G, do
         solve_K(K, L, first, p.m, rhs, x, res)
 
 
-cdef inline int factor_z(const PlanC* p, const double* T, RowWs* z, const double* cfm=NULL) noexcept nogil:
+cdef inline int factor_z(const PlanC* p, const double* T, RowWs* z, const double* cfm=NULL,
+                         bint on_se3=True) noexcept nogil:
     """:func:`factor_rows` into ``z``; with hard rows and a tree plan, the
     rows and the tree-ordered factorisation (``_tree_step.pxd``) instead,
-    or, where that gives up at this pose, the plan's ``K``."""
+    or, where that gives up at this pose, the plan's ``K``.  ``on_se3``
+    False: the rotations of ``T`` are not rotations (an RK4 stage's), the
+    tree's maps must be general."""
     cdef int st
     cdef StepW sw
     if z.tw != NULL:
@@ -808,7 +811,7 @@ cdef inline int factor_z(const PlanC* p, const double* T, RowWs* z, const double
             if st != ST_OK:
                 return st
             sw = stepwork(p.tree, z.tw + 8)
-            if tree_factor(p.tree, z.F, 1e-10, &sw) == TS_OK:
+            if tree_factor(p.tree, z.F, T if on_se3 else NULL, 1e-10, &sw) == TS_OK:
                 z.tw[0] = 1.0
                 return ST_OK
     return factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first, cfm)
@@ -1085,14 +1088,15 @@ cdef inline double row_bias(const PlanC* p, int r, const double* W) noexcept nog
 
 cdef int accel_one(const PlanC* p, const double* T, const double* V, const double* tau,
                    const double* fext, double ga, double gb, double* dV, double* lam,
-                   double* ws, double* resid=NULL, bint ready=False) noexcept nogil:
+                   double* ws, double* resid=NULL, bint ready=False, bint on_se3=True) noexcept nogil:
     """Forward dynamics at one state (``MaximalModel._accel``): ``dV = M^{-1}
     (f + J^T lam)`` with ``J dV + b = -ga J V - gb g`` (``ga = 2 alpha``,
     ``gb = beta^2``: Baumgarte; zero: the rows' acceleration held), ``K lam
     = -b - ga J V - gb g - J M^{-1} f`` solved as the Euler step does.
     ``T`` (nb, 12) as _spatial.pxd; ``ws``: scratch_size doubles (the row
     scratch at euler_one's offsets, its first 24 nb unused); ``resid`` (if
-    not NULL): ``max_r |J_r dV - target_r|``, how well the rows hold."""
+    not NULL): ``max_r |J_r dV - target_r|``, how well the rows hold;
+    ``on_se3`` as :func:`factor_z`."""
     cdef int nb = p.nb, m = p.m, b, r, k, st
     cdef double Wm[42]
     cdef RowWs z = row_ws(p, ws)
@@ -1115,7 +1119,7 @@ cdef int accel_one(const PlanC* p, const double* T, const double* V, const doubl
         add_Minv_Jt(p, z.G, lam, 1.0, dV)
         return ST_OK
     if not ready:                           # (as euler_one's ready)
-        st = factor_z(p, T, &z)
+        st = factor_z(p, T, &z, NULL, on_se3)
         if st != ST_OK:
             return st
     J_apply(p, z.F, V, lam)                 # (lam holds J V, then the target, until the end)
@@ -1250,7 +1254,7 @@ cdef int rk_one(const PlanC* p, const double* P16, const double* V, const double
             else:
                 for k in range(12):
                     Ti[12 * b + k] = T0[12 * b + k] + hc * kP[12 * b + k]
-        st = accel_one(p, Ti, Vi, tau, fext, ga, gb, kV, lam + m, ws)
+        st = accel_one(p, Ti, Vi, tau, fext, ga, gb, kV, lam + m, ws, NULL, False, mk)
         if st != ST_OK:
             return st
         for k in range(6 * nb):
@@ -1398,6 +1402,10 @@ cdef class Plan:
         self.st.er0 = _iptr(a["t_er0"])
         self.st.side = _iptr(a["t_side"])
         self.st.lrow = _iptr(a["t_lrow"])
+        self.st.rigid = int(tree["rigid"][0])
+        self.st.xb = _iptr(a["t_xb"])
+        self.st.pA = self.c.pA
+        self.st.pB = self.c.pB
         self.st.tr.I6 = _dptr(a["t_I6"].reshape(-1, 1))
         self.st.tr.nvis = nvis
         self.st.tr.vptr = _iptr(a["t_vptr"])

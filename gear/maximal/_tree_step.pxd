@@ -32,6 +32,22 @@ not joint coordinates:
   a rigid transform (``E != -C Ad``, the ``pos`` rows), and ``A`` is a
   general 6 x 6 map where the solver's route has ``Ad``.
 
+* **Rigid maps.**  Only ``A`` modulo the columns of ``S`` matters: the
+  sweeps use it in ``A^T (Mt - U D^-1 U^T) A``, in ``A^T b`` with ``S^T b
+  = 0`` and in ``a = A V_p + eta`` followed by a correction along ``S``,
+  all blind to ``A + S Z``.  And every row is ``c . (w, v(x_B))`` on {B}'s
+  body minus ``c . (w, v(x_A))`` on {A}'s, one world covector ``c`` and
+  each body's twist taken at a point: ``x_B`` the {B} frame's origin,
+  ``x_A`` the {A} frame's for ``pos`` and ``dist`` rows and {B}'s for
+  ``axis`` and ``helix`` rows (``dot`` rows: any point).  So ``C = +-c X_s``
+  and ``E = -+c X_o`` (``X_b``: body b's twist to the world twist at its
+  point), and ``A' = X_s^-1 X_o`` solves ``C A' = -E`` exactly, drift or
+  not: a rigid transform's ``Ad_{X^-1}``, ``X = (R_o^T R_s, R_o^T ((x_o -
+  o_o) - (x_s - o_s)))`` (:func:`rigid_map`), at a third of the general
+  map's cost in the elimination.  The plan (``gear.maximal.tree``) uses it
+  where every edge's rows agree on their points (all of gear's joints;
+  not a group mixing ``pos`` and ``axis`` rows).
+
 With ``A`` in place of the joint transform and ``S`` of the rows' null
 space, the elimination is the solver's (``Mt_p += A^T (Mt - U D^-1 U^T)
 A`` with ``U = Mt S``, ``D = S^T U``), and so are the loop rows' visits
@@ -45,8 +61,8 @@ Rows that are dependent within one edge (a joint's only far off its
 manifold, an axis a quarter turn away) make the plan give up for that
 pose: the caller takes the Schur route (``K``'s factorisation).
 """
-from libc.math cimport sqrt
-from gear.spatial._spatial cimport mat6_vec
+from libc.math cimport sqrt, fabs
+from gear.spatial._spatial cimport mat6_vec, matvec3, matTvec3
 from gear.algorithms._spchol cimport spchol_factor, spchol_solve_basic, row_rtol
 from gear.maximal._kernel cimport dot6
 from gear.maximal._tree_route cimport (MaxTree, TreeW, Topo, treework, tree_scratch, eliminate, sweep_up,
@@ -69,6 +85,10 @@ cdef struct StepTree:
     const int* er0       # (nb,) the edge's first row, -1: no edge
     const int* side      # (nb,) 1: the body is the edge's rows' {B}, 0: their {A}
     const int* lrow      # (nL,) the loop rows
+    int rigid            # every edge's map a rigid transform (``gear.maximal.tree._edge_points``)
+    const int* xb        # (nb,) 1: the rows' x_A is {B}'s origin, 0: {A}'s
+    const double* pA     # (m, 3) the rows' frame positions on {A}'s body (or in the world) ...
+    const double* pB     # ... and on {B}'s
 
 
 cdef struct StepW:
@@ -76,13 +96,14 @@ cdef struct StepW:
     double* Q            # (nb, 36) the edge's rows orthogonalised, v_i / |v_i|^2 (m_k rows of 6)
     double* R            # (nb, 36) C = R V, R unit lower triangular (stride 6)
     double* S            # (nb, 36) the null space of C (n columns of 6, orthogonal)
-    double* A            # (nb, 36) -C^+ E, row-major
+    double* A            # (nb, 36) -C^+ E, row-major (rigid: (nb, 12), the transform of Ad_{T^-1})
     double* eta          # (nb, 6) by position
     double* dV           # (nb, 6) by body: the solution
+    double* rigid        # (1,) 1: the edges' maps are rigid at this factor's poses (A holds transforms)
 
 
 cdef inline int step_tree_scratch(const StepTree* s) noexcept nogil:
-    return tree_scratch(s.nb, s.nvt, s.nL, s.tr.nvis, s.tr.ch.nnz) + 156 * s.nb
+    return tree_scratch(s.nb, s.nvt, s.nL, s.tr.nvis, s.tr.ch.nnz) + 156 * s.nb + 1
 
 
 cdef inline StepW stepwork(const StepTree* s, double* base) noexcept nogil:
@@ -94,6 +115,7 @@ cdef inline StepW stepwork(const StepTree* s, double* base) noexcept nogil:
     w.A = w.S + 36 * s.nb
     w.eta = w.A + 36 * s.nb
     w.dV = w.eta + 6 * s.nb
+    w.rigid = w.dV + 6 * s.nb
     return w
 
 
@@ -103,8 +125,69 @@ cdef inline const double* edge_row(const StepTree* s, const double* F, int k, in
     return F + 12 * (s.er0[k] + i) + 6 * sd
 
 
-cdef inline int edges(const StepTree* s, const double* F, StepW* w) noexcept nogil:
-    """Each edge's ``Q``, ``R``, ``S`` and ``A`` from the rows ``F`` (m, 12)."""
+cdef inline bint rotations(const double* T, int nb) noexcept nogil:
+    """Whether every pose's rotation block is orthonormal to 1e-13: a
+    rigid map takes R^T for R^-1, so that its error is of that order
+    (poses that steps keep on SO(3), to rounding that grows as the square
+    root of the steps: 1e-14 after 10^4 Euler steps).  Further off (a
+    user's poses, which load to 1e-6) the general map, exact at any pose."""
+    cdef int b, i, j
+    cdef double x
+    cdef const double* R
+    for b in range(nb):
+        R = T + 12 * b
+        for i in range(3):
+            for j in range(i + 1):
+                x = R[i] * R[j] + R[3 + i] * R[3 + j] + R[6 + i] * R[6 + j] - (1.0 if i == j else 0.0)
+                if not (fabs(x) <= 1e-13):
+                    return False
+    return True
+
+
+cdef inline void rigid_map(const StepTree* s, const double* T, int k, double* X) noexcept nogil:
+    """Edge k's map as the transform ``X`` (12: R row-major, p) whose
+    ``Ad_{X^-1}`` takes the parent's twist to the body's, from the bodies'
+    poses ``T`` (nb, 12) (see "rigid maps" above)."""
+    cdef int a, i, r0 = s.er0[k], sb = s.side[k]
+    cdef int bs = s.body[k], bo = s.body[s.tpar[k]] if s.tpar[k] >= 0 else -1
+    cdef int bA = bo if sb else bs
+    cdef int bB = bs if sb else bo
+    cdef double xA[3]
+    cdef double xB[3]
+    cdef double d[3]
+    cdef const double* Ro
+    cdef const double* Rs = T + 12 * bs
+    # x - o of each side in the world: x_B - o_B = R_B p_B, x_A - o_A = R_A p_A
+    # or (x_A at {B}'s origin) o_B + R_B p_B - o_A
+    for a in range(3):
+        xA[a] = s.pA[3 * r0 + a]
+        xB[a] = s.pB[3 * r0 + a]
+    if bA >= 0:
+        matvec3(T + 12 * bA, s.pA + 3 * r0, xA)
+    if bB >= 0:
+        matvec3(T + 12 * bB, s.pB + 3 * r0, xB)
+    if s.xb[k]:
+        for a in range(3):
+            xA[a] = xB[a] + (T[12 * bB + 9 + a] if bB >= 0 else 0.0) - (T[12 * bA + 9 + a] if bA >= 0 else 0.0)
+    # R = R_o^T R_s,  p = R_o^T ((x_o - o_o) - (x_s - o_s))
+    for a in range(3):
+        d[a] = xA[a] - xB[a] if sb else xB[a] - xA[a]
+    if bo < 0:
+        for a in range(9):
+            X[a] = Rs[a]
+        for a in range(3):
+            X[9 + a] = d[a]
+        return
+    Ro = T + 12 * bo
+    for a in range(3):
+        for i in range(3):
+            X[3 * a + i] = Ro[a] * Rs[i] + Ro[3 + a] * Rs[3 + i] + Ro[6 + a] * Rs[6 + i]
+    matTvec3(Ro, d, X + 9)
+
+
+cdef inline int edges(const StepTree* s, const double* F, const double* T, StepW* w) noexcept nogil:
+    """Each edge's ``Q``, ``R``, ``S`` and ``A`` from the rows ``F`` (m, 12)
+    (a rigid map from the poses ``T`` (nb, 12) where the plan says so)."""
     cdef int k, i, j, a, b, n, mk, best
     cdef double v[6]
     cdef double Vo[36]                    # the orthogonal rows v_i (Q holds v_i / |v_i|^2)
@@ -115,6 +198,7 @@ cdef inline int edges(const StepTree* s, const double* F, StepW* w) noexcept nog
     cdef double* S
     cdef double* A
     cdef const double* c
+    w.rigid[0] = 1.0 if s.rigid and T != NULL and rotations(T, s.nb) else 0.0
     for k in range(s.nb):
         n = s.nvi[k]
         mk = 6 - n
@@ -173,6 +257,9 @@ cdef inline int edges(const StepTree* s, const double* F, StepW* w) noexcept nog
                 S[6 * j + a] = v[a] * x
         if s.tpar[k] < 0:
             continue
+        if w.rigid[0] != 0.0:
+            rigid_map(s, T, k, w.A + 12 * k)
+            continue
         # A = -Q^T R^-1 E: B = R^-1 E row by row, A -= q_i B_i
         A = w.A + 36 * k
         for a in range(36):
@@ -201,17 +288,18 @@ cdef inline Topo edge_topo(const StepTree* s, const StepW* w) noexcept nogil:
     g.body = s.body
     g.S = w.S
     g.X = w.A
-    g.general = True
+    g.general = w.rigid[0] == 0.0
     g.eta = w.eta
     return g
 
 
-cdef inline int tree_factor(const StepTree* s, const double* F, double rel, StepW* w) noexcept nogil:
+cdef inline int tree_factor(const StepTree* s, const double* F, const double* T, double rel,
+                            StepW* w) noexcept nogil:
     """Everything of the solve that depends on the pose alone: the edges,
     the elimination, ``K_L`` and its semi-definite factor (``rel``: the
     pivot below which a loop row counts as dependent, relative to ``K_L``'s
     largest diagonal entry; ``row_rtol()`` of its own)."""
-    cdef int k, st = edges(s, F, w)
+    cdef int k, st = edges(s, F, T, w)
     cdef Topo g = edge_topo(s, w)
     if st != TS_OK:
         return st

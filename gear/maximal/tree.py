@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .rows import AXIS, DIST, HELIX, POS
+
 __all__ = ["tree_plan", "visit_plan", "route_costs", "choose_route", "step_tree_plan"]
 
 
@@ -160,9 +162,10 @@ def step_tree_plan(table, I6):
         ``body`` (the body at each position), ``tpar`` (the parent's
         position, -1: the world), ``nvi`` (6 minus the edge's rows),
         ``iv``, ``er0`` (the edge's first row, -1: no edge), ``side``
-        (1: the body is the rows' {B}), ``lrow`` (the loop rows).
+        (1: the body is the rows' {B}), ``lrow`` (the loop rows), ``xb``
+        and ``rigid`` (:func:`_edge_points`).
     stats : dict
-        ``visits``, ``pairs``, ``nnz_factor`` and ``loop_rows``.
+        ``visits``, ``pairs``, ``nnz_factor``, ``loop_rows`` and ``rigid``.
     """
     I6 = np.asarray(I6, dtype=float).reshape(-1, 6, 6)
     nb, m = len(I6), table.m
@@ -226,7 +229,40 @@ def step_tree_plan(table, I6):
     to_pos = lambda x: np.where(x >= 0, pos[np.maximum(x, 0)], -1)
     arrays, stats = visit_plan(tpar, to_pos(ia[lrow]), to_pos(ib[lrow]), lrow, I6[order])
     iv = np.concatenate([[0], np.cumsum(nvi)[:-1]]).astype(np.int64)
+    xb, rigid = _edge_points(table, er0, 6 - nvi)
     arrays.update(body=np.asarray(order, dtype=np.int64), tpar=tpar, nvi=nvi, iv=iv, er0=er0, side=side,
-                  lrow=lrow)
+                  lrow=lrow, xb=xb, rigid=np.array([int(rigid)]))
     stats["loop_rows"] = len(lrow)
+    stats["rigid"] = rigid
     return arrays, stats
+
+
+def _edge_points(table, er0, mk):
+    """Whether every edge's parent map can be a rigid transform, and at
+    which point (``_tree_step.pxd``, "rigid maps").
+
+    Every row's two 6-blocks are ``+-c . (w, v(x))`` with one world
+    covector ``c`` and the twists of its two bodies taken at points
+    ``x_A``, ``x_B`` in the world: ``x_B`` is always the {B} frame's
+    origin; ``x_A`` is the {A} frame's origin for ``pos`` and ``dist`` rows
+    and {B}'s for ``axis`` and ``helix`` rows (their angular term ``u x d``
+    moves it there); ``dot`` rows have no linear part, any point will do.
+    An edge whose rows share their frames' positions and agree on
+    ``x_A`` has a rigid map; returns ``xb`` (per position, 1: ``x_A`` is
+    {B}'s origin) and ``rigid`` (every edge has one)."""
+    ty = np.asarray(table.types)
+    pA, pB = np.asarray(table.pA), np.asarray(table.pB)
+    xb = np.zeros(len(er0), dtype=np.int64)
+    rigid = True
+    for k, r0 in enumerate(er0):
+        if r0 < 0:
+            continue
+        rows = np.arange(r0, r0 + mk[k])
+        at_a = np.isin(ty[rows], (POS, DIST)).any()
+        at_b = np.isin(ty[rows], (AXIS, HELIX)).any()
+        same = np.array_equal(pA[rows], np.repeat(pA[r0][None], len(rows), 0)) and np.array_equal(
+            pB[rows], np.repeat(pB[r0][None], len(rows), 0))
+        if (at_a and at_b) or not same:
+            rigid = False
+        xb[k] = int(at_b)
+    return xb, rigid
