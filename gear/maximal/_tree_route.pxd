@@ -376,6 +376,8 @@ cdef inline void loop_schur(const Topo* g, const MaxTree* tr, const double* Jv, 
     cdef double b[6]
     cdef double* Wv
     cdef double* Yv
+    cdef const double* y1
+    cdef const double* y2
     cdef const double* S
     cdef const double* Uk
     cdef const double* Lk
@@ -425,6 +427,12 @@ cdef inline void loop_schur(const Topo* g, const MaxTree* tr, const double* Jv, 
         if n == 1:
             for v in range(tr.pptr[k], tr.pptr[k + 1]):
                 t.KL[tr.pdst[v]] += t.Y[6 * tr.pv1[v]] * t.Y[6 * tr.pv2[v]]
+        elif n <= 3:
+            # (y's entries past n are zero: the same sum as dot6's)
+            for v in range(tr.pptr[k], tr.pptr[k + 1]):
+                y1 = t.Y + 6 * tr.pv1[v]
+                y2 = t.Y + 6 * tr.pv2[v]
+                t.KL[tr.pdst[v]] += (y1[0] * y2[0] + y1[1] * y2[1]) + y1[2] * y2[2]
         else:
             for v in range(tr.pptr[k], tr.pptr[k + 1]):
                 t.KL[tr.pdst[v]] += dot6(t.Y + 6 * tr.pv1[v], t.Y + 6 * tr.pv2[v])
