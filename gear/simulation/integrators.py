@@ -350,15 +350,16 @@ def _step_implicit(S, t, q, v, h, a0):
 # ---------------------------------------------------------------------------
 # stabilisation by projection
 # ---------------------------------------------------------------------------
-def _project(sys, q, v, tol=1e-12, max_iter=8, free=None):
+def _project(sys, q, v, tol=1e-12, max_iter=8, free=None, velocities=True):
     """Gauss-Newton onto ``g(q) = 0`` (minimum-norm steps), then the velocity
     onto ``A v = 0`` in the mass metric: ``v -= M^-1 A^T K^+ A v`` with
     ``K = A M^-1 A^T``, the nearest velocity in kinetic energy (the same
     correction as the maximal formulation's projection of the body
     twists, and independent of the joint coordinates); only the velocity
     coordinates in ``free`` (bool, nv) move (all when None: ``M`` and
-    ``A`` restricted to them).  Returns ``(q, v, max residual before
-    projecting)``."""
+    ``A`` restricted to them).  ``velocities`` False: the positions only
+    (``v`` returned as given; the dense ``M`` and ``K`` are not formed).
+    Returns ``(q, v, max residual before projecting)``."""
     from ..algorithms.dynamics import mass_matrix
 
     hol = sys._holonomic_mask()
@@ -379,7 +380,7 @@ def _project(sys, q, v, tol=1e-12, max_iter=8, free=None):
                                                                           rcond=1e-10), g[active])
         q = np.where(active[:, None], sys.model.integrate(q, dq), q)
         g, A, _ = sys._rows_batch(q)
-    if A.shape[1] and free.any():
+    if velocities and A.shape[1] and free.any():
         v = v.copy()
         Af = A[:, :, free]
         M = mass_matrix(sys.model, q)[:, free][:, :, free]
