@@ -148,38 +148,27 @@ cdef inline bint rotations(const double* T, int nb) noexcept nogil:
 cdef inline void rigid_map(const StepTree* s, const double* T, int k, double* X) noexcept nogil:
     """Edge k's map as the transform ``X`` (12: R row-major, p) whose
     ``Ad_{X^-1}`` takes the parent's twist to the body's, from the bodies'
-    poses ``T`` (nb, 12) (see "rigid maps" above)."""
+    poses ``T`` (nb, 12) (see "rigid maps" above).  The edge's parent is a
+    body: an edge to the world needs no map."""
     cdef int a, i, r0 = s.er0[k], sb = s.side[k]
-    cdef int bs = s.body[k], bo = s.body[s.tpar[k]] if s.tpar[k] >= 0 else -1
+    cdef int bs = s.body[k], bo = s.body[s.tpar[k]]
     cdef int bA = bo if sb else bs
     cdef int bB = bs if sb else bo
     cdef double xA[3]
     cdef double xB[3]
     cdef double d[3]
-    cdef const double* Ro
     cdef const double* Rs = T + 12 * bs
+    cdef const double* Ro = T + 12 * bo
     # x - o of each side in the world: x_B - o_B = R_B p_B, x_A - o_A = R_A p_A
     # or (x_A at {B}'s origin) o_B + R_B p_B - o_A
-    for a in range(3):
-        xA[a] = s.pA[3 * r0 + a]
-        xB[a] = s.pB[3 * r0 + a]
-    if bA >= 0:
-        matvec3(T + 12 * bA, s.pA + 3 * r0, xA)
-    if bB >= 0:
-        matvec3(T + 12 * bB, s.pB + 3 * r0, xB)
+    matvec3(T + 12 * bA, s.pA + 3 * r0, xA)
+    matvec3(T + 12 * bB, s.pB + 3 * r0, xB)
     if s.xb[k]:
         for a in range(3):
-            xA[a] = xB[a] + (T[12 * bB + 9 + a] if bB >= 0 else 0.0) - (T[12 * bA + 9 + a] if bA >= 0 else 0.0)
+            xA[a] = xB[a] + T[12 * bB + 9 + a] - T[12 * bA + 9 + a]
     # R = R_o^T R_s,  p = R_o^T ((x_o - o_o) - (x_s - o_s))
     for a in range(3):
         d[a] = xA[a] - xB[a] if sb else xB[a] - xA[a]
-    if bo < 0:
-        for a in range(9):
-            X[a] = Rs[a]
-        for a in range(3):
-            X[9 + a] = d[a]
-        return
-    Ro = T + 12 * bo
     for a in range(3):
         for i in range(3):
             X[3 * a + i] = Ro[a] * Rs[i] + Ro[3 + a] * Rs[3 + i] + Ro[6 + a] * Rs[6 + i]

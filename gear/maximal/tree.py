@@ -260,8 +260,7 @@ def _edge_points(table, er0, mk):
         rows = np.arange(r0, r0 + mk[k])
         at_a = np.isin(ty[rows], (POS, DIST)).any()
         at_b = np.isin(ty[rows], (AXIS, HELIX)).any()
-        same = np.array_equal(pA[rows], np.repeat(pA[r0][None], len(rows), 0)) and np.array_equal(
-            pB[rows], np.repeat(pB[r0][None], len(rows), 0))
+        same = (pA[rows] == pA[r0]).all() and (pB[rows] == pB[r0]).all()
         if (at_a and at_b) or not same:
             rigid = False
         xb[k] = int(at_b)
