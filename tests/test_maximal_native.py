@@ -393,17 +393,6 @@ def test_model_step_dispatches_and_falls_back():
             np.testing.assert_array_equal(x, y)
     assert native.why_not(mx, "leapfrog").startswith("integrator 'leapfrog'")
     assert all(native.why_not(mx, i) is None for i in ("euler", "rk4", "rkmk4", "implicit"))
-    # joint couplers: NumPy's step, unchanged
-    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
-    j = arm.joint_names
-    coupled = gear.ConstrainedModel(arm, [gear.JointCoupler(j[3], j[1], multiplier=-0.5, offset=0.2)])
-    cx = gear.MaximalModel(coupled)
-    Pc, Vc = cx.state(coupled.assemble(arm.neutral(), locked=[j[1]]), np.zeros(arm.nv))
-    assert "couplers" in native.why_not(cx)
-    a = native.step(cx, Pc[None], Vc[None], H, "rk4")
-    b = stepping.step(cx, Pc[None], Vc[None], H, "rk4")
-    for x, y in zip(a, b):
-        np.testing.assert_array_equal(x, y)
 
 
 def test_model_methods_take_the_native_path():
@@ -423,21 +412,13 @@ def test_model_methods_take_the_native_path():
 
 
 def test_outside_the_kernel_native_step_returns_none():
-    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
-    j = arm.joint_names
-    coupled = gear.ConstrainedModel(arm, [gear.JointCoupler(j[3], j[1], multiplier=-0.5, offset=0.2)])
-    cx = gear.MaximalModel(coupled)
-    P, V = cx.state(coupled.assemble(arm.neutral(), locked=[j[1]]), np.zeros(arm.nv))
-    assert native.native_step(cx, P[None], V[None], H) is None
-    assert native.native_accel(cx, P[None], V[None]) is None
-    a = native.step(cx, P[None], V[None], H, "euler")
-    b = stepping.step(cx, P[None], V[None], H, "euler")
-    for x, y in zip(a, b):
-        np.testing.assert_array_equal(x, y)
     sys, q0 = mech.four_bar()
-    assert "integrator 'leapfrog'" in native.why_not(gear.MaximalModel(sys), "leapfrog")
-    with pytest.raises(NotImplementedError, match="couplers"):
-        native.native_run(cx, P[None], V[None], H, 1)
+    mx = gear.MaximalModel(sys)
+    P, V = mx.state(q0, np.zeros(3))
+    assert native.native_step(mx, P[None], V[None], H, integrator="leapfrog") is None
+    assert "integrator 'leapfrog'" in native.why_not(mx, "leapfrog")
+    with pytest.raises(NotImplementedError, match="leapfrog"):
+        native.native_run(mx, P[None], V[None], H, 1, integrator="leapfrog")
 
 
 def test_bad_arguments():
@@ -684,3 +665,115 @@ def test_simulate_runs_compliant_rows_natively():
     Pd = P[None] @ exp_se3_rows(1e-3 * np.random.default_rng(0).standard_normal((1, mx.nbodies, 6)))
     out = native.native_project(mx, Pd, V[None])
     np.testing.assert_array_equal(out[0], Pd)
+
+
+# ---------------------------------------------------------------------------
+# joint couplers (URDF mimic joints, gear.JointCoupler): rows on four bodies
+# ---------------------------------------------------------------------------
+def _coupled_tree(seed, mult=-0.7, off=0.1, nbodies=9):
+    """A random tree with three couplers between its revolute, prismatic
+    and helical joints -- the first on two joints hanging from one body, as
+    a gripper's fingers from its hand -- and a closed state of it."""
+    rng = np.random.default_rng(seed)
+    parents = [-1, 0, 0, 1, 1] + [int(rng.integers(0, i)) for i in range(5, nbodies)]
+    m = gear.testing.random_tree(rng, nbodies=nbodies, parents=parents,
+                                 kinds=["revolute", "prismatic", "helical", "spherical", "universal", "planar"])
+    one = [i for i, j in enumerate(m.joints) if j.kind in (gear.joints.REVOLUTE, gear.joints.PRISMATIC,
+                                                             gear.joints.HELICAL)]
+    assert {1, 2} <= set(one) and len(one) >= 6, "pick another seed: the couplers need one-dof joints"
+    j = m.joint_names
+    a, b, c, d = one[-4:]
+    sys = gear.ConstrainedModel(m, [gear.JointCoupler(j[2], j[1], mult, off),
+                                    gear.JointCoupler(j[a], j[b], 1.3, 0.0),
+                                    gear.JointCoupler(j[c], j[d], mult, -off)])
+    q0 = sys.assemble(m.random_configuration(rng))
+    return sys, q0, rng
+
+
+@pytest.mark.parametrize("stab", [None, "baumgarte", "projection"])
+@pytest.mark.parametrize("integrator", ["euler", "rk4", "rkmk4"])
+def test_joint_couplers_step_natively_as_numpy(integrator, stab):
+    """A coupler's row is two parts of J (one per joint, on its child and
+    parent): the kernel steps it as NumPy does -- its residual (the
+    coordinates read off the relative poses), K, the Euler step and the
+    Runge-Kutta stages' bias -- from states 1e-3 off every row."""
+    sys, q0, rng = _coupled_tree(34)
+    mx = gear.MaximalModel(sys)
+    assert native.why_not(mx, integrator) is None and native.plan(mx).route == "dense"
+    P, V = _batch(mx, sys, q0, 3, rng, 1e-3)
+    tau = rng.standard_normal((3, sys.model.nv))
+    f_ext = 0.3 * rng.standard_normal((3, mx.nbodies, 6))
+    _compare(mx, P, V, tau, f_ext, stab, 4, 1e-12, True, integrator)
+
+
+def test_joint_couplers_residuals_forces_and_projection_equal_numpy():
+    from gear.maximal import _native
+
+    sys, q0, rng = _coupled_tree(26)
+    mx = gear.MaximalModel(sys)
+    P, V = _batch(mx, sys, q0, 4, rng, 1e-3)
+    tau = rng.standard_normal((4, sys.model.nv))
+    g_np = mx.evaluate(P, rows=False)["g"]
+    assert np.abs(g_np[:, -3:]).max() > 1e-5                 # the couplers are off too
+    g = np.empty(mx.nrows)
+    _native._rows_g(native.plan(mx), np.ascontiguousarray(P[2]).reshape(-1), g)
+    np.testing.assert_allclose(g, g_np[2], rtol=0, atol=1e-14)
+    dV, lam, res = native.native_accel(mx, P, V, tau)
+    dV0, lam0, res0 = mx._accel(P, V, tau, None)
+    np.testing.assert_allclose(dV, dV0, rtol=0, atol=1e-12 * np.abs(dV0).max())
+    np.testing.assert_allclose(lam, lam0, rtol=0, atol=1e-11 * np.abs(lam0).max())
+    Pa, Va, ra = stepping.project(mx, P, V)
+    Pb, Vb, rb = native.native_project(mx, P, V)
+    np.testing.assert_allclose(Pb, Pa, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(Vb, Va, rtol=0, atol=1e-12 * np.abs(Va).max())
+    assert rb == pytest.approx(ra, rel=1e-12) and np.abs(mx.joint_residual(Pb)).max() <= 1e-12
+    # a run with projection keeps the couplers at rounding and gives back q
+    Pr, Vr, _ = native.native_run(mx, Pb, Vb, H, 20, record_every=10, tau=tau, stabilization="projection")
+    assert np.abs(mx.joint_residual(Pr[:, -1])).max() <= 1e-12
+    q, _ = mx.to_reduced(Pr[:, -1], Vr[:, -1])
+    c = sys.constraints[0].coupler
+    i, s = (sys.model.joint_index(n) for n in (c.joint, c.source))
+    np.testing.assert_allclose(q[:, sys.model._iq[i]], c.multiplier * q[:, sys.model._iq[s]] + c.offset,
+                               rtol=0, atol=1e-10)
+
+
+def test_joint_couplers_with_sparse_K_and_compliant_rows():
+    """Sparse K (a tree of 30 bodies: more rows than the dense route
+    takes; two parts of one row meeting on a body add to its diagonal both
+    ways) and compliant couplers, explicit and linearly implicit."""
+    sys, q0, rng = _coupled_tree(10, nbodies=30)
+    mx = gear.MaximalModel(sys)
+    assert mx.nrows > 96 and native.plan(mx).route == "sparse"
+    P, V = _batch(mx, sys, q0, 2, rng, 1e-3)
+    tau = rng.standard_normal((2, sys.model.nv))
+    for stab in (None, "baumgarte", "projection"):
+        _compare(mx, P, V, tau, None, stab, 3, 1e-11, True)
+    _compare(mx, P, V, tau, None, "baumgarte", 2, 1e-11, True, "rk4")
+    sys, q0, rng = _coupled_tree(34)
+    m = gear.MaximalModel(sys).nrows
+    for k, c in ((1.0, 0.01), (rng.uniform(100.0, 1000.0, m), rng.uniform(0.0, 2.0, m))):
+        soft = gear.MaximalModel(sys, stiffness=k, damping=c)
+        assert native.why_not(soft) is None
+        P, V = _batch(soft, sys, q0, 2, rng, 1e-3)
+        for integ in (("euler", "implicit") if np.ndim(k) == 0 else ("implicit",)):
+            _compare(soft, P, V, None, None, None, 3, 1e-10, True, integ)
+
+
+def test_a_mimic_gripper_simulates_natively():
+    """Example-robot-data's panda: its fingers' URDF mimic joint is a
+    coupler row; gear.simulate runs it in the kernel, and the fingers stay
+    coupled."""
+    import os
+
+    if gear.testing.zoo_dir() is None:
+        pytest.skip("example-robot-data is not installed (pip install example-robot-data, or gear[reference])")
+    m = gear.load_urdf(os.path.join(gear.testing.zoo_dir(), "panda_description", "urdf", "panda.urdf"))
+    mx = gear.MaximalModel(m)
+    assert mx.row_names[-1].startswith("coupler:") and native.why_not(mx) is None
+    q0 = m.neutral()
+    tr = gear.simulate(mx, q0, np.zeros(m.nv), 0.05, 1e-3, integrator="euler", stabilization="projection",
+                       progress=False)
+    assert tr.stats["native"]
+    i, s = m.joint_index("panda_finger_joint2"), m.joint_index("panda_finger_joint1")
+    np.testing.assert_allclose(tr.q[:, m._iq[i]], tr.q[:, m._iq[s]], rtol=0, atol=1e-10)
+    assert np.abs(tr.joint_error).max() <= 1e-12

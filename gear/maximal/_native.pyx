@@ -58,8 +58,8 @@ from cython.parallel cimport prange, parallel
 from libc.stdlib cimport malloc, free
 from libc.math cimport sqrt, sin, cos, fabs, atan2, rint, M_PI
 
-from gear.spatial._spatial cimport (cross3, matmul3, matvec3, matTvec3, se3_mul, se3_inv, dAd_inv, dad,
-                                    ad, mat6_vec)
+from gear.spatial._spatial cimport (cross3, matmul3, matvec3, matTvec3, se3_mul, se3_inv, Ad_inv, dAd_inv,
+                                    dad, ad, mat6_vec)
 from gear.algorithms._dense cimport chol_factor, chol_solve, dot
 from gear.algorithms._spchol cimport SpChol, spchol_set, spchol_factor, spchol_solve_basic
 from gear.maximal._tree_step cimport (StepTree, StepW, stepwork, step_tree_scratch, tree_factor, tree_solve,
@@ -73,6 +73,7 @@ cdef enum:
     DOT = 2
     DIST = 3
     HELIX = 4
+    COUPLER = 5          # a part of a joint coupler's row (coupler_part)
 
 cdef enum:
     ST_OK = 0
@@ -86,6 +87,10 @@ cdef double SMALL = 1e-6         # gear.spatial.stacks._SMALL
 
 cdef struct PlanC:
     int nb, m, nv
+    int m0                  # rows of the five geometric types; rows m0 .. m - 1 are joint couplers
+    int mp                  # J's parts: a geometric row is one (r < m0), a coupler two, one per
+                            # joint (part_row); F and G hold (mp, 12), the rows' arrays below
+                            # (ty, ia, ib, same) mp entries, the geometric ones (ci .. pitch) m0
     const double* I6        # (nb, 36) body inertias (Kim eq. 22)
     const double* Minv      # (nb, 36) their inverses
     const int* parent       # (nb,)
@@ -119,15 +124,22 @@ cdef struct PlanC:
     const double* kst       # (m,) compliant rows' stiffness and damping (Ruan, eqs. 13-14),
     const double* kdm       #   or NULL: hard rows
     const StepTree* tree    # the tree-ordered solve (_tree_step.pxd) for hard rows, or NULL
+    const int* xkind        # (mp - m0,) a coupler part's joint: revolute 0, prismatic 1, helical 2 ...
+    const double* xS        # (mp - m0, 6) ... S^T, its coordinate's rate s^T eta ...
+    const double* xax       # (mp - m0, 3) ... axis ...
+    const double* xpitch    # (mp - m0,) ... pitch ...
+    const double* xPl       # (mp - m0, 12) ... and the inverse of its placement
+    const double* cmul      # (m - m0,) each coupler's q_j = mul q_s + off
+    const double* coff
 
 
 cdef inline int base_size(const PlanC* p) noexcept nogil:
-    # T, V, D: 24 nb; F, G: 24 m; g, rhs, x, res: 4 m; K, L: 2 m^2 and m ints
+    # T, V, D: 24 nb; F, G: 24 mp; g, rhs, x, res: 4 m; K, L: 2 m^2 and m ints
     # (dense), or the factor's values, 3 m of its scratch and 6 nb (sparse);
     # then the compliant rows' CFM (m, cfm_area)
     if p.sparse:
-        return 30 * p.nb + 32 * p.m + p.ch.nnz + 8
-    return 24 * p.nb + 30 * p.m + 2 * p.m * p.m + 8
+        return 30 * p.nb + 24 * p.mp + 8 * p.m + p.ch.nnz + 8
+    return 24 * p.nb + 24 * p.mp + 6 * p.m + 2 * p.m * p.m + 8
 
 
 cdef inline int scratch_size(const PlanC* p) noexcept nogil:
@@ -139,8 +151,8 @@ cdef inline int scratch_size(const PlanC* p) noexcept nogil:
 
 cdef struct RowWs:
     # the rows' part of the scratch (scratch_size), from 24 nb on
-    double* F             # (m, 12) rows of J, per side
-    double* G             # (m, 12) M^{-1} F
+    double* F             # (mp, 12) parts of J, per side
+    double* G             # (mp, 12) M^{-1} F
     double* g             # (m,) residuals
     double* rhs
     double* x
@@ -156,8 +168,8 @@ cdef inline RowWs row_ws(const PlanC* p, double* ws) noexcept nogil:
     cdef RowWs z
     cdef int m = p.m
     z.F = ws + 24 * p.nb
-    z.G = z.F + 12 * m
-    z.g = z.G + 12 * m
+    z.G = z.F + 12 * p.mp
+    z.g = z.G + 12 * p.mp
     z.rhs = z.g + m
     z.x = z.rhs + m
     z.res = z.x + m
@@ -465,15 +477,121 @@ cdef inline int row_at(const PlanC* p, const double* T, int r, const double* W, 
     return ST_OK
 
 
+# -- joint couplers: q_j = mul q_s + off, a row on the twists of up to four
+# bodies (MaximalModel._coupler), kept as two parts of J, one per joint ------
+cdef inline int part_row(const PlanC* p, int r) noexcept nogil:
+    # the row of part r (a geometric row's own index; a coupler's two parts share one)
+    return r if r < p.m0 else p.m0 + (r - p.m0) // 2
+
+
+cdef inline void relative(const double* T, int i, int par, double* X) noexcept nogil:
+    # X = T_p^-1 T_i (T_i on the world)
+    cdef double Ti[12]
+    cdef int k
+    if par < 0:
+        for k in range(12):
+            X[k] = T[12 * i + k]
+        return
+    se3_inv(T + 12 * par, Ti)
+    se3_mul(Ti, T + 12 * i, X)
+
+
+cdef inline double coupler_part(const PlanC* p, const double* T, int r, double* F) noexcept nogil:
+    """Part r (>= m0) of a coupler's row: its joint's two 6-blocks of J, ``c
+    s`` on the child and ``-c Ad_{X^-1}^T s`` on the parent (``X = T_p^-1
+    T_i``, ``c`` 1 for the coupled joint and ``-mul`` for its source), and
+    the joint's coordinate read off its relative pose ``Y = placement^-1
+    X`` as ``MaximalModel.to_reduced`` reads it: the angle about the axis
+    nearest to ``R_Y`` (``atan2(a . vee(R - R^T), tr R - a^T R a)``; a
+    helical joint's on the turn its translation says), or the displacement
+    ``a . p_Y`` of a prismatic joint."""
+    cdef int k = r - p.m0, a, i = p.ia[r], par = p.ib[r]
+    cdef double X[12]
+    cdef double Y[12]
+    cdef double vee[3]
+    cdef double c = 1.0 if k % 2 == 0 else -p.cmul[k // 2]
+    cdef double th, ra
+    cdef const double* S = p.xS + 6 * k
+    cdef const double* ax = p.xax + 3 * k
+    relative(T, i, par, X)
+    for a in range(6):
+        F[a] = c * S[a]
+    if par >= 0:
+        dAd_inv(X, F, F + 6)
+        for a in range(6):
+            F[6 + a] = -F[6 + a]
+    else:
+        for a in range(6):
+            F[6 + a] = 0.0
+    se3_mul(p.xPl + 12 * k, X, Y)
+    if p.xkind[k] == 1:
+        return dot3(ax, Y + 9)
+    vee[0] = Y[7] - Y[5]
+    vee[1] = Y[2] - Y[6]
+    vee[2] = Y[3] - Y[1]
+    ra = 0.0
+    for a in range(3):
+        ra += ax[a] * (Y[3 * a] * ax[0] + Y[3 * a + 1] * ax[1] + Y[3 * a + 2] * ax[2])
+    th = atan2(dot3(vee, ax), Y[0] + Y[4] + Y[8] - ra)
+    if p.xkind[k] == 2 and p.xpitch[k] != 0.0:
+        th = th + 2.0 * M_PI * rint((dot3(ax, Y + 9) / p.xpitch[k] - th) / (2.0 * M_PI))
+    return th
+
+
+cdef inline double coupler_residual(const PlanC* p, int c, double vj, double vs) noexcept nogil:
+    # q_j - mul q_s - off, the source's angle on the turn nearest to the joint's
+    cdef double mul = p.cmul[c], off = p.coff[c]
+    if p.xkind[2 * c + 1] != 1 and mul != 0.0:
+        vs = vs + 2.0 * M_PI * rint(((vj - off) / mul - vs) / (2.0 * M_PI))
+    return vj - mul * vs - off
+
+
+cdef inline double coupler_bias(const PlanC* p, const double* T, const double* V, int r) noexcept nogil:
+    # part r's share of its row's bias: c s . ad_eta V_p', with V_p' = Ad_{X^-1}
+    # V_p the parent's twist in the child's frame and eta = V_i - V_p'
+    cdef int k = r - p.m0, a, i = p.ia[r], par = p.ib[r]
+    cdef double X[12]
+    cdef double Vp[6]
+    cdef double eta[6]
+    cdef double t[6]
+    if par < 0:
+        return 0.0
+    relative(T, i, par, X)
+    Ad_inv(X, V + 6 * par, Vp)
+    for a in range(6):
+        eta[a] = V[6 * i + a] - Vp[a]
+    ad(eta, Vp, t)
+    return (1.0 if k % 2 == 0 else -p.cmul[k // 2]) * dot6(t, p.xS + 6 * k)
+
+
+cdef inline int part_at(const PlanC* p, const double* T, int r, double* W, double* g, double* F,
+                        double* vj) noexcept nogil:
+    """Part r of J (``F``: its two 6-blocks) and, with the last part of its
+    row, the row's residual in ``g[part_row(r)]``: a geometric row
+    (:func:`row_at`; its frames ``W`` computed here unless the previous
+    row's are the same) or a coupler's part (the coupled joint's
+    coordinate kept in ``vj`` until its source's part)."""
+    cdef double x
+    if r < p.m0:
+        if not p.same[r]:
+            row_frames(p, T, r, W)
+        return row_at(p, T, r, W, g + r, F)
+    x = coupler_part(p, T, r, F)
+    if (r - p.m0) % 2 == 0:
+        vj[0] = x
+    else:
+        g[part_row(p, r)] = coupler_residual(p, (r - p.m0) // 2, vj[0], x)
+    return ST_OK
+
+
 cdef inline int rows_g(const PlanC* p, const double* T, double* g) noexcept nogil:
     """Every row's residual ``g`` (m,) at ``T`` (each joint's frames once)."""
     cdef double W[24]
     cdef double F[12]
+    cdef double vj = 0.0
     cdef int r, st
-    for r in range(p.m):
-        if not p.same[r]:
-            row_frames(p, T, r, W)
-        st = row_at(p, T, r, W, g + r, F)
+    for r in range(p.mp):
+        st = part_at(p, T, r, W, g, F, &vj)
         if st != ST_OK:
             return st
     return ST_OK
@@ -579,14 +697,13 @@ cdef inline void solve_K(const double* K, const double* L, const int* first, int
 
 cdef inline int rows_and_G(const PlanC* p, const double* T, double* g, double* F,
                            double* G) noexcept nogil:
-    """Every row's residual g_r, its two 6-blocks F_r of J and (where ``G``
-    is not NULL) G_r = M^{-1} F_r (zero on the world's side)."""
+    """Every row's residual g_r, each part's two 6-blocks F_r of J and (where
+    ``G`` is not NULL) G_r = M^{-1} F_r (zero on the world's side)."""
     cdef int r, k, sa, b, st
     cdef double W[24]
-    for r in range(p.m):
-        if not p.same[r]:
-            row_frames(p, T, r, W)
-        st = row_at(p, T, r, W, g + r, F + 12 * r)
+    cdef double vj = 0.0
+    for r in range(p.mp):
+        st = part_at(p, T, r, W, g, F + 12 * r, &vj)
         if st != ST_OK:
             return st
         if G == NULL:
@@ -606,47 +723,56 @@ cdef inline int rows_and_G(const PlanC* p, const double* T, double* g, double* F
 
 cdef inline int rows_and_K(const PlanC* p, const double* T, double* g, double* F, double* G,
                            double* K) noexcept nogil:
-    """Every row's residual g_r and its two 6-blocks F_r of J, G_r = M^{-1}
-    F_r, and K = J M^{-1} J^T: K_rs sums F_r . G_s over the bodies rows r
-    and s share (every row meets at most two)."""
-    cdef int m = p.m, r, s, sa, sb, b, st
+    """Every row's residual g_r and its parts' two 6-blocks F_r of J, G_r =
+    M^{-1} F_r, and K = J M^{-1} J^T: the product of parts r and s sums F_r
+    . G_s over the bodies they share (every part meets at most two), and
+    adds to K at their rows (both ways where two parts of one row meet)."""
+    cdef int m = p.m, r, s, sa, sb, b, st, hr, hs
     cdef double v
     st = rows_and_G(p, T, g, F, G)
     if st != ST_OK:
         return st
-    for r in range(m):
-        for s in range(r, m):
+    for r in range(m * m):
+        K[r] = 0.0
+    for r in range(p.mp):
+        hr = part_row(p, r)
+        for s in range(r, p.mp):
             v = 0.0
             for sa in range(2):
                 b = p.ia[r] if sa == 0 else p.ib[r]
                 for sb in range(2):
                     if b >= 0 and b == (p.ia[s] if sb == 0 else p.ib[s]):
                         v += dotF(p, r, F + 12 * r + 6 * sa, G + 12 * s + 6 * sb)
-            K[r * m + s] = v
-            K[s * m + r] = v
+            hs = part_row(p, s)
+            K[hr * m + hs] += v
+            if s != r:
+                K[hs * m + hr] += v
     return ST_OK
 
 
 cdef inline void J_apply(const PlanC* p, const double* F, const double* V, double* out) noexcept nogil:
-    # out_r = F_ra . V_a + F_rb . V_b
-    cdef int r
+    # out_r = F_ra . V_a + F_rb . V_b, summed over the row's parts
+    cdef int r, h
     for r in range(p.m):
         out[r] = 0.0
+    for r in range(p.mp):
+        h = part_row(p, r)
         if p.ia[r] >= 0:
-            out[r] += dotF(p, r, F + 12 * r, V + 6 * p.ia[r])
+            out[h] += dotF(p, r, F + 12 * r, V + 6 * p.ia[r])
         if p.ib[r] >= 0:
-            out[r] += dotF(p, r, F + 12 * r + 6, V + 6 * p.ib[r])
+            out[h] += dotF(p, r, F + 12 * r + 6, V + 6 * p.ib[r])
 
 
 cdef inline void add_Minv_Jt(const PlanC* p, const double* G, const double* x, double c,
                              double* V) noexcept nogil:
-    # V += c M^{-1} J^T x, row by row.  A run of rows on the same two bodies
+    # V += c M^{-1} J^T x, part by part.  A run of rows on the same two bodies
     # (PlanC.same) sums in registers and stores once: the same sums in the
     # same order, without storing and reloading V_b between two rows
     cdef double va[6]
     cdef double vb[6]
+    cdef double xt
     cdef int r = 0, e, t, k, a, b
-    while r < p.m:
+    while r < p.mp:
         a = p.ia[r]
         b = p.ib[r]
         if a == b:                        # (one body on both sides: row by row)
@@ -658,7 +784,7 @@ cdef inline void add_Minv_Jt(const PlanC* p, const double* G, const double* x, d
             r += 1
             continue
         e = r + 1
-        while e < p.m and p.same[e]:
+        while e < p.mp and p.same[e]:
             e += 1
         if a >= 0:
             for k in range(6):
@@ -667,12 +793,13 @@ cdef inline void add_Minv_Jt(const PlanC* p, const double* G, const double* x, d
             for k in range(6):
                 vb[k] = V[6 * b + k]
         for t in range(r, e):
+            xt = x[part_row(p, t)]
             if a >= 0:
                 for k in range(6):
-                    va[k] += c * G[12 * t + k] * x[t]
+                    va[k] += c * G[12 * t + k] * xt
             if b >= 0:
                 for k in range(6):
-                    vb[k] += c * G[12 * t + 6 + k] * x[t]
+                    vb[k] += c * G[12 * t + 6 + k] * xt
         if a >= 0:
             for k in range(6):
                 V[6 * a + k] = va[k]
@@ -1098,6 +1225,7 @@ cdef int accel_one(const PlanC* p, const double* T, const double* V, const doubl
     not NULL): ``max_r |J_r dV - target_r|``, how well the rows hold;
     ``on_se3`` as :func:`factor_z`."""
     cdef int nb = p.nb, m = p.m, b, r, k, st
+    cdef double bias
     cdef double Wm[42]
     cdef RowWs z = row_ws(p, ws)
     cdef double* f = ws                   # (nb, 6) the body forces
@@ -1125,9 +1253,14 @@ cdef int accel_one(const PlanC* p, const double* T, const double* V, const doubl
     J_apply(p, z.F, V, lam)                 # (lam holds J V, then the target, until the end)
     J_apply(p, z.F, dV, z.rhs)
     for r in range(m):
-        if not p.same[r]:
-            row_motion(p, T, V, r, Wm)
-        lam[r] = -row_bias(p, r, Wm) - ga * lam[r] - gb * z.g[r]
+        if r < p.m0:
+            if not p.same[r]:
+                row_motion(p, T, V, r, Wm)
+            bias = row_bias(p, r, Wm)
+        else:
+            k = p.m0 + 2 * (r - p.m0)
+            bias = coupler_bias(p, T, V, k) + coupler_bias(p, T, V, k + 1)
+        lam[r] = -bias - ga * lam[r] - gb * z.g[r]
         z.rhs[r] = lam[r] - z.rhs[r]
     solve_add(p, &z, z.rhs, 1.0, dV)
     if resid != NULL:
@@ -1310,11 +1443,14 @@ cdef class Plan:
     cdef readonly int nb, m, nv
 
     def __init__(self, I6, Minv, parent, gravity, ty, ia, ib, ci, cj, RA, pA, RB, pB, offset, pitch,
-                 nvb, iv, vary, S, RPl, axes, sparse=None, stiffness=None, damping=None, tree=None):
+                 nvb, iv, vary, S, RPl, axes, sparse=None, stiffness=None, damping=None, tree=None,
+                 couplers=None):
         """``sparse``: None (dense K) or ``(Lp, Li, LRp, LRk, LRpos, pinv,
         pf, pg, pr, bdst)`` (``gear.maximal.native.build``); ``tree``: None
         or the arrays of ``gear.maximal.tree.step_tree_plan`` (hard rows
-        only: the tree-ordered solve)."""
+        only: the tree-ordered solve); ``couplers``: None or the joint
+        couplers' arrays of ``gear.maximal.native._coupler_plan`` (rows
+        after the geometric ones, never with ``tree``)."""
         f8 = lambda a, n: np.ascontiguousarray(np.asarray(a, dtype=np.float64).reshape(-1, n))
         i4 = lambda a: np.ascontiguousarray(np.asarray(a, dtype=np.int32).reshape(-1))
         a = dict(I6=f8(I6, 36), Minv=f8(Minv, 36), parent=i4(parent), ty=i4(ty), ia=i4(ia), ib=i4(ib),
@@ -1323,7 +1459,29 @@ cdef class Plan:
                  S=f8(S, 36), RPl=f8(RPl, 9), axes=f8(axes, 9))
         self.arrays = a
         self.nb = self.c.nb = a["I6"].shape[0]
-        self.m = self.c.m = a["ty"].shape[0]
+        self.c.m0 = a["ty"].shape[0]
+        nc = 0 if couplers is None else len(couplers["mul"])
+        if nc:
+            if tree is not None:
+                raise ValueError("Plan: joint couplers take the dense or sparse route, not the tree")
+            for k in ("ty", "ia", "ib"):
+                add = (np.full(2 * nc, COUPLER) if k == "ty"
+                       else np.asarray(couplers["bodies"])[:, 0 if k == "ia" else 1])
+                a[k] = i4(np.concatenate([a[k], add]))
+            a.update(x_kind=i4(couplers["kind"]), x_S=f8(couplers["S"], 6), x_ax=f8(couplers["axis"], 3),
+                     x_pitch=f8(couplers["pitch"], 1), x_Pl=f8(couplers["Pl"], 12), c_mul=f8(couplers["mul"], 1),
+                     c_off=f8(couplers["off"], 1))
+            if not (len(a["x_kind"]) == len(a["x_S"]) == len(a["x_Pl"]) == 2 * nc):
+                raise ValueError("Plan: inconsistent coupler arrays")
+            self.c.xkind = _iptr(a["x_kind"])
+            self.c.xS = _dptr(a["x_S"])
+            self.c.xax = _dptr(a["x_ax"])
+            self.c.xpitch = _dptr(a["x_pitch"])
+            self.c.xPl = _dptr(a["x_Pl"])
+            self.c.cmul = _dptr(a["c_mul"])
+            self.c.coff = _dptr(a["c_off"])
+        self.c.mp = self.c.m0 + 2 * nc
+        self.m = self.c.m = self.c.m0 + nc
         self.nv = self.c.nv = int(a["nvb"].sum())
         self.c.I6 = _dptr(a["I6"])
         self.c.Minv = _dptr(a["Minv"])
@@ -1342,8 +1500,10 @@ cdef class Plan:
         self.c.offset = _dptr(a["offset"])
         self.c.pitch = _dptr(a["pitch"])
         # the rows that share the previous row's frames (a joint's, a closure's)
-        fr = np.concatenate([a["ia"][:, None], a["ib"][:, None], a["RA"], a["pA"], a["RB"], a["pB"]], axis=1)
-        a["same"] = i4(np.concatenate([[False], (fr[1:] == fr[:-1]).all(axis=1)]) if self.m else np.zeros(1))
+        m0 = self.c.m0
+        fr = np.concatenate([a["ia"][:m0, None], a["ib"][:m0, None], a["RA"], a["pA"], a["RB"], a["pB"]], axis=1)
+        a["same"] = i4(np.concatenate([[False], (fr[1:] == fr[:-1]).all(axis=1), np.zeros(2 * nc, dtype=bool)])
+                       if self.c.m0 else np.zeros(max(1, 2 * nc)))
         self.c.same = _iptr(a["same"])
         self.c.nvb = _iptr(a["nvb"])
         self.c.iv = _iptr(a["iv"])
@@ -1640,12 +1800,9 @@ def residual_max(Plan plan, const double[:, ::1] P, double[::1] out, int[::1] st
 def _rows_g(Plan plan, const double[::1] P, double[::1] g):
     """Every row's residual at one state (the tests compare it with NumPy's)."""
     cdef const PlanC* p = &plan.c
-    cdef int b, r
+    cdef int b
     T = np.empty(12 * p.nb)
-    F = np.empty(12)
     cdef double[::1] Tv = T
-    cdef double[::1] Fv = F
     for b in range(p.nb):
         pose_in(&P[16 * b], &Tv[12 * b])
-    for r in range(p.m):
-        row(p, &Tv[0], r, &g[r], &Fv[0])
+    rows_g(p, &Tv[0], &g[0])

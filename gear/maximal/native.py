@@ -11,11 +11,13 @@ covers the call, NumPy otherwise; :func:`native_run` advances a batch
 through many steps in one native call, recording every k-th frame.
 
 The kernel covers hard and compliant rows of all five row types (pos,
-axis, dot, dist, helix: every joint kind and loop closure), with joint
+axis, dot, dist, helix: every joint kind and loop closure) and joint
+couplers (two parts of ``J`` a row, :func:`_coupler_plan`), with joint
 torques on every joint kind: ``K`` dense up to
 :data:`gear.maximal.kkt.DENSE_ROWS` rows, sparse above (its pattern, order
-and factor planned once here).  It does not cover joint couplers: there
-:func:`native_step` returns None (:func:`why_not` says why).
+and factor planned once here), or the tree-ordered solve (models without
+couplers).  Outside its integrators :func:`native_step` returns None
+(:func:`why_not` says why).
 :func:`native_project` (and :func:`project`, with the NumPy fallback) is
 the Gauss-Newton projection of :func:`gear.maximal.stepping.project`.
 """
@@ -45,12 +47,11 @@ def build(mx, route="auto"):
     the tree-ordered factorisation (``gear/maximal/_tree_step.pxd``,
     :func:`gear.maximal.tree.step_tree_plan`); ``"auto"``: the tree
     wherever the model has rows (see docs/maximal.md for the measurements
-    behind it).  Compliant rows always take ``"schur"``."""
+    behind it).  Compliant rows and models with joint couplers always
+    take ``"schur"``."""
     if route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}, got {route!r}")
     g = tuple(np.asarray(mx.model.gravity, dtype=float))
-    if getattr(mx, "_couplers", None):
-        return None, "joint couplers (rows on joint coordinates) take the NumPy step", g
     m, t, nb = mx.model, mx.rows, mx.nbodies
     # joint torques: S (6 x nv_i, column-major) where constant, else the
     # placement's rotation and the axes S is built from
@@ -68,15 +69,50 @@ def build(mx, route="auto"):
             axes[i] = np.concatenate([j.e1, j.e2, j.normal])
         Si = mx._S[i](np.eye(3)[None])[0] if j.nv else np.zeros((6, 0))   # R_Y = 1 for the varying ones
         S[i, :Si.size] = Si.T.ravel()
-    sparse = _sparse_plan(nb, np.asarray(t.ia), np.asarray(t.ib)) if mx.nrows > DENSE_ROWS else None
+    couplers = _coupler_plan(mx)
+    ia, ib, row = np.asarray(t.ia), np.asarray(t.ib), np.arange(t.m)
+    if couplers is not None:
+        ia, ib = np.concatenate([ia, couplers["bodies"][:, 0]]), np.concatenate([ib, couplers["bodies"][:, 1]])
+        row = np.concatenate([row, t.m + np.arange(len(couplers["mul"])).repeat(2)])
+    sparse = _sparse_plan(nb, ia, ib, row) if mx.nrows > DENSE_ROWS else None
     tree = None
-    if route != "schur" and mx.stiffness is None and mx.nrows:
+    if route != "schur" and mx.stiffness is None and mx.nrows and couplers is None:
         from .tree import step_tree_plan
 
         tree = step_tree_plan(t, mx.I6)[0]
     p = _native.Plan(mx.I6, mx.Minv, mx._parents, m.gravity, t.types, t.ia, t.ib, t.i, t.j, t.RA, t.pA, t.RB, t.pB,
-                     t.offset, t.pitch, nvb, iv, vary, S, RPl, axes, sparse, mx.stiffness, mx.damping, tree)
+                     t.offset, t.pitch, nvb, iv, vary, S, RPl, axes, sparse, mx.stiffness, mx.damping, tree,
+                     couplers)
     return p, None, g
+
+
+def _coupler_plan(mx):
+    """The kernel's arrays of ``mx``'s joint couplers, or None: each coupler
+    row is two parts of ``J``, one per joint (the coupled joint's, then
+    its source's), each on the joint's child and parent bodies (``bodies``
+    (2 nc, 2), -1: the world), with the joint's kind (0 revolute, 1
+    prismatic, 2 helical), ``S^T`` (the coordinate's rate ``s^T eta``),
+    axis, pitch and inverse placement (as :meth:`MaximalModel._coupler`
+    reads them); ``mul``, ``off`` (nc,) the couplers' ``q_j = mul q_s +
+    off``."""
+    cs = getattr(mx, "_couplers", None)
+    if not cs:
+        return None
+    kinds = {JT.REVOLUTE: 0, JT.PRISMATIC: 1, JT.HELICAL: 2}
+    par = mx._parents
+    out = {k: [] for k in ("bodies", "kind", "S", "axis", "pitch", "Pl", "mul", "off")}
+    for sides, mult, off in cs:
+        for i, jt, St in sides:
+            H = mx.model.placements[i].homogeneous()
+            out["bodies"].append((i, par[i]))
+            out["kind"].append(kinds[jt.kind])
+            out["S"].append(St)
+            out["axis"].append(jt.axis)
+            out["pitch"].append(getattr(jt, "pitch", 0.0))
+            out["Pl"].append(np.concatenate([H[:3, :3].T.ravel(), -H[:3, :3].T @ H[:3, 3]]))
+        out["mul"].append(mult)
+        out["off"].append(off)
+    return {k: np.asarray(v) for k, v in out.items()}
 
 
 def use_route(mx, route):
@@ -86,26 +122,31 @@ def use_route(mx, route):
     return mx._native[0]
 
 
-def _sparse_plan(nb, ia, ib):
+def _sparse_plan(nb, ia, ib, row):
     """``K``'s sparse plan for more rows than the dense route takes: ``K``'s
     pattern (two rows meet when they share a body), its fill-reducing
     order and factor (``gear.constraints.sparse.factor_pattern``), and
-    for each pair of segments (a row's 6-block on one body) that meet on a
-    body, body by body: the offsets of the first's ``F`` and the second's
-    ``G`` in the kernel's (m, 12) arrays, the first's row (its type says
-    whether ``F`` has a linear part) and where their product lands among
-    the factor's values."""
+    for each pair of segments (a part's 6-block on one body) that meet on
+    a body, body by body: the offsets of the first's ``F`` and the second's
+    ``G`` in the kernel's (parts, 12) arrays, the first's part (its type
+    says whether ``F`` has a linear part) and where their product lands
+    among the factor's values.  ``ia``, ``ib``: the parts' bodies (a
+    geometric row is one part, a joint coupler two), ``row``: each part's
+    row.  Two parts of one row meeting on a body add their product to the
+    row's diagonal twice (``F_a . G_b`` and ``F_b . G_a``): the pair is
+    listed both ways."""
     import scipy.sparse as sps
 
     from ..constraints.sparse import factor_pattern, factor_positions
 
-    m = len(ia)
+    mp, m = len(ia), int(row.max(initial=-1)) + 1
     seg_body = np.concatenate([ia, ib])
-    seg_row = np.concatenate([np.arange(m), np.arange(m)])
-    seg_side = np.concatenate([np.zeros(m, dtype=np.int64), np.ones(m, dtype=np.int64)])
+    seg_row = np.concatenate([np.arange(mp), np.arange(mp)])
+    seg_side = np.concatenate([np.zeros(mp, dtype=np.int64), np.ones(mp, dtype=np.int64)])
     keep = seg_body >= 0
     order = np.lexsort((seg_row[keep], seg_body[keep]))
-    body, row, side = seg_body[keep][order], seg_row[keep][order], seg_side[keep][order]
+    body, part, side = seg_body[keep][order], seg_row[keep][order], seg_side[keep][order]
+    row_of = row[part]
     bptr = np.searchsorted(body, np.arange(nb + 1))
     # every pair i <= j of one body's segments, in the kernel's loop order
     pi, pj = [], []
@@ -116,11 +157,13 @@ def _sparse_plan(nb, ia, ib):
         pj.append(lo + j)
     pi = np.concatenate(pi) if pi else np.zeros(0, dtype=np.int64)
     pj = np.concatenate(pj) if pj else np.zeros(0, dtype=np.int64)
-    pattern = sps.coo_matrix((np.ones(len(pi)), (row[pi], row[pj])), shape=(m, m))
+    both = (part[pi] != part[pj]) & (row_of[pi] == row_of[pj])
+    pi, pj = np.concatenate([pi, pj[both]]), np.concatenate([pj, pi[both]])
+    pattern = sps.coo_matrix((np.ones(len(pi)), (row_of[pi], row_of[pj])), shape=(m, m))
     pinv, sym, key = factor_pattern(pattern)
-    dst = factor_positions(key, m, pinv[row[pi]], pinv[row[pj]])
-    off = 12 * row + 6 * side
-    return (*sym, pinv, off[pi], off[pj], row[pi], dst)
+    dst = factor_positions(key, m, pinv[row_of[pi]], pinv[row_of[pj]])
+    off = 12 * part + 6 * side
+    return (*sym, pinv, off[pi], off[pj], part[pi], dst)
 
 
 def plan(mx):
