@@ -41,6 +41,11 @@ gear's columns: ``gear.simulate`` recording every frame (each frame's
 joint coordinates and joint errors are read back), recording every 10th,
 and the native kernel alone; PyBullet's step records nothing.
 
+A fourth table: example-robot-data's robots with URDF mimic joints (joint
+couplers, rows on four bodies) in maximal coordinates, when the package is
+installed: the native Euler + Baumgarte step by each route against the
+NumPy step (``gear.maximal.stepping.step``) the kernel replaced.
+
     .venv/bin/python benchmarks/bench_maximal_stepping.py [--ns 1 10 100] [--no-reduced]
 """
 import argparse
@@ -136,6 +141,51 @@ def main(argv=None):
         print(f"{N:>5} {mx.nbodies:>7} {mx.nrows:>6} " + " ".join(cells))
     route_table(a.ns, None if a.no_exudyn else exudyn_time)
     chain_table([n for n in (10, 100) if n <= max(a.ns)] or [10])
+    mimic_table()
+
+
+def mimic_table(dt=1e-3, steps=1000):
+    from gear.maximal import native, stepping
+    from gear.testing import zoo_dir
+
+    if zoo_dir() is None:
+        return
+    print("\nrobots with mimic joints (example-robot-data), maximal coordinates, native Euler + Baumgarte step "
+          "by route against the NumPy step, us per step, one state\n")
+    cols = ("bodies", "rows", "couplers", "tree", "schur", "numpy", "numpy/tree")
+    print(f"{'robot':>28} " + " ".join(f"{c:>10}" for c in cols))
+    for rel in ("panda_description/urdf/panda.urdf", "baxter_description/urdf/baxter.urdf",
+                "pr2_description/urdf/pr2.urdf", "tiago_pro_description/robots/tiago_pro.urdf",
+                "talos_data/robots/talos_full_v2.urdf"):
+        path = os.path.join(zoo_dir(), rel)
+        if not os.path.exists(path):
+            continue
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                m = gear.load_urdf(path)
+                mx = gear.MaximalModel(m)
+            except (gear.ModelFileError, gear.SingularInertiaError, ValueError):
+                continue
+        nc = sum(name.startswith("coupler:") for name in mx.row_names)
+        P, V = mx.state(m.neutral(), np.zeros(m.nv))
+        t = {}
+        for route in ("tree", "schur"):
+            native.use_route(mx, route)
+            t[route] = per_step(lambda: native.native_run(mx, P[None], V[None], dt, steps, record_every=steps,
+                                                          stabilization="baumgarte"), steps)
+        native.use_route(mx, "auto")
+
+        def numpy_steps(n=20):
+            Pn, Vn = P[None], V[None]
+            for _ in range(n):
+                Pn, Vn, _ = stepping.step(mx, Pn, Vn, dt, "euler", stabilization="baumgarte")
+        t["numpy"] = per_step(numpy_steps, 20)
+        cells = [mx.nbodies, mx.nrows, nc] + [f"{t[k] * 1e6:,.1f}" for k in ("tree", "schur", "numpy")]
+        cells.append(f"{t['numpy'] / t['tree']:,.0f}")
+        print(f"{os.path.basename(path):>28} " + " ".join(f"{c:>10}" for c in cells))
 
 
 def route_table(ns, exudyn_time, dt=1e-3):

@@ -25,7 +25,7 @@ from gear.maximal import native
 from gear.maximal import rows as R
 from gear.maximal.tree import step_tree_plan
 from gear.spatial.stacks import exp_se3_rows
-from test_maximal_native import MECHS, REGULAR, _batch
+from test_maximal_native import MECHS, REGULAR, _batch, _coupled_tree
 
 H = 1e-3
 
@@ -114,6 +114,25 @@ def test_equals_the_schur_route_on_closed_chains(name):
     # out (below 1e-8 of its own diagonal), differ by the drift's order
     tol = dict(tol_v=1e-6, tol_p=1e-9) if name == "bricard" else {}
     _agree(mx, P, V, tau, 0.3 * rng.standard_normal((3, mx.nbodies, 6)), regular, **tol)
+
+
+@pytest.mark.parametrize("seed, nbodies", [(34, 9), (26, 9), (10, 30)])
+def test_joint_couplers_are_loop_rows_of_the_tree(seed, nbodies):
+    """A joint coupler's row (two parts of J, on up to four bodies) is
+    never an edge: it is a loop row visiting the paths of all four bodies
+    to the world (two of its blocks on one body where the fingers of a
+    gripper meet on its hand).  The routes agree from states 1e-3 off
+    every row."""
+    sys, q0, rng = _coupled_tree(seed, nbodies=nbodies)
+    mx = gear.MaximalModel(sys)
+    arrays, stats = step_tree_plan(mx.rows, mx.I6, native._coupler_plan(mx)["bodies"])
+    m0 = mx.rows.m
+    assert list(arrays["lrow"][-3:]) == [m0, m0 + 1, m0 + 2] and stats["loop_rows"] >= 3
+    assert list(arrays["lpart"][-6:]) == list(range(m0, m0 + 6))
+    assert (arrays["vseg"].reshape(-1, 2) >= 0).all(axis=1).any()     # the hand: two blocks of one row
+    P, V = _batch(mx, sys, q0, 2, rng, 1e-3)
+    _agree(mx, P, V, rng.standard_normal((2, sys.model.nv)), 0.3 * rng.standard_normal((2, mx.nbodies, 6)),
+           True, steps=3)
 
 
 @pytest.mark.parametrize("tree", ["chain", "ground"])

@@ -15,7 +15,9 @@ Per state, with every body free (pose ``T_b``, body twist ``V_b``):
 :func:`gear.maximal.rows.evaluate` (types pos, axis, dot, dist, helix);
 every row meets at most two bodies, so ``J`` is kept as two 6-vectors a
 row (``F``, and ``G = M_b^{-1} F``) and ``K_rs`` sums ``F_r . G_s`` over
-the bodies the two rows share.  ``K`` is solved like
+the bodies the two rows share.  A joint coupler's row (``q_j = m q_s +
+o``, on the two joints' children and parents) is kept as two such parts,
+one per joint, summed into its row (``part_row``, ``coupler_part``).  ``K`` is solved like
 :meth:`gear.maximal.kkt.RowSystem.solve`: Cholesky of ``K + delta I``
 (``delta`` = 1e-12 of ``K``'s largest ``|entry|``; redundant rows make ``K``
 singular) and up to four steps of refinement on ``K`` itself.  Up to
@@ -1462,8 +1464,6 @@ cdef class Plan:
         self.c.m0 = a["ty"].shape[0]
         nc = 0 if couplers is None else len(couplers["mul"])
         if nc:
-            if tree is not None:
-                raise ValueError("Plan: joint couplers take the dense or sparse route, not the tree")
             for k in ("ty", "ia", "ib"):
                 add = (np.full(2 * nc, COUPLER) if k == "ty"
                        else np.asarray(couplers["bodies"])[:, 0 if k == "ia" else 1])
@@ -1549,7 +1549,9 @@ cdef class Plan:
         nL = len(tree["lrow"])
         nvis = len(tree["vrow"])
         if (len(tree["body"]) != nb or len(tree["vptr"]) != nb + 1 or len(tree["pinv"]) != nL
-                or len(tree["Lp"]) != nL + 1 or len(tree["vseg"]) != 2 * nvis or len(tree["pptr"]) != nb + 1):
+                or len(tree["Lp"]) != nL + 1 or len(tree["vseg"]) != 2 * nvis or len(tree["pptr"]) != nb + 1
+                or len(tree["lpart"]) != 2 * nL or np.max(tree["lpart"], initial=-1) >= self.c.mp
+                or np.max(tree["lrow"], initial=-1) >= self.m):
             raise ValueError("Plan: inconsistent tree arrays")
         a.update(t)
         self.st.nb = nb
@@ -1562,6 +1564,7 @@ cdef class Plan:
         self.st.er0 = _iptr(a["t_er0"])
         self.st.side = _iptr(a["t_side"])
         self.st.lrow = _iptr(a["t_lrow"])
+        self.st.lpart = _iptr(a["t_lpart"])
         self.st.rigid = int(tree["rigid"][0])
         self.st.xb = _iptr(a["t_xb"])
         self.st.pA = self.c.pA

@@ -85,6 +85,8 @@ cdef struct StepTree:
     const int* er0       # (nb,) the edge's first row, -1: no edge
     const int* side      # (nb,) 1: the body is the edge's rows' {B}, 0: their {A}
     const int* lrow      # (nL,) the loop rows
+    const int* lpart     # (nL, 2) their parts of J (a geometric row: itself, then -1; a
+                         # joint coupler: its two parts, _native.pyx's part_row)
     int rigid            # every edge's map a rigid transform (``gear.maximal.tree._edge_points``)
     const int* xb        # (nb,) 1: the rows' x_A is {B}'s origin, 0: {A}'s
     const double* pA     # (m, 3) the rows' frame positions on {A}'s body (or in the world) ...
@@ -306,7 +308,7 @@ cdef inline int tree_factor(const StepTree* s, const double* F, const double* T,
 
 
 cdef inline double row_dot(const double* F, int r, const double* dV, int a, int b) noexcept nogil:
-    # J_r dV from the row's two 6-blocks (bodies a and b, -1: the world)
+    # J_r dV from the part's two 6-blocks (bodies a and b, -1: the world)
     cdef double x = 0.0
     if a >= 0:
         x += dot6(F + 12 * r, dV + 6 * a)
@@ -315,10 +317,22 @@ cdef inline double row_dot(const double* F, int r, const double* dV, int a, int 
     return x
 
 
+cdef inline double loop_row_dot(const StepTree* s, const double* F, int l, const int* ia, const int* ib,
+                                const double* dV) noexcept nogil:
+    # J_r dV of loop row l, summed over its parts (ia, ib: the parts' bodies)
+    cdef int j, q
+    cdef double x = 0.0
+    for j in range(2):
+        q = s.lpart[2 * l + j]
+        if q >= 0:
+            x += row_dot(F, q, dV, ia[q], ib[q])
+    return x
+
+
 cdef inline void tree_solve(const StepTree* s, const double* F, const int* ia, const int* ib,
                            const double* rhs, double* x, StepW* w) noexcept nogil:
     """``w.dV = M^-1 J^T mu`` with ``K mu = rhs`` after :func:`tree_factor`;
-    ``x`` (m,), where not NULL: ``mu``.  ``ia``, ``ib``: the rows' bodies."""
+    ``x`` (m,), where not NULL: ``mu``.  ``ia``, ``ib``: the parts' bodies."""
     cdef const MaxTree* tr = &s.tr
     cdef TreeW* t = &w.t
     cdef int k, i, j, a, mk, l, r
@@ -348,7 +362,7 @@ cdef inline void tree_solve(const StepTree* s, const double* F, const int* ia, c
     if s.nL > 0:
         for l in range(s.nL):
             r = s.lrow[l]
-            t.y[tr.pinv[l]] = rhs[r] - row_dot(F, r, w.dV, ia[r], ib[r])
+            t.y[tr.pinv[l]] = rhs[r] - loop_row_dot(s, F, l, ia, ib, w.dV)
         for l in range(s.nL):
             t.mu[l] = t.y[l]
         spchol_solve_basic(&tr.ch, t.Lx, t.dep, t.mu)

@@ -15,8 +15,7 @@ axis, dot, dist, helix: every joint kind and loop closure) and joint
 couplers (two parts of ``J`` a row, :func:`_coupler_plan`), with joint
 torques on every joint kind: ``K`` dense up to
 :data:`gear.maximal.kkt.DENSE_ROWS` rows, sparse above (its pattern, order
-and factor planned once here), or the tree-ordered solve (models without
-couplers).  Outside its integrators :func:`native_step` returns None
+and factor planned once here), or the tree-ordered solve.  Outside its integrators :func:`native_step` returns None
 (:func:`why_not` says why).
 :func:`native_project` (and :func:`project`, with the NumPy fallback) is
 the Gauss-Newton projection of :func:`gear.maximal.stepping.project`.
@@ -47,8 +46,7 @@ def build(mx, route="auto"):
     the tree-ordered factorisation (``gear/maximal/_tree_step.pxd``,
     :func:`gear.maximal.tree.step_tree_plan`); ``"auto"``: the tree
     wherever the model has rows (see docs/maximal.md for the measurements
-    behind it).  Compliant rows and models with joint couplers always
-    take ``"schur"``."""
+    behind it).  Compliant rows always take ``"schur"``."""
     if route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}, got {route!r}")
     g = tuple(np.asarray(mx.model.gravity, dtype=float))
@@ -76,10 +74,10 @@ def build(mx, route="auto"):
         row = np.concatenate([row, t.m + np.arange(len(couplers["mul"])).repeat(2)])
     sparse = _sparse_plan(nb, ia, ib, row) if mx.nrows > DENSE_ROWS else None
     tree = None
-    if route != "schur" and mx.stiffness is None and mx.nrows and couplers is None:
+    if route != "schur" and mx.stiffness is None and mx.nrows:
         from .tree import step_tree_plan
 
-        tree = step_tree_plan(t, mx.I6)[0]
+        tree = step_tree_plan(t, mx.I6, None if couplers is None else couplers["bodies"])[0]
     p = _native.Plan(mx.I6, mx.Minv, mx._parents, m.gravity, t.types, t.ia, t.ib, t.i, t.j, t.RA, t.pA, t.RB, t.pB,
                      t.offset, t.pitch, nvb, iv, vary, S, RPl, axes, sparse, mx.stiffness, mx.damping, tree,
                      couplers)

@@ -43,13 +43,16 @@ def tree_plan(ms):
     return visit_plan(parents, ms._la, ms._lb, nJ + np.arange(nL), ms.I6)
 
 
-def visit_plan(parents, la, lb, seg_row, I6):
+def visit_plan(parents, la, lb, seg_row, I6, more=None):
     """The loop rows' visits and ``K_L``'s plan on a tree whose every
     body's parent comes before it (``parents`` (nb,), -1: the ground): loop
     row ``l`` acts on bodies ``la[l]`` and ``lb[l]`` (-1: the world), with
     its two 6-blocks at ``12 seg_row[l]`` and ``+ 6`` of the kernel's (rows,
-    12) array of ``J``.  ``I6`` (nb, 6, 6): the bodies' inertias in the
-    tree's order.  Returns ``(arrays, stats)`` as :func:`tree_plan`."""
+    12) array of ``J``, and (``more``: {l: [(body, offset), ...]}) on
+    further bodies with the 6-blocks at those offsets (a joint coupler's
+    second part).  A body takes at most two of one row's blocks.
+    ``I6`` (nb, 6, 6): the bodies' inertias in the tree's order.  Returns
+    ``(arrays, stats)`` as :func:`tree_plan`."""
     import scipy.sparse as sps
 
     from ..constraints.sparse import factor_pattern, factor_positions
@@ -59,9 +62,11 @@ def visit_plan(parents, la, lb, seg_row, I6):
     la, lb = np.asarray(la), np.asarray(lb)
     vis_body, vis_row, vis_seg = [], [], []
     index = {}
+    more = {} if more is None else more
     for l in range(nL):
+        slots = [(la[l], 12 * seg_row[l]), (lb[l], 12 * seg_row[l] + 6)] + list(more.get(l, ()))
         on = set()
-        for k in (la[l], lb[l]):
+        for k, _ in slots:
             while k >= 0 and k not in on:
                 on.add(int(k))
                 k = parents[k]
@@ -69,7 +74,10 @@ def visit_plan(parents, la, lb, seg_row, I6):
             index[l, k] = len(vis_body)
             vis_body.append(k)
             vis_row.append(l)
-            vis_seg.append((12 * seg_row[l] if la[l] == k else -1, 12 * seg_row[l] + 6 if lb[l] == k else -1))
+            seg = [off for b, off in slots if b == k]
+            if len(seg) > 2:
+                raise ValueError(f"tree plan: loop row {l} has {len(seg)} blocks on one body (at most two)")
+            vis_seg.append(tuple(seg + [-1] * (2 - len(seg))))
     nvis = len(vis_body)
     body = np.array(vis_body, dtype=np.int64)
     row = np.array(vis_row, dtype=np.int64)
@@ -134,7 +142,7 @@ def choose_route(ms, mx):
     return "tree" if tree <= cholmod else "cholmod"
 
 
-def step_tree_plan(table, I6):
+def step_tree_plan(table, I6, couplers=None):
     """The tree-ordered factorisation of a :class:`gear.MaximalModel`'s
     steps (``StepTree`` in ``gear/maximal/_tree_step.pxd``): a spanning
     tree over its bodies, whose edges are joints or loop closures alike.
@@ -154,6 +162,11 @@ def step_tree_plan(table, I6):
     table : gear.maximal.rows.RowTable
     I6 : ndarray, shape (nb, 6, 6)
         The bodies' inertias.
+    couplers : ndarray, shape (2 nc, 2), optional
+        The joint couplers' parts' bodies (child, parent; -1: the world),
+        two parts a coupler (``gear.maximal.native._coupler_plan``): rows
+        ``table.m ..`` on up to four bodies, loop rows always, their parts
+        at ``table.m + 2 c`` and ``+ 1`` of the kernel's array of ``J``.
 
     Returns
     -------
@@ -162,8 +175,9 @@ def step_tree_plan(table, I6):
         ``body`` (the body at each position), ``tpar`` (the parent's
         position, -1: the world), ``nvi`` (6 minus the edge's rows),
         ``iv``, ``er0`` (the edge's first row, -1: no edge), ``side``
-        (1: the body is the rows' {B}), ``lrow`` (the loop rows), ``xb``
-        and ``rigid`` (:func:`_edge_points`).
+        (1: the body is the rows' {B}), ``lrow`` (the loop rows), ``lpart``
+        (their parts of ``J``, two a row, -1: none), ``xb`` and ``rigid``
+        (:func:`_edge_points`).
     stats : dict
         ``visits``, ``pairs``, ``nnz_factor``, ``loop_rows`` and ``rigid``.
     """
@@ -227,11 +241,23 @@ def step_tree_plan(table, I6):
         in_tree[r0:r0 + n] = True
     lrow = np.flatnonzero(~in_tree)
     to_pos = lambda x: np.where(x >= 0, pos[np.maximum(x, 0)], -1)
-    arrays, stats = visit_plan(tpar, to_pos(ia[lrow]), to_pos(ib[lrow]), lrow, I6[order])
+    la, lb, seg = to_pos(ia[lrow]), to_pos(ib[lrow]), lrow
+    lpart = np.stack([lrow, np.full(len(lrow), -1)], axis=1)
+    more = {}
+    if couplers is not None and len(couplers):
+        cb = to_pos(np.asarray(couplers).reshape(-1, 2, 2))          # (nc, part, child/parent)
+        nc = len(cb)
+        parts = m + 2 * np.arange(nc)
+        more = {len(lrow) + c: [(cb[c, 1, 0], 12 * (parts[c] + 1)), (cb[c, 1, 1], 12 * (parts[c] + 1) + 6)]
+                for c in range(nc)}
+        la, lb, seg = np.concatenate([la, cb[:, 0, 0]]), np.concatenate([lb, cb[:, 0, 1]]), np.concatenate([seg, parts])
+        lpart = np.concatenate([lpart, np.stack([parts, parts + 1], axis=1)])
+        lrow = np.concatenate([lrow, m + np.arange(nc)])
+    arrays, stats = visit_plan(tpar, la, lb, seg, I6[order], more)
     iv = np.concatenate([[0], np.cumsum(nvi)[:-1]]).astype(np.int64)
     xb, rigid = _edge_points(table, er0, 6 - nvi)
     arrays.update(body=np.asarray(order, dtype=np.int64), tpar=tpar, nvi=nvi, iv=iv, er0=er0, side=side,
-                  lrow=lrow, xb=xb, rigid=np.array([int(rigid)]))
+                  lrow=lrow, lpart=lpart.ravel(), xb=xb, rigid=np.array([int(rigid)]))
     stats["loop_rows"] = len(lrow)
     stats["rigid"] = rigid
     return arrays, stats
