@@ -758,22 +758,3 @@ def test_joint_couplers_with_sparse_K_and_compliant_rows():
         for integ in (("euler", "implicit") if np.ndim(k) == 0 else ("implicit",)):
             _compare(soft, P, V, None, None, None, 3, 1e-10, True, integ)
 
-
-def test_a_mimic_gripper_simulates_natively():
-    """Example-robot-data's panda: its fingers' URDF mimic joint is a
-    coupler row; gear.simulate runs it in the kernel, and the fingers stay
-    coupled."""
-    import os
-
-    if gear.testing.zoo_dir() is None:
-        pytest.skip("example-robot-data is not installed (pip install example-robot-data, or gear[reference])")
-    m = gear.load_urdf(os.path.join(gear.testing.zoo_dir(), "panda_description", "urdf", "panda.urdf"))
-    mx = gear.MaximalModel(m)
-    assert mx.row_names[-1].startswith("coupler:") and native.why_not(mx) is None
-    q0 = m.neutral()
-    tr = gear.simulate(mx, q0, np.zeros(m.nv), 0.05, 1e-3, integrator="euler", stabilization="projection",
-                       progress=False)
-    assert tr.stats["native"]
-    i, s = m.joint_index("panda_finger_joint2"), m.joint_index("panda_finger_joint1")
-    np.testing.assert_allclose(tr.q[:, m._iq[i]], tr.q[:, m._iq[s]], rtol=0, atol=1e-10)
-    assert np.abs(tr.joint_error).max() <= 1e-12
