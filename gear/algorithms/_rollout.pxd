@@ -46,8 +46,9 @@ from gear.constraints._rows cimport constraint_rows
 from gear.constraints._aba_route cimport closed_dynamics
 from gear.constraints._dense_route cimport closed_forward_dense, dense_qphase, dense_vphase
 from gear.constraints._projection cimport closed_forward_projection, projection_qphase, projection_vphase
-from gear.constraints._manifold cimport (project, gauss_newton_step, fused_velocity_projection,
-                                        null_space_velocity_projection, max_abs)
+from gear.constraints._manifold cimport (project, sparse_project, gauss_newton_step,
+                                        fused_velocity_projection, null_space_velocity_projection,
+                                        max_abs)
 
 
 cdef struct RollC:
@@ -264,7 +265,7 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
         return _rollout_steps_fused(m, c, r, tau0, Q, V, L, tmax, w, cw, q, qs, v, a1, a2, a3, a4,
                                     vs, th, tau, d, y, gg, lam, xs)
     if c != NULL and r.project and r.project_start:
-        st = project(m, c, r.tol, q, v, qs, gg, y, d, w, cw, NULL)
+        st = _project_state(m, c, r, q, v, qs, gg, y, d, w, cw, NULL)
         if st != 0:
             return st
         w.poses_ok = True
@@ -288,7 +289,7 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
             return st
         if c != NULL and r.project:
             # the projection's first rows give max |g| before it
-            st = project(m, c, r.tol, q, v, qs, gg, y, d, w, cw, tmax)
+            st = _project_state(m, c, r, q, v, qs, gg, y, d, w, cw, tmax)
             if st != 0:
                 return st
             w.poses_ok = True      # its last rows were at q: the next dynamics keeps its poses
@@ -301,6 +302,16 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
                 tmax[0] = err
     w.poses_ok = False
     return 0
+
+
+cdef inline int _project_state(const ModelC* m, const ClosC* c, const RollC* r, double* q, double* v,
+                               double* qs, double* gg, double* y, double* d, Work* w, CWork* cw,
+                               double* gmax) noexcept nogil:
+    # the state back onto the rows: the sparse route's own solves on its
+    # pattern (hard rows), else the dense A's (_manifold.pxd)
+    if c.sp != NULL and c.cfm == 0.0:
+        return sparse_project(m, c, r.tol, q, v, qs, d, w, cw, gmax)
+    return project(m, c, r.tol, q, v, qs, gg, y, d, w, cw, gmax)
 
 
 cdef inline int _advance(const ModelC* m, const ClosC* c, const RollC* r, double t, double h,

@@ -132,7 +132,8 @@ cdef inline double* fixed_dofs(const ModelC* m, const ClosC* c, const unsigned c
 
 cdef inline int dense_qphase(const ModelC* m, const ClosC* c, const double* q,
                              const unsigned char* pres, Work* w, CWork* cw, int* ng_out,
-                             int* na_out, int* rank_out, bint after_rnea=False) noexcept nogil:
+                             int* na_out, int* rank_out, bint after_rnea=False,
+                             bint unit_mass=False) noexcept nogil:
     """The part of :func:`closed_dense` that depends on ``q`` alone: the
     joint transforms, ``M``'s tree-sparse factor (``cw.Md``; for hybrid
     dynamics that of ``M_vv``), the rows (``cw.g`` their residual), their
@@ -141,7 +142,9 @@ cdef inline int dense_qphase(const ModelC* m, const ClosC* c, const double* q,
     transforms stay in ``w`` for :func:`dense_vphase` at this ``q``.
     ``after_rnea``: RNEA has run at this ``q`` and the velocity (as
     :func:`closed_dense` does first), so the transforms are there and the
-    rows' bias is already right."""
+    rows' bias is already right.  ``unit_mass``: ``M`` taken as the
+    identity (``L = I``, ``Y = A^T``, ``K = A A^T``: the minimum-norm
+    solve of Gauss-Newton's step, ``_manifold.sparse_project``)."""
     cdef int i, a, k, p, s1, ng, na, nr = c.m, nv = m.nv
     cdef int pk[2]
     cdef int plo[2]
@@ -160,6 +163,12 @@ cdef inline int dense_qphase(const ModelC* m, const ClosC* c, const double* q,
     if not after_rnea:
         forward_pass(m, q, NULL, w, True)               # T, S
     crba_packed(m, P, D, w)                             # (reuses rnea's T and S)
+    if unit_mass:
+        # (CRBA still ran: the rows read its world Jacobians)
+        for i in range(m.voff[nv]):
+            P[i] = 0.0
+        for k in range(nv):
+            D[k] = 1.0
     if pres != NULL:
         for i in range(m.voff[nv]):
             P0[i] = P[i]
