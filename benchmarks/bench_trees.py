@@ -372,10 +372,38 @@ def main(argv=None):
         print_agreement(rows)
         print_summaries(tree, summ)
         report["trees"][tree] = {"rows": rows, **summ}
+    report["projected_rollouts"] = projected_rollouts([n for n in sorted(a.ns) if n >= 10] or [10])
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(report, fh, indent=1)
         print(f"\nwrote {a.json}")
+
+
+def projected_rollouts(ns, steps=100, dt=1e-3):
+    """Per step of a projected Euler rollout (``gear.simulate(...,
+    stabilization="projection")``, the native loop, from a start 1e-3 off
+    the rows) on the ground tree, next to one forward-dynamics call, by the
+    kkt solver's dense and sparse routes (the dense one up to N = 100:
+    its projection forms ``A`` and ``A A^T`` dense)."""
+    print("\n## ground tree: projected Euler rollouts (native loop, 100 steps from a start 1e-3 off the rows)\n")
+    print(f"{'N':>5} {'route':>7} {'step µs':>10} {'solve µs':>10} {'step/solve':>11} {'max |g| after':>14}")
+    out = []
+    for N in ns:
+        s, q0 = gear.mechanisms.n_four_bar(N, tree="ground")
+        q, dq, tau = state(s, q0)
+        qo = q + 1e-3 * np.random.default_rng(1).standard_normal(q.shape)
+        for route in ("dense", "sparse"):
+            if route == "dense" and N > 100:
+                continue
+            r = s.with_solver("kkt", route=route)
+            t_solve, _ = time_call(lambda: r.forward_dynamics(q, dq, tau))
+            t_run, tr = time_call(lambda: gear.simulate(r, qo, dq, steps * dt, dt, integrator="euler",
+                                                        stabilization="projection", progress=False))
+            step = t_run / steps
+            g = max(float(np.abs(s.constraint_residual(x)).max()) for x in tr.q[-3:])
+            out.append({"N": N, "route": route, "step_s": step, "solve_s": t_solve, "max_g": g})
+            print(f"{N:>5} {route:>7} {us(step):>10} {us(t_solve):>10} {step / t_solve:>11.2f} {g:>14.1e}")
+    return out
 
 
 if __name__ == "__main__":
