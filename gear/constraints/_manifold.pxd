@@ -166,16 +166,22 @@ cdef inline int sparse_project(const ModelC* m, const ClosC* c, double tol, doub
     ``gmax`` as :func:`project`."""
     cdef int it, st, i, ng, na, rank, nr = c.m, nv = m.nv
     cdef double err
+    cdef bint unit = True              # the factors in cw are the unit-mass ones (else M's)
     cdef const RowGroup* G = <const RowGroup*> cw.gd
+    st = dense_qphase(m, c, q, NULL, w, cw, &ng, &na, &rank, False, True)
+    if st != 0:
+        return st
     for it in range(9):
-        st = dense_qphase(m, c, q, NULL, w, cw, &ng, &na, &rank, False, True)
-        if st != 0:
-            return st
         err = max_abs(cw.g, nr)
         if it == 0 and gmax != NULL and err > gmax[0]:
             gmax[0] = err
         if err <= tol or it == 8:
             break
+        if not unit:
+            # (the rows at this q again, with the unit-mass factors)
+            st = dense_qphase(m, c, q, NULL, w, cw, &ng, &na, &rank, False, True)
+            if st != 0:
+                return st
         for i in range(nr):
             cw.rhs[i] = cw.g[i]
         st = sparse_solve(m, c, cw, G, ng)
@@ -190,10 +196,17 @@ cdef inline int sparse_project(const ModelC* m, const ClosC* c, double tol, doub
         for i in range(m.nq):
             q[i] = qn[i]
         w.poses_ok = False
+        # M's factors at the new q: their rows test convergence, and serve
+        # the velocity's projection when it is reached
+        st = dense_qphase(m, c, q, NULL, w, cw, &ng, &na, &rank)
+        if st != 0:
+            return st
+        unit = False
     # velocity: v -= M^-1 A^T K^+ A v at the projected q
-    st = dense_qphase(m, c, q, NULL, w, cw, &ng, &na, &rank)
-    if st != 0:
-        return st
+    if unit:
+        st = dense_qphase(m, c, q, NULL, w, cw, &ng, &na, &rank)
+        if st != 0:
+            return st
     world_rows_times(m, c, w, cw, v, cw.g)
     for i in range(nr):
         cw.rhs[i] = cw.g[i]
