@@ -24,7 +24,10 @@ factorises ``M`` and ``K`` at the projected ``q``, the velocity is
 projected with those factors and the solve finishes at the projected
 velocity (``dense_vphase``); its rows also serve Gauss-Newton's test of
 convergence.  The projection route does the same with its QR of ``A^T``
-and ``G^T M G`` (``projection_qphase``, ``projection_vphase``).  The other routes project before their solve.
+and ``G^T M G`` (``projection_qphase``, ``projection_vphase``).  On the
+dense route's sparse plan (the kkt solver's ``route="sparse"``)
+Gauss-Newton's steps are the route's own solves with the unit mass matrix,
+never a dense ``A``.  The other routes project before their solve.
 
 Torques: a constant per-state ``tau`` plus, optionally, a PD law on
 vector-space joints ``kp (q_target - q) + kd (dq_target - dq)``, gravity
@@ -46,9 +49,9 @@ from gear.constraints._rows cimport constraint_rows
 from gear.constraints._aba_route cimport closed_dynamics
 from gear.constraints._dense_route cimport closed_forward_dense, dense_qphase, dense_vphase
 from gear.constraints._projection cimport closed_forward_projection, projection_qphase, projection_vphase
-from gear.constraints._manifold cimport (project, sparse_project, gauss_newton_step,
-                                        fused_velocity_projection, null_space_velocity_projection,
-                                        max_abs)
+from gear.constraints._manifold cimport (project, gauss_newton_step, sparse_gauss_newton_step,
+                                        fused_velocity_projection, sparse_velocity_projection,
+                                        null_space_velocity_projection, max_abs)
 
 
 cdef struct RollC:
@@ -261,11 +264,11 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
         q[i] = q0[i]
     for i in range(nv):
         v[i] = v0[i]
-    if c != NULL and r.project and ((r.route == 1 and c.cfm == 0.0 and c.sp == NULL) or r.route == 2):
+    if c != NULL and r.project and ((r.route == 1 and c.cfm == 0.0) or r.route == 2):
         return _rollout_steps_fused(m, c, r, tau0, Q, V, L, tmax, w, cw, q, qs, v, a1, a2, a3, a4,
                                     vs, th, tau, d, y, gg, lam, xs)
     if c != NULL and r.project and r.project_start:
-        st = _project_state(m, c, r, q, v, qs, gg, y, d, w, cw, NULL)
+        st = project(m, c, r.tol, q, v, qs, gg, y, d, w, cw, NULL)
         if st != 0:
             return st
         w.poses_ok = True
@@ -289,7 +292,7 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
             return st
         if c != NULL and r.project:
             # the projection's first rows give max |g| before it
-            st = _project_state(m, c, r, q, v, qs, gg, y, d, w, cw, tmax)
+            st = project(m, c, r.tol, q, v, qs, gg, y, d, w, cw, tmax)
             if st != 0:
                 return st
             w.poses_ok = True      # its last rows were at q: the next dynamics keeps its poses
@@ -302,16 +305,6 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
                 tmax[0] = err
     w.poses_ok = False
     return 0
-
-
-cdef inline int _project_state(const ModelC* m, const ClosC* c, const RollC* r, double* q, double* v,
-                               double* qs, double* gg, double* y, double* d, Work* w, CWork* cw,
-                               double* gmax) noexcept nogil:
-    # the state back onto the rows: the sparse route's own solves on its
-    # pattern (hard rows), else the dense A's (_manifold.pxd)
-    if c.sp != NULL and c.cfm == 0.0:
-        return sparse_project(m, c, r.tol, q, v, qs, d, w, cw, gmax)
-    return project(m, c, r.tol, q, v, qs, gg, y, d, w, cw, gmax)
 
 
 cdef inline int _advance(const ModelC* m, const ClosC* c, const RollC* r, double t, double h,
@@ -377,10 +370,15 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
     it is above ``r.tol``, at most eight in all, as ``_manifold.project``),
     the velocity is projected with its factors and the v-phase gives the
     step's (and the recorded frame's) accelerations and multipliers at the
-    projected state."""
+    projected state.  On the sparse route (``c.sp``) Gauss-Newton's steps
+    are the route's own solves with the unit mass matrix
+    (``dense_qphase(unit_mass=True)``, ``sparse_gauss_newton_step``): no
+    dense ``A``."""
     cdef int nq = m.nq, nv = m.nv, nr = c.m
     cdef int k, st, rec = 0, i, it, it0
+    cdef bint sparse = c.sp != NULL
     cdef int p[3]
+    cdef int pu[3]
     cdef double h, err, t
     cdef bint pending = r.project_start
     cdef bint chord = False          # (dense route) cw.Bd holds A at an earlier q of this projection
@@ -400,6 +398,14 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
             err = max_abs(cw.g, nr)
             if err <= r.tol or it == 8:
                 break
+            if sparse:
+                # the rows here again, with the unit mass matrix: a full step
+                st = dense_qphase(m, c, q, NULL, w, cw, &pu[0], &pu[1], &pu[2], False, True)
+                if st == 0:
+                    st = sparse_gauss_newton_step(m, c, q, qs, d, w, cw, pu[0])
+                if st != 0:
+                    return st
+                continue
             if r.route == 2:
                 An = cw.Ad               # A here, from the q-phase (a full Gauss-Newton step)
             elif not chord or err > 1e-9:
@@ -415,7 +421,11 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
                 An = cw.Bd
             gauss_newton_step(m, c, q, qs, cw.g, An, y, d, w, cw)
         if pending:
-            if r.route == 1:
+            if sparse:
+                st = sparse_velocity_projection(m, c, v, w, cw, p[0])
+                if st != 0:
+                    return st
+            elif r.route == 1:
                 fused_velocity_projection(m, c, v, w, cw, p[0], p[1])
             else:
                 null_space_velocity_projection(m, v, cw, p[1], p[2])
@@ -440,6 +450,20 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
         if st != 0:
             return st
         # Gauss-Newton's first iteration
+        if sparse:
+            st = dense_qphase(m, c, q, NULL, w, cw, &pu[0], &pu[1], &pu[2], False, True)
+            if st != 0:
+                return st
+            err = max_abs(cw.g, nr)
+            if err > tmax[0]:
+                tmax[0] = err
+            if err > r.tol:
+                st = sparse_gauss_newton_step(m, c, q, qs, d, w, cw, pu[0])
+                if st != 0:
+                    return st
+            pending = True
+            it0 = 1
+            continue
         st = constraint_rows(m, c, q, NULL, gg, A1, NULL, w, cw, ROWS_POSE)
         if st != 0:
             return st

@@ -32,7 +32,7 @@ from gear.constraints._rows cimport (world_rows, world_rows_times,
 from gear.constraints._psd cimport psd_factor, psd_apply
 from gear.constraints._groups cimport (RowGroup, dense_groups, group_pieces, group_block, path_dot,
                                        path_axpy)
-from gear.constraints._sparse_route cimport sparse_solve
+from gear.constraints._sparse_route cimport sparse_factor, sparse_solve_factored
 
 
 cdef inline void dense_gram(const ModelC* m, CWork* cw, const RowGroup* G, int ng,
@@ -138,7 +138,8 @@ cdef inline int dense_qphase(const ModelC* m, const ClosC* c, const double* q,
     joint transforms, ``M``'s tree-sparse factor (``cw.Md``; for hybrid
     dynamics that of ``M_vv``), the rows (``cw.g`` their residual), their
     groups with ``Y = L^{-T} A^T`` on the pieces (``cw.Ad``) and ``K = Y^T
-    Y`` factorised (dense routes; ``rank_out`` its rank); the joint
+    Y`` factorised (dense, or on the sparse plan's pattern; ``rank_out``
+    its rank); the joint
     transforms stay in ``w`` for :func:`dense_vphase` at this ``q``.
     ``after_rnea``: RNEA has run at this ``q`` and the velocity (as
     :func:`closed_dense` does first), so the transforms are there and the
@@ -204,7 +205,12 @@ cdef inline int dense_qphase(const ModelC* m, const ClosC* c, const double* q,
     ng_out[0] = ng
     na_out[0] = na
     if c.sp != NULL:
-        return 0                  # the sparse route assembles and factorises K itself
+        # the sparse route: K = Y^T Y on its pattern, never formed dense
+        k = sparse_factor(m, c, cw, G, ng)
+        if k < 0:
+            return k              # ST_SPARSE_PATTERN
+        rank_out[0] = k
+        return 0
     dense_gram(m, cw, G, ng, na)
     if c.cfm > 0.0:
         # soft: K + cfm I, positive definite
@@ -290,11 +296,11 @@ cdef inline int dense_vphase(const ModelC* m, const ClosC* c, const double* q,
                 t += Aud[<int> cw.act[i]]
             cw.rhs[i] = -t
     if c.sp != NULL:
-        # the sparse route: K never formed dense
-        st = sparse_solve(m, c, cw, G, ng)
+        # the sparse route: on dense_qphase's factor of K
+        st = sparse_solve_factored(m, c, cw, G, ng)
         if st < 0:
-            return st             # ST_SPARSE_REDUNDANT or ST_SPARSE_PATTERN
-        info[0] = st
+            return st             # ST_SPARSE_REDUNDANT
+        info[0] = rank
     elif c.cfm > 0.0:
         for a in range(na):
             cw.lc[a] = cw.rhs[a]

@@ -13,7 +13,8 @@ the next solve's factors (:func:`fused_velocity_projection` after
 ``dense_qphase``, and :func:`null_space_velocity_projection` after
 ``projection_qphase``); elsewhere by :func:`mass_velocity_projection`,
 with CRBA's factor of ``M``.  On the sparse route both are the route's own
-solve (:func:`sparse_project`), without a dense ``A``.
+solves (:func:`sparse_gauss_newton_step`, :func:`sparse_velocity_projection`,
+with the next solve as on the dense route), without a dense ``A``.
 ``gear.simulation.integrators._project`` is the NumPy twin.
 """
 from libc.math cimport fabs
@@ -25,7 +26,7 @@ from gear.constraints._cwork cimport ClosC, CWork, ST_MASS_NOT_PD, ROWS_POSE
 from gear.constraints._rows cimport constraint_rows, world_rows_times
 from gear.constraints._psd cimport psd_solve, psd_apply
 from gear.constraints._dense_route cimport dense_back_solve, dense_qphase
-from gear.constraints._sparse_route cimport sparse_solve
+from gear.constraints._sparse_route cimport sparse_solve_factored
 from gear.constraints._groups cimport RowGroup
 from gear.constraints._projection cimport chol_mul
 
@@ -151,72 +152,52 @@ cdef inline int project(const ModelC* m, const ClosC* c, double tol, double* q, 
     return mass_velocity_projection(m, c, v, w, cw)
 
 
-cdef inline int sparse_project(const ModelC* m, const ClosC* c, double tol, double* q, double* v,
-                               double* qn, double* d, Work* w, CWork* cw, double* gmax) noexcept nogil:
-    """:func:`project` on the sparse route (``c.sp``, hard rows), without
-    the dense ``A`` (``nr x nv``) and the dense ``A A^T`` and ``K`` of
-    :func:`min_norm_correction`, cubic in the loops: each Gauss-Newton
-    step's ``A^T (A A^T)^+ g`` is the route's own solve with the unit mass
-    matrix (``dense_qphase(unit_mass=True)``: ``Y = A^T`` on the rows'
-    pieces, ``K = A A^T`` on the route's sparse pattern, ``sparse_solve``,
-    then ``Y y`` by ``dense_back_solve``), and the velocity's ``M^-1 A^T
-    K^+ A v`` the route's solve with ``M`` (its tree factor, ``K = A M^-1
-    A^T``).  The same steps as :func:`project`, in time linear in the
-    loops where the route's ``K`` is banded.  ``d``: (nv,) scratch;
-    ``gmax`` as :func:`project`."""
-    cdef int it, st, i, ng, na, rank, nr = c.m, nv = m.nv
-    cdef double err
-    cdef bint unit = True              # the factors in cw are the unit-mass ones (else M's)
-    cdef const RowGroup* G = <const RowGroup*> cw.gd
-    st = dense_qphase(m, c, q, NULL, w, cw, &ng, &na, &rank, False, True)
-    if st != 0:
-        return st
-    for it in range(9):
-        err = max_abs(cw.g, nr)
-        if it == 0 and gmax != NULL and err > gmax[0]:
-            gmax[0] = err
-        if err <= tol or it == 8:
-            break
-        if not unit:
-            # (the rows at this q again, with the unit-mass factors)
-            st = dense_qphase(m, c, q, NULL, w, cw, &ng, &na, &rank, False, True)
-            if st != 0:
-                return st
-        for i in range(nr):
-            cw.rhs[i] = cw.g[i]
-        st = sparse_solve(m, c, cw, G, ng)
-        if st < 0:
-            return st
-        for i in range(nv):
-            d[i] = 0.0
-        dense_back_solve(m, cw, ng, cw.lc, d)            # A^T (A A^T)^+ g
-        for i in range(nv):
-            d[i] = -d[i]
-        integrate_config(m, q, d, 1.0, qn)
-        for i in range(m.nq):
-            q[i] = qn[i]
-        w.poses_ok = False
-        # M's factors at the new q: their rows test convergence, and serve
-        # the velocity's projection when it is reached
-        st = dense_qphase(m, c, q, NULL, w, cw, &ng, &na, &rank)
-        if st != 0:
-            return st
-        unit = False
-    # velocity: v -= M^-1 A^T K^+ A v at the projected q
-    if unit:
-        st = dense_qphase(m, c, q, NULL, w, cw, &ng, &na, &rank)
-        if st != 0:
-            return st
-    world_rows_times(m, c, w, cw, v, cw.g)
-    for i in range(nr):
+cdef inline int sparse_gauss_newton_step(const ModelC* m, const ClosC* c, double* q, double* qn,
+                                         double* d, Work* w, CWork* cw, int ng) noexcept nogil:
+    """Gauss-Newton's minimum-norm step ``q <- q exp(-A^T (A A^T)^+ g)`` on
+    the sparse route (``c.sp``, hard rows) after ``dense_qphase(...,
+    unit_mass=True)`` at ``q``: with ``M`` taken as the identity the
+    route's own solve is that step (``Y = A^T`` on the rows' pieces, ``K =
+    A A^T`` factorised on the route's pattern, ``Y y`` by
+    ``dense_back_solve``), never the dense ``A``, ``A A^T`` of
+    :func:`min_norm_correction` (cubic in the loops).  ``d``: (nv,)
+    scratch.  Returns 0 or ST_SPARSE_REDUNDANT."""
+    cdef int i, st, nv = m.nv
+    for i in range(c.m):
         cw.rhs[i] = cw.g[i]
-    st = sparse_solve(m, c, cw, G, ng)
+    st = sparse_solve_factored(m, c, cw, <const RowGroup*> cw.gd, ng)
     if st < 0:
         return st
     for i in range(nv):
         d[i] = 0.0
-    dense_back_solve(m, cw, ng, cw.lc, d)
+    dense_back_solve(m, cw, ng, cw.lc, d)                # A^T (A A^T)^+ g
     for i in range(nv):
+        d[i] = -d[i]
+    integrate_config(m, q, d, 1.0, qn)
+    for i in range(m.nq):
+        q[i] = qn[i]
+    w.poses_ok = False
+    return 0
+
+
+cdef inline int sparse_velocity_projection(const ModelC* m, const ClosC* c, double* v, Work* w,
+                                           CWork* cw, int ng) noexcept nogil:
+    """``v -= M^-1 A^T K^+ A v`` with ``dense_qphase``'s factors at this
+    ``q`` on the sparse route: ``A v`` from the world Jacobians, the
+    route's solve on its factor of ``K``, then ``L^-1 Y y``.  Returns 0 or
+    ST_SPARSE_REDUNDANT."""
+    cdef int i, st
+    cdef double* d = cw.xs
+    world_rows_times(m, c, w, cw, v, cw.g)
+    for i in range(c.m):
+        cw.rhs[i] = cw.g[i]
+    st = sparse_solve_factored(m, c, cw, <const RowGroup*> cw.gd, ng)
+    if st < 0:
+        return st
+    for i in range(m.nv):
+        d[i] = 0.0
+    dense_back_solve(m, cw, ng, cw.lc, d)
+    for i in range(m.nv):
         v[i] -= d[i]
     return 0
 

@@ -1,8 +1,9 @@
 # cython: language_level=3
 """The sparse route of the closed-loop kernels: ``K = Y^T Y`` assembled
 only on the group pairs whose root paths meet, into a fixed pattern, and
-factorised by a fixed-pattern sparse Cholesky (``sparse_solve``, for
-forward and hybrid dynamics on the dense route); and closed inverse
+factorised by a fixed-pattern sparse Cholesky (``sparse_factor`` in the
+dense route's q-phase, ``sparse_solve_factored`` in its v-phase, for
+forward and hybrid dynamics); and closed inverse
 dynamics through the normal equations of ``A_p^T lam = e`` on the same
 kind of pattern (``closed_inverse_sparse``).
 
@@ -48,26 +49,21 @@ from gear.constraints._groups cimport (RowGroup, dense_groups, group_pieces, blo
                                        gram_times, groups_dot, groups_axpy)
 
 
-cdef inline int sparse_solve(const ModelC* m, const ClosC* c, CWork* cw,
-                             const RowGroup* G, int ng) noexcept nogil:
-    """The sparse route's ``lam`` (``cw.lc``) from ``cw.rhs``: ``K = Y^T Y``
-    (plus ``cfm I`` for soft rows) assembled block by block into the
-    pattern of its factor -- only the group pairs whose rows' supports meet
-    -- and solved by ``_spchol.pxd`` (minimum-norm on dependent rows), then
-    refined when rows were completed.  Every row is kept
-    (``dense_groups(keep=True)``: row r is group row r); rows the plan
-    left out get a zero multiplier once their diagonal of K is checked to
-    be zero.  ``cw.tx`` scratch.  Returns the rank, ST_SPARSE_REDUNDANT
-    when too many rows are dependent, or ST_SPARSE_PATTERN when a row left
-    out is not zero."""
+cdef inline int sparse_factor(const ModelC* m, const ClosC* c, CWork* cw,
+                              const RowGroup* G, int ng) noexcept nogil:
+    """``K = Y^T Y`` (plus ``cfm I`` for soft rows) assembled block by
+    block into the pattern of its factor -- only the group pairs whose
+    rows' supports meet -- and factorised by ``_spchol.pxd`` into
+    ``cw.sws`` (the factor's values, then its dependent-row marks), for
+    :func:`sparse_solve_factored`.  Returns the rank, or
+    ST_SPARSE_PATTERN when a row the plan left out is not zero."""
     cdef const SpKKT* sp = c.sp
-    cdef int n = sp.ch.n, p, i, j, t, ga, gb, it, completed = 0
+    cdef int n = sp.ch.n, p, i, j, t, ga, gb
     cdef double* Lx = cw.sws
     cdef double* dep = Lx + sp.ch.nnz
     cdef double* x = dep + n
-    cdef double* y = x + n
     cdef double blk[36]
-    cdef int rank, s1, s2, lo, hi
+    cdef int s1, s2, lo, hi
     cdef int pk[2]
     cdef int plo[2]
     cdef int phi[2]
@@ -102,7 +98,23 @@ cdef inline int sparse_solve(const ModelC* m, const ClosC* c, CWork* cw,
     if c.cfm > 0.0:
         for j in range(n):
             Lx[sp.ch.Lp[j]] += c.cfm
-    rank = spchol_factor(&sp.ch, Lx, x, dep, c.rcond, row_rtol())
+    return spchol_factor(&sp.ch, Lx, x, dep, c.rcond, row_rtol())
+
+
+cdef inline int sparse_solve_factored(const ModelC* m, const ClosC* c, CWork* cw,
+                                      const RowGroup* G, int ng) noexcept nogil:
+    """The sparse route's ``lam`` (``cw.lc``) from ``cw.rhs`` on the factor
+    of :func:`sparse_factor` (minimum-norm on dependent rows), refined
+    when rows were completed.  Every row is kept
+    (``dense_groups(keep=True)``: row r is group row r); rows the plan
+    left out get a zero multiplier.  Returns 0, or ST_SPARSE_REDUNDANT
+    when too many rows are dependent."""
+    cdef const SpKKT* sp = c.sp
+    cdef int n = sp.ch.n, i, it, completed = 0
+    cdef double* Lx = cw.sws
+    cdef double* dep = Lx + sp.ch.nnz
+    cdef double* x = dep + n
+    cdef double* y = x + n
     for i in range(n):
         if dep[i] == 1.0:
             completed = 1
@@ -123,7 +135,7 @@ cdef inline int sparse_solve(const ModelC* m, const ClosC* c, CWork* cw,
         for i in range(sp.m):
             if sp.pinv[i] >= 0:
                 cw.lc[i] += y[sp.pinv[i]]
-    return rank
+    return 0
 
 
 cdef inline double piece_entry(const int* pk, const int* plo, const int* phi, double** pY,
