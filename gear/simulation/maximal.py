@@ -23,6 +23,24 @@ from .rollout import steps_and_frames
 __all__ = ["run_maximal"]
 
 
+def _closed_start(sys, q, dq, dt):
+    """Joint coordinates ``q`` (N, nq) closed in joint space, positions
+    only, as a reduced run of ``sys`` closes its start: natively where the
+    system takes the kkt solver's sparse route (Gauss-Newton by the route's
+    own solves, linear in the loops: the start frame of a one-step native
+    run), else by Gauss-Newton on the dense rows
+    (``integrators._project``, whose pseudo-inverse of ``A`` takes seconds
+    on a thousand loops)."""
+    from ..solvers.kkt import KKTSolver
+    from . import simulate
+
+    if type(sys.solver) is KKTSolver and sys.solver.route == "sparse":
+        tr = simulate(sys, q, dq, dt, dt, integrator="euler", stabilization="projection", progress=False)
+        if tr.stats.get("native"):
+            return np.asarray(tr.q)[:, 0] if tr.q.ndim == 3 else np.asarray(tr.q)[None, 0]
+    return _project(sys, q, dq, velocities=False)[0]
+
+
 def _angle_coordinates(model):
     """The configuration coordinates that are angles, and their velocity
     coordinates: two index arrays."""
@@ -286,7 +304,7 @@ def run_maximal(mx, q0, dq0, t_final, dt, integrator="euler", tau=None, f_ext=No
             # are the joint-space velocity projection, in linear time (the
             # joint-space one forms M and K dense: 11 s at N = 1000 on the
             # N-four-bar's chain tree, where the run's steps take 50 ms)
-            A, B, _ = _project(mx.sys, A, B, velocities=False)
+            A = _closed_start(mx.sys, A, B, dt)
         P, V = mx.state(A, B)
         P, V = np.ascontiguousarray(P), np.ascontiguousarray(V)
     N = P.shape[0]
