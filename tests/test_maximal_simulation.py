@@ -258,53 +258,39 @@ def test_poses_that_cannot_be_projected_are_reported(four_bar, monkeypatch):
     assert tr.joint_error[0] <= 1e-12
 
 
-def test_an_open_start_on_the_sparse_route_is_closed_natively(monkeypatch):
-    """Where the system takes the kkt solver's sparse route, an open start's
+@pytest.mark.parametrize("route", ["dense", "sparse"])
+def test_an_open_start_is_closed_as_the_reduced_run_closes_it(monkeypatch, route):
+    """An open start's positions are closed in joint space, its velocities
+    go onto the rows by the maximal projection of the twists (the same
+    correction in the mass metric, linear in the bodies), and the run
+    starts where the reduced run starts.  Neither may take the cubic path:
+    the joint-space velocity projection forms M and K = A M^-1 A^T dense
+    (11 s at N = 1000 on the N-four-bar's chain tree, where the steps took
+    50 ms); where the system takes the kkt solver's sparse route, the
     positions are closed by the reduced run's own native projection (its
-    sparse solves, linear in the loops), not by the dense pseudo-inverse
-    of A (seconds at a thousand loops): the maximal run starts where the
-    reduced run starts."""
+    sparse solves), not by the dense pseudo-inverse of A (11 s at N = 1000
+    on the ground tree)."""
+    import gear.algorithms.dynamics as dyn
     import gear.simulation.maximal as sm
 
-    sys, q0 = mech.n_four_bar(10, tree="ground")
-    sys = sys.with_solver("kkt", route="sparse")
-    mx = gear.MaximalModel(sys)
-    rng = np.random.default_rng(6)
-    q = sys.model.integrate(q0, 0.05 * rng.standard_normal(sys.model.nv))
-    dq = rng.standard_normal(sys.model.nv)
-    b = gear.simulate(sys, q, dq, 0.002, 1e-3, integrator="euler", progress=False)
-
-    def dense(*args, **kw):
-        raise AssertionError("the start was closed by the dense projection")
-
-    monkeypatch.setattr(sm, "_project", dense)
-    a = gear.simulate(mx, q, dq, 0.002, 1e-3, integrator="euler", progress=False)
-    assert a.joint_error[0] <= 1e-12
-    np.testing.assert_allclose(a.q[0], b.q[0], rtol=0, atol=1e-12)
-    np.testing.assert_allclose(a.dq[0], b.dq[0], rtol=0, atol=1e-9 * np.abs(b.dq[0]).max())
-
-
-def test_the_start_projects_velocities_in_linear_time(monkeypatch):
-    """The joint-space closing of a start moves its positions only; the
-    velocities go onto the rows by the maximal projection of the twists
-    (the same correction in the mass metric), which is linear in the
-    bodies. The joint-space one forms M and K = A M^-1 A^T dense (11 s at
-    N = 1000 on the N-four-bar's chain tree, where the steps took 50 ms):
-    here it must not run at all."""
-    import gear.algorithms.dynamics as dyn
-
-    sys, q0 = mech.n_four_bar(5)
+    if route == "dense":
+        sys, q0 = mech.n_four_bar(5)
+        off, tol_q, patched = 0.2, 1e-10, (dyn, "mass_matrix")
+    else:
+        sys, q0 = mech.n_four_bar(10, tree="ground")
+        sys = sys.with_solver("kkt", route="sparse")
+        off, tol_q, patched = 0.05, 1e-12, (sm, "_project")
     mx = gear.MaximalModel(sys)
     rng = np.random.default_rng(4)
-    q = sys.model.integrate(q0, 0.2 * rng.standard_normal(sys.model.nv))
+    q = sys.model.integrate(q0, off * rng.standard_normal(sys.model.nv))
     dq = rng.standard_normal(sys.model.nv)
     b = gear.simulate(sys, q, dq, 0.002, 1e-3, integrator="euler", progress=False)
 
-    def dense(*args, **kw):
-        raise AssertionError("the maximal run formed the joint-space mass matrix")
+    def cubic(*args, **kw):
+        raise AssertionError(f"the maximal run's start called {patched[1]}")
 
-    monkeypatch.setattr(dyn, "mass_matrix", dense)
+    monkeypatch.setattr(*patched, cubic)
     a = gear.simulate(mx, q, dq, 0.002, 1e-3, integrator="euler", progress=False)
     assert a.joint_error[0] <= 1e-12
-    np.testing.assert_allclose(a.q[0], b.q[0], rtol=0, atol=1e-10)
+    np.testing.assert_allclose(a.q[0], b.q[0], rtol=0, atol=tol_q)
     np.testing.assert_allclose(a.dq[0], b.dq[0], rtol=0, atol=1e-9 * np.abs(b.dq[0]).max())
