@@ -259,6 +259,24 @@ def test_projected_rollouts_on_the_sparse_route_never_form_dense_A(integrator):
     assert np.abs(np.einsum("tij,tj->ti", A, runs[1].dq)).max() <= 1e-12 * np.abs(runs[1].dq).max()
 
 
+def test_projected_sparse_rollouts_batch_and_threads_give_single_runs():
+    sysm, q = mech.n_four_bar(12, tree="ground")
+    s = sysm.with_solver("kkt", route="sparse")
+    rng = np.random.default_rng(3)
+    Q = np.array([q + 1e-3 * rng.standard_normal(q.shape) for _ in range(3)])
+    dQ = rng.standard_normal((3, sysm.model.nv))
+    before = gear.get_num_threads()
+    try:
+        gear.set_num_threads(2)
+        batch = gear.simulate(s, Q, dQ, 0.01, 1e-3, integrator="rk4", progress=False)
+        gear.set_num_threads(1)
+        for k in range(3):
+            one = gear.simulate(s, Q[k], dQ[k], 0.01, 1e-3, integrator="rk4", progress=False)
+            assert np.array_equal(one.q, batch.q[k]) and np.array_equal(one.dq, batch.dq[k])
+    finally:
+        gear.set_num_threads(before)
+
+
 def test_soft_rows_on_the_sparse_pattern():
     """The soft solver's (K + cfm I) on the sparse pattern: the same answer
     as its dense route."""
