@@ -64,6 +64,7 @@ from gear.spatial._spatial cimport (cross3, matmul3, matvec3, matTvec3, se3_mul,
                                     dad, ad, mat6_vec)
 from gear.algorithms._dense cimport chol_factor, chol_solve, dot
 from gear.algorithms._spchol cimport SpChol, spchol_set, spchol_factor, spchol_solve_basic
+from gear.maximal._coords cimport PRISMATIC, joint_q, round_even
 from gear.maximal._tree_step cimport (StepTree, StepW, stepwork, step_tree_scratch, tree_factor, tree_solve,
                                       TS_OK)
 
@@ -126,7 +127,7 @@ cdef struct PlanC:
     const double* kst       # (m,) compliant rows' stiffness and damping (Ruan, eqs. 13-14),
     const double* kdm       #   or NULL: hard rows
     const StepTree* tree    # the tree-ordered solve (_tree_step.pxd) for hard rows, or NULL
-    const int* xkind        # (mp - m0,) a coupler part's joint: revolute 0, prismatic 1, helical 2 ...
+    const int* xkind        # (mp - m0,) a coupler part's joint: its kind (gear.joints) ...
     const double* xS        # (mp - m0, 6) ... S^T, its coordinate's rate s^T eta ...
     const double* xax       # (mp - m0, 3) ... axis ...
     const double* xpitch    # (mp - m0,) ... pitch ...
@@ -290,6 +291,18 @@ cdef inline void joint_wrench(const PlanC* p, int b, const double* X, const doub
             w[k] += S[6 * i + k] * y[i]
 
 
+cdef inline void relative(const double* T, int i, int par, double* X) noexcept nogil:
+    # X = T_p^-1 T_i, body i's pose relative to its parent's (T_i on the world)
+    cdef double Ti[12]
+    cdef int k
+    if par < 0:
+        for k in range(12):
+            X[k] = T[12 * i + k]
+        return
+    se3_inv(T + 12 * par, Ti)
+    se3_mul(Ti, T + 12 * i, X)
+
+
 cdef inline void body_forces(const PlanC* p, const double* T, const double* V, const double* tau,
                              const double* fext, double* f) noexcept nogil:
     """f_b = ad*_V (I V) + I (0, R^T g) + f_ext (Kim eq. 29), then the joint
@@ -297,7 +310,6 @@ cdef inline void body_forces(const PlanC* p, const double* T, const double* V, c
     cdef double IV[6]
     cdef double ag[6]
     cdef double Ig[6]
-    cdef double Ti[12]
     cdef double X[12]
     cdef double wp[6]
     cdef int b, k, par
@@ -319,12 +331,7 @@ cdef inline void body_forces(const PlanC* p, const double* T, const double* V, c
         if p.nvb[b] == 0:
             continue
         par = p.parent[b]
-        if par >= 0:
-            se3_inv(T + 12 * par, Ti)
-            se3_mul(Ti, T + 12 * b, X)
-        else:
-            for k in range(12):
-                X[k] = T[12 * b + k]
+        relative(T, b, par, X)
         joint_wrench(p, b, X, tau + p.iv[b], wp)
         for k in range(6):
             f[6 * b + k] += wp[k]
@@ -391,17 +398,11 @@ cdef inline void row_frames(const PlanC* p, const double* T, int r, double* W) n
     frame(T, p.ib[r], p.RB + 9 * r, p.pB + 3 * r, W + 12, W + 21)
 
 
-cdef inline int row(const PlanC* p, const double* T, int r, double* g, double* F) noexcept nogil:
-    """Residual g_r and the row of J on {A}'s and {B}'s bodies, F[0:6] and
-    F[6:12] (rows.py: dg/dt = F_a . V_a + F_b . V_b)."""
-    cdef double W[24]
-    row_frames(p, T, r, W)
-    return row_at(p, T, r, W, g, F)
-
-
 cdef inline int row_at(const PlanC* p, const double* T, int r, const double* W, double* g,
                        double* F) noexcept nogil:
-    """:func:`row` with the row's frames ``W`` (:func:`row_frames`) given."""
+    """Residual g_r and the row of J on {A}'s and {B}'s bodies, F[0:6] and
+    F[6:12] (rows.py: dg/dt = F_a . V_a + F_b . V_b), with the row's
+    frames ``W`` (:func:`row_frames`) given."""
     cdef const double* RAw = W
     cdef const double* pAw = W + 9
     cdef const double* RBw = W + 12
@@ -486,16 +487,9 @@ cdef inline int part_row(const PlanC* p, int r) noexcept nogil:
     return r if r < p.m0 else p.m0 + (r - p.m0) // 2
 
 
-cdef inline void relative(const double* T, int i, int par, double* X) noexcept nogil:
-    # X = T_p^-1 T_i (T_i on the world)
-    cdef double Ti[12]
-    cdef int k
-    if par < 0:
-        for k in range(12):
-            X[k] = T[12 * i + k]
-        return
-    se3_inv(T + 12 * par, Ti)
-    se3_mul(Ti, T + 12 * i, X)
+cdef inline double coupler_coef(const PlanC* p, int k) noexcept nogil:
+    # coupler part k's factor in its row: 1 for the coupled joint, -mul for its source
+    return 1.0 if k % 2 == 0 else -p.cmul[k // 2]
 
 
 cdef inline double coupler_part(const PlanC* p, const double* T, int r, double* F) noexcept nogil:
@@ -503,18 +497,13 @@ cdef inline double coupler_part(const PlanC* p, const double* T, int r, double* 
     s`` on the child and ``-c Ad_{X^-1}^T s`` on the parent (``X = T_p^-1
     T_i``, ``c`` 1 for the coupled joint and ``-mul`` for its source), and
     the joint's coordinate read off its relative pose ``Y = placement^-1
-    X`` as ``MaximalModel.to_reduced`` reads it: the angle about the axis
-    nearest to ``R_Y`` (``atan2(a . vee(R - R^T), tr R - a^T R a)``; a
-    helical joint's on the turn its translation says), or the displacement
-    ``a . p_Y`` of a prismatic joint."""
+    X`` as ``MaximalModel.to_reduced`` reads it (``_coords.joint_q``)."""
     cdef int k = r - p.m0, a, i = p.ia[r], par = p.ib[r]
     cdef double X[12]
     cdef double Y[12]
-    cdef double vee[3]
-    cdef double c = 1.0 if k % 2 == 0 else -p.cmul[k // 2]
-    cdef double th, ra
+    cdef double c = coupler_coef(p, k)
+    cdef double q
     cdef const double* S = p.xS + 6 * k
-    cdef const double* ax = p.xax + 3 * k
     relative(T, i, par, X)
     for a in range(6):
         F[a] = c * S[a]
@@ -526,25 +515,15 @@ cdef inline double coupler_part(const PlanC* p, const double* T, int r, double* 
         for a in range(6):
             F[6 + a] = 0.0
     se3_mul(p.xPl + 12 * k, X, Y)
-    if p.xkind[k] == 1:
-        return dot3(ax, Y + 9)
-    vee[0] = Y[7] - Y[5]
-    vee[1] = Y[2] - Y[6]
-    vee[2] = Y[3] - Y[1]
-    ra = 0.0
-    for a in range(3):
-        ra += ax[a] * (Y[3 * a] * ax[0] + Y[3 * a + 1] * ax[1] + Y[3 * a + 2] * ax[2])
-    th = atan2(dot3(vee, ax), Y[0] + Y[4] + Y[8] - ra)
-    if p.xkind[k] == 2 and p.xpitch[k] != 0.0:
-        th = th + 2.0 * M_PI * rint((dot3(ax, Y + 9) / p.xpitch[k] - th) / (2.0 * M_PI))
-    return th
+    joint_q(p.xkind[k], p.xax + 3 * k, p.xpitch[k], Y, &q)
+    return q
 
 
 cdef inline double coupler_residual(const PlanC* p, int c, double vj, double vs) noexcept nogil:
     # q_j - mul q_s - off, the source's angle on the turn nearest to the joint's
     cdef double mul = p.cmul[c], off = p.coff[c]
-    if p.xkind[2 * c + 1] != 1 and mul != 0.0:
-        vs = vs + 2.0 * M_PI * rint(((vj - off) / mul - vs) / (2.0 * M_PI))
+    if p.xkind[2 * c + 1] != PRISMATIC and mul != 0.0:
+        vs = vs + 2.0 * M_PI * round_even(((vj - off) / mul - vs) / (2.0 * M_PI))
     return vj - mul * vs - off
 
 
@@ -563,7 +542,7 @@ cdef inline double coupler_bias(const PlanC* p, const double* T, const double* V
     for a in range(6):
         eta[a] = V[6 * i + a] - Vp[a]
     ad(eta, Vp, t)
-    return (1.0 if k % 2 == 0 else -p.cmul[k // 2]) * dot6(t, p.xS + 6 * k)
+    return coupler_coef(p, k) * dot6(t, p.xS + 6 * k)
 
 
 cdef inline int part_at(const PlanC* p, const double* T, int r, double* W, double* g, double* F,
@@ -1452,7 +1431,7 @@ cdef class Plan:
         or the arrays of ``gear.maximal.tree.step_tree_plan`` (hard rows
         only: the tree-ordered solve); ``couplers``: None or the joint
         couplers' arrays of ``gear.maximal.native._coupler_plan`` (rows
-        after the geometric ones, never with ``tree``)."""
+        after the geometric ones, two parts each)."""
         f8 = lambda a, n: np.ascontiguousarray(np.asarray(a, dtype=np.float64).reshape(-1, n))
         i4 = lambda a: np.ascontiguousarray(np.asarray(a, dtype=np.int32).reshape(-1))
         a = dict(I6=f8(I6, 36), Minv=f8(Minv, 36), parent=i4(parent), ty=i4(ty), ia=i4(ia), ib=i4(ib),
@@ -1464,10 +1443,10 @@ cdef class Plan:
         self.c.m0 = a["ty"].shape[0]
         nc = 0 if couplers is None else len(couplers["mul"])
         if nc:
-            for k in ("ty", "ia", "ib"):
-                add = (np.full(2 * nc, COUPLER) if k == "ty"
-                       else np.asarray(couplers["bodies"])[:, 0 if k == "ia" else 1])
-                a[k] = i4(np.concatenate([a[k], add]))
+            bodies = np.asarray(couplers["bodies"]).reshape(2 * nc, 2)
+            a["ty"] = i4(np.concatenate([a["ty"], np.full(2 * nc, COUPLER)]))
+            a["ia"] = i4(np.concatenate([a["ia"], bodies[:, 0]]))
+            a["ib"] = i4(np.concatenate([a["ib"], bodies[:, 1]]))
             a.update(x_kind=i4(couplers["kind"]), x_S=f8(couplers["S"], 6), x_ax=f8(couplers["axis"], 3),
                      x_pitch=f8(couplers["pitch"], 1), x_Pl=f8(couplers["Pl"], 12), c_mul=f8(couplers["mul"], 1),
                      c_off=f8(couplers["off"], 1))

@@ -15,8 +15,8 @@ axis, dot, dist, helix: every joint kind and loop closure) and joint
 couplers (two parts of ``J`` a row, :func:`_coupler_plan`), with joint
 torques on every joint kind: ``K`` dense up to
 :data:`gear.maximal.kkt.DENSE_ROWS` rows, sparse above (its pattern, order
-and factor planned once here), or the tree-ordered solve.  Outside its integrators :func:`native_step` returns None
-(:func:`why_not` says why).
+and factor planned once here), or the tree-ordered solve.  Outside its
+integrators :func:`native_step` returns None (:func:`why_not` says why).
 :func:`native_project` (and :func:`project`, with the NumPy fallback) is
 the Gauss-Newton projection of :func:`gear.maximal.stepping.project`.
 """
@@ -88,22 +88,21 @@ def _coupler_plan(mx):
     """The kernel's arrays of ``mx``'s joint couplers, or None: each coupler
     row is two parts of ``J``, one per joint (the coupled joint's, then
     its source's), each on the joint's child and parent bodies (``bodies``
-    (2 nc, 2), -1: the world), with the joint's kind (0 revolute, 1
-    prismatic, 2 helical), ``S^T`` (the coordinate's rate ``s^T eta``),
+    (2 nc, 2), -1: the world), with the joint's kind (``gear.joints``:
+    revolute, prismatic or helical), ``S^T`` (the coordinate's rate ``s^T eta``),
     axis, pitch and inverse placement (as :meth:`MaximalModel._coupler`
     reads them); ``mul``, ``off`` (nc,) the couplers' ``q_j = mul q_s +
     off``."""
     cs = getattr(mx, "_couplers", None)
     if not cs:
         return None
-    kinds = {JT.REVOLUTE: 0, JT.PRISMATIC: 1, JT.HELICAL: 2}
     par = mx._parents
     out = {k: [] for k in ("bodies", "kind", "S", "axis", "pitch", "Pl", "mul", "off")}
     for sides, mult, off in cs:
         for i, jt, St in sides:
             H = mx.model.placements[i].homogeneous()
             out["bodies"].append((i, par[i]))
-            out["kind"].append(kinds[jt.kind])
+            out["kind"].append(jt.kind)
             out["S"].append(St)
             out["axis"].append(jt.axis)
             out["pitch"].append(getattr(jt, "pitch", 0.0))
