@@ -49,9 +49,9 @@ from gear.constraints._rows cimport constraint_rows
 from gear.constraints._aba_route cimport closed_dynamics
 from gear.constraints._dense_route cimport closed_forward_dense, dense_qphase, dense_vphase
 from gear.constraints._projection cimport closed_forward_projection, projection_qphase, projection_vphase
-from gear.constraints._manifold cimport (project, gauss_newton_step, sparse_gauss_newton_step,
-                                        fused_velocity_projection, sparse_velocity_projection,
-                                        null_space_velocity_projection, max_abs)
+from gear.constraints._manifold cimport (project, gauss_newton_step, sparse_gauss_newton,
+                                        fused_velocity_projection, null_space_velocity_projection,
+                                        max_abs)
 
 
 cdef struct RollC:
@@ -372,13 +372,11 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
     step's (and the recorded frame's) accelerations and multipliers at the
     projected state.  On the sparse route (``c.sp``) Gauss-Newton's steps
     are the route's own solves with the unit mass matrix
-    (``dense_qphase(unit_mass=True)``, ``sparse_gauss_newton_step``): no
-    dense ``A``."""
+    (``sparse_gauss_newton``): no dense ``A``."""
     cdef int nq = m.nq, nv = m.nv, nr = c.m
     cdef int k, st, rec = 0, i, it, it0
     cdef bint sparse = c.sp != NULL
     cdef int p[3]
-    cdef int pu[3]
     cdef double h, err, t
     cdef bint pending = r.project_start
     cdef bint chord = False          # (dense route) cw.Bd holds A at an earlier q of this projection
@@ -400,9 +398,7 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
                 break
             if sparse:
                 # the rows here again, with the unit mass matrix: a full step
-                st = dense_qphase(m, c, q, NULL, w, cw, &pu[0], &pu[1], &pu[2], False, True)
-                if st == 0:
-                    st = sparse_gauss_newton_step(m, c, q, qs, d, w, cw, pu[0])
+                st = sparse_gauss_newton(m, c, r.tol, q, qs, d, w, cw, &err)
                 if st != 0:
                     return st
                 continue
@@ -421,12 +417,10 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
                 An = cw.Bd
             gauss_newton_step(m, c, q, qs, cw.g, An, y, d, w, cw)
         if pending:
-            if sparse:
-                st = sparse_velocity_projection(m, c, v, w, cw, p[0])
+            if r.route == 1:
+                st = fused_velocity_projection(m, c, v, w, cw, p[0], p[1])
                 if st != 0:
                     return st
-            elif r.route == 1:
-                fused_velocity_projection(m, c, v, w, cw, p[0], p[1])
             else:
                 null_space_velocity_projection(m, v, cw, p[1], p[2])
         # (torques by RNEA leave the transforms and CRBA's data as they are)
@@ -451,16 +445,11 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
             return st
         # Gauss-Newton's first iteration
         if sparse:
-            st = dense_qphase(m, c, q, NULL, w, cw, &pu[0], &pu[1], &pu[2], False, True)
+            st = sparse_gauss_newton(m, c, r.tol, q, qs, d, w, cw, &err)
             if st != 0:
                 return st
-            err = max_abs(cw.g, nr)
             if err > tmax[0]:
                 tmax[0] = err
-            if err > r.tol:
-                st = sparse_gauss_newton_step(m, c, q, qs, d, w, cw, pu[0])
-                if st != 0:
-                    return st
             pending = True
             it0 = 1
             continue

@@ -145,7 +145,8 @@ cdef inline int dense_qphase(const ModelC* m, const ClosC* c, const double* q,
     :func:`closed_dense` does first), so the transforms are there and the
     rows' bias is already right.  ``unit_mass``: ``M`` taken as the
     identity (``L = I``, ``Y = A^T``, ``K = A A^T``: the minimum-norm
-    solve of Gauss-Newton's step, ``_manifold.sparse_project``)."""
+    solve of Gauss-Newton's step on the sparse route,
+    ``_manifold.sparse_gauss_newton``)."""
     cdef int i, a, k, p, s1, ng, na, nr = c.m, nv = m.nv
     cdef int pk[2]
     cdef int plo[2]
@@ -295,20 +296,10 @@ cdef inline int dense_vphase(const ModelC* m, const ClosC* c, const double* q,
             if pres != NULL:
                 t += Aud[<int> cw.act[i]]
             cw.rhs[i] = -t
-    if c.sp != NULL:
-        # the sparse route: on dense_qphase's factor of K
-        st = sparse_solve_factored(m, c, cw, G, ng)
-        if st < 0:
-            return st             # ST_SPARSE_REDUNDANT
-        info[0] = rank
-    elif c.cfm > 0.0:
-        for a in range(na):
-            cw.lc[a] = cw.rhs[a]
-        chol_solve(cw.K, na, cw.lc, 1)
-        info[0] = na
-    else:
-        psd_apply(cw.K, na, cw.rhs, cw.lc, cw)
-        info[0] = rank
+    st = k_solve(m, c, cw, ng, na)
+    if st < 0:
+        return st                 # ST_SPARSE_REDUNDANT
+    info[0] = rank                # (K + cfm I: na)
     scatter_lam(nr, na, cw, lam)
     # ddq = L^{-1} (x + Y lam)                                           (eq. 69)
     dense_back_solve(m, cw, ng, cw.lc, x)
@@ -323,6 +314,25 @@ cdef inline int dense_vphase(const ModelC* m, const ClosC* c, const double* q,
         acc2 += t * t
     info[1] = sqrt(acc2)
     return st
+
+
+cdef inline int k_solve(const ModelC* m, const ClosC* c, CWork* cw, int ng, int na,
+                        bint min_norm=True) noexcept nogil:
+    """``cw.lc`` from ``cw.rhs`` (one value per active row) on
+    :func:`dense_qphase`'s factor of ``K``: the sparse plan's
+    (``sparse_solve_factored``, minimum-norm), ``K + cfm I``'s Cholesky
+    (soft rows) or the pivoted PSD factor (``min_norm`` False: its basic
+    solution, ``psd_apply``).  Returns 0 or ST_SPARSE_REDUNDANT."""
+    cdef int a
+    if c.sp != NULL:
+        return sparse_solve_factored(m, c, cw, <const RowGroup*> cw.gd, ng)
+    if c.cfm > 0.0:
+        for a in range(na):
+            cw.lc[a] = cw.rhs[a]
+        chol_solve(cw.K, na, cw.lc, 1)
+        return 0
+    psd_apply(cw.K, na, cw.rhs, cw.lc, cw, min_norm)
+    return 0
 
 
 cdef inline void dense_back_solve(const ModelC* m, CWork* cw, int ng, const double* y,

@@ -13,7 +13,7 @@ the next solve's factors (:func:`fused_velocity_projection` after
 ``dense_qphase``, and :func:`null_space_velocity_projection` after
 ``projection_qphase``); elsewhere by :func:`mass_velocity_projection`,
 with CRBA's factor of ``M``.  On the sparse route both are the route's own
-solves (:func:`sparse_gauss_newton_step`, :func:`sparse_velocity_projection`,
+solves (:func:`sparse_gauss_newton`, and :func:`fused_velocity_projection`
 with the next solve as on the dense route), without a dense ``A``.
 ``gear.simulation.integrators._project`` is the NumPy twin.
 """
@@ -24,10 +24,8 @@ from gear.algorithms._dense cimport tree_factor, tree_solve_L, tree_solve_Lt, ch
 from gear.joints._integrate cimport integrate_config
 from gear.constraints._cwork cimport ClosC, CWork, ST_MASS_NOT_PD, ROWS_POSE
 from gear.constraints._rows cimport constraint_rows, world_rows_times
-from gear.constraints._psd cimport psd_solve, psd_apply
-from gear.constraints._dense_route cimport dense_back_solve, dense_qphase
-from gear.constraints._sparse_route cimport sparse_solve_factored
-from gear.constraints._groups cimport RowGroup
+from gear.constraints._psd cimport psd_solve
+from gear.constraints._dense_route cimport dense_back_solve, dense_qphase, k_solve
 from gear.constraints._projection cimport chol_mul
 
 
@@ -95,22 +93,26 @@ cdef inline int mass_velocity_projection(const ModelC* m, const ClosC* c, double
     return 0
 
 
-cdef inline void fused_velocity_projection(const ModelC* m, const ClosC* c, double* v, Work* w,
-                                            CWork* cw, int ng, int na) noexcept nogil:
+cdef inline int fused_velocity_projection(const ModelC* m, const ClosC* c, double* v, Work* w,
+                                          CWork* cw, int ng, int na) noexcept nogil:
     """``v -= M^-1 A^T K^+ A v`` with ``dense_qphase``'s factors at this
-    ``q``: ``A v`` from the world Jacobians, ``K``'s basic solution, then
-    ``L^-1 Y y`` (``dense_back_solve``)."""
-    cdef int i, nv = m.nv
+    ``q``: ``A v`` from the world Jacobians, ``K``'s basic solution (the
+    sparse plan's minimum-norm one), then ``L^-1 Y y``
+    (``dense_back_solve``).  Returns 0 or ST_SPARSE_REDUNDANT."""
+    cdef int i, st, nv = m.nv
     cdef double* d = cw.xs
     world_rows_times(m, c, w, cw, v, cw.g)
     for i in range(na):
         cw.rhs[i] = cw.g[<int> cw.act[i]]
-    psd_apply(cw.K, na, cw.rhs, cw.lc, cw, False)
+    st = k_solve(m, c, cw, ng, na, False)
+    if st < 0:
+        return st
     for i in range(nv):
         d[i] = 0.0
     dense_back_solve(m, cw, ng, cw.lc, d)
     for i in range(nv):
         v[i] -= d[i]
+    return 0
 
 
 cdef inline void gauss_newton_step(const ModelC* m, const ClosC* c, double* q, double* qn,
@@ -152,20 +154,27 @@ cdef inline int project(const ModelC* m, const ClosC* c, double tol, double* q, 
     return mass_velocity_projection(m, c, v, w, cw)
 
 
-cdef inline int sparse_gauss_newton_step(const ModelC* m, const ClosC* c, double* q, double* qn,
-                                         double* d, Work* w, CWork* cw, int ng) noexcept nogil:
-    """Gauss-Newton's minimum-norm step ``q <- q exp(-A^T (A A^T)^+ g)`` on
-    the sparse route (``c.sp``, hard rows) after ``dense_qphase(...,
-    unit_mass=True)`` at ``q``: with ``M`` taken as the identity the
-    route's own solve is that step (``Y = A^T`` on the rows' pieces, ``K =
-    A A^T`` factorised on the route's pattern, ``Y y`` by
-    ``dense_back_solve``), never the dense ``A``, ``A A^T`` of
-    :func:`min_norm_correction` (cubic in the loops).  ``d``: (nv,)
-    scratch.  Returns 0 or ST_SPARSE_REDUNDANT."""
-    cdef int i, st, nv = m.nv
+cdef inline int sparse_gauss_newton(const ModelC* m, const ClosC* c, double tol, double* q,
+                                    double* qn, double* d, Work* w, CWork* cw, double* err) noexcept nogil:
+    """Gauss-Newton on the sparse route (``c.sp``, hard rows): the rows at
+    ``q`` (``err[0]`` their max ``|g|``) and, where that is above ``tol``,
+    the minimum-norm step ``q <- q exp(-A^T (A A^T)^+ g)``, never with the
+    dense ``A``, ``A A^T`` of :func:`min_norm_correction` (cubic in the
+    loops): with ``M`` taken as the identity (``dense_qphase(...,
+    unit_mass=True)``: ``Y = A^T`` on the rows' pieces, ``K = A A^T``
+    factorised on the route's pattern) the route's own solve is that step
+    (``Y y`` by ``dense_back_solve``).  ``d``: (nv,) scratch.  Returns 0 or
+    the q-phase's or solve's status."""
+    cdef int i, st, ng, na, rank, nv = m.nv
+    st = dense_qphase(m, c, q, NULL, w, cw, &ng, &na, &rank, False, True)
+    if st != 0:
+        return st
+    err[0] = max_abs(cw.g, c.m)
+    if err[0] <= tol:
+        return 0
     for i in range(c.m):
         cw.rhs[i] = cw.g[i]
-    st = sparse_solve_factored(m, c, cw, <const RowGroup*> cw.gd, ng)
+    st = k_solve(m, c, cw, ng, na)
     if st < 0:
         return st
     for i in range(nv):
@@ -177,28 +186,6 @@ cdef inline int sparse_gauss_newton_step(const ModelC* m, const ClosC* c, double
     for i in range(m.nq):
         q[i] = qn[i]
     w.poses_ok = False
-    return 0
-
-
-cdef inline int sparse_velocity_projection(const ModelC* m, const ClosC* c, double* v, Work* w,
-                                           CWork* cw, int ng) noexcept nogil:
-    """``v -= M^-1 A^T K^+ A v`` with ``dense_qphase``'s factors at this
-    ``q`` on the sparse route: ``A v`` from the world Jacobians, the
-    route's solve on its factor of ``K``, then ``L^-1 Y y``.  Returns 0 or
-    ST_SPARSE_REDUNDANT."""
-    cdef int i, st
-    cdef double* d = cw.xs
-    world_rows_times(m, c, w, cw, v, cw.g)
-    for i in range(c.m):
-        cw.rhs[i] = cw.g[i]
-    st = sparse_solve_factored(m, c, cw, <const RowGroup*> cw.gd, ng)
-    if st < 0:
-        return st
-    for i in range(m.nv):
-        d[i] = 0.0
-    dense_back_solve(m, cw, ng, cw.lc, d)
-    for i in range(m.nv):
-        v[i] -= d[i]
     return 0
 
 

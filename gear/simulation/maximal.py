@@ -37,7 +37,7 @@ def _closed_start(sys, q, dq, dt):
     if type(sys.solver) is KKTSolver and sys.solver.route == "sparse":
         tr = simulate(sys, q, dq, dt, dt, integrator="euler", stabilization="projection", progress=False)
         if tr.stats.get("native"):
-            return np.asarray(tr.q)[:, 0] if tr.q.ndim == 3 else np.asarray(tr.q)[None, 0]
+            return np.asarray(tr.q)[:, 0]             # (q: a batch, its trajectory (N, T, nq))
     return _project(sys, q, dq, velocities=False)[0]
 
 
