@@ -52,6 +52,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -160,8 +161,6 @@ def mimic_table(dt=1e-3, steps=1000):
         path = os.path.join(zoo_dir(), rel)
         if not os.path.exists(path):
             continue
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
