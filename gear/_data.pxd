@@ -162,6 +162,21 @@ cdef inline const double* _mat(object o, Py_ssize_t n, Py_ssize_t* N):
     return p
 
 
+cdef inline bint _out_ok(object o, Py_ssize_t N, Py_ssize_t n):
+    # a writeable C-contiguous float64 array of shape (N, n), or (n,) for
+    # N = -1: a result the fast paths may fill in place
+    cdef cnp.ndarray a
+    if not cnp.PyArray_CheckExact(o):
+        return False
+    a = <cnp.ndarray> o
+    if (cnp.PyArray_TYPE(a) != cnp.NPY_DOUBLE or not cnp.PyArray_IS_C_CONTIGUOUS(a)
+            or not cnp.PyArray_ISWRITEABLE(a)):
+        return False
+    if N < 0:
+        return cnp.PyArray_NDIM(a) == 1 and cnp.PyArray_DIM(a, 0) == n
+    return cnp.PyArray_NDIM(a) == 2 and cnp.PyArray_DIM(a, 0) == N and cnp.PyArray_DIM(a, 1) == n
+
+
 cdef inline cnp.ndarray _empty2(Py_ssize_t n0, Py_ssize_t n1):
     cdef cnp.npy_intp dims[2]
     dims[0] = n0

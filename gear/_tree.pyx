@@ -30,7 +30,7 @@ from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_deri
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv, jcalc_dSdq, jcalc_ddSdq
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear._data cimport (ModelData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec, _quats_ok, _empty,
-                         State1, _state1, _mat, _empty2, batch_threads)
+                         State1, _state1, _mat, _empty2, _out_ok, batch_threads)
 
 cnp.import_array()
 
@@ -352,40 +352,48 @@ def jcalc_tangent_py(int kind, const double[::1] prm, const double[::1] q, const
 # ---------------------------------------------------------------------------
 
 
-def rnea1(ModelData md, q, dq, ddq):
+def rnea1(ModelData md, q, dq, ddq, out=None):
     """Fast single-state RNEA (or a small-overhead batch: :func:`_batch3`),
-    or None (see above)."""
+    or None (see above).  ``out``, if given, must be the result's exact
+    array (:func:`_out_ok`), else None is returned."""
     cdef State1 st
     cdef Work w
     if not _state1(md, q, dq, ddq, &st):
-        return _batch3(md, K_RNEA, q, dq, ddq)
-    out = _empty(md.nv)
+        return _batch3(md, K_RNEA, q, dq, ddq, out)
+    if out is None:
+        out = _empty(md.nv)
+    elif not _out_ok(out, -1, md.nv):
+        return None
     w = work_from(&md.ws[0], md.nb)
     _rnea(&md.c, st.q, st.a, st.b, NULL, True, <double*> cnp.PyArray_DATA(out), &w)
     return out
 
 
-def aba1(ModelData md, q, dq, tau):
+def aba1(ModelData md, q, dq, tau, out=None):
     """Fast single-state ABA (or a small-overhead batch: :func:`_batch3`),
-    or None; raises nothing (status via None)."""
+    or None; raises nothing (status via None).  ``out`` as for
+    :func:`rnea1`."""
     cdef State1 st
     cdef Work w
     if not _state1(md, q, dq, tau, &st):
-        return _batch3(md, K_HYBRID, q, dq, tau)
-    out = _empty(md.nv)
+        return _batch3(md, K_HYBRID, q, dq, tau, out)
+    if out is None:
+        out = _empty(md.nv)
+    elif not _out_ok(out, -1, md.nv):
+        return None
     w = work_from(&md.ws[0], md.nb)
     if _hybrid(&md.c, st.q, st.a, <double*> cnp.PyArray_DATA(out), <double*> st.b, NULL, NULL, &w) != 0:
         return None
     return out
 
 
-cdef object _batch3(ModelData md, int kind, q, a, b):
+cdef object _batch3(ModelData md, int kind, q, a, b, out):
     """RNEA (``kind`` K_RNEA: ``a, b = dq, ddq``) or ABA (K_HYBRID: ``dq,
     tau``) of a batch of (N, n) float64 C-contiguous finite arrays with unit
-    quaternions, with the least Python in between: no conversion, and the
-    kernel in the calling thread below ``_PARALLEL_FROM`` states (no thread
-    team to start).  Anything else, or a failing state, returns None for
-    the general path."""
+    quaternions, into ``out`` (N, nv) if given, with the least Python in
+    between: no conversion, and the kernel in the calling thread below
+    ``_PARALLEL_FROM`` states (no thread team to start).  Anything else, or
+    a failing state, returns None for the general path."""
     cdef Py_ssize_t N, N2, N3, k
     cdef const double* qp = _mat(q, md.nq, &N)
     cdef const double* ap = _mat(a, md.nv, &N2)
@@ -397,7 +405,10 @@ cdef object _batch3(ModelData md, int kind, q, a, b):
     for k in range(N):
         if not _quats_ok(md, qp + k * md.nq):
             return None
-    out = _empty2(N, md.nv)
+    if out is None:
+        out = _empty2(N, md.nv)
+    elif not _out_ok(out, N, md.nv):
+        return None
     c.kind = kind
     c.gravity = True
     c.q = qp

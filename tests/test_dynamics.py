@@ -238,6 +238,34 @@ def test_out_arguments_are_filled_in_place():
         gear.inverse_dynamics(m, q, dq, ddq, out=np.empty((m.nv, 6)).T)
 
 
+@pytest.mark.parametrize("N", [None, 3, 40])
+def test_out_arguments_take_the_allocation_light_path(N):
+    """``out=`` fills the result in the fast path (it used to send every
+    call through the general path's Python validation, four times a small
+    batch's time), with the general path's bits; an ``out`` that path
+    cannot fill goes the general way and gets its clear error."""
+    from gear import _core
+
+    m = tree(7)
+    q, dq, ddq, tau = state(m, 7, batch=N or 1)
+    if N is None:
+        q, dq, ddq, tau = q[0], dq[0], ddq[0], tau[0]
+    shape = (m.nv,) if N is None else (N, m.nv)
+    fz = np.zeros(((N,) if N else ()) + (m.nbodies, 6))     # f_ext = 0: the general path
+    for fast, public, x in ((_core.rnea1, gear.inverse_dynamics, ddq), (_core.aba1, gear.forward_dynamics, tau)):
+        out = np.full(shape, np.nan)
+        assert fast(m.data, q, dq, x, out) is out                # taken, in place
+        assert np.array_equal(out, public(m, q, dq, x, f_ext=fz))
+        out2 = np.full(shape, np.nan)
+        assert public(m, q, dq, x, out=out2) is out2 and np.array_equal(out2, out)
+        ro = np.empty(shape)
+        ro.flags.writeable = False
+        for bad in (np.empty(shape, dtype=np.float32), np.empty(shape[:-1] + (2 * shape[-1],))[..., ::2], ro, np.empty((2,) + shape)):
+            assert fast(m.data, q, dq, x, bad) is None
+            with pytest.raises(ValueError, match="^out must be a writeable C-contiguous float64 array"):
+                public(m, q, dq, x, out=bad)
+
+
 def test_openmp_really_runs_in_parallel():
     from gear import _core
 
@@ -316,7 +344,7 @@ def test_derivative_out_arguments_are_filled_in_place():
     assert all(np.array_equal(a, b) for a, b in zip(r, ref))
     with pytest.raises(ValueError, match="three preallocated"):
         gear.inverse_dynamics_derivatives(m, q, dq, ddq, out=outs[:2])
-    with pytest.raises(ValueError, match="out must be a C-contiguous"):
+    with pytest.raises(ValueError, match="out must be a writeable C-contiguous"):
         gear.inverse_dynamics_derivatives(m, q, dq, ddq, out=(outs[0], outs[1], np.empty((4, 2, 2))))
 
 

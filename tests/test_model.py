@@ -487,7 +487,7 @@ def test_ragged_input_names_the_argument(state):
 def test_bad_out_argument_is_named(state):
     m, q, dq, ddq, tau, fe = state
     for bad in (np.empty(m.nv + 1), np.empty(m.nv, dtype=np.float32), np.empty((m.nv, 2))[:, 0], [0.0] * m.nv):
-        with pytest.raises(ValueError, match="^out must be a C-contiguous float64 array"):
+        with pytest.raises(ValueError, match="^out must be a writeable C-contiguous float64 array"):
             gear.inverse_dynamics(m, q, dq, ddq, out=bad)
     with pytest.raises(ValueError, match=r"^out must be .*\(13, 13\)"):
         gear.mass_matrix(m, q, out=np.empty((m.nv, m.nv + 1)))

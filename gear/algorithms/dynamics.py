@@ -141,8 +141,8 @@ def inverse_dynamics(model, q, dq, ddq, f_ext=None, *, out=None):
     >>> tau.shape
     (7,)
     """
-    if f_ext is None and out is None:
-        r = _core.rnea1(model.data, q, dq, ddq)
+    if f_ext is None:
+        r = _core.rnea1(model.data, q, dq, ddq, out)
         if r is not None:
             return r
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), False),
@@ -157,9 +157,9 @@ def _out(out, a, inner):
         return np.empty((a.N,) + inner)
     expect = ((a.N,) if a.batch else ()) + inner
     if not isinstance(out, np.ndarray) or out.dtype != np.float64 or not out.flags.c_contiguous \
-            or out.shape != expect:
+            or not out.flags.writeable or out.shape != expect:
         raise ValueError(
-            f"out must be a C-contiguous float64 array of shape {expect}, got "
+            f"out must be a writeable C-contiguous float64 array of shape {expect}, got "
             f"{getattr(out, 'shape', type(out).__name__)} {getattr(out, 'dtype', '')}"
         )
     return out.reshape((a.N,) + inner)
@@ -196,8 +196,8 @@ def forward_dynamics(model, q, dq, tau, f_ext=None, *, out=None):
     SingularInertiaError
         If a joint's articulated inertia is singular (massless subtree).
     """
-    if f_ext is None and out is None:
-        r = _core.aba1(model.data, q, dq, tau)
+    if f_ext is None:
+        r = _core.aba1(model.data, q, dq, tau, out)
         if r is not None:
             return r
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), False),
