@@ -23,8 +23,10 @@ with the project's goals:
 - the four-bar's batch of 64, per state, against Pinocchio's one-state
   ``constraintDynamics`` (goal <= 0.25).
 
-Batches of 32 states and more run on every thread (``gear.set_num_threads``);
-below, in the calling thread.
+Batches of 32 states and more are shared by every thread
+(``gear.set_num_threads``; the fork-join team of ``gear/_team.h``); below,
+they run in the calling thread.  The last row passes a preallocated
+``out=``.
 """
 from __future__ import annotations
 
@@ -42,8 +44,15 @@ from common import best_time, pinocchio_constraint_dynamics  # noqa: E402
 SIZES = (1, 8, 64, 512, 4096)
 
 
-def per_state(fn, N):
-    return best_time(fn, repeat=5, target=0.1) / N * 1e6
+def per_states(fns, rounds=5):
+    """µs per state of each ``{N: fn}`` (key 0: one state), best of ``rounds`` interleaved
+    rounds (this machine's speed drifts within a minute: the ratios
+    compare sizes timed in the same seconds)."""
+    best = {N: np.inf for N in fns}
+    for _ in range(rounds):
+        for N, fn in fns.items():
+            best[N] = min(best[N], best_time(fn, repeat=1, target=0.05) / max(N, 1) * 1e6)
+    return best
 
 
 def pinocchio_calls(urdf):
@@ -73,11 +82,14 @@ def rows():
         T = rng.standard_normal((N, 3))
         return lambda: sysm.forward_dynamics(Q, dQ, T)
 
-    def tree(fn):
+    def tree(fn, out=False):
         def make(N):
             Q = arm.random_configuration(rng, n=N)
             dQ = rng.standard_normal((N, arm.nv))
             X = rng.standard_normal((N, arm.nv))
+            if out:
+                res = np.empty((N, arm.nv))
+                return lambda: fn(arm, Q, dQ, X, out=res)
             return lambda: fn(arm, Q, dQ, X)
         return make
 
@@ -89,6 +101,9 @@ def rows():
     yield ("four-bar forward", four_bar, lambda: sysm.forward_dynamics(q4, np.zeros(3), t3), pin_cd)
     yield ("arm7 ABA", tree(gear.forward_dynamics), lambda: gear.forward_dynamics(arm, q7, v7, x7), pin_aba)
     yield ("arm7 RNEA", tree(gear.inverse_dynamics), lambda: gear.inverse_dynamics(arm, q7, v7, x7), pin_rnea)
+    o7 = np.empty(arm.nv)
+    yield ("arm7 RNEA, out=", tree(gear.inverse_dynamics, out=True),
+           lambda: gear.inverse_dynamics(arm, q7, v7, x7, out=o7), pin_rnea)
 
 
 def main(argv=None):
@@ -102,8 +117,8 @@ def main(argv=None):
     head = " ".join(f"{'N=' + str(n):>9}" for n in SIZES)
     print(f"{'call':<18} {'1 state':>9} {head} {'pin 1':>8} {'8 / 8x1':>9} {'64 / 4096':>10} {'64 / pin':>9}")
     for name, make, single, pin in rows():
-        one = per_state(single, 1)
-        t = {N: per_state(make(N), N) for N in SIZES}
+        t = per_states({0: single, **{N: make(N) for N in SIZES}})
+        one = t[0]
         cells = " ".join(f"{t[N]:9.2f}" for N in SIZES)
         pin_s = f"{pin:8.2f}" if pin is not None else f"{'-':>8}"
         vs_pin = f"{t[64] / pin:9.2f}" if pin is not None else f"{'-':>9}"

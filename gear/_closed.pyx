@@ -5,8 +5,10 @@ rows, constrained forward, hybrid and inverse dynamics on every route of
 ``gear/maximal/_kernel.pxd``), their derivatives
 (``gear/constraints/_derivatives.pxd``), and the result class and the
 allocation-light one-state paths (``FastForward``, ``FastInverse``,
-``FastHybrid``).  Batched calls run in parallel over states without the
-GIL, one workspace per thread."""
+``FastHybrid``).  Batched forward, hybrid and inverse dynamics share the
+states between the parts of the fork-join team (``gear/_team.h``, one
+workspace per part); the derivatives, tens of microseconds a state, take
+an OpenMP loop."""
 from cython.parallel cimport prange, parallel
 from libc.stdlib cimport malloc, free
 cimport numpy as cnp
@@ -28,7 +30,8 @@ from gear.maximal._tree_route cimport maximal_dynamics as _cmax
 from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_assemble, joint_frames,
                                    gear_chol, gear_chol_clone, gear_chol_free)
 from gear._data cimport (ModelData, ClosureData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec,
-                         _quats_ok, _empty, State1, _state1, _mat, _empty2, batch_threads)
+                         _quats_ok, _empty, State1, _state1, _mat, _empty2, batch_threads, team_run,
+                         team_share)
 
 cnp.import_array()
 
@@ -120,19 +123,81 @@ def closed_rows(ModelData md, ClosureData cd, const double[:, ::1] q, const doub
                                _orow(Ap, k, m * nv), _orow(bp, k, m), &w, &cw)
 
 
+cdef struct CJob:
+    # one batched closed-loop call shared by the team's parts (see _closed_part)
+    bint inverse                # closed inverse dynamics, else forward/hybrid (_cdyn)
+    const ModelC* m
+    const ClosC* c
+    int route, rows, wsize, cwsize
+    bint full
+    Py_ssize_t N
+    const double* q
+    const double* dq
+    const double* ddq_in        # inverse: the accelerations
+    double* ddq                 # forward: the accelerations out
+    double* tau
+    const unsigned char* sel    # forward: prescribed joints; inverse: actuated dofs
+    const double* fext
+    double rcond
+    double* lam
+    double* info
+    int* status
+    gear_chol* h0               # forward: the CHOLMOD handle each part clones
+    int failed                  # a part could not allocate its workspace
+
+
+cdef void _closed_part(void* job, int part, int nparts) noexcept nogil:
+    """The team's part ``part``: its contiguous share of the states (as
+    OpenMP's static schedule), on a workspace of its own."""
+    cdef CJob* j = <CJob*> job
+    cdef const ModelC* m = j.m
+    cdef int nv = m.nv, nq = m.nq, nb = m.nb, r = j.rows
+    cdef Py_ssize_t k, k0, k1
+    cdef Work w
+    cdef CWork cw
+    cdef double* buf = <double*> malloc((j.wsize + j.cwsize + 1) * sizeof(double))
+    if buf == NULL:
+        j.failed = 1
+        return
+    w = work_from(buf, nb)
+    cw = cwork_from_c(j.c, buf + j.wsize, nb, nv, r, j.full)
+    team_share(j.N, part, nparts, &k0, &k1)
+    if j.inverse:
+        for k in range(k0, k1):
+            j.status[k] = _cinv(m, j.c, j.q + k * nq, _row(j.dq, k, nv), _row(j.ddq_in, k, nv),
+                                _orow(j.tau, k, nv), j.sel, _row(j.fext, k, 6 * nb), j.rcond,
+                                _orow(j.lam, k, r), j.info + 2 * k, &w, &cw)
+    else:
+        cw.chol = gear_chol_clone(j.h0)      # NULL without a maximal plan
+        for k in range(k0, k1):
+            j.status[k] = _cdyn(m, j.c, j.route, j.q + k * nq, _row(j.dq, k, nv), _orow(j.ddq, k, nv),
+                                _orow(j.tau, k, nv), j.sel, _row(j.fext, k, 6 * nb), _orow(j.lam, k, r),
+                                j.info + 2 * k, &w, &cw)
+        gear_chol_free(<gear_chol*> cw.chol)
+    free(buf)
+
+
+cdef void _closed_run(CJob* j, int nthreads):
+    # the states of ``j`` shared by ``nthreads`` parts of the team
+    j.failed = 0
+    with nogil:
+        team_run(nthreads, _closed_part, j)
+    if j.failed:
+        raise MemoryError()
+
+
 cdef void _cdyn_batch(ModelData md, ClosureData cd, int route, Py_ssize_t N, const double* qp,
                       const double* dqp, double* ddqp, double* taup, const unsigned char* pp,
                       const double* fp, double* lp, double* ip, int* status, int nthreads,
                       bint full):
     """The kernel over N states: in the calling thread (one state, or
-    ``nthreads`` 1), else in parallel without the GIL, one workspace per
-    thread."""
+    ``nthreads`` 1), else shared by the fork-join team (``gear/_team.h``),
+    one workspace per part."""
     cdef Py_ssize_t k
-    cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb, st
-    cdef int wsize = md.wsize, cwsize = cd.cwsize
+    cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb
     cdef Work w
     cdef CWork cw
-    cdef double* buf
+    cdef CJob j
     if N == 1 or nthreads <= 1:
         w = work_from(&md.ws[0], nb)
         cw = cwork_from_c(&cd.c, &cd.cws[0], nb, nv, m, full)
@@ -143,18 +208,28 @@ cdef void _cdyn_batch(ModelData md, ClosureData cd, int route, Py_ssize_t N, con
                                   _orow(taup, k, nv), pp, _row(fp, k, 6 * nb), _orow(lp, k, m),
                                   ip + 2 * k, &w, &cw)
         return
-    with nogil, parallel(num_threads=nthreads):
-        buf = <double*> malloc((wsize + cwsize + 1) * sizeof(double))
-        w = work_from(buf, nb)
-        cw = cwork_from_c(&cd.c, buf + wsize, nb, nv, m, full)
-        cw.chol = gear_chol_clone(cd.h0)      # NULL without a maximal plan
-        for k in prange(N, schedule='guided'):
-            st = _cdyn(&md.c, &cd.c, route, qp + k * nq, _row(dqp, k, nv), _orow(ddqp, k, nv),
-                       _orow(taup, k, nv), pp, _row(fp, k, 6 * nb), _orow(lp, k, m),
-                       ip + 2 * k, &w, &cw)
-            status[k] = st
-        gear_chol_free(<gear_chol*> cw.chol)
-        free(buf)
+    j.inverse = False
+    j.m = &md.c
+    j.c = &cd.c
+    j.route = route
+    j.rows = m
+    j.wsize = md.wsize
+    j.cwsize = cd.cwsize
+    j.full = full
+    j.N = N
+    j.q = qp
+    j.dq = dqp
+    j.ddq_in = NULL
+    j.ddq = ddqp
+    j.tau = taup
+    j.sel = pp
+    j.fext = fp
+    j.rcond = 0.0
+    j.lam = lp
+    j.info = ip
+    j.status = status
+    j.h0 = cd.h0
+    _closed_run(&j, nthreads)
 
 
 cdef inline int _deriv_one(const ModelC* m, const ClosC* c, int nk, bint inverse, const double* q,
@@ -286,7 +361,7 @@ def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const 
     row, in place as ``hybrid``; ``lam`` (N, m) and ``info`` (N, 2: rank,
     residual) written; ``status`` as in ``hybrid``, or ST_DIST_COINCIDE /
     ST_MASS_NOT_PD.  ``route`` 1 builds M, 2 projects (forward dynamics only).
-    Runs in parallel over rows without the GIL (one workspace per thread)."""
+    Shared by the team's parts (one workspace each)."""
     cdef Py_ssize_t N = q.shape[0]
     cdef int m = cd.m, nv = md.nv
     cdef const unsigned char* pp = NULL
@@ -309,8 +384,8 @@ def closed_inverse(ModelData md, ClosureData cd, const double[:, ::1] q, const d
     dofs' torques on entry and gets the actuated ones (``act`` (nv,) 1 on
     them); ``lam`` (N, m) and ``info`` (N, 2: rank, relative residual of
     eq. 57) written; ``status`` 0, ST_INEXACT (-5: fall back to hybrid
-    dynamics), ST_DIST_COINCIDE or ST_MASS_NOT_PD.  Runs in parallel over
-    rows without the GIL (one workspace per thread)."""
+    dynamics), ST_DIST_COINCIDE or ST_MASS_NOT_PD.  Shared by the team's
+    parts (one workspace each)."""
     cdef Py_ssize_t N = q.shape[0], k
     cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb, st
     cdef int wsize = md.wsize, cwsize = cd.cwsize
@@ -324,7 +399,7 @@ def closed_inverse(ModelData md, ClosureData cd, const double[:, ::1] q, const d
     cdef const unsigned char* ap = &act[0] if nv > 0 else NULL
     cdef Work w
     cdef CWork cw
-    cdef double* buf
+    cdef CJob j
     if N == 1 or nthreads <= 1:
         w = work_from(&md.ws[0], nb)
         cw = cwork_from_c(&cd.c, &cd.cws[0], nb, nv, m, True)
@@ -334,16 +409,28 @@ def closed_inverse(ModelData md, ClosureData cd, const double[:, ::1] q, const d
                                   _orow(taup, k, nv), ap, _row(fp, k, 6 * nb), rcond, _orow(lp, k, m),
                                   ip + 2 * k, &w, &cw)
         return
-    with nogil, parallel(num_threads=nthreads):
-        buf = <double*> malloc((wsize + cwsize + 1) * sizeof(double))
-        w = work_from(buf, nb)
-        cw = cwork_from_c(&cd.c, buf + wsize, nb, nv, m, True)
-        for k in prange(N, schedule='guided'):
-            st = _cinv(&md.c, &cd.c, qp + k * nq, _row(dqp, k, nv), _row(ddqp, k, nv),
-                       _orow(taup, k, nv), ap, _row(fp, k, 6 * nb), rcond, _orow(lp, k, m),
-                       ip + 2 * k, &w, &cw)
-            status[k] = st
-        free(buf)
+    j.inverse = True
+    j.m = &md.c
+    j.c = &cd.c
+    j.route = 0
+    j.rows = m
+    j.wsize = wsize
+    j.cwsize = cwsize
+    j.full = True
+    j.N = N
+    j.q = qp
+    j.dq = dqp
+    j.ddq_in = ddqp
+    j.ddq = NULL
+    j.tau = taup
+    j.sel = ap
+    j.fext = fp
+    j.rcond = rcond
+    j.lam = lp
+    j.info = ip
+    j.status = &status[0]
+    j.h0 = NULL
+    _closed_run(&j, nthreads)
 
 
 def maximal_terms(ModelData md, ClosureData cd, const double[::1] q, const double[::1] dq,

@@ -55,6 +55,20 @@ cdef enum:
     _PARALLEL_FROM = 32      # batches from this many states run on every thread
 
 
+# the batched kernels' fork-join team (gear/_team.h; one for every extension)
+ctypedef void (*team_fn)(void* ctx, int part, int nparts) noexcept nogil
+cdef void team_run(int nparts, team_fn fn, void* ctx) noexcept nogil
+
+
+cdef inline void team_share(Py_ssize_t count, int part, int nparts, Py_ssize_t* b0,
+                            Py_ssize_t* b1) noexcept nogil:
+    """The contiguous share ``[b0, b1)`` of ``count`` items that ``part`` of
+    ``nparts`` takes (OpenMP's static schedule)."""
+    cdef Py_ssize_t q = count // nparts, r = count % nparts
+    b0[0] = part * q + (part if part < r else r)
+    b1[0] = b0[0] + q + (1 if part < r else 0)
+
+
 cdef inline const double* _base1(const double[::1] a):
     # first element of a vector, or NULL for an absent (None) argument
     if a is None or a.shape[0] == 0:

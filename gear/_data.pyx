@@ -20,6 +20,34 @@ from gear.maximal._kernel cimport (MaxC, maximal_scratch, gear_chol, gear_chol_a
                                    gear_chol_free, gear_chol_lnz, gear_chol_perm)
 
 
+cdef extern from "_team.h" nogil:
+    ctypedef void (*gear_team_fn)(void* ctx, int part, int nparts) noexcept nogil
+    void gear_team_run(int n, gear_team_fn fn, void* ctx)
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef unsigned long pthread_t
+    pthread_t pthread_self()
+
+
+cdef void team_run(int nparts, team_fn fn, void* ctx) noexcept nogil:
+    """``fn(ctx, part, nparts)`` for every part, part 0 in the calling
+    thread and the others on the team's workers (``gear/_team.h``)."""
+    gear_team_run(nparts, <gear_team_fn> fn, ctx)
+
+
+cdef void _record_thread(void* ctx, int part, int nparts) noexcept nogil:
+    (<unsigned long*> ctx)[part] = <unsigned long> pthread_self()
+
+
+def team_thread_ids(int nparts):
+    """The thread that ran each of ``nparts`` parts of one team job, and the
+    calling thread (for the tests: parts 1 .. nparts-1 run on workers)."""
+    cdef unsigned long[::1] ids = np.zeros(max(nparts, 1), dtype=np.uint64)
+    with nogil:
+        team_run(nparts, _record_thread, &ids[0])
+    return [int(i) for i in ids[:nparts]], int(<unsigned long> pthread_self())
+
+
 def omp_max_threads():
     """``omp_get_max_threads()`` of the OpenMP runtime this module links."""
     return openmp.omp_get_max_threads()

@@ -6,8 +6,9 @@ and their single-state fast paths.
 
 Nothing here validates input beyond the fast paths' checks:
 ``gear/algorithms/dynamics.py`` checks shapes, dtypes, contiguity and
-finiteness before calling in.  Batched drivers run ``prange`` over states
-without the GIL; each thread owns its workspace."""
+finiteness before calling in.  Batched drivers share the states between
+the parts of the fork-join team (``gear/_team.h``); each part owns its
+workspace."""
 from cython.parallel cimport prange, parallel, threadid
 from libc.stdlib cimport malloc, free
 cimport numpy as cnp
@@ -30,7 +31,7 @@ from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_deri
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv, jcalc_dSdq, jcalc_ddSdq
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear._data cimport (ModelData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec, _quats_ok, _empty,
-                         State1, _state1, _mat, _empty2, _out_ok, batch_threads)
+                         State1, _state1, _mat, _empty2, _out_ok, batch_threads, team_run, team_share)
 
 cnp.import_array()
 
@@ -39,7 +40,7 @@ cnp.import_array()
 # Batched drivers.  A Call holds the base pointers and per-state strides of
 # one batched call; _one() runs the kernel on state k (the one kernel switch
 # of this module) and _run() runs all states, serially on the model's cached
-# workspace or in parallel with one workspace per OpenMP thread.
+# workspace or shared by the team's parts (_run_part), one workspace each.
 # ---------------------------------------------------------------------------
 cdef enum:
     K_RNEA = 0
@@ -142,23 +143,62 @@ cdef inline void _block(const ModelC* m, const Call* c, Py_ssize_t k, Lanes* lw,
             c.status[k + l] = st
 
 
+cdef struct RunJob:
+    # one batched call shared by the team's parts (see _run)
+    const ModelC* m
+    const Call* c
+    Py_ssize_t nblk             # blocks of LANES states, then the states from k0 one at a time
+    Py_ssize_t k0
+    Py_ssize_t N
+    int wsize                   # the tree workspace, then the kernel's scratch
+    int bsize                   # doubles of one part's workspace
+    int lanes_at                # where its lanes workspace starts
+    int failed                  # a part could not allocate its workspace
+
+
+cdef void _run_part(void* job, int part, int nparts) noexcept nogil:
+    """The team's part ``part``: its contiguous share of the blocks and single
+    states (as OpenMP's static schedule), on a workspace of its own."""
+    cdef RunJob* j = <RunJob*> job
+    cdef Py_ssize_t b, b0, b1, k
+    cdef int st
+    cdef Work w
+    cdef Lanes lw
+    cdef double* buf = <double*> malloc(j.bsize * sizeof(double))
+    if buf == NULL:
+        j.failed = 1
+        return
+    w = work_from(buf, j.m.nb)
+    lw = lanes_from(lanes_aligned(buf + j.lanes_at), j.m.nb, LANES)
+    team_share(j.nblk + j.N - j.k0, part, nparts, &b0, &b1)
+    for b in range(b0, b1):
+        if b < j.nblk:
+            _block(j.m, j.c, b * LANES, &lw, &w, buf + j.wsize)
+        else:
+            k = j.k0 + b - j.nblk
+            st = _one(j.m, j.c, k, &w, buf + j.wsize)
+            if j.c.status != NULL:
+                j.c.status[k] = st
+    free(buf)
+
+
 cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
     """All ``N`` states of ``c``: blocks of ``LANES`` states through the
     lane kernel where ``c.kind`` has one, the rest one at a time; serially
-    on the model's cached workspace, or over ``nthreads`` threads with one
-    workspace each."""
+    on the model's cached workspace, or shared by ``nthreads`` parts of the
+    fork-join team (``gear/_team.h``), one workspace each."""
     cdef Py_ssize_t k, b
     cdef int st
     cdef Work w
     cdef Lanes lw
-    cdef double* buf
     cdef double* lbuf = NULL
     cdef int nb = md.nb, wsize = md.wsize, extra = 2 * LANES * md.nv * md.nv   # K_ABA_D's scratch
     cdef Py_ssize_t nblk = N // LANES if _has_lanes(c) else 0
     cdef Py_ssize_t k0 = nblk * LANES
     cdef Py_ssize_t lsize = lanes_size(nb, LANES) if nblk > 0 else 0
+    cdef RunJob job
     if nthreads > nblk + N - k0:
-        nthreads = <int> (nblk + N - k0)       # no more threads than blocks and single states
+        nthreads = <int> (nblk + N - k0)       # no more parts than blocks and single states
     if N == 1 or nthreads <= 1:
         w = work_from(&md.ws[0], nb)
         if nblk > 0:
@@ -166,27 +206,28 @@ cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
             if lbuf == NULL:
                 raise MemoryError()
             lw = lanes_from(lanes_aligned(lbuf), nb, LANES)
+        with nogil:
             for b in range(nblk):
                 _block(&md.c, c, b * LANES, &lw, &w, &md.ws[wsize])
-            free(lbuf)
-        for k in range(k0, N):
-            st = _one(&md.c, c, k, &w, &md.ws[wsize])
-            if c.status != NULL:
-                c.status[k] = st
-        return
-    with nogil, parallel(num_threads=nthreads):
-        buf = <double*> malloc((wsize + extra + 1 + lsize + LANES_SLACK) * sizeof(double))
-        w = work_from(buf, nb)
-        lw = lanes_from(lanes_aligned(buf + wsize + extra + 1), nb, LANES)
-        for b in prange(nblk + N - k0, schedule='static'):
-            if b < nblk:
-                _block(&md.c, c, b * LANES, &lw, &w, buf + wsize)
-            else:
-                k = k0 + b - nblk
-                st = _one(&md.c, c, k, &w, buf + wsize)
+            for k in range(k0, N):
+                st = _one(&md.c, c, k, &w, &md.ws[wsize])
                 if c.status != NULL:
                     c.status[k] = st
-        free(buf)
+        free(lbuf)
+        return
+    job.m = &md.c
+    job.c = c
+    job.nblk = nblk
+    job.k0 = k0
+    job.N = N
+    job.wsize = wsize
+    job.lanes_at = wsize + extra + 1
+    job.bsize = <int> (job.lanes_at + lsize + LANES_SLACK)
+    job.failed = 0
+    with nogil:
+        team_run(nthreads, _run_part, &job)
+    if job.failed:
+        raise MemoryError()
 
 
 cdef Call _call(int kind, const double[:, ::1] q, const double[:, ::1] dq,
@@ -258,8 +299,9 @@ def fk(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
 
 
 def rnea_thread_ids(ModelData md, const double[:, ::1] q, int[::1] tid, int nthreads):
-    """Run the batched RNEA driver and record which OpenMP thread handled
-    each state (used by the tests to show the batch really runs in parallel)."""
+    """RNEA over the rows in an OpenMP loop, recording which thread
+    handled each state (the tests' proof that the extensions were built
+    with OpenMP, which the rollouts use; batched calls use the team)."""
     cdef Py_ssize_t N = q.shape[0], k
     cdef const ModelC* mc = &md.c
     cdef Work w
