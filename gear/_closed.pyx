@@ -31,7 +31,7 @@ from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_assemble, joint_
                                    gear_chol, gear_chol_clone, gear_chol_free)
 from gear._data cimport (ModelData, ClosureData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec,
                          _quats_ok, _empty, State1, _state1, _mat, _empty2, batch_threads, team_run,
-                         team_share)
+                         team_share, team_scratch)
 
 cnp.import_array()
 
@@ -155,7 +155,7 @@ cdef void _closed_part(void* job, int part, int nparts) noexcept nogil:
     cdef Py_ssize_t k, k0, k1
     cdef Work w
     cdef CWork cw
-    cdef double* buf = <double*> malloc((j.wsize + j.cwsize + 1) * sizeof(double))
+    cdef double* buf = team_scratch(j.wsize + j.cwsize + 1)
     if buf == NULL:
         j.failed = 1
         return
@@ -174,7 +174,6 @@ cdef void _closed_part(void* job, int part, int nparts) noexcept nogil:
                                 _orow(j.tau, k, nv), j.sel, _row(j.fext, k, 6 * nb), _orow(j.lam, k, r),
                                 j.info + 2 * k, &w, &cw)
         gear_chol_free(<gear_chol*> cw.chol)
-    free(buf)
 
 
 cdef void _closed_run(CJob* j, int nthreads):

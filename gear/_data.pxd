@@ -58,6 +58,7 @@ cdef enum:
 # the batched kernels' fork-join team (gear/_team.h; one for every extension)
 ctypedef void (*team_fn)(void* ctx, int part, int nparts) noexcept nogil
 cdef void team_run(int nparts, team_fn fn, void* ctx) noexcept nogil
+cdef double* team_scratch(Py_ssize_t n) noexcept nogil
 
 
 cdef inline void team_share(Py_ssize_t count, int part, int nparts, Py_ssize_t* b0,

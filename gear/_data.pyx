@@ -23,6 +23,7 @@ from gear.maximal._kernel cimport (MaxC, maximal_scratch, gear_chol, gear_chol_a
 cdef extern from "_team.h" nogil:
     ctypedef void (*gear_team_fn)(void* ctx, int part, int nparts) noexcept nogil
     void gear_team_run(int n, gear_team_fn fn, void* ctx)
+    double* gear_team_scratch(long n)
 
 cdef extern from "<pthread.h>" nogil:
     ctypedef unsigned long pthread_t
@@ -33,6 +34,13 @@ cdef void team_run(int nparts, team_fn fn, void* ctx) noexcept nogil:
     """``fn(ctx, part, nparts)`` for every part, part 0 in the calling
     thread and the others on the team's workers (``gear/_team.h``)."""
     gear_team_run(nparts, <gear_team_fn> fn, ctx)
+
+
+cdef double* team_scratch(Py_ssize_t n) noexcept nogil:
+    """The calling thread's workspace of at least ``n`` doubles (64-byte
+    aligned), kept from one call to the next; NULL if out of memory.  For
+    the team's parts: one at a time per thread."""
+    return gear_team_scratch(n)
 
 
 cdef void _record_thread(void* ctx, int part, int nparts) noexcept nogil:

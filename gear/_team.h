@@ -23,6 +23,7 @@
 #define GEAR_TEAM_H
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -163,6 +164,25 @@ static void gear_team_run(int n, gear_team_fn fn, void *ctx)
     while (atomic_load_explicit(&gear_team.pending, memory_order_acquire) != 0)
         gear_team_pause();
     atomic_store(&gear_team.busy, 0);
+}
+
+/* A workspace of at least n doubles, 64-byte aligned, kept by the calling
+ * thread from one job to the next (a part's workspace without a malloc per
+ * call); NULL if it cannot be had.  One part at a time per thread uses it. */
+static double *gear_team_scratch(long n)
+{
+    static __thread double *buf = NULL;
+    static __thread long cap = 0;
+    if (n > cap) {
+        void *p = NULL;
+        long want = n + n / 4 + 8;
+        if (posix_memalign(&p, 64, (size_t)want * sizeof(double)) != 0)
+            return NULL;
+        free(buf);
+        buf = (double *)p;
+        cap = want;
+    }
+    return buf;
 }
 
 #endif

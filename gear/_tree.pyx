@@ -31,7 +31,8 @@ from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_deri
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv, jcalc_dSdq, jcalc_ddSdq
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear._data cimport (ModelData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec, _quats_ok, _empty,
-                         State1, _state1, _mat, _empty2, _out_ok, batch_threads, team_run, team_share)
+                         State1, _state1, _mat, _empty2, _out_ok, batch_threads, team_run, team_share,
+                         team_scratch)
 
 cnp.import_array()
 
@@ -164,7 +165,7 @@ cdef void _run_part(void* job, int part, int nparts) noexcept nogil:
     cdef int st
     cdef Work w
     cdef Lanes lw
-    cdef double* buf = <double*> malloc(j.bsize * sizeof(double))
+    cdef double* buf = team_scratch(j.bsize)
     if buf == NULL:
         j.failed = 1
         return
@@ -179,7 +180,6 @@ cdef void _run_part(void* job, int part, int nparts) noexcept nogil:
             st = _one(j.m, j.c, k, &w, buf + j.wsize)
             if j.c.status != NULL:
                 j.c.status[k] = st
-    free(buf)
 
 
 cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
