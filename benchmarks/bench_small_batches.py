@@ -26,7 +26,8 @@ with the project's goals:
 Batches of 32 states and more are shared by every thread
 (``gear.set_num_threads``; the fork-join team of ``gear/_team.h``); below,
 they run in the calling thread.  The last row passes a preallocated
-``out=``.
+``out=``.  A second table gives the arm's other batched calls (mass
+matrix, forward kinematics, bias forces, both derivatives) per state.
 """
 from __future__ import annotations
 
@@ -106,6 +107,26 @@ def rows():
            lambda: gear.inverse_dynamics(arm, q7, v7, x7, out=o7), pin_rnea)
 
 
+def other_rows():
+    """(name, make(N)) of the arm's other batched calls (N = 0: one state)."""
+    rng = np.random.default_rng(1)
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+
+    def make(fn, nargs):
+        def mk(N):
+            Q = arm.random_configuration(rng, n=max(N, 1))
+            X = [rng.standard_normal((max(N, 1), arm.nv)) for _ in range(nargs)]
+            if N == 0:
+                Q, X = Q[0], [x[0] for x in X]
+            return lambda: fn(arm, Q, *X)
+        return mk
+    yield "mass_matrix", make(gear.mass_matrix, 0)
+    yield "forward_kinematics (poses, twists)", make(gear.forward_kinematics, 1)
+    yield "bias_forces", make(gear.bias_forces, 1)
+    yield "inverse_dynamics_derivatives", make(gear.inverse_dynamics_derivatives, 2)
+    yield "forward_dynamics_derivatives", make(gear.forward_dynamics_derivatives, 2)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=None, help="gear.set_num_threads (default: all cores)")
@@ -123,6 +144,11 @@ def main(argv=None):
         pin_s = f"{pin:8.2f}" if pin is not None else f"{'-':>8}"
         vs_pin = f"{t[64] / pin:9.2f}" if pin is not None else f"{'-':>9}"
         print(f"{name:<18} {one:9.2f} {cells} {pin_s} {t[8] / one:9.2f} {t[64] / t[4096]:10.2f} {vs_pin}")
+    print("\nthe other tree calls: µs per state, one state (1-D arrays) and batches\n")
+    print(f"{'call':<34} {'1 state':>9} {'N=8':>9} {'N=64':>9} {'N=4096':>9}")
+    for name, make in other_rows():
+        t = per_states({0: make(0), 8: make(8), 64: make(64), 4096: make(4096)})
+        print(f"{name:<34} {t[0]:9.2f} {t[8]:9.2f} {t[64]:9.2f} {t[4096]:9.2f}")
     print("\ngoals: a batch of 8 within 1.5x of 8 one-state calls (8 / 8x1 <= 1.5); "
           "a batch of 64 within 1.15x of 4096 per state (64 / 4096 <= 1.15); "
           "the four-bar's batch of 64 per state <= 0.25x Pinocchio's constraintDynamics (64 / pin)")

@@ -484,19 +484,150 @@ cdef object _batch3(ModelData md, int kind, q, a, b, out):
     return out
 
 
-def crba1(ModelData md, q):
-    """Fast single-state mass matrix, or None."""
-    cdef const double* qp = _vec(q, md.nq)
-    cdef Work w
-    cdef cnp.npy_intp dims[2]
-    if qp == NULL or not _quats_ok(md, qp):
+cdef bint _light_in(ModelData md, q, a, b, Py_ssize_t* N, bint* batch, const double** qp,
+                    const double** ap, const double** bp):
+    """True if ``q`` is (nq,) or (N, nq) and ``a``, ``b`` are None or the
+    same form with nv columns: float64 C-contiguous, finite, unit
+    quaternions; fills the data pointers (NULL for None)."""
+    cdef Py_ssize_t Na = 0, Nb = 0, k
+    batch[0] = cnp.PyArray_CheckExact(q) and cnp.PyArray_NDIM(<cnp.ndarray> q) == 2
+    if batch[0]:
+        qp[0] = _mat(q, md.nq, N)
+        ap[0] = _mat(a, md.nv, &Na) if a is not None else NULL
+        bp[0] = _mat(b, md.nv, &Nb) if b is not None else NULL
+        if (qp[0] == NULL or (a is not None and (ap[0] == NULL or Na != N[0]))
+                or (b is not None and (bp[0] == NULL or Nb != N[0])) or N[0] < 1):
+            return False
+    else:
+        N[0] = 1
+        qp[0] = _vec(q, md.nq)
+        ap[0] = _vec(a, md.nv) if a is not None else NULL
+        bp[0] = _vec(b, md.nv) if b is not None else NULL
+        if qp[0] == NULL or (a is not None and ap[0] == NULL) or (b is not None and bp[0] == NULL):
+            return False
+    for k in range(N[0]):
+        if not _quats_ok(md, qp[0] + k * md.nq):
+            return False
+    return md.nv > 0
+
+
+cdef cnp.ndarray _result(bint batch, Py_ssize_t N, int nd, Py_ssize_t d0, Py_ssize_t d1=0,
+                         Py_ssize_t d2=0):
+    # an empty float64 result of shape (N, d0[, d1[, d2]]), without N for one state
+    cdef cnp.npy_intp dims[4]
+    cdef int k = 0
+    if batch:
+        dims[0] = N
+        k = 1
+    dims[k] = d0
+    dims[k + 1] = d1
+    dims[k + 2] = d2
+    return cnp.PyArray_EMPTY(nd + k, dims, cnp.NPY_DOUBLE, 0)
+
+
+cdef object _light(ModelData md, int kind, q, a, b, bint gravity):
+    """The allocation-light path of the tree kernels without external
+    wrenches, for one state or a batch (as :func:`_batch3`): K_CRBA (``M``),
+    K_FK (poses, and twists when ``a`` = dq is given), K_RNEA (``a``, ``b`` =
+    dq, ddq, either None for zero), K_RNEA_D and K_ABA_D (``a``, ``b`` = dq,
+    ddq or tau).  None for anything else, or a failing state: the general
+    path then converts, broadcasts or raises."""
+    cdef Py_ssize_t N, k
+    cdef bint batch
+    cdef const double* qp
+    cdef const double* ap
+    cdef const double* bp
+    cdef Call c
+    cdef int nv = md.nv, nb = md.nb
+    cdef int[::1] sv
+    if not _light_in(md, q, a, b, &N, &batch, &qp, &ap, &bp):
         return None
-    dims[0] = md.nv
-    dims[1] = md.nv
-    out = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
-    w = work_from(&md.ws[0], md.nb)
-    _crba(&md.c, qp, <double*> cnp.PyArray_DATA(out), &w)
-    return out
+    if (kind == K_RNEA_D or kind == K_ABA_D) and (ap == NULL or bp == NULL):
+        return None
+    c.kind = kind
+    c.gravity = gravity
+    c.q = qp
+    c.dq = ap
+    c.ddq = bp if kind == K_RNEA or kind == K_RNEA_D else NULL
+    c.tau = bp if kind == K_ABA_D else NULL
+    c.fext = NULL
+    c.prescribed = NULL
+    c.o1 = c.o2 = c.o3 = c.o4 = NULL
+    c.so = c.so1 = 0
+    c.status = NULL
+    status = None
+    if kind == K_CRBA:
+        res = (_result(batch, N, 2, nv, nv),)
+        c.so = nv * nv
+    elif kind == K_FK:
+        res = (_result(batch, N, 3, nb, 4, 4),)
+        c.so1 = 16 * nb
+        if ap != NULL:
+            res = res + (_result(batch, N, 2, nb, 6),)
+            c.o2 = <double*> cnp.PyArray_DATA(<cnp.ndarray> res[1])
+            c.so = 6 * nb
+    elif kind == K_RNEA:
+        res = (_result(batch, N, 1, nv),)
+        c.so = nv
+    elif kind == K_RNEA_D:
+        res = (_result(batch, N, 2, nv, nv), _result(batch, N, 2, nv, nv), _result(batch, N, 2, nv, nv))
+        c.o2 = <double*> cnp.PyArray_DATA(<cnp.ndarray> res[1])
+        c.o3 = <double*> cnp.PyArray_DATA(<cnp.ndarray> res[2])
+        c.so = nv * nv
+    else:
+        # K_ABA_D: ddq first (dropped), then the three Jacobians
+        res = (_result(batch, N, 1, nv), _result(batch, N, 2, nv, nv), _result(batch, N, 2, nv, nv),
+               _result(batch, N, 2, nv, nv))
+        c.so1 = nv
+        c.o2 = <double*> cnp.PyArray_DATA(<cnp.ndarray> res[1])
+        c.o3 = <double*> cnp.PyArray_DATA(<cnp.ndarray> res[2])
+        c.o4 = <double*> cnp.PyArray_DATA(<cnp.ndarray> res[3])
+        c.so = nv * nv
+        status = np.zeros(N, dtype=np.int32)
+        sv = status
+        c.status = &sv[0]
+    c.o1 = <double*> cnp.PyArray_DATA(<cnp.ndarray> res[0])
+    _run(md, &c, N, batch_threads() if N >= _PARALLEL_FROM else 1)
+    if status is not None:
+        for k in range(N):
+            if sv[k] != 0:
+                return None                    # the general path names the joint
+        return res[1:]
+    return res
+
+
+def crba_light(ModelData md, q):
+    """``M`` of one state or a batch on the allocation-light path, or None."""
+    r = _light(md, K_CRBA, q, None, None, True)
+    return r[0] if r is not None else None
+
+
+def fk_light(ModelData md, q, dq):
+    """Poses (and twists when ``dq`` is given) on the allocation-light path,
+    or None."""
+    r = _light(md, K_FK, q, dq, None, True)
+    if r is None:
+        return None
+    return r if dq is not None else r[0]
+
+
+def rnea_light(ModelData md, q, dq, ddq, bint gravity):
+    """RNEA without loads, ``dq`` or ``ddq`` None for zero (bias, gravity and
+    Coriolis forces), on the allocation-light path, or None."""
+    r = _light(md, K_RNEA, q, dq, ddq, gravity)
+    return r[0] if r is not None else None
+
+
+def rnea_derivatives_light(ModelData md, q, dq, ddq):
+    """Table 5 Jacobians and ``M`` of a batch on the allocation-light path,
+    or None (one state: :func:`rnea_derivatives1`)."""
+    return _light(md, K_RNEA_D, q, dq, ddq, True)
+
+
+def aba_derivatives_light(ModelData md, q, dq, tau):
+    """Forward-dynamics Jacobians of a batch on the allocation-light path,
+    or None (one state: :func:`aba_derivatives1`)."""
+    return _light(md, K_ABA_D, q, dq, tau, True)
 
 
 def bad_quaternion(ModelData md, const double[:, ::1] q):

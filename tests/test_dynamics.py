@@ -382,3 +382,52 @@ def test_revolute_z_fast_path_against_reference_and_mirror():
         assert rel_err(gear.mass_matrix(mz, q), gear.mass_matrix(mm, -q)) < REL
         for Tz, Tm in zip(gear.forward_kinematics(mz, q), gear.forward_kinematics(mm, -q)):
             assert np.abs(np.asarray(Tz) - np.asarray(Tm)).max() < 1e-13
+
+
+@pytest.mark.parametrize("N", [None, 5, 40])
+def test_every_tree_call_takes_the_allocation_light_path_with_the_general_paths_bits(N):
+    """Mass matrix, forward kinematics, bias, gravity and Coriolis forces
+    and both derivatives take the allocation-light path on float64
+    C-contiguous inputs (they used to pay the general path's 15-25 us of
+    Python per call, one state or a batch), with the bits of the general
+    path, which lists still take."""
+    from gear import _core
+
+    m = tree(7)
+    q, dq, ddq, tau = state(m, 7, batch=N or 1)
+    if N is None:
+        q, dq, ddq, tau = q[0], dq[0], ddq[0], tau[0]
+    L = lambda a: a.tolist()            # noqa: E731  (the general path converts lists)
+    md = m.data
+    light = [(_core.crba_light(md, q), gear.mass_matrix(m, L(q))),
+             (_core.fk_light(md, q, None), gear.forward_kinematics(m, L(q))),
+             (_core.fk_light(md, q, dq), gear.forward_kinematics(m, L(q), L(dq))),
+             (_core.rnea_light(md, q, dq, None, True), gear.bias_forces(m, L(q), L(dq))),
+             (_core.rnea_light(md, q, None, None, True), gear.gravity_forces(m, L(q))),
+             (_core.rnea_light(md, q, dq, None, False), gear.coriolis_forces(m, L(q), L(dq))),
+             (gear.mass_matrix(m, q), gear.mass_matrix(m, L(q))),
+             (gear.inverse_dynamics_derivatives(m, q, dq, ddq),
+              gear.inverse_dynamics_derivatives(m, L(q), L(dq), L(ddq))),
+             (gear.forward_dynamics_derivatives(m, q, dq, tau),
+              gear.forward_dynamics_derivatives(m, L(q), L(dq), L(tau)))]
+    if N is not None:
+        light += [(_core.rnea_derivatives_light(md, q, dq, ddq), gear.inverse_dynamics_derivatives(m, L(q), L(dq), L(ddq))),
+                  (_core.aba_derivatives_light(md, q, dq, tau), gear.forward_dynamics_derivatives(m, L(q), L(dq), L(tau)))]
+    for fast, general in light:
+        assert fast is not None
+        fast = fast if isinstance(fast, tuple) else (fast,)
+        general = general if isinstance(general, tuple) else (general,)
+        assert len(fast) == len(general)
+        for a, b in zip(fast, general):
+            assert a.shape == b.shape and np.array_equal(a, b)
+    # what the light path refuses goes the general way: a NaN, a batch of q
+    # with one dq (broadcast), float32
+    bad = q.copy()
+    bad[..., 0] = np.nan
+    assert _core.crba_light(md, bad) is None
+    with pytest.raises(ValueError, match="finite"):
+        gear.mass_matrix(m, bad)
+    if N is not None:
+        assert _core.rnea_light(md, q, dq[0], None, True) is None
+        assert np.array_equal(gear.bias_forces(m, q, dq[0]), gear.bias_forces(m, q, np.tile(dq[0], (N, 1))))
+    assert _core.fk_light(md, q.astype(np.float32), None) is None

@@ -69,6 +69,8 @@ def inverse_dynamics_derivatives(model, q, dq, ddq, f_ext=None, *, out=None):
     """
     if f_ext is None and out is None:
         r = _core.rnea_derivatives1(model.data, q, dq, ddq)
+        if r is None:
+            r = _core.rnea_derivatives_light(model.data, q, dq, ddq)
         if r is not None:
             return r
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), False),
@@ -119,6 +121,8 @@ def forward_dynamics_derivatives(model, q, dq, tau, f_ext=None, *, out=None):
     """
     if f_ext is None and out is None:
         r = _core.aba_derivatives1(model.data, q, dq, tau)
+        if r is None:
+            r = _core.aba_derivatives_light(model.data, q, dq, tau)
         if r is not None:
             return r
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), False),

@@ -97,6 +97,9 @@ def forward_kinematics(model, q, dq=None):
         Body twists ``V_i = (w, v)`` in body coordinates (Kim eq. 9);
         returned only when ``dq`` is given.
     """
+    r = _core.fk_light(model.data, q, dq)
+    if r is not None:
+        return r
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), True))
     nb = model.nbodies
     poses = np.empty((a.N, nb, 4, 4))
@@ -273,7 +276,7 @@ def mass_matrix(model, q, *, out=None):
         Symmetric positive definite.
     """
     if out is None:
-        r = _core.crba1(model.data, q)
+        r = _core.crba_light(model.data, q)
         if r is not None:
             return r
     a = _Args(model, q=(q, (model.nq,), False))
@@ -285,6 +288,10 @@ def mass_matrix(model, q, *, out=None):
 def bias_forces(model, q, dq, f_ext=None):
     """``b(q, dq)`` with ``M ddq + b = tau`` (Coriolis, centrifugal, gravity,
     and ``-J^T f_ext``): RNEA with ``ddq = 0``.  Shape (nv,) or (N, nv)."""
+    if f_ext is None and dq is not None:
+        r = _core.rnea_light(model.data, q, dq, None, True)
+        if r is not None:
+            return r
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), False),
               f_ext=_fext_spec(model, f_ext))
     return a.ret(_rnea_call(model, a, a.dq, None, a.f_ext, True))
@@ -292,6 +299,9 @@ def bias_forces(model, q, dq, f_ext=None):
 
 def gravity_forces(model, q):
     """Generalized gravity ``g(q)``: RNEA with ``dq = ddq = 0``."""
+    r = _core.rnea_light(model.data, q, None, None, True)
+    if r is not None:
+        return r
     a = _Args(model, q=(q, (model.nq,), False))
     return a.ret(_rnea_call(model, a, None, None, None, True))
 
@@ -299,6 +309,9 @@ def gravity_forces(model, q):
 def coriolis_forces(model, q, dq):
     """Coriolis and centrifugal terms ``C(q, dq) dq``: RNEA with ``ddq = 0``
     and no gravity."""
+    r = _core.rnea_light(model.data, q, dq, None, False) if dq is not None else None
+    if r is not None:
+        return r
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), False))
     return a.ret(_rnea_call(model, a, a.dq, None, None, False))
 
