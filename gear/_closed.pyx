@@ -176,11 +176,37 @@ cdef void _closed_part(void* job, int part, int nparts) noexcept nogil:
         gear_chol_free(<gear_chol*> cw.chol)
 
 
-cdef void _closed_run(CJob* j, int nthreads):
-    # the states of ``j`` shared by ``nthreads`` parts of the team
+cdef void _closed_run(ModelData md, ClosureData cd, bint inverse, int route, bint full, Py_ssize_t N,
+                      const double* q, const double* dq, const double* ddq_in, double* ddq, double* tau,
+                      const unsigned char* sel, const double* fext, double rcond, double* lam,
+                      double* info, int* status, int nthreads):
+    # the states of one batched call (the fields of CJob) shared by
+    # ``nthreads`` parts of the team
+    cdef CJob j
+    j.inverse = inverse
+    j.m = &md.c
+    j.c = &cd.c
+    j.route = route
+    j.rows = cd.m
+    j.wsize = md.wsize
+    j.cwsize = cd.cwsize
+    j.full = full
+    j.N = N
+    j.q = q
+    j.dq = dq
+    j.ddq_in = ddq_in
+    j.ddq = ddq
+    j.tau = tau
+    j.sel = sel
+    j.fext = fext
+    j.rcond = rcond
+    j.lam = lam
+    j.info = info
+    j.status = status
+    j.h0 = NULL if inverse else cd.h0
     j.failed = 0
     with nogil:
-        team_run(nthreads, _closed_part, j)
+        team_run(nthreads, _closed_part, &j)
     if j.failed:
         raise MemoryError()
 
@@ -196,7 +222,6 @@ cdef void _cdyn_batch(ModelData md, ClosureData cd, int route, Py_ssize_t N, con
     cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb
     cdef Work w
     cdef CWork cw
-    cdef CJob j
     if N == 1 or nthreads <= 1:
         w = work_from(&md.ws[0], nb)
         cw = cwork_from_c(&cd.c, &cd.cws[0], nb, nv, m, full)
@@ -207,28 +232,8 @@ cdef void _cdyn_batch(ModelData md, ClosureData cd, int route, Py_ssize_t N, con
                                   _orow(taup, k, nv), pp, _row(fp, k, 6 * nb), _orow(lp, k, m),
                                   ip + 2 * k, &w, &cw)
         return
-    j.inverse = False
-    j.m = &md.c
-    j.c = &cd.c
-    j.route = route
-    j.rows = m
-    j.wsize = md.wsize
-    j.cwsize = cd.cwsize
-    j.full = full
-    j.N = N
-    j.q = qp
-    j.dq = dqp
-    j.ddq_in = NULL
-    j.ddq = ddqp
-    j.tau = taup
-    j.sel = pp
-    j.fext = fp
-    j.rcond = 0.0
-    j.lam = lp
-    j.info = ip
-    j.status = status
-    j.h0 = cd.h0
-    _closed_run(&j, nthreads)
+    _closed_run(md, cd, False, route, full, N, qp, dqp, NULL, ddqp, taup, pp, fp, 0.0, lp, ip, status,
+                nthreads)
 
 
 cdef inline int _deriv_one(const ModelC* m, const ClosC* c, int nk, bint inverse, const double* q,
@@ -386,8 +391,7 @@ def closed_inverse(ModelData md, ClosureData cd, const double[:, ::1] q, const d
     dynamics), ST_DIST_COINCIDE or ST_MASS_NOT_PD.  Shared by the team's
     parts (one workspace each)."""
     cdef Py_ssize_t N = q.shape[0], k
-    cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb, st
-    cdef int wsize = md.wsize, cwsize = cd.cwsize
+    cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb
     cdef const double* qp = &q[0, 0]
     cdef const double* dqp = _base2(dq)
     cdef const double* ddqp = _base2(ddq)
@@ -398,7 +402,6 @@ def closed_inverse(ModelData md, ClosureData cd, const double[:, ::1] q, const d
     cdef const unsigned char* ap = &act[0] if nv > 0 else NULL
     cdef Work w
     cdef CWork cw
-    cdef CJob j
     if N == 1 or nthreads <= 1:
         w = work_from(&md.ws[0], nb)
         cw = cwork_from_c(&cd.c, &cd.cws[0], nb, nv, m, True)
@@ -408,28 +411,8 @@ def closed_inverse(ModelData md, ClosureData cd, const double[:, ::1] q, const d
                                   _orow(taup, k, nv), ap, _row(fp, k, 6 * nb), rcond, _orow(lp, k, m),
                                   ip + 2 * k, &w, &cw)
         return
-    j.inverse = True
-    j.m = &md.c
-    j.c = &cd.c
-    j.route = 0
-    j.rows = m
-    j.wsize = wsize
-    j.cwsize = cwsize
-    j.full = True
-    j.N = N
-    j.q = qp
-    j.dq = dqp
-    j.ddq_in = ddqp
-    j.ddq = NULL
-    j.tau = taup
-    j.sel = ap
-    j.fext = fp
-    j.rcond = rcond
-    j.lam = lp
-    j.info = ip
-    j.status = &status[0]
-    j.h0 = NULL
-    _closed_run(&j, nthreads)
+    _closed_run(md, cd, True, 0, True, N, qp, dqp, ddqp, NULL, taup, ap, fp, rcond, lp, ip, &status[0],
+                nthreads)
 
 
 def maximal_terms(ModelData md, ClosureData cd, const double[::1] q, const double[::1] dq,

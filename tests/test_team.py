@@ -41,11 +41,16 @@ def test_batches_equal_the_serial_path_on_any_number_of_threads(N, threads):
     rng = np.random.default_rng(N)
     Q4 = np.tile(q4, (N, 1)) + 1e-3 * rng.standard_normal((N, q4.size))
     dQ4, T4 = rng.standard_normal((N, sysm.model.nv)), rng.standard_normal((N, sysm.model.nv))
+    fb, qf = mech.four_bar()
+    Qf = np.tile(qf, (N, 1))
+    dQf = np.stack([fb.project_velocity(qf, v) for v in rng.standard_normal((N, 3))])
+    ddQf = fb.forward_dynamics(Qf, dQf, rng.standard_normal((N, 3))).ddq
     runs = {}
     for n in (1, 2, 3, 2, 4):        # the team grows, and later jobs leave workers idle
         gear.set_num_threads(n)
+        inv = fb.inverse_dynamics(Qf, dQf, ddQf, actuated=["crank"])
         r = (gear.inverse_dynamics(m, q, dq, x), gear.forward_dynamics(m, q, dq, x),
-             gear.mass_matrix(m, q), sysm.forward_dynamics(Q4, dQ4, T4).ddq)
+             gear.mass_matrix(m, q), sysm.forward_dynamics(Q4, dQ4, T4).ddq, inv.tau, inv.lam)
         runs.setdefault(n, r)
         for a, b in zip(r, runs[1]):
             assert np.array_equal(a, b)
