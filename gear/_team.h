@@ -23,6 +23,7 @@
 #define GEAR_TEAM_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -126,6 +127,24 @@ static int gear_team_grow(int n)
     return ok;
 }
 
+/* the caller's wait for the other parts: spinning, and after
+ * GEAR_TEAM_SPIN_NS yielding its core (a worker the system has not
+ * scheduled, on a machine with more runnable threads than cores) */
+static void gear_team_wait(void)
+{
+    long t0 = 0;
+    int spins = 0;
+    while (atomic_load_explicit(&gear_team.pending, memory_order_acquire) != 0) {
+        gear_team_pause();
+        if (++spins % 64 == 0) {
+            if (t0 == 0)
+                t0 = gear_team_ns();
+            else if (gear_team_ns() - t0 > GEAR_TEAM_SPIN_NS)
+                sched_yield();
+        }
+    }
+}
+
 static void gear_team_serial(int n, gear_team_fn fn, void *ctx)
 {
     int p;
@@ -161,8 +180,7 @@ static void gear_team_run(int n, gear_team_fn fn, void *ctx)
         pthread_mutex_unlock(&gear_team.lock);
     }
     fn(ctx, 0, n);
-    while (atomic_load_explicit(&gear_team.pending, memory_order_acquire) != 0)
-        gear_team_pause();
+    gear_team_wait();
     atomic_store(&gear_team.busy, 0);
 }
 
