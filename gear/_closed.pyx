@@ -390,16 +390,20 @@ def closed_inverse(ModelData md, ClosureData cd, const double[:, ::1] q, const d
     eq. 57) written; ``status`` 0, ST_INEXACT (-5: fall back to hybrid
     dynamics), ST_DIST_COINCIDE or ST_MASS_NOT_PD.  Shared by the team's
     parts (one workspace each)."""
-    cdef Py_ssize_t N = q.shape[0], k
+    cdef int m = cd.m, nv = md.nv
+    _closed_inverse_batch(md, cd, q.shape[0], &q[0, 0], _base2(dq), _base2(ddq),
+                          &tau[0, 0] if nv > 0 else NULL, &act[0] if nv > 0 else NULL, _base3(fext),
+                          rcond, &lam[0, 0] if m > 0 else NULL, &info[0, 0], &status[0], nthreads)
+
+
+cdef void _closed_inverse_batch(ModelData md, ClosureData cd, Py_ssize_t N, const double* qp,
+                                const double* dqp, const double* ddqp, double* taup,
+                                const unsigned char* ap, const double* fp, double rcond, double* lp,
+                                double* ip, int* status, int nthreads):
+    """The inverse kernel over N states: in the calling thread (one state,
+    or ``nthreads`` 1), else shared by the team."""
+    cdef Py_ssize_t k
     cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb
-    cdef const double* qp = &q[0, 0]
-    cdef const double* dqp = _base2(dq)
-    cdef const double* ddqp = _base2(ddq)
-    cdef const double* fp = _base3(fext)
-    cdef double* taup = &tau[0, 0] if nv > 0 else NULL
-    cdef double* lp = &lam[0, 0] if m > 0 else NULL
-    cdef double* ip = &info[0, 0]
-    cdef const unsigned char* ap = &act[0] if nv > 0 else NULL
     cdef Work w
     cdef CWork cw
     if N == 1 or nthreads <= 1:
@@ -411,7 +415,7 @@ def closed_inverse(ModelData md, ClosureData cd, const double[:, ::1] q, const d
                                   _orow(taup, k, nv), ap, _row(fp, k, 6 * nb), rcond, _orow(lp, k, m),
                                   ip + 2 * k, &w, &cw)
         return
-    _closed_run(md, cd, True, 0, True, N, qp, dqp, ddqp, NULL, taup, ap, fp, rcond, lp, ip, &status[0],
+    _closed_run(md, cd, True, 0, True, N, qp, dqp, ddqp, NULL, taup, ap, fp, rcond, lp, ip, status,
                 nthreads)
 
 
@@ -742,18 +746,15 @@ cdef class FastInverse:
         cdef int s, k
         cdef cnp.ndarray am
         cdef Py_ssize_t nv = self.md.nv
-        if not _state1(self.md, q, dq, ddq, &st):
+        if not _act_ok(act, nv):
             return None
+        am = <cnp.ndarray> act
+        if not _state1(self.md, q, dq, ddq, &st):
+            return self._batch(q, dq, ddq, am, tau_passive)
         if tau_passive is not None:
             tp = _vec(tau_passive, nv)
             if tp == NULL:
                 return None
-        if not cnp.PyArray_CheckExact(act):
-            return None
-        am = <cnp.ndarray> act
-        if (cnp.PyArray_TYPE(am) != cnp.NPY_BOOL or cnp.PyArray_NDIM(am) != 1
-                or cnp.PyArray_DIM(am, 0) != nv or not cnp.PyArray_IS_C_CONTIGUOUS(am)):
-            return None
         tau = _empty(nv)
         ddq_o = _empty(nv)
         lam = _empty(self.cd.m)
@@ -774,6 +775,59 @@ cdef class FastInverse:
         out.tau = tau
         out.exact = True
         return out
+
+
+    cdef object _batch(self, q, dq, ddq, cnp.ndarray act, tau_passive):
+        """A batch of float64 C-contiguous finite arrays (``tau_passive``
+        None or (N, nv)) with unit quaternions, as :meth:`FastForward._batch`;
+        None for anything else or when some state is under-actuated (the
+        general path answers those with hybrid dynamics).  The general batch
+        path's result, bit for bit."""
+        cdef Py_ssize_t N, N2, N3, N4, k, nv = self.md.nv, nq = self.md.nq
+        cdef const double* qp = _mat(q, nq, &N)
+        cdef const double* dqp = _mat(dq, nv, &N2)
+        cdef const double* ap = _mat(ddq, nv, &N3)
+        cdef const double* tp = NULL
+        cdef int nthreads = 1
+        if qp == NULL or dqp == NULL or ap == NULL or N2 != N or N3 != N or N < 1 or nv == 0:
+            return None
+        if tau_passive is not None:
+            tp = _mat(tau_passive, nv, &N4)
+            if tp == NULL or N4 != N:
+                return None
+        for k in range(N):
+            if not _quats_ok(self.md, qp + k * nq):
+                return None
+        tau = np.array(tau_passive) if tp != NULL else np.zeros((N, nv))
+        lam = _empty2(N, self.cd.m)
+        info = _empty2(N, 2)
+        status = np.zeros(N, dtype=np.int32)
+        cdef int[::1] stv = status
+        if N >= _PARALLEL_FROM:
+            nthreads = batch_threads()
+        _closed_inverse_batch(self.md, self.cd, N, qp, dqp, ap, <double*> cnp.PyArray_DATA(tau),
+                              <const unsigned char*> cnp.PyArray_DATA(act), NULL, self.rcond,
+                              <double*> cnp.PyArray_DATA(lam) if self.cd.m > 0 else NULL,
+                              <double*> cnp.PyArray_DATA(info), &stv[0], nthreads)
+        for k in range(N):
+            if stv[k] != 0:
+                return None                    # under-actuated or failing: the general path
+        self.counters["calls"] += N
+        self.counters["factorizations"] += N
+        return ConstraintResult(
+            tau=tau, lam=lam, exact=np.ones(N, dtype=bool), ddq=np.array(ddq),
+            success=np.isfinite(tau).all(axis=1), message="ok", solver=self.solver_name,
+            stats={"factorizations": N, "native": True})
+
+
+cdef inline bint _act_ok(object act, Py_ssize_t nv):
+    # a bool C-contiguous vector (nv,): the actuated (or prescribed) dofs
+    cdef cnp.ndarray am
+    if not cnp.PyArray_CheckExact(act):
+        return False
+    am = <cnp.ndarray> act
+    return (cnp.PyArray_TYPE(am) == cnp.NPY_BOOL and cnp.PyArray_NDIM(am) == 1
+            and cnp.PyArray_DIM(am, 0) == nv and cnp.PyArray_IS_C_CONTIGUOUS(am))
 
 
 cdef class FastHybrid:

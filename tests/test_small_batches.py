@@ -149,3 +149,33 @@ def test_tree_batches_the_fast_path_leaves_alone():
                  joint_name="ja")
     with pytest.raises(gear.SingularInertiaError, match="'ja'"):
         gear.forward_dynamics(bad, np.zeros((2, 1)), np.zeros((2, 1)), np.zeros((2, 1)))
+
+
+@pytest.mark.parametrize("N", [3, 40])
+def test_closed_inverse_dynamics_batches_take_the_light_path(N):
+    """Batches of closed inverse dynamics (default objective, no loads) are
+    validated and run in C as one state is; the general batch path's
+    result, bit for bit; an under-actuated batch still gets the general
+    path's hybrid answer."""
+    sysm, q = mech.four_bar()
+    rng = np.random.default_rng(N)
+    Q, dQ, T = _states(sysm, q, N, rng)
+    ddQ = sysm.forward_dynamics(Q, dQ, T).ddq
+    tp = rng.standard_normal((N, 3))
+    act = np.array([True, False, False])
+    fi = sysm.solver.fast_inverse()
+    for tau_p in (None, tp):
+        fast = fi(Q, dQ, ddQ, act, tau_p)
+        assert fast is not None                       # taken
+        general = sysm.inverse_dynamics(Q.tolist(), dQ.tolist(), ddQ.tolist(), ["crank"],
+                                        tau_passive=None if tau_p is None else tau_p.tolist())
+        for name in ("tau", "lam", "exact", "ddq", "success"):
+            assert np.array_equal(getattr(fast, name), getattr(general, name)), name
+        assert fast.message == general.message == "ok" and fast.stats == general.stats
+        pub = sysm.inverse_dynamics(Q, dQ, ddQ, ["crank"], tau_passive=tau_p)
+        assert np.array_equal(pub.tau, general.tau)
+    # every joint passive: under-actuated, the general path's hybrid answer
+    none = np.zeros(3, dtype=bool)
+    assert fi(Q, dQ, ddQ, none, None) is None
+    res = sysm.inverse_dynamics(Q, dQ, ddQ, [])
+    assert not res.exact.any()
