@@ -596,6 +596,47 @@ cdef object _light(ModelData md, int kind, q, a, b, bint gravity):
     return res
 
 
+def hybrid_light(ModelData md, q, dq, ddq, tau, const unsigned char[::1] prescribed):
+    """Hybrid dynamics (Kim Table 4) without loads on the allocation-light
+    path: ``(tau_out, ddq_out)`` for one state or a batch (``prescribed``
+    uint8 per joint), or None for the general path (other inputs, a
+    singular joint inertia)."""
+    cdef Py_ssize_t N, Nt, k
+    cdef bint batch
+    cdef const double* qp
+    cdef const double* ap
+    cdef const double* bp
+    cdef const double* tp
+    cdef Call c
+    cdef int[::1] sv
+    if prescribed.shape[0] != md.nb or not _light_in(md, q, dq, ddq, &N, &batch, &qp, &ap, &bp) or bp == NULL:
+        return None
+    tp = _mat(tau, md.nv, &Nt) if batch else _vec(tau, md.nv)
+    if tp == NULL or (batch and Nt != N):
+        return None
+    ddq_o = np.array(ddq)
+    tau_o = np.array(tau)
+    status = np.zeros(N, dtype=np.int32)
+    sv = status
+    c.kind = K_HYBRID
+    c.gravity = True
+    c.q = qp
+    c.dq = ap
+    c.ddq = c.tau = c.fext = NULL
+    c.prescribed = &prescribed[0]
+    c.o1 = <double*> cnp.PyArray_DATA(<cnp.ndarray> ddq_o)
+    c.o2 = <double*> cnp.PyArray_DATA(<cnp.ndarray> tau_o)
+    c.o3 = c.o4 = NULL
+    c.so = md.nv
+    c.so1 = 0
+    c.status = &sv[0]
+    _run(md, &c, N, batch_threads() if N >= _PARALLEL_FROM else 1)
+    for k in range(N):
+        if sv[k] != 0:
+            return None                        # the general path names the joint
+    return tau_o, ddq_o
+
+
 def crba_light(ModelData md, q):
     """``M`` of one state or a batch on the allocation-light path, or None."""
     r = _light(md, K_CRBA, q, None, None, True)

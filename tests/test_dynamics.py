@@ -386,8 +386,8 @@ def test_revolute_z_fast_path_against_reference_and_mirror():
 
 @pytest.mark.parametrize("N", [None, 5, 40])
 def test_every_tree_call_takes_the_allocation_light_path_with_the_general_paths_bits(N):
-    """Mass matrix, forward kinematics, bias, gravity and Coriolis forces
-    and both derivatives take the allocation-light path on float64
+    """Mass matrix, forward kinematics, bias, gravity and Coriolis forces,
+    hybrid dynamics and both derivatives take the allocation-light path on float64
     C-contiguous inputs (they used to pay the general path's 15-25 us of
     Python per call, one state or a batch), with the bits of the general
     path, which lists still take."""
@@ -410,6 +410,12 @@ def test_every_tree_call_takes_the_allocation_light_path_with_the_general_paths_
               gear.inverse_dynamics_derivatives(m, L(q), L(dq), L(ddq))),
              (gear.forward_dynamics_derivatives(m, q, dq, tau),
               gear.forward_dynamics_derivatives(m, L(q), L(dq), L(tau)))]
+    pres = np.zeros(m.nbodies, dtype=bool)
+    pres[::2] = True
+    light.append((_core.hybrid_light(md, q, dq, ddq, tau, pres.view(np.uint8)),
+                  gear.hybrid_dynamics(m, L(q), L(dq), L(ddq), L(tau), pres.tolist())))
+    light.append((gear.hybrid_dynamics(m, q, dq, ddq, tau, [m.joint_names[1]]),
+                  gear.hybrid_dynamics(m, L(q), L(dq), L(ddq), L(tau), [m.joint_names[1]])))
     if N is not None:
         light += [(_core.rnea_derivatives_light(md, q, dq, ddq), gear.inverse_dynamics_derivatives(m, L(q), L(dq), L(ddq))),
                   (_core.aba_derivatives_light(md, q, dq, tau), gear.forward_dynamics_derivatives(m, L(q), L(dq), L(tau)))]

@@ -250,6 +250,10 @@ def hybrid_dynamics(model, q, dq, ddq, tau, prescribed, f_ext=None):
         Complete torques and accelerations (inputs copied where given).
     """
     mask = _prescribed_mask(model, prescribed)
+    if f_ext is None:
+        r = _core.hybrid_light(model.data, q, dq, ddq, tau, mask)
+        if r is not None:
+            return r
     a = _Args(model, q=(q, (model.nq,), False), dq=(dq, (model.nv,), False),
               ddq=(ddq, (model.nv,), False), tau=(tau, (model.nv,), False),
               f_ext=_fext_spec(model, f_ext))
