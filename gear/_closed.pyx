@@ -746,7 +746,7 @@ cdef class FastInverse:
         cdef int s, k
         cdef cnp.ndarray am
         cdef Py_ssize_t nv = self.md.nv
-        if not _act_ok(act, nv):
+        if not _bools_ok(act, nv):
             return None
         am = <cnp.ndarray> act
         if not _state1(self.md, q, dq, ddq, &st):
@@ -820,14 +820,14 @@ cdef class FastInverse:
             stats={"factorizations": N, "native": True})
 
 
-cdef inline bint _act_ok(object act, Py_ssize_t nv):
-    # a bool C-contiguous vector (nv,): the actuated (or prescribed) dofs
+cdef inline bint _bools_ok(object a, Py_ssize_t n):
+    # a bool C-contiguous vector (n,): the actuated dofs, the prescribed joints
     cdef cnp.ndarray am
-    if not cnp.PyArray_CheckExact(act):
+    if not cnp.PyArray_CheckExact(a):
         return False
-    am = <cnp.ndarray> act
+    am = <cnp.ndarray> a
     return (cnp.PyArray_TYPE(am) == cnp.NPY_BOOL and cnp.PyArray_NDIM(am) == 1
-            and cnp.PyArray_DIM(am, 0) == nv and cnp.PyArray_IS_C_CONTIGUOUS(am))
+            and cnp.PyArray_DIM(am, 0) == n and cnp.PyArray_IS_C_CONTIGUOUS(am))
 
 
 cdef class FastHybrid:
@@ -864,12 +864,9 @@ cdef class FastHybrid:
         if not _state1(self.md, q, dq, tau, &st):
             return None
         pd = _vec(ddq, nv)
-        if pd == NULL or not cnp.PyArray_CheckExact(prescribed):
+        if pd == NULL or not _bools_ok(prescribed, self.md.nb):
             return None
         pm = <cnp.ndarray> prescribed
-        if (cnp.PyArray_TYPE(pm) != cnp.NPY_BOOL or cnp.PyArray_NDIM(pm) != 1
-                or cnp.PyArray_DIM(pm, 0) != self.md.nb or not cnp.PyArray_IS_C_CONTIGUOUS(pm)):
-            return None
         key = pm.tobytes()
         p = self.plans.get(key, _UNSET)
         if p is _UNSET:

@@ -31,7 +31,7 @@ from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_deri
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv, jcalc_dSdq, jcalc_ddSdq
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear._data cimport (ModelData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec, _quats_ok, _empty,
-                         State1, _state1, _mat, _empty2, _out_ok, batch_threads, team_run, team_share,
+                         State1, _state1, _mat, _out_ok, batch_threads, team_run, team_share,
                          team_scratch)
 
 cnp.import_array()
@@ -230,24 +230,26 @@ cdef void _run(ModelData md, const Call* c, Py_ssize_t N, int nthreads):
         raise MemoryError()
 
 
-cdef Call _call(int kind, const double[:, ::1] q, const double[:, ::1] dq,
-                const double[:, :, ::1] fext):
+cdef Call _blank(int kind, const double* q, const double* dq) noexcept nogil:
+    # a Call of ``kind`` on ``q``, ``dq`` (NULL: zero), gravity on, every
+    # other field unset (NULL, 0)
     cdef Call c
     c.kind = kind
     c.gravity = True
-    c.q = &q[0, 0]
-    c.dq = _base2(dq)
-    c.ddq = NULL
-    c.tau = NULL
-    c.fext = _base3(fext)
+    c.q = q
+    c.dq = dq
+    c.ddq = c.tau = c.fext = NULL
     c.prescribed = NULL
-    c.o1 = NULL
-    c.o2 = NULL
-    c.o3 = NULL
-    c.o4 = NULL
-    c.so = 0
-    c.so1 = 0
+    c.o1 = c.o2 = c.o3 = c.o4 = NULL
+    c.so = c.so1 = 0
     c.status = NULL
+    return c
+
+
+cdef Call _call(int kind, const double[:, ::1] q, const double[:, ::1] dq,
+                const double[:, :, ::1] fext):
+    cdef Call c = _blank(kind, &q[0, 0], _base2(dq))
+    c.fext = _base3(fext)
     return c
 
 
@@ -395,13 +397,16 @@ def jcalc_tangent_py(int kind, const double[::1] prm, const double[::1] q, const
 
 
 def rnea1(ModelData md, q, dq, ddq, out=None):
-    """Fast single-state RNEA (or a small-overhead batch: :func:`_batch3`),
+    """Fast single-state RNEA (or a batch on the allocation-light path: :func:`_light`),
     or None (see above).  ``out``, if given, must be the result's exact
     array (:func:`_out_ok`), else None is returned."""
     cdef State1 st
     cdef Work w
     if not _state1(md, q, dq, ddq, &st):
-        return _batch3(md, K_RNEA, q, dq, ddq, out)
+        if dq is None or ddq is None:          # (the light path's None is zero)
+            return None
+        r = _light(md, K_RNEA, q, dq, ddq, True, out)
+        return r[0] if r is not None else None
     if out is None:
         out = _empty(md.nv)
     elif not _out_ok(out, -1, md.nv):
@@ -412,13 +417,14 @@ def rnea1(ModelData md, q, dq, ddq, out=None):
 
 
 def aba1(ModelData md, q, dq, tau, out=None):
-    """Fast single-state ABA (or a small-overhead batch: :func:`_batch3`),
+    """Fast single-state ABA (or a batch on the allocation-light path: :func:`_hybrid_light`),
     or None; raises nothing (status via None).  ``out`` as for
     :func:`rnea1`."""
     cdef State1 st
     cdef Work w
     if not _state1(md, q, dq, tau, &st):
-        return _batch3(md, K_HYBRID, q, dq, tau, out)
+        r = _hybrid_light(md, q, dq, None, tau, None, out)
+        return r[1] if r is not None else None
     if out is None:
         out = _empty(md.nv)
     elif not _out_ok(out, -1, md.nv):
@@ -426,61 +432,6 @@ def aba1(ModelData md, q, dq, tau, out=None):
     w = work_from(&md.ws[0], md.nb)
     if _hybrid(&md.c, st.q, st.a, <double*> cnp.PyArray_DATA(out), <double*> st.b, NULL, NULL, &w) != 0:
         return None
-    return out
-
-
-cdef object _batch3(ModelData md, int kind, q, a, b, out):
-    """RNEA (``kind`` K_RNEA: ``a, b = dq, ddq``) or ABA (K_HYBRID: ``dq,
-    tau``) of a batch of (N, n) float64 C-contiguous finite arrays with unit
-    quaternions, into ``out`` (N, nv) if given, with the least Python in
-    between: no conversion, and the kernel in the calling thread below
-    ``_PARALLEL_FROM`` states (no thread team to start).  Anything else, or
-    a failing state, returns None for the general path."""
-    cdef Py_ssize_t N, N2, N3, k
-    cdef const double* qp = _mat(q, md.nq, &N)
-    cdef const double* ap = _mat(a, md.nv, &N2)
-    cdef const double* bp = _mat(b, md.nv, &N3)
-    cdef Call c
-    cdef int nthreads = 1
-    if qp == NULL or ap == NULL or bp == NULL or N2 != N or N3 != N or N < 1 or md.nv == 0:
-        return None
-    for k in range(N):
-        if not _quats_ok(md, qp + k * md.nq):
-            return None
-    if out is None:
-        out = _empty2(N, md.nv)
-    elif not _out_ok(out, N, md.nv):
-        return None
-    c.kind = kind
-    c.gravity = True
-    c.q = qp
-    c.dq = ap
-    c.ddq = bp if kind == K_RNEA else NULL
-    c.tau = NULL
-    c.fext = NULL
-    c.prescribed = NULL
-    c.o1 = <double*> cnp.PyArray_DATA(out)
-    c.o2 = NULL
-    c.o3 = NULL
-    c.o4 = NULL
-    c.so = md.nv
-    c.so1 = 0
-    c.status = NULL
-    status = None
-    cdef int[::1] sv
-    if kind == K_HYBRID:
-        tau_c = np.array(b)                    # the kernel's tau argument is not const
-        c.o2 = <double*> cnp.PyArray_DATA(<cnp.ndarray> tau_c)
-        status = np.zeros(N, dtype=np.int32)
-        sv = status
-        c.status = &sv[0]
-    if N >= _PARALLEL_FROM:
-        nthreads = batch_threads()
-    _run(md, &c, N, nthreads)
-    if status is not None:
-        for k in range(N):
-            if sv[k] != 0:
-                return None                    # the general path names the joint
     return out
 
 
@@ -525,37 +476,47 @@ cdef cnp.ndarray _result(bint batch, Py_ssize_t N, int nd, Py_ssize_t d0, Py_ssi
     return cnp.PyArray_EMPTY(nd + k, dims, cnp.NPY_DOUBLE, 0)
 
 
-cdef object _light(ModelData md, int kind, q, a, b, bint gravity):
+cdef bint _run_light(ModelData md, Call* c, Py_ssize_t N, bint checked) except -1:
+    # ``_run`` for the allocation-light paths: in the calling thread below
+    # _PARALLEL_FROM states (no team to start).  ``checked``: with a status
+    # per state, False if one failed (the general path then names the joint)
+    cdef int[::1] sv
+    cdef Py_ssize_t k
+    if checked:
+        status = np.zeros(N, dtype=np.int32)
+        sv = status
+        c.status = &sv[0]
+    _run(md, c, N, batch_threads() if N >= _PARALLEL_FROM else 1)
+    if checked:
+        for k in range(N):
+            if sv[k] != 0:
+                return False
+    return True
+
+
+cdef object _light(ModelData md, int kind, q, a, b, bint gravity, out=None):
     """The allocation-light path of the tree kernels without external
-    wrenches, for one state or a batch (as :func:`_batch3`): K_CRBA (``M``),
-    K_FK (poses, and twists when ``a`` = dq is given), K_RNEA (``a``, ``b`` =
-    dq, ddq, either None for zero), K_RNEA_D and K_ABA_D (``a``, ``b`` = dq,
-    ddq or tau).  None for anything else, or a failing state: the general
-    path then converts, broadcasts or raises."""
-    cdef Py_ssize_t N, k
+    wrenches, for one state or a batch of float64 C-contiguous finite
+    arrays with unit quaternions (:func:`_light_in`): K_CRBA (``M``), K_FK
+    (poses, and twists when ``a`` = dq is given), K_RNEA (``a``, ``b`` = dq,
+    ddq, either None for zero; into ``out`` if given), K_RNEA_D and K_ABA_D
+    (``a``, ``b`` = dq, ddq or tau).  None for anything else, or a failing
+    state: the general path then converts, broadcasts or raises."""
+    cdef Py_ssize_t N
     cdef bint batch
     cdef const double* qp
     cdef const double* ap
     cdef const double* bp
     cdef Call c
     cdef int nv = md.nv, nb = md.nb
-    cdef int[::1] sv
     if not _light_in(md, q, a, b, &N, &batch, &qp, &ap, &bp):
         return None
     if (kind == K_RNEA_D or kind == K_ABA_D) and (ap == NULL or bp == NULL):
         return None
-    c.kind = kind
+    c = _blank(kind, qp, ap)
     c.gravity = gravity
-    c.q = qp
-    c.dq = ap
     c.ddq = bp if kind == K_RNEA or kind == K_RNEA_D else NULL
     c.tau = bp if kind == K_ABA_D else NULL
-    c.fext = NULL
-    c.prescribed = NULL
-    c.o1 = c.o2 = c.o3 = c.o4 = NULL
-    c.so = c.so1 = 0
-    c.status = NULL
-    status = None
     if kind == K_CRBA:
         res = (_result(batch, N, 2, nv, nv),)
         c.so = nv * nv
@@ -567,7 +528,11 @@ cdef object _light(ModelData md, int kind, q, a, b, bint gravity):
             c.o2 = <double*> cnp.PyArray_DATA(<cnp.ndarray> res[1])
             c.so = 6 * nb
     elif kind == K_RNEA:
-        res = (_result(batch, N, 1, nv),)
+        if out is None:
+            out = _result(batch, N, 1, nv)
+        elif not _out_ok(out, N if batch else -1, nv):
+            return None
+        res = (out,)
         c.so = nv
     elif kind == K_RNEA_D:
         res = (_result(batch, N, 2, nv, nv), _result(batch, N, 2, nv, nv), _result(batch, N, 2, nv, nv))
@@ -583,58 +548,55 @@ cdef object _light(ModelData md, int kind, q, a, b, bint gravity):
         c.o3 = <double*> cnp.PyArray_DATA(<cnp.ndarray> res[2])
         c.o4 = <double*> cnp.PyArray_DATA(<cnp.ndarray> res[3])
         c.so = nv * nv
-        status = np.zeros(N, dtype=np.int32)
-        sv = status
-        c.status = &sv[0]
     c.o1 = <double*> cnp.PyArray_DATA(<cnp.ndarray> res[0])
-    _run(md, &c, N, batch_threads() if N >= _PARALLEL_FROM else 1)
-    if status is not None:
-        for k in range(N):
-            if sv[k] != 0:
-                return None                    # the general path names the joint
-        return res[1:]
-    return res
+    if not _run_light(md, &c, N, kind == K_ABA_D):
+        return None
+    return res[1:] if kind == K_ABA_D else res
 
 
-def hybrid_light(ModelData md, q, dq, ddq, tau, const unsigned char[::1] prescribed):
-    """Hybrid dynamics (Kim Table 4) without loads on the allocation-light
-    path: ``(tau_out, ddq_out)`` for one state or a batch (``prescribed``
-    uint8 per joint), or None for the general path (other inputs, a
+cdef object _hybrid_light(ModelData md, q, dq, ddq, tau, const unsigned char[::1] prescribed, out):
+    """Hybrid dynamics (Kim Table 4; ``prescribed`` uint8 per joint) or,
+    with ``prescribed`` None, ABA (Table 3: ``ddq`` unread, the result into
+    ``out`` if given) without loads on the allocation-light path:
+    ``(tau_out, ddq_out)``, or None for the general path (other inputs, a
     singular joint inertia)."""
-    cdef Py_ssize_t N, Nt, k
+    cdef Py_ssize_t N, Nt
     cdef bint batch
     cdef const double* qp
     cdef const double* ap
     cdef const double* bp
     cdef const double* tp
     cdef Call c
-    cdef int[::1] sv
-    if prescribed.shape[0] != md.nb or not _light_in(md, q, dq, ddq, &N, &batch, &qp, &ap, &bp) or bp == NULL:
+    if not _light_in(md, q, dq, ddq, &N, &batch, &qp, &ap, &bp) or ap == NULL:
         return None
     tp = _mat(tau, md.nv, &Nt) if batch else _vec(tau, md.nv)
     if tp == NULL or (batch and Nt != N):
         return None
-    ddq_o = np.array(ddq)
-    tau_o = np.array(tau)
-    status = np.zeros(N, dtype=np.int32)
-    sv = status
-    c.kind = K_HYBRID
-    c.gravity = True
-    c.q = qp
-    c.dq = ap
-    c.ddq = c.tau = c.fext = NULL
-    c.prescribed = &prescribed[0]
+    if prescribed is not None:
+        if prescribed.shape[0] != md.nb or bp == NULL:
+            return None
+        ddq_o = np.array(ddq)                  # read on the prescribed joints
+    elif out is None:
+        ddq_o = _result(batch, N, 1, md.nv)
+    elif _out_ok(out, N if batch else -1, md.nv):
+        ddq_o = out
+    else:
+        return None
+    tau_o = np.array(tau)                      # the kernel's tau argument is not const
+    c = _blank(K_HYBRID, qp, ap)
+    c.prescribed = &prescribed[0] if prescribed is not None else NULL
     c.o1 = <double*> cnp.PyArray_DATA(<cnp.ndarray> ddq_o)
     c.o2 = <double*> cnp.PyArray_DATA(<cnp.ndarray> tau_o)
-    c.o3 = c.o4 = NULL
     c.so = md.nv
-    c.so1 = 0
-    c.status = &sv[0]
-    _run(md, &c, N, batch_threads() if N >= _PARALLEL_FROM else 1)
-    for k in range(N):
-        if sv[k] != 0:
-            return None                        # the general path names the joint
+    if not _run_light(md, &c, N, True):
+        return None
     return tau_o, ddq_o
+
+
+def hybrid_light(ModelData md, q, dq, ddq, tau, const unsigned char[::1] prescribed not None):
+    """Hybrid dynamics on the allocation-light path (:func:`_hybrid_light`):
+    ``(tau_out, ddq_out)``, or None."""
+    return _hybrid_light(md, q, dq, ddq, tau, prescribed, None)
 
 
 def crba_light(ModelData md, q):

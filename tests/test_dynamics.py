@@ -428,6 +428,8 @@ def test_every_tree_call_takes_the_allocation_light_path_with_the_general_paths_
             assert a.shape == b.shape and np.array_equal(a, b)
     # what the light path refuses goes the general way: a NaN, a batch of q
     # with one dq (broadcast), float32
+    with pytest.raises(TypeError):             # dq is required: None is no zero here
+        gear.hybrid_dynamics(m, q, None, ddq, tau, pres)
     bad = q.copy()
     bad[..., 0] = np.nan
     assert _core.crba_light(md, bad) is None
