@@ -407,9 +407,8 @@ def rnea1(ModelData md, q, dq, ddq, out=None):
             return None
         r = _light(md, K_RNEA, q, dq, ddq, True, out)
         return r[0] if r is not None else None
+    out = _into(out, False, 1, md.nv)
     if out is None:
-        out = _empty(md.nv)
-    elif not _out_ok(out, -1, md.nv):
         return None
     w = work_from(&md.ws[0], md.nb)
     _rnea(&md.c, st.q, st.a, st.b, NULL, True, <double*> cnp.PyArray_DATA(out), &w)
@@ -425,9 +424,8 @@ def aba1(ModelData md, q, dq, tau, out=None):
     if not _state1(md, q, dq, tau, &st):
         r = _hybrid_light(md, q, dq, None, tau, None, out)
         return r[1] if r is not None else None
+    out = _into(out, False, 1, md.nv)
     if out is None:
-        out = _empty(md.nv)
-    elif not _out_ok(out, -1, md.nv):
         return None
     w = work_from(&md.ws[0], md.nb)
     if _hybrid(&md.c, st.q, st.a, <double*> cnp.PyArray_DATA(out), <double*> st.b, NULL, NULL, &w) != 0:
@@ -494,6 +492,14 @@ cdef bint _run_light(ModelData md, Call* c, Py_ssize_t N, bint checked) except -
     return True
 
 
+cdef object _into(out, bint batch, Py_ssize_t N, Py_ssize_t n):
+    # the (N, n) result -- (n,) for one state: ``out`` if it can be filled
+    # in place (:func:`_out_ok`), a new array if it is None, else None
+    if out is None:
+        return _result(batch, N, 1, n)
+    return out if _out_ok(out, N if batch else -1, n) else None
+
+
 cdef object _light(ModelData md, int kind, q, a, b, bint gravity, out=None):
     """The allocation-light path of the tree kernels without external
     wrenches, for one state or a batch of float64 C-contiguous finite
@@ -528,9 +534,8 @@ cdef object _light(ModelData md, int kind, q, a, b, bint gravity, out=None):
             c.o2 = <double*> cnp.PyArray_DATA(<cnp.ndarray> res[1])
             c.so = 6 * nb
     elif kind == K_RNEA:
+        out = _into(out, batch, N, nv)
         if out is None:
-            out = _result(batch, N, 1, nv)
-        elif not _out_ok(out, N if batch else -1, nv):
             return None
         res = (out,)
         c.so = nv
@@ -576,12 +581,10 @@ cdef object _hybrid_light(ModelData md, q, dq, ddq, tau, const unsigned char[::1
         if prescribed.shape[0] != md.nb or bp == NULL:
             return None
         ddq_o = np.array(ddq)                  # read on the prescribed joints
-    elif out is None:
-        ddq_o = _result(batch, N, 1, md.nv)
-    elif _out_ok(out, N if batch else -1, md.nv):
-        ddq_o = out
     else:
-        return None
+        ddq_o = _into(out, batch, N, md.nv)
+        if ddq_o is None:
+            return None
     tau_o = np.array(tau)                      # the kernel's tau argument is not const
     c = _blank(K_HYBRID, qp, ap)
     c.prescribed = &prescribed[0] if prescribed is not None else NULL
