@@ -27,7 +27,10 @@ Batches of 32 states and more are shared by every thread
 (``gear.set_num_threads``; the fork-join team of ``gear/_team.h``); below,
 they run in the calling thread.  The last row passes a preallocated
 ``out=``.  A second table gives the arm's other batched calls (mass
-matrix, forward kinematics, bias forces, both derivatives) per state.
+matrix, forward kinematics, bias forces, both derivatives) per state, a
+third the four-bar's other closed-chain calls (inverse and hybrid
+dynamics with the crank actuated or prescribed, both derivatives), each
+with its batch of 8 against 8 one-state calls.
 """
 from __future__ import annotations
 
@@ -127,6 +130,30 @@ def other_rows():
     yield "forward_dynamics_derivatives", make(gear.forward_dynamics_derivatives, 2)
 
 
+def closed_rows():
+    """(name, make(N)) of the four-bar's other closed-chain calls (N = 0: one state)."""
+    rng = np.random.default_rng(2)
+    sysm, q = gear.mechanisms.four_bar()
+
+    def make(fn):
+        def mk(N):
+            n = max(N, 1)
+            Q = np.tile(q, (n, 1))
+            dQ = np.array([sysm.project_velocity(q, rng.standard_normal(3)) for _ in range(n)])
+            T = rng.standard_normal((n, 3))
+            ddQ = sysm.forward_dynamics(Q, dQ, T).ddq
+            if N == 0:
+                Q, dQ, T, ddQ = Q[0], dQ[0], T[0], ddQ[0]
+            return lambda: fn(Q, dQ, T, ddQ)
+        return mk
+    yield "inverse_dynamics (crank actuated)", make(lambda q, dq, t, a: sysm.inverse_dynamics(q, dq, a, ["crank"]))
+    yield "hybrid_dynamics (crank prescribed)", make(
+        lambda q, dq, t, a: sysm.hybrid_dynamics(q, dq, a, t, ["crank"]))
+    yield "forward_dynamics_derivatives", make(lambda q, dq, t, a: sysm.forward_dynamics_derivatives(q, dq, t))
+    yield "inverse_dynamics_derivatives", make(
+        lambda q, dq, t, a: sysm.inverse_dynamics_derivatives(q, dq, a, ["crank"]))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=None, help="gear.set_num_threads (default: all cores)")
@@ -145,10 +172,14 @@ def main(argv=None):
         vs_pin = f"{t[64] / pin:9.2f}" if pin is not None else f"{'-':>9}"
         print(f"{name:<18} {one:9.2f} {cells} {pin_s} {t[8] / one:9.2f} {t[64] / t[4096]:10.2f} {vs_pin}")
     print("\nthe other tree calls: µs per state, one state (1-D arrays) and batches\n")
-    print(f"{'call':<34} {'1 state':>9} {'N=8':>9} {'N=64':>9} {'N=4096':>9}")
-    for name, make in other_rows():
-        t = per_states({0: make(0), 8: make(8), 64: make(64), 4096: make(4096)})
-        print(f"{name:<34} {t[0]:9.2f} {t[8]:9.2f} {t[64]:9.2f} {t[4096]:9.2f}")
+    for title, rows_ in (("", other_rows()),
+                         ("\nthe four-bar's other closed-chain calls: µs per state, one state and batches\n\n",
+                          closed_rows())):
+        print(title, end="")
+        print(f"{'call':<36} {'1 state':>9} {'N=8':>9} {'N=64':>9} {'N=4096':>9} {'8 / 8x1':>9}")
+        for name, make in rows_:
+            t = per_states({0: make(0), 8: make(8), 64: make(64), 4096: make(4096)})
+            print(f"{name:<36} {t[0]:9.2f} {t[8]:9.2f} {t[64]:9.2f} {t[4096]:9.2f} {t[8] / t[0]:9.2f}")
     print("\ngoals: a batch of 8 within 1.5x of 8 one-state calls (8 / 8x1 <= 1.5); "
           "a batch of 64 within 1.15x of 4096 per state (64 / 4096 <= 1.15); "
           "the four-bar's batch of 64 per state <= 0.25x Pinocchio's constraintDynamics (64 / pin)")

@@ -327,34 +327,67 @@ def closed_inverse_derivatives(ModelData md, ClosureData cd, int nk, const doubl
     _deriv_batch(md, cd, nk, True, q, dq, ddq, &actuated[0], tau, fext, rcond, lam, X, Y, status, nthreads)
 
 
+cdef object _deriv_light(ModelData md, ClosureData cd, int nk, bint inverse, q, dq, x,
+                         const unsigned char* act, tau_passive, double rcond):
+    """The allocation-light path of both derivative kernels (no loads): one
+    state (see :func:`_state1`) or a batch of float64 C-contiguous (N, n)
+    arrays, finite, with unit quaternions, run in the calling thread below
+    ``_PARALLEL_FROM`` states.  ``(v, lam, X, Y, status)`` (``v``: ddq, or
+    tau with ``tau_passive`` (None: zero) on the passive dofs; ``status``
+    0, or the first nonzero status of a batch), or None when the arguments
+    need the general path."""
+    cdef State1 st
+    cdef Py_ssize_t N, N2, N3, N4, k, nv = md.nv, nq = md.nq
+    cdef const double* qp
+    cdef const double* tp = NULL
+    cdef int nthreads = 1
+    cdef int[::1] stv
+    if _state1(md, q, dq, x, &st):
+        if tau_passive is not None:
+            tp = _vec(tau_passive, nv)
+            if tp == NULL:
+                return None
+        v = _empty(nv)
+        for k in range(nv):
+            (<double*> cnp.PyArray_DATA(v))[k] = 0.0 if tp == NULL else tp[k]
+        return _deriv_single(md, cd, nk, inverse, &st, act, v, rcond)
+    qp = _mat(q, nq, &N)
+    if qp == NULL or _mat(dq, nv, &N2) == NULL or _mat(x, nv, &N3) == NULL or N2 != N or N3 != N or N < 1:
+        return None
+    if tau_passive is not None and (_mat(tau_passive, nv, &N4) == NULL or N4 != N):
+        return None
+    for k in range(N):
+        if not _quats_ok(md, qp + k * nq):
+            return None
+    v = np.array(tau_passive) if tau_passive is not None else np.zeros((N, nv))
+    lam = _empty2(N, cd.m)
+    X = np.empty((N, nv, 3 * nv))
+    Y = np.empty((N, cd.m, 3 * nv))
+    status = np.zeros(N, dtype=np.int32)
+    stv = status
+    if N >= _PARALLEL_FROM:
+        nthreads = batch_threads()
+    _deriv_batch(md, cd, nk, inverse, q, dq, x, act, v, None, rcond, lam, X, Y, stv, nthreads)
+    for k in range(N):
+        if stv[k] != 0:
+            return v, lam, X, Y, stv[k]
+    return v, lam, X, Y, 0
+
+
 def closed_inverse_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, ddq,
                                 const unsigned char[::1] actuated, tau_passive, double rcond):
-    """Fast single state of :func:`closed_inverse_derivatives` (no loads):
-    ``(tau, lam, X, Y, status)``, or None when the arguments need the
-    general path (see :func:`_state1`; ``tau_passive`` (nv,) or None)."""
-    cdef State1 st
-    cdef const double* tp = NULL
-    cdef int k
-    if not _state1(md, q, dq, ddq, &st):
-        return None
-    if tau_passive is not None:
-        tp = _vec(tau_passive, md.nv)
-        if tp == NULL:
-            return None
-    tau = _empty(md.nv)
-    for k in range(md.nv):
-        (<double*> cnp.PyArray_DATA(tau))[k] = 0.0 if tp == NULL else tp[k]
-    return _deriv_single(md, cd, nk, True, &st, &actuated[0], tau, rcond)
+    """Fast :func:`closed_inverse_derivatives` of one state or a batch (no
+    loads): ``(tau, lam, X, Y, status)``, or None when the arguments need
+    the general path (see :func:`_deriv_light`; ``tau_passive`` None or
+    shaped as ``ddq``)."""
+    return _deriv_light(md, cd, nk, True, q, dq, ddq, &actuated[0], tau_passive, rcond)
 
 
 def closed_forward_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, tau, double rcond):
-    """Fast single state of :func:`closed_forward_derivatives` (no loads):
-    ``(ddq, lam, X, Y, status)``, or None when the arguments need the
-    general path (see :func:`_state1`)."""
-    cdef State1 st
-    if not _state1(md, q, dq, tau, &st):
-        return None
-    return _deriv_single(md, cd, nk, False, &st, NULL, _empty(md.nv), rcond)
+    """Fast :func:`closed_forward_derivatives` of one state or a batch (no
+    loads): ``(ddq, lam, X, Y, status)``, or None when the arguments need
+    the general path (see :func:`_deriv_light`)."""
+    return _deriv_light(md, cd, nk, False, q, dq, tau, NULL, None, rcond)
 
 
 def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
@@ -831,11 +864,11 @@ cdef inline bint _bools_ok(object a, Py_ssize_t n):
 
 
 cdef class FastHybrid:
-    """One-state constrained hybrid dynamics with the least Python in
-    between, like :class:`FastForward`: ``prescribed`` must be a bool
-    array with one entry per joint (anything else, or an argument that
-    does not pass the checks of ``rnea1``, returns None for the general
-    path).  ``plan(mask_bytes)`` (a Python callable, called once per
+    """Constrained hybrid dynamics of one state or a batch with the least
+    Python in between, like :class:`FastForward`: ``prescribed`` must be a
+    bool array with one entry per joint (anything else, or an argument
+    that does not pass the checks of ``rnea1`` or of
+    :meth:`FastForward._batch`, returns None for the general path).  ``plan(mask_bytes)`` (a Python callable, called once per
     prescribed set) gives ``(ClosureData, route, extra_stats)`` or None."""
     cdef ModelData md
     cdef object solver_name
@@ -861,19 +894,18 @@ cdef class FastHybrid:
         cdef ClosureData cd
         cdef cnp.ndarray pm
         cdef Py_ssize_t nv = self.md.nv
-        if not _state1(self.md, q, dq, tau, &st):
-            return None
-        pd = _vec(ddq, nv)
-        if pd == NULL or not _bools_ok(prescribed, self.md.nb):
+        if not _bools_ok(prescribed, self.md.nb):
             return None
         pm = <cnp.ndarray> prescribed
-        key = pm.tobytes()
-        p = self.plans.get(key, _UNSET)
-        if p is _UNSET:
-            p = self.plans[key] = self.plan(key)
+        p = self._plan_of(pm)
         if p is None:
             return None
         cd, route, extra = p
+        if not _state1(self.md, q, dq, tau, &st):
+            return self._batch(q, dq, ddq, tau, pm, cd, route, extra)
+        pd = _vec(ddq, nv)
+        if pd == NULL:
+            return None
         ddq_o = _empty(nv)
         tau_o = _empty(nv)
         lam = _empty(cd.m)
@@ -894,3 +926,52 @@ cdef class FastHybrid:
                              self.solver_name, self.counters, extra)
         out.tau = tau_o
         return out
+
+    cdef object _plan_of(self, cnp.ndarray pm):
+        # (ClosureData, route, extra stats) of a prescribed mask, or None
+        key = pm.tobytes()
+        p = self.plans.get(key, _UNSET)
+        if p is _UNSET:
+            p = self.plans[key] = self.plan(key)
+        return p
+
+    cdef object _batch(self, q, dq, ddq, tau, cnp.ndarray pm, ClosureData cd, int route, extra):
+        """A batch of float64 C-contiguous finite arrays with unit
+        quaternions, as :meth:`FastForward._batch` (routes 0-2; the maximal
+        solver's batches keep the general path): the general batch path's
+        result, bit for bit, or None for anything else."""
+        cdef Py_ssize_t N, N2, N3, N4, k, nv = self.md.nv, nq = self.md.nq
+        cdef const double* qp = _mat(q, nq, &N)
+        cdef const double* dqp = _mat(dq, nv, &N2)
+        cdef const double* ap = _mat(ddq, nv, &N3)
+        cdef const double* tp = _mat(tau, nv, &N4)
+        cdef int nthreads = 1
+        if (route == 3 or qp == NULL or dqp == NULL or ap == NULL or tp == NULL or N2 != N or N3 != N
+                or N4 != N or N < 1):
+            return None
+        for k in range(N):
+            if not _quats_ok(self.md, qp + k * nq):
+                return None
+        ddq_o = np.array(ddq)
+        tau_o = np.array(tau)
+        lam = _empty2(N, cd.m)
+        info = _empty2(N, 2)
+        status = np.zeros(N, dtype=np.int32)
+        cdef int[::1] stv = status
+        if N >= _PARALLEL_FROM:
+            nthreads = batch_threads()
+        _cdyn_batch(self.md, cd, route, N, qp, dqp, <double*> cnp.PyArray_DATA(ddq_o),
+                    <double*> cnp.PyArray_DATA(tau_o), <const unsigned char*> cnp.PyArray_DATA(pm), NULL,
+                    <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(info), &stv[0], nthreads,
+                    True)
+        for k in range(N):
+            if stv[k] != 0:
+                return None                        # the general path reports it
+        self.counters["calls"] += N
+        self.counters["factorizations"] += N * self.nfac
+        stats = {"factorizations": N * self.nfac, "rank": info[:, 0].astype(int), "native": True}
+        if extra is not None:
+            stats.update({key: v for key, v in extra.items() if key != "rank"})
+        return ConstraintResult(tau=tau_o, ddq=ddq_o, lam=lam, residual=info[:, 1].copy(),
+                                success=np.isfinite(ddq_o).all(axis=1) & np.isfinite(tau_o).all(axis=1),
+                                message="ok", solver=self.solver_name, stats=stats)

@@ -179,3 +179,95 @@ def test_closed_inverse_dynamics_batches_take_the_light_path(N):
     assert fi(Q, dQ, ddQ, none, None) is None
     res = sysm.inverse_dynamics(Q, dQ, ddQ, [])
     assert not res.exact.any()
+
+
+@pytest.mark.parametrize("solver,opts", [("kkt", {"route": "aba"}), ("kkt", {"route": "dense"}),
+                                         ("kkt", {"route": "sparse"}), ("projection", {}),
+                                         ("soft", {"stiffness": 1e6})])
+@pytest.mark.parametrize("N", [3, 40])
+def test_closed_hybrid_dynamics_batches_take_the_light_path(solver, opts, N):
+    """Batches of closed hybrid dynamics (no loads) are validated and run in
+    C as one state is (``FastHybrid``): the general batch path's result,
+    bit for bit, with its stats; the maximal solver's batches keep the
+    general path."""
+    sysm, q = mech.n_four_bar(4, tree="ground")
+    s = sysm.with_solver(solver, **opts)
+    rng = np.random.default_rng(N)
+    Q, dQ, T = _states(s, q, N, rng)
+    ddQ = rng.standard_normal(T.shape)
+    names = [s.model.joint_names[0], s.model.joint_names[3]]
+    mask = s._fast_mask(names)
+    fast = s.solver.fast_hybrid()(Q, dQ, ddQ, T, mask)
+    assert fast is not None                                   # taken
+    t, d, lam, res, stats = s.solver.hybrid_batch(Q, dQ, ddQ, T, s._joint_dofs(names, "prescribed"), None)
+    for name, ref in (("tau", t), ("ddq", d), ("lam", lam), ("residual", res)):
+        assert np.array_equal(getattr(fast, name), ref), name
+    assert fast.success.shape == (N,) and fast.success.all() and fast.message == "ok"
+    assert fast.stats["factorizations"] == stats["factorizations"] and fast.stats["native"]
+    assert np.array_equal(fast.stats["rank"], stats["rank"]) and fast.stats.get("route") == stats.get("route")
+    # the public call takes it, and list inputs (the general path) agree
+    pub = s.hybrid_dynamics(Q, dQ, ddQ, T, names)
+    gen = s.hybrid_dynamics(Q.tolist(), dQ.tolist(), ddQ.tolist(), T.tolist(), names)
+    for name in ("tau", "ddq", "lam", "residual"):
+        assert np.array_equal(getattr(pub, name), getattr(gen, name)), name
+    one = s.hybrid_dynamics(Q[N - 1], dQ[N - 1], ddQ[N - 1], T[N - 1], names)
+    assert np.array_equal(one.tau, pub.tau[N - 1]) and np.array_equal(one.ddq, pub.ddq[N - 1])
+    # what it refuses goes the general way: a NaN, a batch of the wrong length
+    bad = ddQ.copy()
+    bad[1, 0] = np.nan
+    assert s.solver.fast_hybrid()(Q, dQ, bad, T, mask) is None
+    assert s.solver.fast_hybrid()(Q, dQ, ddQ[:-1], T, mask) is None
+    with pytest.raises(ValueError, match="ddq"):
+        s.hybrid_dynamics(Q, dQ, ddQ[:-1], T, names)
+
+
+def test_maximal_hybrid_batches_keep_the_general_path():
+    sysm, q = mech.n_four_bar(2, tree="ground")
+    s = sysm.with_solver("maximal")
+    rng = np.random.default_rng(1)
+    Q, dQ, T = _states(s, q, 5, rng)
+    mask = s._fast_mask([s.model.joint_names[0]])
+    assert s.solver.fast_hybrid()(Q, dQ, T, T, mask) is None
+    res = s.hybrid_dynamics(Q, dQ, T, T, [s.model.joint_names[0]])
+    assert res.ddq.shape == (5, s.model.nv) and res.success.all()
+
+
+@pytest.mark.parametrize("N", [3, 40])
+def test_closed_derivative_batches_take_the_light_path(N):
+    """Batches of both closed-chain derivatives (no loads) take the
+    allocation-light path: the general path's arrays, bit for bit."""
+    from gear import _core
+    from gear.constraints import derivatives as D
+
+    sysm, q = mech.n_four_bar(3, tree="ground")
+    rng = np.random.default_rng(N)
+    Q, dQ, T = _states(sysm, q, N, rng)
+    nd, nk = sysm._native(1e-10), len(sysm.constraints)
+    assert _core.closed_forward_derivatives1(sysm.model.data, nd, nk, Q, dQ, T, 1e-10)[4] == 0    # taken
+    fast = sysm.forward_dynamics_derivatives(Q, dQ, T)
+    gen = D.forward_dynamics_derivatives(sysm, Q.tolist(), dQ.tolist(), T.tolist())
+    for name in ("ddq", "lam", "ddq_dq", "ddq_ddq", "ddq_dtau", "lam_dq", "lam_ddq", "lam_dtau"):
+        assert np.array_equal(getattr(fast, name), getattr(gen, name)), name
+    sysm, q = mech.four_bar()
+    Q, dQ, T = _states(sysm, q, N, rng)
+    nd, nk = sysm._native(1e-10), len(sysm.constraints)
+    ddQ = sysm.forward_dynamics(Q, dQ, T).ddq
+    act = ["crank"]
+    tp = rng.standard_normal(T.shape)
+    a8 = sysm._joint_dofs(act, "actuated").view(np.uint8)
+    for tau_p in (None, tp):
+        assert _core.closed_inverse_derivatives1(sysm.model.data, nd, nk, Q, dQ, ddQ, a8, tau_p, 1e-10)[4] == 0
+        fast = sysm.inverse_dynamics_derivatives(Q, dQ, ddQ, act, tau_passive=tau_p)
+        gen = sysm.inverse_dynamics_derivatives(Q.tolist(), dQ.tolist(), ddQ.tolist(), act,
+                                                tau_passive=None if tau_p is None else tau_p.tolist())
+        for name in ("tau", "lam", "tau_dq", "tau_ddq", "tau_dddq", "lam_dq", "lam_ddq", "lam_dddq"):
+            assert np.array_equal(getattr(fast, name), getattr(gen, name)), name
+    # a batch the light path refuses (a NaN) goes the general way, which says so
+    bad = T.copy()
+    bad[-1, 0] = np.inf
+    assert _core.closed_forward_derivatives1(sysm.model.data, nd, nk, Q, dQ, bad, 1e-10) is None
+    with pytest.raises(ValueError):
+        sysm.forward_dynamics_derivatives(Q, dQ, bad)
+    # an under-actuated batch: the general path names the state
+    with pytest.raises(ValueError, match=r"under-actuated here \(state 0\)"):
+        sysm.inverse_dynamics_derivatives(Q, dQ, ddQ, [])

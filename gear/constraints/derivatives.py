@@ -166,9 +166,10 @@ def _validated(sysm, q, dq, tau, f_ext):
 
 
 def fast_forward_derivatives(sysm):
-    """A callable ``f(q, dq, tau)`` for one state without loads: the
-    native kernel's answer as a :class:`ClosedDerivatives`, or None when
-    the arguments or the state need the general path; None itself when the
+    """A callable ``f(q, dq, tau)`` for one state or a batch without
+    loads: the native kernel's answer as a :class:`ClosedDerivatives`
+    (``_core.closed_forward_derivatives1``), or None when the arguments or
+    a state need the general path; None itself when the
     constraints have no native rows.  Cached per system (as the solvers'
     fast paths are)."""
     from .. import _core
@@ -247,8 +248,8 @@ def inverse_dynamics_derivatives(sysm, q, dq, ddq, actuated, tau_passive=None, f
                                                 mask.view(np.uint8), tau_passive, rcond)
         if out is not None and out[4] == 0:
             return ClosedDerivatives(_INVERSE, out[0], out[1], out[2], out[3])
-        if out is not None and out[4] == -5:
-            raise _under_actuated(None)
+        if out is not None and out[4] == -5 and np.ndim(out[0]) == 1:
+            raise _under_actuated(None)           # (a batch: the general path names the state)
     nv, nc = sysm.model.nv, sysm.nc
     q, N, dq, ddq, tau_p, f_ext = sysm._state(q, f_ext, dq=dq, ddq=ddq,
                                               tau_passive=np.zeros(nv) if tau_passive is None else tau_passive)

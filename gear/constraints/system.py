@@ -945,7 +945,9 @@ class ConstrainedModel:
             One state with ``prescribed`` joint names or a NumPy
             bool array (and no ``f_ext``) takes an allocation-light native
             path with the kkt and maximal solvers: a few µs per call
-            instead of tens (a list is converted once per distinct list).
+            instead of tens (a list is converted once per distinct list);
+            so does a batch of float64 C-contiguous arrays with the kkt,
+            projection and soft solvers.
         f_ext : array_like, shape (nbodies, 6), optional
 
         Returns
