@@ -10,6 +10,7 @@ finiteness before calling in.  Batched drivers share the states between
 the parts of the fork-join team (``gear/_team.h``); each part owns its
 workspace."""
 from cython.parallel cimport prange, parallel, threadid
+from libc.string cimport memcpy
 from libc.stdlib cimport malloc, free
 cimport numpy as cnp
 from libc.math cimport fabs, sqrt
@@ -31,7 +32,7 @@ from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_deri
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv, jcalc_dSdq, jcalc_ddSdq
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear._data cimport (ModelData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec, _quats_ok, _empty,
-                         State1, _state1, _mat, _out_ok, batch_threads, team_run, team_share,
+                         _empty2, State1, _state1, _mat, _out_ok, batch_threads, team_run, team_share,
                          team_scratch)
 
 cnp.import_array()
@@ -422,7 +423,7 @@ def aba1(ModelData md, q, dq, tau, out=None):
     cdef State1 st
     cdef Work w
     if not _state1(md, q, dq, tau, &st):
-        r = _hybrid_light(md, q, dq, None, tau, None, out)
+        r = _hybrid_light(md, q, dq, None, tau, NULL, out)
         return r[1] if r is not None else None
     out = _into(out, False, 1, md.nv)
     if out is None:
@@ -559,9 +560,16 @@ cdef object _light(ModelData md, int kind, q, a, b, bint gravity, out=None):
     return res[1:] if kind == K_ABA_D else res
 
 
-cdef object _hybrid_light(ModelData md, q, dq, ddq, tau, const unsigned char[::1] prescribed, out):
+cdef inline cnp.ndarray _copy(const double* src, bint batch, Py_ssize_t N, Py_ssize_t n):
+    # a new array (N, n) (or (n,) for one state) holding src's N n doubles
+    cdef cnp.ndarray a = _empty2(N, n) if batch else _empty(n)
+    memcpy(cnp.PyArray_DATA(a), src, N * n * sizeof(double))
+    return a
+
+
+cdef object _hybrid_light(ModelData md, q, dq, ddq, tau, const unsigned char* prescribed, out):
     """Hybrid dynamics (Kim Table 4; ``prescribed`` uint8 per joint) or,
-    with ``prescribed`` None, ABA (Table 3: ``ddq`` unread, the result into
+    with ``prescribed`` NULL, ABA (Table 3: ``ddq`` unread, the result into
     ``out`` if given) without loads on the allocation-light path:
     ``(tau_out, ddq_out)``, or None for the general path (other inputs, a
     singular joint inertia)."""
@@ -577,17 +585,17 @@ cdef object _hybrid_light(ModelData md, q, dq, ddq, tau, const unsigned char[::1
     tp = _mat(tau, md.nv, &Nt) if batch else _vec(tau, md.nv)
     if tp == NULL or (batch and Nt != N):
         return None
-    if prescribed is not None:
-        if prescribed.shape[0] != md.nb or bp == NULL:
+    if prescribed != NULL:
+        if bp == NULL:
             return None
-        ddq_o = np.array(ddq)                  # read on the prescribed joints
+        ddq_o = _copy(bp, batch, N, md.nv)     # read on the prescribed joints
     else:
         ddq_o = _into(out, batch, N, md.nv)
         if ddq_o is None:
             return None
-    tau_o = np.array(tau)                      # the kernel's tau argument is not const
+    tau_o = _copy(tp, batch, N, md.nv)         # the kernel's tau argument is not const
     c = _blank(K_HYBRID, qp, ap)
-    c.prescribed = &prescribed[0] if prescribed is not None else NULL
+    c.prescribed = prescribed
     c.o1 = <double*> cnp.PyArray_DATA(<cnp.ndarray> ddq_o)
     c.o2 = <double*> cnp.PyArray_DATA(<cnp.ndarray> tau_o)
     c.so = md.nv
@@ -596,10 +604,19 @@ cdef object _hybrid_light(ModelData md, q, dq, ddq, tau, const unsigned char[::1
     return tau_o, ddq_o
 
 
-def hybrid_light(ModelData md, q, dq, ddq, tau, const unsigned char[::1] prescribed not None):
-    """Hybrid dynamics on the allocation-light path (:func:`_hybrid_light`):
-    ``(tau_out, ddq_out)``, or None."""
-    return _hybrid_light(md, q, dq, ddq, tau, prescribed, None)
+def hybrid_light(ModelData md, q, dq, ddq, tau, prescribed):
+    """Hybrid dynamics on the allocation-light path (:func:`_hybrid_light`;
+    ``prescribed`` a C-contiguous uint8 or bool array, one entry per
+    joint): ``(tau_out, ddq_out)``, or None."""
+    cdef cnp.ndarray pm
+    if not cnp.PyArray_CheckExact(prescribed):
+        return None
+    pm = <cnp.ndarray> prescribed
+    if ((cnp.PyArray_TYPE(pm) != cnp.NPY_UINT8 and cnp.PyArray_TYPE(pm) != cnp.NPY_BOOL)
+            or cnp.PyArray_NDIM(pm) != 1 or cnp.PyArray_DIM(pm, 0) != md.nb
+            or not cnp.PyArray_IS_C_CONTIGUOUS(pm)):
+        return None
+    return _hybrid_light(md, q, dq, ddq, tau, <const unsigned char*> cnp.PyArray_DATA(pm), None)
 
 
 def crba_light(ModelData md, q):

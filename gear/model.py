@@ -67,6 +67,7 @@ class Model:
         self.nq = 0
         self.nv = 0
         self._data = None
+        self._masks = {}            # joint names -> mask (gear.algorithms.dynamics._prescribed_mask)
 
     # -- building -----------------------------------------------------------
     def body_index(self, name):
@@ -144,6 +145,7 @@ class Model:
         self.nq += joint.nq
         self.nv += joint.nv
         self._data = None
+        self._masks = {}
         return len(self.body_names) - 1
 
     @property
@@ -351,6 +353,7 @@ class Model:
         # the frozen native arrays are rebuilt on demand (pickle, copy.deepcopy)
         state = self.__dict__.copy()
         state["_data"] = None
+        state["_masks"] = {}
         return state
 
     def copy(self):

@@ -112,6 +112,44 @@ def test_bad_joint_lists_say_what_to_fix(tree):
         gear.hybrid_dynamics(m, q, dq, ddq, tau, None)
 
 
+def test_joint_name_lists_are_converted_once_per_model(tree):
+    """A list of joint names (or one name) is converted to the kernels'
+    mask once per model and list, and the read-only mask reused: the same
+    answers as a bool array, errors raised every time, the cache emptied
+    when a body is added and not pickled."""
+    import pickle
+
+    from gear.algorithms.dynamics import _prescribed_mask
+
+    m, q, dq, ddq, tau = tree
+    m = m.copy()
+    names = [m.joint_names[0], m.joint_names[2]]
+    first = _prescribed_mask(m, names)
+    assert _prescribed_mask(m, list(names)) is first and _prescribed_mask(m, tuple(names)) is first
+    assert not first.flags.writeable and first.tolist() == [1, 0, 1] + [0] * (m.nbodies - 3)
+    assert _prescribed_mask(m, names, "actuated") is not first         # keyed by the argument too
+    assert _prescribed_mask(m, names[0]) is _prescribed_mask(m, [names[0]][0])
+    pres = np.zeros(m.nbodies, bool)
+    pres[[0, 2]] = True
+    a = gear.hybrid_dynamics(m, q, dq, ddq, tau, names)
+    b = gear.hybrid_dynamics(m, q, dq, ddq, tau, pres)
+    c = gear.hybrid_dynamics(m, q.tolist(), dq.tolist(), ddq.tolist(), tau.tolist(), pres.tolist())
+    for x, y, z in zip(a, b, c):
+        assert np.array_equal(x, y) and np.array_equal(x, z)
+    for _ in range(2):                                                  # errors are not cached
+        with pytest.raises(KeyError, match="elbowz"):
+            gear.hybrid_dynamics(m, q, dq, ddq, tau, ["elbowz"])
+        with pytest.raises((TypeError, ValueError)):
+            gear.hybrid_dynamics(m, q, dq, ddq, tau, [[names[0]]])      # unhashable entries
+    assert pickle.loads(pickle.dumps(m))._masks == {}
+    assert m._masks
+    m.add_body("extra", m.body_names[-1], gear.joints.Revolute(), inertia=gear.Inertia(1.0, np.zeros(3), np.eye(3)))
+    assert m._masks == {}
+    mask = _prescribed_mask(m, names)
+    assert mask.shape == (m.nbodies,) and mask.tolist() == [1, 0, 1] + [0] * (m.nbodies - 3)
+
+
+
 # -- closed chains --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("solver", SOLVERS)
