@@ -374,13 +374,23 @@ cdef object _deriv_light(ModelData md, ClosureData cd, int nk, bint inverse, q, 
     return v, lam, X, Y, 0
 
 
-def closed_inverse_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, ddq,
-                                const unsigned char[::1] actuated, tau_passive, double rcond):
+def closed_inverse_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, ddq, actuated, tau_passive,
+                                double rcond):
     """Fast :func:`closed_inverse_derivatives` of one state or a batch (no
     loads): ``(tau, lam, X, Y, status)``, or None when the arguments need
-    the general path (see :func:`_deriv_light`; ``tau_passive`` None or
+    the general path (see :func:`_deriv_light`; ``actuated`` a uint8 or
+    bool C-contiguous array, one entry per dof; ``tau_passive`` None or
     shaped as ``ddq``)."""
-    return _deriv_light(md, cd, nk, True, q, dq, ddq, &actuated[0], tau_passive, rcond)
+    cdef cnp.ndarray am
+    if not cnp.PyArray_CheckExact(actuated) or md.nv == 0:
+        return None
+    am = <cnp.ndarray> actuated
+    if ((cnp.PyArray_TYPE(am) != cnp.NPY_UINT8 and cnp.PyArray_TYPE(am) != cnp.NPY_BOOL)
+            or cnp.PyArray_NDIM(am) != 1 or cnp.PyArray_DIM(am, 0) != md.nv
+            or not cnp.PyArray_IS_C_CONTIGUOUS(am)):
+        return None
+    return _deriv_light(md, cd, nk, True, q, dq, ddq, <const unsigned char*> cnp.PyArray_DATA(am),
+                        tau_passive, rcond)
 
 
 def closed_forward_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, tau, double rcond):

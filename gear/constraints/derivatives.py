@@ -189,6 +189,47 @@ def fast_forward_derivatives(sysm):
     return fast
 
 
+def fast_inverse_derivatives(sysm):
+    """A callable ``f(q, dq, ddq, actuated, tau_passive)`` for one state or
+    a batch without loads: the native kernel's answer as a
+    :class:`ClosedDerivatives` (``_core.closed_inverse_derivatives1``), or
+    None when the arguments or a state need the general path (which also
+    names an under-actuated batch's state); None itself when the
+    constraints have no native rows.  ``actuated`` as a list, tuple or
+    name is converted once per distinct value (errors are raised, never
+    kept).  Cached per system."""
+    from .. import _core
+
+    rcond = _rcond(sysm)
+    nd = sysm._native(rcond)
+    if nd is None:
+        return None
+    md, nk, kernel = sysm.model.data, len(sysm.constraints), _core.closed_inverse_derivatives1
+    masks = {}
+
+    def fast(q, dq, ddq, actuated, tau_passive):
+        t = type(actuated)
+        if t is str or t is list or t is tuple:
+            key = actuated if t is str else (t, *actuated)
+            try:
+                a = masks.get(key)
+            except TypeError:                      # unhashable entries: the general path says why
+                return None
+            if a is None:
+                a = masks[key] = sysm._joint_dofs(actuated, "actuated").view(np.uint8)
+        else:
+            a = sysm._joint_dofs(actuated, "actuated").view(np.uint8)
+        out = kernel(md, nd, nk, q, dq, ddq, a, tau_passive, rcond)
+        if out is None:
+            return None
+        if out[4] == -5 and np.ndim(out[0]) == 1:
+            raise _under_actuated(None)
+        if out[4] != 0:
+            return None
+        return ClosedDerivatives(_INVERSE, out[0], out[1], out[2], out[3])
+    return fast
+
+
 def forward_dynamics_derivatives(sysm, q, dq, tau, f_ext=None):
     """See :meth:`gear.ConstrainedModel.forward_dynamics_derivatives`."""
     _check_exact(sysm)
@@ -242,14 +283,6 @@ def inverse_dynamics_derivatives(sysm, q, dq, ddq, actuated, tau_passive=None, f
 
     rcond = _rcond(sysm)
     nd = sysm._native(rcond)
-    if f_ext is None and nd is not None:                # the allocation-light path
-        mask = sysm._joint_dofs(actuated, "actuated")
-        out = _core.closed_inverse_derivatives1(sysm.model.data, nd, len(sysm.constraints), q, dq, ddq,
-                                                mask.view(np.uint8), tau_passive, rcond)
-        if out is not None and out[4] == 0:
-            return ClosedDerivatives(_INVERSE, out[0], out[1], out[2], out[3])
-        if out is not None and out[4] == -5 and np.ndim(out[0]) == 1:
-            raise _under_actuated(None)           # (a batch: the general path names the state)
     nv, nc = sysm.model.nv, sysm.nc
     q, N, dq, ddq, tau_p, f_ext = sysm._state(q, f_ext, dq=dq, ddq=ddq,
                                               tau_passive=np.zeros(nv) if tau_passive is None else tau_passive)

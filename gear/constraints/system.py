@@ -755,6 +755,16 @@ class ConstrainedModel:
             the passive joints), ``.lam_dq``, ``.lam_ddq``, ``.lam_dddq``
             (nc, nv), and ``.tau``, ``.lam``.
         """
+        if f_ext is None:
+            fi = self._native_cache.get("id", _MISSING)      # the allocation-light path
+            if fi is _MISSING:
+                from .derivatives import fast_inverse_derivatives
+
+                fi = self._native_cache["id"] = fast_inverse_derivatives(self)
+            if fi is not None:
+                out = fi(q, dq, ddq, actuated, tau_passive)
+                if out is not None:
+                    return out
         from .derivatives import inverse_dynamics_derivatives
 
         return inverse_dynamics_derivatives(self, q, dq, ddq, actuated, tau_passive, f_ext)
