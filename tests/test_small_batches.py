@@ -271,3 +271,24 @@ def test_closed_derivative_batches_take_the_light_path(N):
     # an under-actuated batch: the general path names the state
     with pytest.raises(ValueError, match=r"under-actuated here \(state 0\)"):
         sysm.inverse_dynamics_derivatives(Q, dQ, ddQ, [])
+
+
+def test_the_inverse_derivatives_light_path_keeps_its_errors():
+    """``actuated`` lists are converted once and kept, but a bad one is
+    refused every time with the general path's message, and one state
+    that is under-actuated says so."""
+    sysm, q = mech.four_bar()
+    rng = np.random.default_rng(5)
+    Q, dQ, T = _states(sysm, q, 1, rng)
+    ddq = sysm.forward_dynamics(Q[0], dQ[0], T[0]).ddq
+    a = sysm.inverse_dynamics_derivatives(Q[0], dQ[0], ddq, ["crank"])
+    b = sysm.inverse_dynamics_derivatives(Q[0], dQ[0], ddq, ("crank",))
+    c = sysm.inverse_dynamics_derivatives(Q[0], dQ[0], ddq, np.array([True, False, False]))
+    assert np.array_equal(a.tau_dq, b.tau_dq) and np.array_equal(a.tau_dq, c.tau_dq)
+    for _ in range(2):
+        with pytest.raises(KeyError, match="no joint named 'crnk'"):
+            sysm.inverse_dynamics_derivatives(Q[0], dQ[0], ddq, ["crnk"])
+        with pytest.raises((TypeError, ValueError)):
+            sysm.inverse_dynamics_derivatives(Q[0], dQ[0], ddq, [["crank"]])
+        with pytest.raises(ValueError, match=r"under-actuated here: "):
+            sysm.inverse_dynamics_derivatives(Q[0], dQ[0], ddq, [])
