@@ -30,8 +30,8 @@ from gear.maximal._tree_route cimport maximal_dynamics as _cmax
 from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_assemble, joint_frames,
                                    gear_chol, gear_chol_clone, gear_chol_free)
 from gear._data cimport (ModelData, ClosureData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec,
-                         _quats_ok, _empty, State1, _state1, _mat, _empty2, batch_threads, team_run,
-                         team_share, team_scratch)
+                         _quats_ok, _empty, State1, _state1, _mat, _empty2, _flags, batch_threads,
+                         team_run, team_share, team_scratch)
 
 cnp.import_array()
 
@@ -381,16 +381,10 @@ def closed_inverse_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, ddq
     the general path (see :func:`_deriv_light`; ``actuated`` a uint8 or
     bool C-contiguous array, one entry per dof; ``tau_passive`` None or
     shaped as ``ddq``)."""
-    cdef cnp.ndarray am
-    if not cnp.PyArray_CheckExact(actuated) or md.nv == 0:
+    cdef const unsigned char* a = _flags(actuated, md.nv)
+    if a == NULL:
         return None
-    am = <cnp.ndarray> actuated
-    if ((cnp.PyArray_TYPE(am) != cnp.NPY_UINT8 and cnp.PyArray_TYPE(am) != cnp.NPY_BOOL)
-            or cnp.PyArray_NDIM(am) != 1 or cnp.PyArray_DIM(am, 0) != md.nv
-            or not cnp.PyArray_IS_C_CONTIGUOUS(am)):
-        return None
-    return _deriv_light(md, cd, nk, True, q, dq, ddq, <const unsigned char*> cnp.PyArray_DATA(am),
-                        tau_passive, rcond)
+    return _deriv_light(md, cd, nk, True, q, dq, ddq, a, tau_passive, rcond)
 
 
 def closed_forward_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, tau, double rcond):

@@ -192,6 +192,19 @@ cdef inline bint _out_ok(object o, Py_ssize_t N, Py_ssize_t n):
     return cnp.PyArray_NDIM(a) == 2 and cnp.PyArray_DIM(a, 0) == N and cnp.PyArray_DIM(a, 1) == n
 
 
+cdef inline const unsigned char* _flags(object o, Py_ssize_t n):
+    # the data of a C-contiguous uint8 or bool vector (n,) (prescribed
+    # joints, actuated dofs), else NULL
+    cdef cnp.ndarray a
+    if not cnp.PyArray_CheckExact(o) or n == 0:
+        return NULL
+    a = <cnp.ndarray> o
+    if ((cnp.PyArray_TYPE(a) != cnp.NPY_UINT8 and cnp.PyArray_TYPE(a) != cnp.NPY_BOOL)
+            or cnp.PyArray_NDIM(a) != 1 or cnp.PyArray_DIM(a, 0) != n or not cnp.PyArray_IS_C_CONTIGUOUS(a)):
+        return NULL
+    return <const unsigned char*> cnp.PyArray_DATA(a)
+
+
 cdef inline cnp.ndarray _empty2(Py_ssize_t n0, Py_ssize_t n1):
     cdef cnp.npy_intp dims[2]
     dims[0] = n0

@@ -32,7 +32,7 @@ from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_deri
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv, jcalc_dSdq, jcalc_ddSdq
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear._data cimport (ModelData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec, _quats_ok, _empty,
-                         _empty2, State1, _state1, _mat, _out_ok, batch_threads, team_run, team_share,
+                         _empty2, _flags, State1, _state1, _mat, _out_ok, batch_threads, team_run, team_share,
                          team_scratch)
 
 cnp.import_array()
@@ -608,15 +608,10 @@ def hybrid_light(ModelData md, q, dq, ddq, tau, prescribed):
     """Hybrid dynamics on the allocation-light path (:func:`_hybrid_light`;
     ``prescribed`` a C-contiguous uint8 or bool array, one entry per
     joint): ``(tau_out, ddq_out)``, or None."""
-    cdef cnp.ndarray pm
-    if not cnp.PyArray_CheckExact(prescribed):
+    cdef const unsigned char* p = _flags(prescribed, md.nb)
+    if p == NULL:
         return None
-    pm = <cnp.ndarray> prescribed
-    if ((cnp.PyArray_TYPE(pm) != cnp.NPY_UINT8 and cnp.PyArray_TYPE(pm) != cnp.NPY_BOOL)
-            or cnp.PyArray_NDIM(pm) != 1 or cnp.PyArray_DIM(pm, 0) != md.nb
-            or not cnp.PyArray_IS_C_CONTIGUOUS(pm)):
-        return None
-    return _hybrid_light(md, q, dq, ddq, tau, <const unsigned char*> cnp.PyArray_DATA(pm), None)
+    return _hybrid_light(md, q, dq, ddq, tau, p, None)
 
 
 def crba_light(ModelData md, q):
