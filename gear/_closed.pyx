@@ -901,15 +901,15 @@ cdef class FastHybrid:
         if not _bools_ok(prescribed, self.md.nb):
             return None
         pm = <cnp.ndarray> prescribed
+        if not _state1(self.md, q, dq, tau, &st):
+            return self._batch(q, dq, ddq, tau, pm)
+        pd = _vec(ddq, nv)
+        if pd == NULL:
+            return None
         p = self._plan_of(pm)
         if p is None:
             return None
         cd, route, extra = p
-        if not _state1(self.md, q, dq, tau, &st):
-            return self._batch(q, dq, ddq, tau, pm, cd, route, extra)
-        pd = _vec(ddq, nv)
-        if pd == NULL:
-            return None
         ddq_o = _empty(nv)
         tau_o = _empty(nv)
         lam = _empty(cd.m)
@@ -939,7 +939,7 @@ cdef class FastHybrid:
             p = self.plans[key] = self.plan(key)
         return p
 
-    cdef object _batch(self, q, dq, ddq, tau, cnp.ndarray pm, ClosureData cd, int route, extra):
+    cdef object _batch(self, q, dq, ddq, tau, cnp.ndarray pm):
         """A batch of float64 C-contiguous finite arrays with unit
         quaternions, as :meth:`FastForward._batch` (routes 0-2; the maximal
         solver's batches keep the general path): the general batch path's
@@ -949,13 +949,19 @@ cdef class FastHybrid:
         cdef const double* dqp = _mat(dq, nv, &N2)
         cdef const double* ap = _mat(ddq, nv, &N3)
         cdef const double* tp = _mat(tau, nv, &N4)
-        cdef int nthreads = 1
-        if (route == 3 or qp == NULL or dqp == NULL or ap == NULL or tp == NULL or N2 != N or N3 != N
-                or N4 != N or N < 1):
+        cdef int nthreads = 1, route
+        cdef ClosureData cd
+        if qp == NULL or dqp == NULL or ap == NULL or tp == NULL or N2 != N or N3 != N or N4 != N or N < 1:
             return None
         for k in range(N):
             if not _quats_ok(self.md, qp + k * nq):
                 return None
+        p = self._plan_of(pm)                  # (after the checks, as the general path plans)
+        if p is None:
+            return None
+        cd, route, extra = p
+        if route == 3:
+            return None
         ddq_o = np.array(ddq)
         tau_o = np.array(tau)
         lam = _empty2(N, cd.m)
