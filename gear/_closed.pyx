@@ -247,24 +247,24 @@ cdef inline int _deriv_one(const ModelC* m, const ClosC* c, int nk, bint inverse
     return _cfd(m, c, nk, q, dq, x, fext, rcond, v, lam, X, Y, s, w, cw)
 
 
-cdef void _deriv_batch(ModelData md, ClosureData cd, int nk, bint inverse, const double[:, ::1] q,
-                       const double[:, ::1] dq, const double[:, ::1] x, const unsigned char* act,
-                       double[:, ::1] v, const double[:, :, ::1] fext, double rcond, double[:, ::1] lam,
-                       double[:, :, ::1] X, double[:, :, ::1] Y, int[::1] status, int nthreads):
-    # the kernel over the rows: serial for one state, else in parallel without
-    # the GIL, one workspace (Work, CWork, the kernel's scratch) per thread
-    cdef Py_ssize_t N = q.shape[0], k
-    cdef int m = cd.m, nv = md.nv, nb = md.nb, n3 = 3 * md.nv
+cdef void _deriv_batch(ModelData md, ClosureData cd, int nk, bint inverse, Py_ssize_t N, const double* q,
+                       const double* dq, const double* x, const unsigned char* act, double* v,
+                       const double* fp, double rcond, double* lp, double* X, double* Yp, int* status,
+                       int nthreads):
+    # the kernel over N states (rows of q (N, nq), dq, x, v (N, nv), lam (N,
+    # m), X (N, nv, 3 nv), Y (N, m, 3 nv), loads (N, nb, 6) or NULL): serial
+    # for one state, else in parallel without the GIL, one workspace (Work,
+    # CWork, the kernel's scratch) per thread
+    cdef Py_ssize_t k
+    cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb, n3 = 3 * md.nv
     cdef int wsize = md.wsize, cwsize = cwork_size(md.nb, md.nv, cd.m)
     cdef int dsize = deriv_scratch(md.nb, md.nv, cd.m, nk)
-    cdef const double* fp = NULL
-    cdef double* lp = &lam[0, 0] if m > 0 else NULL
-    cdef double* Yp = &Y[0, 0, 0] if m > 0 else NULL
     cdef Work w
     cdef CWork cw
     cdef double* buf = NULL        # each thread sets its own (initialised for the firstprivate copy)
-    if fext is not None:
-        fp = &fext[0, 0, 0]
+    if m == 0:
+        lp = NULL
+        Yp = NULL
     if N == 1 or nthreads <= 1:
         nthreads = 1
     with nogil, parallel(num_threads=nthreads):
@@ -272,9 +272,9 @@ cdef void _deriv_batch(ModelData md, ClosureData cd, int nk, bint inverse, const
         w = work_from(buf, nb)
         cw = cwork_from(buf + wsize, nb, nv, m)
         for k in prange(N, schedule='guided'):
-            status[k] = _deriv_one(&md.c, &cd.c, nk, inverse, &q[k, 0], &dq[k, 0], &x[k, 0], act, &v[k, 0],
-                                   _row(fp, k, 6 * nb), rcond, _orow(lp, k, m), &X[k, 0, 0],
-                                   _orow(Yp, k, m * n3), buf + wsize + cwsize, &w, &cw)
+            status[k] = _deriv_one(&md.c, &cd.c, nk, inverse, q + k * nq, dq + k * nv, x + k * nv, act,
+                                   v + k * nv, _row(fp, k, 6 * nb), rcond, _orow(lp, k, m),
+                                   X + k * nv * n3, _orow(Yp, k, m * n3), buf + wsize + cwsize, &w, &cw)
         free(buf)
 
 
@@ -312,7 +312,9 @@ def closed_forward_derivatives(ModelData md, ClosureData cd, int nk, const doubl
     m, 3 nv); ``status[k]`` 0, ST_MASS_NOT_PD, ST_DIST_COINCIDE or
     ST_DERIV_REDUNDANT (the caller takes the NumPy reference).  Serial for
     one state, else in parallel without the GIL."""
-    _deriv_batch(md, cd, nk, False, q, dq, tau, NULL, ddq, fext, rcond, lam, X, Y, status, nthreads)
+    _deriv_batch(md, cd, nk, False, q.shape[0], &q[0, 0], &dq[0, 0], &tau[0, 0], NULL, &ddq[0, 0],
+                 _base3(fext), rcond, &lam[0, 0] if cd.m > 0 else NULL, &X[0, 0, 0],
+                 &Y[0, 0, 0] if cd.m > 0 else NULL, &status[0], nthreads)
 
 
 def closed_inverse_derivatives(ModelData md, ClosureData cd, int nk, const double[:, ::1] q,
@@ -324,7 +326,9 @@ def closed_inverse_derivatives(ModelData md, ClosureData cd, int nk, const doubl
     (``gear/constraints/_derivatives.pxd``): ``tau`` (N, nv) holds the
     passive torques on entry; ``X`` (N, nv, 3 nv), ``Y`` (N, m, 3 nv);
     ``status[k]`` 0, ST_DIST_COINCIDE, ST_INEXACT or ST_DERIV_REDUNDANT."""
-    _deriv_batch(md, cd, nk, True, q, dq, ddq, &actuated[0], tau, fext, rcond, lam, X, Y, status, nthreads)
+    _deriv_batch(md, cd, nk, True, q.shape[0], &q[0, 0], &dq[0, 0], &ddq[0, 0], &actuated[0], &tau[0, 0],
+                 _base3(fext), rcond, &lam[0, 0] if cd.m > 0 else NULL, &X[0, 0, 0],
+                 &Y[0, 0, 0] if cd.m > 0 else NULL, &status[0], nthreads)
 
 
 cdef object _deriv_light(ModelData md, ClosureData cd, int nk, bint inverse, q, dq, x,
@@ -339,9 +343,12 @@ cdef object _deriv_light(ModelData md, ClosureData cd, int nk, bint inverse, q, 
     cdef State1 st
     cdef Py_ssize_t N, N2, N3, N4, k, nv = md.nv, nq = md.nq
     cdef const double* qp
+    cdef const double* dqp
+    cdef const double* xp
     cdef const double* tp = NULL
     cdef int nthreads = 1
-    cdef int[::1] stv
+    cdef int* stv
+    cdef cnp.npy_intp dims[3]
     if _state1(md, q, dq, x, &st):
         if tau_passive is not None:
             tp = _vec(tau_passive, nv)
@@ -352,22 +359,34 @@ cdef object _deriv_light(ModelData md, ClosureData cd, int nk, bint inverse, q, 
             (<double*> cnp.PyArray_DATA(v))[k] = 0.0 if tp == NULL else tp[k]
         return _deriv_single(md, cd, nk, inverse, &st, act, v, rcond)
     qp = _mat(q, nq, &N)
-    if qp == NULL or _mat(dq, nv, &N2) == NULL or _mat(x, nv, &N3) == NULL or N2 != N or N3 != N or N < 1:
+    dqp = _mat(dq, nv, &N2)
+    xp = _mat(x, nv, &N3)
+    if qp == NULL or dqp == NULL or xp == NULL or N2 != N or N3 != N or N < 1:
         return None
-    if tau_passive is not None and (_mat(tau_passive, nv, &N4) == NULL or N4 != N):
-        return None
+    if tau_passive is not None:
+        tp = _mat(tau_passive, nv, &N4)
+        if tp == NULL or N4 != N:
+            return None
     for k in range(N):
         if not _quats_ok(md, qp + k * nq):
             return None
-    v = np.array(tau_passive) if tau_passive is not None else np.zeros((N, nv))
+    v = _empty2(N, nv)
+    for k in range(N * nv):
+        (<double*> cnp.PyArray_DATA(v))[k] = 0.0 if tp == NULL else tp[k]
     lam = _empty2(N, cd.m)
-    X = np.empty((N, nv, 3 * nv))
-    Y = np.empty((N, cd.m, 3 * nv))
-    status = np.zeros(N, dtype=np.int32)
-    stv = status
+    dims[0] = N
+    dims[1] = nv
+    dims[2] = 3 * nv
+    X = cnp.PyArray_EMPTY(3, dims, cnp.NPY_DOUBLE, 0)
+    dims[1] = cd.m
+    Y = cnp.PyArray_EMPTY(3, dims, cnp.NPY_DOUBLE, 0)
+    status = cnp.PyArray_ZEROS(1, dims, cnp.NPY_INT32, 0)
+    stv = <int*> cnp.PyArray_DATA(status)
     if N >= _PARALLEL_FROM:
         nthreads = batch_threads()
-    _deriv_batch(md, cd, nk, inverse, q, dq, x, act, v, None, rcond, lam, X, Y, stv, nthreads)
+    _deriv_batch(md, cd, nk, inverse, N, qp, dqp, xp, act, <double*> cnp.PyArray_DATA(v), NULL, rcond,
+                 <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(X), <double*> cnp.PyArray_DATA(Y),
+                 stv, nthreads)
     for k in range(N):
         if stv[k] != 0:
             return v, lam, X, Y, stv[k]
