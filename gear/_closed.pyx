@@ -734,13 +734,14 @@ cdef class FastForward:
         ddq = _empty2(N, nv)
         lam = _empty2(N, m)
         info = _empty2(N, 2)
-        status = np.zeros(N, dtype=np.int32)
-        cdef int[::1] stv = status
+        cdef cnp.npy_intp n1 = N
+        status = cnp.PyArray_ZEROS(1, &n1, cnp.NPY_INT32, 0)
+        cdef int* stv = <int*> cnp.PyArray_DATA(status)
         if N >= _PARALLEL_FROM:
             nthreads = batch_threads()
         _cdyn_batch(self.md, self.cd, self.route, N, qp, dqp, <double*> cnp.PyArray_DATA(ddq),
                     <double*> tp, NULL, NULL,          # (read only: no joint is prescribed)
-                    <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(info), &stv[0],
+                    <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(info), stv,
                     nthreads, True)
         for k in range(N):
             if stv[k] != 0:
@@ -857,14 +858,15 @@ cdef class FastInverse:
         tau = np.array(tau_passive) if tp != NULL else np.zeros((N, nv))
         lam = _empty2(N, self.cd.m)
         info = _empty2(N, 2)
-        status = np.zeros(N, dtype=np.int32)
-        cdef int[::1] stv = status
+        cdef cnp.npy_intp n1 = N
+        status = cnp.PyArray_ZEROS(1, &n1, cnp.NPY_INT32, 0)
+        cdef int* stv = <int*> cnp.PyArray_DATA(status)
         if N >= _PARALLEL_FROM:
             nthreads = batch_threads()
         _closed_inverse_batch(self.md, self.cd, N, qp, dqp, ap, <double*> cnp.PyArray_DATA(tau),
                               <const unsigned char*> cnp.PyArray_DATA(act), NULL, self.rcond,
                               <double*> cnp.PyArray_DATA(lam) if self.cd.m > 0 else NULL,
-                              <double*> cnp.PyArray_DATA(info), &stv[0], nthreads)
+                              <double*> cnp.PyArray_DATA(info), stv, nthreads)
         for k in range(N):
             if stv[k] != 0:
                 return None                    # under-actuated or failing: the general path
@@ -985,13 +987,14 @@ cdef class FastHybrid:
         tau_o = np.array(tau)
         lam = _empty2(N, cd.m)
         info = _empty2(N, 2)
-        status = np.zeros(N, dtype=np.int32)
-        cdef int[::1] stv = status
+        cdef cnp.npy_intp n1 = N
+        status = cnp.PyArray_ZEROS(1, &n1, cnp.NPY_INT32, 0)
+        cdef int* stv = <int*> cnp.PyArray_DATA(status)
         if N >= _PARALLEL_FROM:
             nthreads = batch_threads()
         _cdyn_batch(self.md, cd, route, N, qp, dqp, <double*> cnp.PyArray_DATA(ddq_o),
                     <double*> cnp.PyArray_DATA(tau_o), <const unsigned char*> cnp.PyArray_DATA(pm), NULL,
-                    <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(info), &stv[0], nthreads,
+                    <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(info), stv, nthreads,
                     True)
         for k in range(N):
             if stv[k] != 0:

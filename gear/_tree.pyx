@@ -11,7 +11,7 @@ the parts of the fork-join team (``gear/_team.h``); each part owns its
 workspace."""
 from cython.parallel cimport prange, parallel, threadid
 from libc.string cimport memcpy
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport malloc, calloc, free
 cimport numpy as cnp
 from libc.math cimport fabs, sqrt
 
@@ -479,18 +479,22 @@ cdef bint _run_light(ModelData md, Call* c, Py_ssize_t N, bint checked) except -
     # ``_run`` for the allocation-light paths: in the calling thread below
     # _PARALLEL_FROM states (no team to start).  ``checked``: with a status
     # per state, False if one failed (the general path then names the joint)
-    cdef int[::1] sv
+    cdef int* sv = NULL
     cdef Py_ssize_t k
     if checked:
-        status = np.zeros(N, dtype=np.int32)
-        sv = status
-        c.status = &sv[0]
-    _run(md, c, N, batch_threads() if N >= _PARALLEL_FROM else 1)
-    if checked:
-        for k in range(N):
-            if sv[k] != 0:
-                return False
-    return True
+        sv = <int*> calloc(N, sizeof(int))
+        if sv == NULL:
+            raise MemoryError()
+        c.status = sv
+    try:
+        _run(md, c, N, batch_threads() if N >= _PARALLEL_FROM else 1)
+        if checked:
+            for k in range(N):
+                if sv[k] != 0:
+                    return False
+        return True
+    finally:
+        free(sv)
 
 
 cdef object _into(out, bint batch, Py_ssize_t N, Py_ssize_t n):
