@@ -748,8 +748,12 @@ cdef class FastForward:
                 return None                        # the general path reports it
         cdef double* dp = <double*> cnp.PyArray_DATA(ddq)
         cdef double* ip = <double*> cnp.PyArray_DATA(info)
-        ok = np.empty(N, dtype=bool)
+        ok = cnp.PyArray_EMPTY(1, &n1, cnp.NPY_BOOL, 0)
+        rank = cnp.PyArray_EMPTY(1, &n1, cnp.NPY_INT64, 0)
+        residual = _empty(N)
         cdef cnp.npy_bool* okp = <cnp.npy_bool*> cnp.PyArray_DATA(ok)
+        cdef cnp.int64_t* rv = <cnp.int64_t*> cnp.PyArray_DATA(rank)
+        cdef double* rp = <double*> cnp.PyArray_DATA(residual)
         for k in range(N):
             okp[k] = True
             for i in range(nv):
@@ -757,10 +761,8 @@ cdef class FastForward:
                     okp[k] = False
                     okall = False
                     break
-        rank = np.empty(N, dtype=np.int64)
-        cdef long[::1] rv = rank
-        for k in range(N):
-            rv[k] = <long> ip[2 * k]
+            rv[k] = <cnp.int64_t> ip[2 * k]
+            rp[k] = ip[2 * k + 1]
         self.counters["calls"] += N
         self.counters["factorizations"] += N * self.nfac
         stats = {"factorizations": N * self.nfac, "rank": rank, "native": True}
@@ -769,7 +771,7 @@ cdef class FastForward:
         cdef ConstraintResult out = ConstraintResult.__new__(ConstraintResult)
         out._ddq = ddq
         out._lam = lam
-        out._residual = info[:, 1].copy()
+        out._residual = residual
         out._success = ok
         out._message = "ok" if okall else "non-finite result in some states"
         out._solver = self.solver_name
