@@ -10,6 +10,7 @@ states between the parts of the fork-join team (``gear/_team.h``, one
 workspace per part); the derivatives, tens of microseconds a state, take
 an OpenMP loop."""
 from cython.parallel cimport prange, parallel
+from libc.string cimport memcpy, memset
 from libc.stdlib cimport malloc, free
 cimport numpy as cnp
 from libc.math cimport isfinite
@@ -661,6 +662,58 @@ cdef ConstraintResult _native_result(ddq, lam, const double* info, int nfac, sol
     return out
 
 
+cdef cnp.ndarray _copy2(const double* src, Py_ssize_t N, Py_ssize_t n):
+    # a new (N, n) array holding src's N n doubles (zeros for NULL)
+    cdef cnp.ndarray a = _empty2(N, n)
+    if src != NULL:
+        memcpy(cnp.PyArray_DATA(a), src, N * n * sizeof(double))
+    else:
+        memset(cnp.PyArray_DATA(a), 0, N * n * sizeof(double))
+    return a
+
+
+cdef tuple _rank_residual(const double* info, Py_ssize_t N):
+    # the (N, 2) info of a batch as its ranks (int64) and residuals
+    cdef cnp.npy_intp n1 = N
+    cdef Py_ssize_t k
+    rank = cnp.PyArray_EMPTY(1, &n1, cnp.NPY_INT64, 0)
+    residual = _empty(N)
+    cdef cnp.int64_t* rv = <cnp.int64_t*> cnp.PyArray_DATA(rank)
+    cdef double* rp = <double*> cnp.PyArray_DATA(residual)
+    for k in range(N):
+        rv[k] = <cnp.int64_t> info[2 * k]
+        rp[k] = info[2 * k + 1]
+    return rank, residual
+
+
+cdef ConstraintResult _batch_result(ddq, lam, residual, const double* a, const double* b, Py_ssize_t N,
+                                    Py_ssize_t n, solver_name, stats, bad_message="ok"):
+    # a batch's result: ``success`` True for the states whose rows (n) of
+    # ``a`` and of ``b`` (if not NULL) are all finite; message "ok", or
+    # ``bad_message`` where some state is not
+    cdef cnp.npy_intp n1 = N
+    cdef Py_ssize_t k, i
+    cdef bint okall = True
+    success = cnp.PyArray_EMPTY(1, &n1, cnp.NPY_BOOL, 0)
+    cdef cnp.npy_bool* okp = <cnp.npy_bool*> cnp.PyArray_DATA(success)
+    for k in range(N):
+        okp[k] = True
+        for i in range(n):
+            if not isfinite(a[k * n + i]) or (b != NULL and not isfinite(b[k * n + i])):
+                okp[k] = False
+                okall = False
+                break
+    cdef ConstraintResult out = ConstraintResult.__new__(ConstraintResult)
+    out._ddq = ddq
+    out._lam = lam
+    out._residual = residual
+    out._success = success
+    out._message = "ok" if okall else bad_message
+    out._solver = solver_name
+    out._stats = stats
+    return out
+
+
 cdef class FastForward:
     """One-state constrained forward dynamics with the least Python in
     between: validates like ``rnea1`` (else returns None for the general
@@ -719,13 +772,12 @@ cdef class FastForward:
         ``_PARALLEL_FROM`` states, no thread team to start); anything else
         returns None for the general path.  The same result as
         ``ConstrainedModel.forward_dynamics``'s batch path."""
-        cdef Py_ssize_t N, k, i, nv = self.md.nv, nq = self.md.nq, m = self.cd.m
+        cdef Py_ssize_t N, k, nv = self.md.nv, nq = self.md.nq, m = self.cd.m
         cdef const double* qp = _mat(q, nq, &N)
         cdef Py_ssize_t N2, N3
         cdef const double* dqp = _mat(dq, nv, &N2)
         cdef const double* tp = _mat(tau, nv, &N3)
         cdef int nthreads = 1
-        cdef bint okall = True
         if qp == NULL or dqp == NULL or tp == NULL or N2 != N or N3 != N or N < 1:
             return None
         for k in range(N):
@@ -746,37 +798,14 @@ cdef class FastForward:
         for k in range(N):
             if stv[k] != 0:
                 return None                        # the general path reports it
-        cdef double* dp = <double*> cnp.PyArray_DATA(ddq)
-        cdef double* ip = <double*> cnp.PyArray_DATA(info)
-        ok = cnp.PyArray_EMPTY(1, &n1, cnp.NPY_BOOL, 0)
-        rank = cnp.PyArray_EMPTY(1, &n1, cnp.NPY_INT64, 0)
-        residual = _empty(N)
-        cdef cnp.npy_bool* okp = <cnp.npy_bool*> cnp.PyArray_DATA(ok)
-        cdef cnp.int64_t* rv = <cnp.int64_t*> cnp.PyArray_DATA(rank)
-        cdef double* rp = <double*> cnp.PyArray_DATA(residual)
-        for k in range(N):
-            okp[k] = True
-            for i in range(nv):
-                if not isfinite(dp[k * nv + i]):
-                    okp[k] = False
-                    okall = False
-                    break
-            rv[k] = <cnp.int64_t> ip[2 * k]
-            rp[k] = ip[2 * k + 1]
+        rank, residual = _rank_residual(<const double*> cnp.PyArray_DATA(info), N)
         self.counters["calls"] += N
         self.counters["factorizations"] += N * self.nfac
         stats = {"factorizations": N * self.nfac, "rank": rank, "native": True}
         if self.extra is not None:
             stats.update({key: v for key, v in self.extra.items() if key != "rank"})
-        cdef ConstraintResult out = ConstraintResult.__new__(ConstraintResult)
-        out._ddq = ddq
-        out._lam = lam
-        out._residual = residual
-        out._success = ok
-        out._message = "ok" if okall else "non-finite result in some states"
-        out._solver = self.solver_name
-        out._stats = stats
-        return out
+        return _batch_result(ddq, lam, residual, <const double*> cnp.PyArray_DATA(ddq), NULL, N, nv,
+                             self.solver_name, stats, "non-finite result in some states")
 
 
 cdef class FastInverse:
@@ -857,7 +886,7 @@ cdef class FastInverse:
         for k in range(N):
             if not _quats_ok(self.md, qp + k * nq):
                 return None
-        tau = np.array(tau_passive) if tp != NULL else np.zeros((N, nv))
+        tau = _copy2(tp, N, nv)
         lam = _empty2(N, self.cd.m)
         info = _empty2(N, 2)
         cdef cnp.npy_intp n1 = N
@@ -874,10 +903,14 @@ cdef class FastInverse:
                 return None                    # under-actuated or failing: the general path
         self.counters["calls"] += N
         self.counters["factorizations"] += N
-        return ConstraintResult(
-            tau=tau, lam=lam, exact=np.ones(N, dtype=bool), ddq=np.array(ddq),
-            success=np.isfinite(tau).all(axis=1), message="ok", solver=self.solver_name,
-            stats={"factorizations": N, "native": True})
+        cdef cnp.npy_intp n1b = N
+        exact = cnp.PyArray_EMPTY(1, &n1b, cnp.NPY_BOOL, 0)
+        memset(cnp.PyArray_DATA(exact), 1, N)
+        out = _batch_result(_copy2(ap, N, nv), lam, _UNSET, <const double*> cnp.PyArray_DATA(tau), NULL, N,
+                            nv, self.solver_name, {"factorizations": N, "native": True})
+        out.tau = tau
+        out.exact = exact
+        return out
 
 
 cdef inline bint _bools_ok(object a, Py_ssize_t n):
@@ -985,8 +1018,8 @@ cdef class FastHybrid:
         cd, route, extra = p
         if route == 3:
             return None
-        ddq_o = np.array(ddq)
-        tau_o = np.array(tau)
+        ddq_o = _copy2(ap, N, nv)
+        tau_o = _copy2(tp, N, nv)
         lam = _empty2(N, cd.m)
         info = _empty2(N, 2)
         cdef cnp.npy_intp n1 = N
@@ -1003,9 +1036,11 @@ cdef class FastHybrid:
                 return None                        # the general path reports it
         self.counters["calls"] += N
         self.counters["factorizations"] += N * self.nfac
-        stats = {"factorizations": N * self.nfac, "rank": info[:, 0].astype(int), "native": True}
+        rank, residual = _rank_residual(<const double*> cnp.PyArray_DATA(info), N)
+        stats = {"factorizations": N * self.nfac, "rank": rank, "native": True}
         if extra is not None:
             stats.update({key: v for key, v in extra.items() if key != "rank"})
-        return ConstraintResult(tau=tau_o, ddq=ddq_o, lam=lam, residual=info[:, 1].copy(),
-                                success=np.isfinite(ddq_o).all(axis=1) & np.isfinite(tau_o).all(axis=1),
-                                message="ok", solver=self.solver_name, stats=stats)
+        out = _batch_result(ddq_o, lam, residual, <const double*> cnp.PyArray_DATA(ddq_o),
+                            <const double*> cnp.PyArray_DATA(tau_o), N, nv, self.solver_name, stats)
+        out.tau = tau_o
+        return out
