@@ -714,6 +714,25 @@ cdef ConstraintResult _batch_result(ddq, lam, residual, const double* a, const d
     return out
 
 
+cdef object _cdyn_light(ModelData md, ClosureData cd, int route, Py_ssize_t N, const double* qp,
+                        const double* dqp, double* ddqp, double* taup, const unsigned char* pp):
+    # the forward (pp NULL) or hybrid kernel on a light-path batch (routes
+    # 0-2), in the calling thread below _PARALLEL_FROM states: (lam, info),
+    # or None where some state failed
+    cdef cnp.npy_intp n1 = N
+    cdef Py_ssize_t k
+    lam = _empty2(N, cd.m)
+    info = _empty2(N, 2)
+    status = cnp.PyArray_ZEROS(1, &n1, cnp.NPY_INT32, 0)
+    cdef int* stv = <int*> cnp.PyArray_DATA(status)
+    _cdyn_batch(md, cd, route, N, qp, dqp, ddqp, taup, pp, NULL, <double*> cnp.PyArray_DATA(lam),
+                <double*> cnp.PyArray_DATA(info), stv, batch_threads() if N >= _PARALLEL_FROM else 1, True)
+    for k in range(N):
+        if stv[k] != 0:
+            return None
+    return lam, info
+
+
 cdef class FastForward:
     """One-state constrained forward dynamics with the least Python in
     between: validates like ``rnea1`` (else returns None for the general
@@ -777,27 +796,17 @@ cdef class FastForward:
         cdef Py_ssize_t N2, N3
         cdef const double* dqp = _mat(dq, nv, &N2)
         cdef const double* tp = _mat(tau, nv, &N3)
-        cdef int nthreads = 1
         if qp == NULL or dqp == NULL or tp == NULL or N2 != N or N3 != N or N < 1:
             return None
         for k in range(N):
             if not _quats_ok(self.md, qp + k * nq):
                 return None
         ddq = _empty2(N, nv)
-        lam = _empty2(N, m)
-        info = _empty2(N, 2)
-        cdef cnp.npy_intp n1 = N
-        status = cnp.PyArray_ZEROS(1, &n1, cnp.NPY_INT32, 0)
-        cdef int* stv = <int*> cnp.PyArray_DATA(status)
-        if N >= _PARALLEL_FROM:
-            nthreads = batch_threads()
-        _cdyn_batch(self.md, self.cd, self.route, N, qp, dqp, <double*> cnp.PyArray_DATA(ddq),
-                    <double*> tp, NULL, NULL,          # (read only: no joint is prescribed)
-                    <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(info), stv,
-                    nthreads, True)
-        for k in range(N):
-            if stv[k] != 0:
-                return None                        # the general path reports it
+        r = _cdyn_light(self.md, self.cd, self.route, N, qp, dqp, <double*> cnp.PyArray_DATA(ddq),
+                        <double*> tp, NULL)        # (tau read only: no joint is prescribed)
+        if r is None:
+            return None                            # the general path reports it
+        lam, info = r
         rank, residual = _rank_residual(<const double*> cnp.PyArray_DATA(info), N)
         self.counters["calls"] += N
         self.counters["factorizations"] += N * self.nfac
@@ -1005,7 +1014,7 @@ cdef class FastHybrid:
         cdef const double* dqp = _mat(dq, nv, &N2)
         cdef const double* ap = _mat(ddq, nv, &N3)
         cdef const double* tp = _mat(tau, nv, &N4)
-        cdef int nthreads = 1, route
+        cdef int route
         cdef ClosureData cd
         if qp == NULL or dqp == NULL or ap == NULL or tp == NULL or N2 != N or N3 != N or N4 != N or N < 1:
             return None
@@ -1020,20 +1029,11 @@ cdef class FastHybrid:
             return None
         ddq_o = _copy2(ap, N, nv)
         tau_o = _copy2(tp, N, nv)
-        lam = _empty2(N, cd.m)
-        info = _empty2(N, 2)
-        cdef cnp.npy_intp n1 = N
-        status = cnp.PyArray_ZEROS(1, &n1, cnp.NPY_INT32, 0)
-        cdef int* stv = <int*> cnp.PyArray_DATA(status)
-        if N >= _PARALLEL_FROM:
-            nthreads = batch_threads()
-        _cdyn_batch(self.md, cd, route, N, qp, dqp, <double*> cnp.PyArray_DATA(ddq_o),
-                    <double*> cnp.PyArray_DATA(tau_o), <const unsigned char*> cnp.PyArray_DATA(pm), NULL,
-                    <double*> cnp.PyArray_DATA(lam), <double*> cnp.PyArray_DATA(info), stv, nthreads,
-                    True)
-        for k in range(N):
-            if stv[k] != 0:
-                return None                        # the general path reports it
+        r = _cdyn_light(self.md, cd, route, N, qp, dqp, <double*> cnp.PyArray_DATA(ddq_o),
+                        <double*> cnp.PyArray_DATA(tau_o), <const unsigned char*> cnp.PyArray_DATA(pm))
+        if r is None:
+            return None                            # the general path reports it
+        lam, info = r
         self.counters["calls"] += N
         self.counters["factorizations"] += N * self.nfac
         rank, residual = _rank_residual(<const double*> cnp.PyArray_DATA(info), N)
