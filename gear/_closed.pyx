@@ -10,7 +10,7 @@ states between the parts of the fork-join team (``gear/_team.h``, one
 workspace per part); the derivatives, tens of microseconds a state, take
 an OpenMP loop."""
 from cython.parallel cimport prange, parallel
-from libc.string cimport memcpy, memset
+from libc.string cimport memset
 from libc.stdlib cimport malloc, free
 cimport numpy as cnp
 from libc.math cimport isfinite
@@ -31,8 +31,8 @@ from gear.maximal._tree_route cimport maximal_dynamics as _cmax
 from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_assemble, joint_frames,
                                    gear_chol, gear_chol_clone, gear_chol_free)
 from gear._data cimport (ModelData, ClosureData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec,
-                         _quats_ok, _empty, State1, _state1, _mat, _empty2, _flags, batch_threads,
-                         team_run, team_share, team_scratch)
+                         _empty, State1, _state1, _empty2, _copied, _flags, _batch_in,
+                         NEED_A, NEED_B, NEED_C, batch_threads, team_run, team_share, team_scratch)
 
 cnp.import_array()
 
@@ -342,7 +342,7 @@ cdef object _deriv_light(ModelData md, ClosureData cd, int nk, bint inverse, q, 
     0, or the first nonzero status of a batch), or None when the arguments
     need the general path."""
     cdef State1 st
-    cdef Py_ssize_t N, N2, N3, N4, k, nv = md.nv, nq = md.nq
+    cdef Py_ssize_t N, k, nv = md.nv
     cdef const double* qp
     cdef const double* dqp
     cdef const double* xp
@@ -355,25 +355,10 @@ cdef object _deriv_light(ModelData md, ClosureData cd, int nk, bint inverse, q, 
             tp = _vec(tau_passive, nv)
             if tp == NULL:
                 return None
-        v = _empty(nv)
-        for k in range(nv):
-            (<double*> cnp.PyArray_DATA(v))[k] = 0.0 if tp == NULL else tp[k]
-        return _deriv_single(md, cd, nk, inverse, &st, act, v, rcond)
-    qp = _mat(q, nq, &N)
-    dqp = _mat(dq, nv, &N2)
-    xp = _mat(x, nv, &N3)
-    if qp == NULL or dqp == NULL or xp == NULL or N2 != N or N3 != N or N < 1:
+        return _deriv_single(md, cd, nk, inverse, &st, act, _copied(tp, False, 1, nv), rcond)
+    if not _batch_in(md, q, dq, x, tau_passive, NEED_A | NEED_B, &N, &qp, &dqp, &xp, &tp):
         return None
-    if tau_passive is not None:
-        tp = _mat(tau_passive, nv, &N4)
-        if tp == NULL or N4 != N:
-            return None
-    for k in range(N):
-        if not _quats_ok(md, qp + k * nq):
-            return None
-    v = _empty2(N, nv)
-    for k in range(N * nv):
-        (<double*> cnp.PyArray_DATA(v))[k] = 0.0 if tp == NULL else tp[k]
+    v = _copied(tp, True, N, nv)
     lam = _empty2(N, cd.m)
     dims[0] = N
     dims[1] = nv
@@ -662,16 +647,6 @@ cdef ConstraintResult _native_result(ddq, lam, const double* info, int nfac, sol
     return out
 
 
-cdef cnp.ndarray _copy2(const double* src, Py_ssize_t N, Py_ssize_t n):
-    # a new (N, n) array holding src's N n doubles (zeros for NULL)
-    cdef cnp.ndarray a = _empty2(N, n)
-    if src != NULL:
-        memcpy(cnp.PyArray_DATA(a), src, N * n * sizeof(double))
-    else:
-        memset(cnp.PyArray_DATA(a), 0, N * n * sizeof(double))
-    return a
-
-
 cdef tuple _rank_residual(const double* info, Py_ssize_t N):
     # the (N, 2) info of a batch as its ranks (int64) and residuals
     cdef cnp.npy_intp n1 = N
@@ -791,16 +766,13 @@ cdef class FastForward:
         ``_PARALLEL_FROM`` states, no thread team to start); anything else
         returns None for the general path.  The same result as
         ``ConstrainedModel.forward_dynamics``'s batch path."""
-        cdef Py_ssize_t N, k, nv = self.md.nv, nq = self.md.nq, m = self.cd.m
-        cdef const double* qp = _mat(q, nq, &N)
-        cdef Py_ssize_t N2, N3
-        cdef const double* dqp = _mat(dq, nv, &N2)
-        cdef const double* tp = _mat(tau, nv, &N3)
-        if qp == NULL or dqp == NULL or tp == NULL or N2 != N or N3 != N or N < 1:
+        cdef Py_ssize_t N, nv = self.md.nv
+        cdef const double* qp
+        cdef const double* dqp
+        cdef const double* tp
+        cdef const double* unused
+        if not _batch_in(self.md, q, dq, tau, None, NEED_A | NEED_B, &N, &qp, &dqp, &tp, &unused):
             return None
-        for k in range(N):
-            if not _quats_ok(self.md, qp + k * nq):
-                return None
         ddq = _empty2(N, nv)
         r = _cdyn_light(self.md, self.cd, self.route, N, qp, dqp, <double*> cnp.PyArray_DATA(ddq),
                         <double*> tp, NULL)        # (tau read only: no joint is prescribed)
@@ -840,7 +812,7 @@ cdef class FastInverse:
         cdef Work w
         cdef CWork cw
         cdef double info[2]
-        cdef int s, k
+        cdef int s
         cdef cnp.ndarray am
         cdef Py_ssize_t nv = self.md.nv
         if not _bools_ok(act, nv):
@@ -852,17 +824,12 @@ cdef class FastInverse:
             tp = _vec(tau_passive, nv)
             if tp == NULL:
                 return None
-        tau = _empty(nv)
-        ddq_o = _empty(nv)
+        tau = _copied(tp, False, 1, nv)
+        ddq_o = _copied(st.b, False, 1, nv)
         lam = _empty(self.cd.m)
-        cdef double* pt = <double*> cnp.PyArray_DATA(tau)
-        cdef double* po = <double*> cnp.PyArray_DATA(ddq_o)
-        for k in range(nv):
-            pt[k] = tp[k] if tp != NULL else 0.0
-            po[k] = st.b[k]
         w = work_from(&self.md.ws[0], self.md.nb)
         cw = cwork_from_c(&self.cd.c, &self.cd.cws[0], self.md.nb, nv, self.cd.m, True)
-        s = _cinv(&self.md.c, &self.cd.c, st.q, st.a, st.b, pt,
+        s = _cinv(&self.md.c, &self.cd.c, st.q, st.a, st.b, <double*> cnp.PyArray_DATA(tau),
                   <const unsigned char*> cnp.PyArray_DATA(am), NULL, self.rcond,
                   <double*> cnp.PyArray_DATA(lam), info, &w, &cw)
         if s != 0:
@@ -880,22 +847,16 @@ cdef class FastInverse:
         None for anything else or when some state is under-actuated (the
         general path answers those with hybrid dynamics).  The general batch
         path's result, bit for bit."""
-        cdef Py_ssize_t N, N2, N3, N4, k, nv = self.md.nv, nq = self.md.nq
-        cdef const double* qp = _mat(q, nq, &N)
-        cdef const double* dqp = _mat(dq, nv, &N2)
-        cdef const double* ap = _mat(ddq, nv, &N3)
-        cdef const double* tp = NULL
+        cdef Py_ssize_t N, k, nv = self.md.nv
+        cdef const double* qp
+        cdef const double* dqp
+        cdef const double* ap
+        cdef const double* tp
         cdef int nthreads = 1
-        if qp == NULL or dqp == NULL or ap == NULL or N2 != N or N3 != N or N < 1 or nv == 0:
+        if nv == 0 or not _batch_in(self.md, q, dq, ddq, tau_passive, NEED_A | NEED_B, &N, &qp, &dqp, &ap,
+                                    &tp):
             return None
-        if tau_passive is not None:
-            tp = _mat(tau_passive, nv, &N4)
-            if tp == NULL or N4 != N:
-                return None
-        for k in range(N):
-            if not _quats_ok(self.md, qp + k * nq):
-                return None
-        tau = _copy2(tp, N, nv)
+        tau = _copied(tp, True, N, nv)
         lam = _empty2(N, self.cd.m)
         info = _empty2(N, 2)
         cdef cnp.npy_intp n1 = N
@@ -915,7 +876,7 @@ cdef class FastInverse:
         cdef cnp.npy_intp n1b = N
         exact = cnp.PyArray_EMPTY(1, &n1b, cnp.NPY_BOOL, 0)
         memset(cnp.PyArray_DATA(exact), 1, N)
-        out = _batch_result(_copy2(ap, N, nv), lam, _UNSET, <const double*> cnp.PyArray_DATA(tau), NULL, N,
+        out = _batch_result(_copied(ap, True, N, nv), lam, _UNSET, <const double*> cnp.PyArray_DATA(tau), NULL, N,
                             nv, self.solver_name, {"factorizations": N, "native": True})
         out.tau = tau
         out.exact = exact
@@ -937,8 +898,9 @@ cdef class FastHybrid:
     Python in between, like :class:`FastForward`: ``prescribed`` must be a
     bool array with one entry per joint (anything else, or an argument
     that does not pass the checks of ``rnea1`` or of
-    :meth:`FastForward._batch`, returns None for the general path).  ``plan(mask_bytes)`` (a Python callable, called once per
-    prescribed set) gives ``(ClosureData, route, extra_stats)`` or None."""
+    :meth:`FastForward._batch`, returns None for the general path).
+    ``plan(mask_bytes)`` (a Python callable, called once per prescribed
+    set) gives ``(ClosureData, route, extra_stats)`` or None."""
     cdef ModelData md
     cdef object solver_name
     cdef dict counters
@@ -959,7 +921,7 @@ cdef class FastHybrid:
         cdef Work w
         cdef CWork cw
         cdef double info[2]
-        cdef int s, route, k
+        cdef int s, route
         cdef ClosureData cd
         cdef cnp.ndarray pm
         cdef Py_ssize_t nv = self.md.nv
@@ -975,18 +937,14 @@ cdef class FastHybrid:
         if p is None:
             return None
         cd, route, extra = p
-        ddq_o = _empty(nv)
-        tau_o = _empty(nv)
+        ddq_o = _copied(pd, False, 1, nv)
+        tau_o = _copied(st.b, False, 1, nv)
         lam = _empty(cd.m)
-        cdef double* po = <double*> cnp.PyArray_DATA(ddq_o)
-        cdef double* pt = <double*> cnp.PyArray_DATA(tau_o)
-        for k in range(nv):
-            po[k] = pd[k]
-            pt[k] = st.b[k]
         w = work_from(&self.md.ws[0], self.md.nb)
         cw = cwork_from_c(&cd.c, &cd.cws[0], self.md.nb, self.md.nv, cd.m, route != 3)
         cw.chol = cd.h0
-        s = _cdyn(&self.md.c, &cd.c, route, st.q, st.a, po, pt,
+        s = _cdyn(&self.md.c, &cd.c, route, st.q, st.a, <double*> cnp.PyArray_DATA(ddq_o),
+                  <double*> cnp.PyArray_DATA(tau_o),
                   <const unsigned char*> cnp.PyArray_DATA(pm), NULL,
                   <double*> cnp.PyArray_DATA(lam), info, &w, &cw)
         if s != 0:
@@ -1009,26 +967,23 @@ cdef class FastHybrid:
         quaternions, as :meth:`FastForward._batch` (routes 0-2; the maximal
         solver's batches keep the general path): the general batch path's
         result, bit for bit, or None for anything else."""
-        cdef Py_ssize_t N, N2, N3, N4, k, nv = self.md.nv, nq = self.md.nq
-        cdef const double* qp = _mat(q, nq, &N)
-        cdef const double* dqp = _mat(dq, nv, &N2)
-        cdef const double* ap = _mat(ddq, nv, &N3)
-        cdef const double* tp = _mat(tau, nv, &N4)
+        cdef Py_ssize_t N, nv = self.md.nv
+        cdef const double* qp
+        cdef const double* dqp
+        cdef const double* ap
+        cdef const double* tp
         cdef int route
         cdef ClosureData cd
-        if qp == NULL or dqp == NULL or ap == NULL or tp == NULL or N2 != N or N3 != N or N4 != N or N < 1:
+        if not _batch_in(self.md, q, dq, ddq, tau, NEED_A | NEED_B | NEED_C, &N, &qp, &dqp, &ap, &tp):
             return None
-        for k in range(N):
-            if not _quats_ok(self.md, qp + k * nq):
-                return None
         p = self._plan_of(pm)                  # (after the checks, as the general path plans)
         if p is None:
             return None
         cd, route, extra = p
         if route == 3:
             return None
-        ddq_o = _copy2(ap, N, nv)
-        tau_o = _copy2(tp, N, nv)
+        ddq_o = _copied(ap, True, N, nv)
+        tau_o = _copied(tp, True, N, nv)
         r = _cdyn_light(self.md, cd, route, N, qp, dqp, <double*> cnp.PyArray_DATA(ddq_o),
                         <double*> cnp.PyArray_DATA(tau_o), <const unsigned char*> cnp.PyArray_DATA(pm))
         if r is None:

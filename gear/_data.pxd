@@ -6,6 +6,7 @@ entry points (``gear/_tree.pyx``, ``gear/_closed.pyx``,
 ``gear/_rollouts.pyx``)."""
 cimport numpy as cnp
 from libc.math cimport isfinite, fabs, sqrt
+from libc.string cimport memcpy, memset
 from gear.algorithms._types cimport ModelC
 from gear.constraints._cwork cimport ClosC, SpKKT, SpInv
 from gear.maximal._kernel cimport MaxC, gear_chol
@@ -177,6 +178,42 @@ cdef inline const double* _mat(object o, Py_ssize_t n, Py_ssize_t* N):
     return p
 
 
+cdef enum:
+    # which of _batch_in's arrays a, b, c must be given
+    NEED_A = 1
+    NEED_B = 2
+    NEED_C = 4
+
+
+cdef inline bint _rows_of(object o, Py_ssize_t n, Py_ssize_t N, bint needed, const double** p):
+    # ``o`` an (N, n) batch as _mat takes it (its data in p), or None where
+    # it is not needed (p NULL)
+    cdef Py_ssize_t No = 0
+    if o is None:
+        p[0] = NULL
+        return not needed
+    p[0] = _mat(o, n, &No)
+    return p[0] != NULL and No == N
+
+
+cdef inline bint _batch_in(ModelData md, q, a, b, c, int need, Py_ssize_t* N, const double** qp,
+                           const double** ap, const double** bp, const double** cp):
+    """True if ``q`` is a batch (N, nq), N >= 1, and ``a``, ``b``, ``c``
+    are batches (N, nv), or None where ``need`` (NEED_A | NEED_B | NEED_C)
+    does not name them: float64 C-contiguous, finite, unit quaternions
+    (the light paths' batches).  Fills the data pointers (NULL for None)."""
+    cdef Py_ssize_t k
+    qp[0] = _mat(q, md.nq, N)
+    if (qp[0] == NULL or N[0] < 1 or not _rows_of(a, md.nv, N[0], need & NEED_A, ap)
+            or not _rows_of(b, md.nv, N[0], need & NEED_B, bp)
+            or not _rows_of(c, md.nv, N[0], need & NEED_C, cp)):
+        return False
+    for k in range(N[0]):
+        if not _quats_ok(md, qp[0] + k * md.nq):
+            return False
+    return True
+
+
 cdef inline bint _out_ok(object o, Py_ssize_t N, Py_ssize_t n):
     # a writeable C-contiguous float64 array of shape (N, n), or (n,) for
     # N = -1: a result the fast paths may fill in place
@@ -190,6 +227,24 @@ cdef inline bint _out_ok(object o, Py_ssize_t N, Py_ssize_t n):
     if N < 0:
         return cnp.PyArray_NDIM(a) == 1 and cnp.PyArray_DIM(a, 0) == n
     return cnp.PyArray_NDIM(a) == 2 and cnp.PyArray_DIM(a, 0) == N and cnp.PyArray_DIM(a, 1) == n
+
+
+cdef inline cnp.ndarray _copied(const double* src, bint batch, Py_ssize_t N, Py_ssize_t n):
+    # a new array (N, n) -- (n,) for one state (N = 1) -- holding src's
+    # N n doubles, or zeros for NULL
+    cdef cnp.npy_intp dims[2]
+    dims[0] = N
+    dims[1] = n
+    cdef cnp.ndarray a
+    if batch:
+        a = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+    else:
+        a = cnp.PyArray_EMPTY(1, &dims[1], cnp.NPY_DOUBLE, 0)
+    if src != NULL:
+        memcpy(cnp.PyArray_DATA(a), src, N * n * sizeof(double))
+    else:
+        memset(cnp.PyArray_DATA(a), 0, N * n * sizeof(double))
+    return a
 
 
 cdef inline const unsigned char* _flags(object o, Py_ssize_t n):

@@ -10,7 +10,6 @@ finiteness before calling in.  Batched drivers share the states between
 the parts of the fork-join team (``gear/_team.h``); each part owns its
 workspace."""
 from cython.parallel cimport prange, parallel, threadid
-from libc.string cimport memcpy
 from libc.stdlib cimport malloc, calloc, free
 cimport numpy as cnp
 from libc.math cimport fabs, sqrt
@@ -32,8 +31,8 @@ from gear.algorithms._derivatives cimport (rnea_derivatives as _rnea_d, aba_deri
 from gear.joints._jcalc cimport jcalc, jcalc_dS, jcalc_nv, jcalc_dSdq, jcalc_ddSdq
 from gear.joints._integrate cimport integrate_config as _integrate_config
 from gear._data cimport (ModelData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec, _quats_ok, _empty,
-                         _empty2, _flags, State1, _state1, _mat, _out_ok, batch_threads, team_run, team_share,
-                         team_scratch)
+                         _empty2, _copied, _flags, _batch_in, State1, _state1, _mat, _out_ok, batch_threads,
+                         team_run, team_share, team_scratch)
 
 cnp.import_array()
 
@@ -439,24 +438,18 @@ cdef bint _light_in(ModelData md, q, a, b, Py_ssize_t* N, bint* batch, const dou
     """True if ``q`` is (nq,) or (N, nq) and ``a``, ``b`` are None or the
     same form with nv columns: float64 C-contiguous, finite, unit
     quaternions; fills the data pointers (NULL for None)."""
-    cdef Py_ssize_t Na = 0, Nb = 0, k
+    cdef const double* unused
     batch[0] = cnp.PyArray_CheckExact(q) and cnp.PyArray_NDIM(<cnp.ndarray> q) == 2
     if batch[0]:
-        qp[0] = _mat(q, md.nq, N)
-        ap[0] = _mat(a, md.nv, &Na) if a is not None else NULL
-        bp[0] = _mat(b, md.nv, &Nb) if b is not None else NULL
-        if (qp[0] == NULL or (a is not None and (ap[0] == NULL or Na != N[0]))
-                or (b is not None and (bp[0] == NULL or Nb != N[0])) or N[0] < 1):
+        if not _batch_in(md, q, a, b, None, 0, N, qp, ap, bp, &unused):
             return False
     else:
         N[0] = 1
         qp[0] = _vec(q, md.nq)
         ap[0] = _vec(a, md.nv) if a is not None else NULL
         bp[0] = _vec(b, md.nv) if b is not None else NULL
-        if qp[0] == NULL or (a is not None and ap[0] == NULL) or (b is not None and bp[0] == NULL):
-            return False
-    for k in range(N[0]):
-        if not _quats_ok(md, qp[0] + k * md.nq):
+        if (qp[0] == NULL or (a is not None and ap[0] == NULL) or (b is not None and bp[0] == NULL)
+                or not _quats_ok(md, qp[0])):
             return False
     return md.nv > 0
 
@@ -564,13 +557,6 @@ cdef object _light(ModelData md, int kind, q, a, b, bint gravity, out=None):
     return res[1:] if kind == K_ABA_D else res
 
 
-cdef inline cnp.ndarray _copy(const double* src, bint batch, Py_ssize_t N, Py_ssize_t n):
-    # a new array (N, n) (or (n,) for one state) holding src's N n doubles
-    cdef cnp.ndarray a = _empty2(N, n) if batch else _empty(n)
-    memcpy(cnp.PyArray_DATA(a), src, N * n * sizeof(double))
-    return a
-
-
 cdef object _hybrid_light(ModelData md, q, dq, ddq, tau, const unsigned char* prescribed, out):
     """Hybrid dynamics (Kim Table 4; ``prescribed`` uint8 per joint) or,
     with ``prescribed`` NULL, ABA (Table 3: ``ddq`` unread, the result into
@@ -592,12 +578,12 @@ cdef object _hybrid_light(ModelData md, q, dq, ddq, tau, const unsigned char* pr
     if prescribed != NULL:
         if bp == NULL:
             return None
-        ddq_o = _copy(bp, batch, N, md.nv)     # read on the prescribed joints
+        ddq_o = _copied(bp, batch, N, md.nv)     # read on the prescribed joints
     else:
         ddq_o = _into(out, batch, N, md.nv)
         if ddq_o is None:
             return None
-    tau_o = _copy(tp, batch, N, md.nv)         # the kernel's tau argument is not const
+    tau_o = _copied(tp, batch, N, md.nv)         # the kernel's tau argument is not const
     c = _blank(K_HYBRID, qp, ap)
     c.prescribed = prescribed
     c.o1 = <double*> cnp.PyArray_DATA(<cnp.ndarray> ddq_o)
