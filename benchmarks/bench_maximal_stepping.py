@@ -85,19 +85,24 @@ def main(argv=None):
     ap.add_argument("--no-exudyn", action="store_true")
     ap.add_argument("--no-reduced", action="store_true",
                     help="leave the reduced runs out (at N = 1000 they take minutes a step)")
+    ap.add_argument("--routes-only", action="store_true",
+                    help="only the table of the native step by route against Exudyn")
     a = ap.parse_args(argv)
     gear.set_num_threads(1)
     dt = 1e-3
+    try:
+        from bench_maximal import exudyn_time
+    except ImportError:
+        exudyn_time = None
+    if a.routes_only:
+        route_table(a.ns, None if a.no_exudyn else exudyn_time)
+        return
     print(f"# gear {gear.__version__} | numpy {np.__version__} | one thread | dt = {dt:g} s")
     print("\nus per step, one state (N-four-bar, chain tree)\n")
     cols = ["maximal euler+bg", "maximal euler+bg (native)", "maximal euler+proj", "maximal euler+proj (native)",
             "maximal rkmk4", "reduced euler", "reduced rk4", "exudyn", "maximal e+bg / exudyn",
             "native e+bg / exudyn"]
     print(f"{'N':>5} {'bodies':>7} {'rows':>6} " + " ".join(f"{c:>26}" for c in cols))
-    try:
-        from bench_maximal import exudyn_time
-    except ImportError:
-        exudyn_time = None
     rng = np.random.default_rng(0)
     for N in a.ns:
         s, q = gear.mechanisms.n_four_bar(N)
@@ -187,6 +192,11 @@ def mimic_table(dt=1e-3, steps=1000):
         print(f"{os.path.basename(path):>28} " + " ".join(f"{c:>10}" for c in cells))
 
 
+# rounds of the route table: Exudyn's step and gear's routes alternate,
+# and a ratio is the median over the rounds of the ratio within each
+ROUNDS = 9
+
+
 def route_table(ns, exudyn_time, dt=1e-3):
     """The native Euler + Baumgarte step by each of the kernel's routes
     (gear.maximal.native.use_route: "schur" factorises K = J M^-1 J^T,
@@ -194,15 +204,18 @@ def route_table(ns, exudyn_time, dt=1e-3):
     each of its spanning trees -- in maximal coordinates one mechanism, the
     pivots of the cranks a revolute joint (ground tree) or a ball closure
     (chain tree) -- against one Exudyn step of the mechanism."""
-    print("\nThe native Euler + Baumgarte step by route, us per step, one state (recording the last frame)\n")
+    print("\nThe native Euler + Baumgarte step by route, us per step, one state (recording the last frame;"
+          f" best of {ROUNDS} rounds, 3 at N = 1000; tree/exudyn: the median of the rounds' ratios, quartiles"
+          " in brackets)\n")
     print(f"{'N':>5} {'built on':>9} {'rows':>6} {'loop rows':>10} {'schur':>10} {'tree':>10} {'tree/schur':>11} "
-          f"{'exudyn':>10} {'tree/exudyn':>12}")
+          f"{'exudyn':>10} {'tree/exudyn':>18}")
     from gear.maximal import native
     from gear.maximal.tree import step_tree_plan
 
     for N in ns:
-        # the machine's speed drifts between runs: each time is the best of
-        # three rounds, Exudyn's and gear's interleaved
+        # the machine's speed drifts by up to 2x within minutes: each time is
+        # the best of the rounds, Exudyn's and gear's interleaved, and each
+        # ratio the median of the rounds' ratios
         steps = max(5, 20000 // N)
         runs = {}
         for tree in ("chain", "ground"):
@@ -210,8 +223,9 @@ def route_table(ns, exudyn_time, dt=1e-3):
             mx = gear.MaximalModel(s)
             P, V = mx.state(q, s.project_velocity(q, np.random.default_rng(0).standard_normal(s.model.nv)))
             runs[tree] = (mx, P, V)
-        best = {}
-        for _ in range(3):
+        best, ratios = {}, {tree: [] for tree in runs}
+        for _ in range(ROUNDS if N <= 100 else 3):
+            tex = None
             if exudyn_time is not None:
                 s, q = gear.mechanisms.n_four_bar(N)
                 tex, _ = exudyn_time(s, N, q)
@@ -222,6 +236,8 @@ def route_table(ns, exudyn_time, dt=1e-3):
                     t = per_step(lambda: native.native_run(mx, P[None], V[None], dt, steps, steps,
                                                            stabilization="baumgarte"), steps)
                     best[tree, route] = min(best.get((tree, route), np.inf), t)
+                    if route == "tree" and tex is not None:
+                        ratios[tree].append(t / tex)
         tex = best.get("exudyn", np.inf)
         tex = None if not np.isfinite(tex) else tex
         for tree, (mx, P, V) in runs.items():
@@ -229,9 +245,11 @@ def route_table(ns, exudyn_time, dt=1e-3):
             loops = step_tree_plan(mx.rows, mx.I6)[1]["loop_rows"]
             t = {route: best[tree, route] for route in ("schur", "tree")}
             ex = "-" if tex is None else f"{tex * 1e6:10,.1f}"
-            rx = "-" if tex is None else f"{t['tree'] / tex:12.2f}"
+            r = np.array(ratios[tree])
+            rx = "-" if tex is None else (f"{np.median(r):5.2f} ({np.quantile(r, 0.25):.2f}-"
+                                          f"{np.quantile(r, 0.75):.2f})")
             print(f"{N:>5} {tree:>9} {mx.nrows:>6} {loops:>10} {t['schur'] * 1e6:10,.1f} {t['tree'] * 1e6:10,.1f} "
-                  f"{t['tree'] / t['schur']:11.2f} {ex:>10} {rx:>12}")
+                  f"{t['tree'] / t['schur']:11.2f} {ex:>10} {rx:>18}")
 
 
 def chain_urdf(n, path):

@@ -33,6 +33,52 @@ def best_time(fn, number=None, repeat=5, target=0.2):
     return best
 
 
+def paired_times(fa, fb, rounds=11, target=0.05):
+    """Two calls timed in alternating rounds, for a ratio that the
+    machine's drift does not decide.
+
+    This VM's speed moves by up to 2x within minutes, so two best times
+    taken a minute apart can put a ratio on either side of 1.  Here each
+    round times ``fa`` and then ``fb`` (loops of about ``target`` seconds
+    each), and the ratio is the median over the rounds of the ratio within
+    each round.
+
+    Returns
+    -------
+    best_a, best_b : float
+        The best seconds per call of each over the rounds.
+    ratio : float
+        The median over the rounds of (``fa``'s time / ``fb``'s time).
+    spread : tuple of float
+        The ratios' lower and upper quartiles.
+    """
+    def number(fn):
+        # calls in a loop of about ``target`` seconds
+        n = 1
+        while True:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            dt = time.perf_counter() - t0
+            if dt > target / 4 or n > 1 << 20:
+                return max(1, round(n * target / dt))
+            n *= 4
+
+    def per_call(fn, n):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        return (time.perf_counter() - t0) / n
+
+    na, nb = number(fa), number(fb)
+    ta, tb = [], []
+    for _ in range(rounds):
+        ta.append(per_call(fa, na))
+        tb.append(per_call(fb, nb))
+    r = np.array(ta) / np.array(tb)
+    return min(ta), min(tb), float(np.median(r)), (float(np.quantile(r, 0.25)), float(np.quantile(r, 0.75)))
+
+
 def chain_urdf(n, path=None):
     """A serial chain of ``n`` revolute joints (axes alternating z, y) as URDF."""
     links = []
