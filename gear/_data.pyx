@@ -355,8 +355,7 @@ cdef class MaximalData:
             if self.h == NULL:
                 raise MemoryError(f"CHOLMOD's symbolic analysis failed (status {st})")
 
-    def attach_tree(self, int nv, I6, vptr, vrow, vpar, vseg, pptr, pv1, pv2, pdst, pinv, Lp, Li, Rp, Rk,
-                    Rpos):
+    def attach_tree(self, int nv, I6, vptr, vrow, vpar, vseg, pptr, pdst, pinv, Lp, Li, Rp, Rk, Rpos):
         """The tree route (``MaxTree`` of ``gear/maximal/_tree_route.pxd``):
         forward dynamics by the tree-ordered factorisation instead of
         CHOLMOD's (``nv``: the model's velocity coordinates).  Before ``ClosureData.attach_maximal`` (the scratch
@@ -367,8 +366,6 @@ cdef class MaximalData:
         cdef int[::1] a_vpar = _padded(vpar, np.int32)
         cdef int[::1] a_vseg = _padded(vseg, np.int32)
         cdef int[::1] a_pptr = _padded(pptr, np.int32)
-        cdef int[::1] a_pv1 = _padded(pv1, np.int32)
-        cdef int[::1] a_pv2 = _padded(pv2, np.int32)
         cdef int[::1] a_pdst = _padded(pdst, np.int32)
         cdef int[::1] a_pinv = _padded(pinv, np.int32)
         cdef int[::1] a_lp = _padded(Lp, np.int32)
@@ -381,11 +378,10 @@ cdef class MaximalData:
         if (self.c.nP != 0 or a_i6.shape[0] - 1 != 36 * nb or a_vptr.shape[0] - 1 != nb + 1
                 or a_vpar.shape[0] - 1 != nvis or a_vseg.shape[0] - 1 != 2 * nvis
                 or a_pptr.shape[0] - 1 != nb + 1 or a_pptr[nb] != a_pdst.shape[0] - 1
-                or a_pv1.shape[0] != a_pdst.shape[0] or a_pv2.shape[0] != a_pdst.shape[0]
                 or a_pinv.shape[0] - 1 != nL or a_lp.shape[0] - 1 != nL + 1):
             raise ValueError("MaximalData.attach_tree: inconsistent plan arrays")
-        self.arrays.update(I6=a_i6, vptr=a_vptr, vrow=a_vrow, vpar=a_vpar, vseg=a_vseg, pptr=a_pptr, pv1=a_pv1,
-                           pv2=a_pv2, pdst=a_pdst, tpinv=a_pinv, tLp=a_lp, tLi=a_li, tRp=a_rp,
+        self.arrays.update(I6=a_i6, vptr=a_vptr, vrow=a_vrow, vpar=a_vpar, vseg=a_vseg, pptr=a_pptr,
+                           pdst=a_pdst, tpinv=a_pinv, tLp=a_lp, tLi=a_li, tRp=a_rp,
                            tRk=a_rk, tRpos=a_rpos)
         self.tr.I6 = &a_i6[0]
         self.tr.nvis = nvis
@@ -395,8 +391,6 @@ cdef class MaximalData:
         self.tr.vseg = &a_vseg[0]
         self.tr.npair = a_pdst.shape[0] - 1
         self.tr.pptr = &a_pptr[0]
-        self.tr.pv1 = &a_pv1[0]
-        self.tr.pv2 = &a_pv2[0]
         self.tr.pdst = &a_pdst[0]
         self.tr.pinv = &a_pinv[0]
         spchol_set(&self.tr.ch, nL, &a_lp[0], &a_li[0], &a_rp[0], &a_rk[0], &a_rpos[0], 0)

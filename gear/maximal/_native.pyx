@@ -1530,6 +1530,7 @@ cdef class Plan:
         if (len(tree["body"]) != nb or len(tree["vptr"]) != nb + 1 or len(tree["pinv"]) != nL
                 or len(tree["Lp"]) != nL + 1 or len(tree["vseg"]) != 2 * nvis or len(tree["pptr"]) != nb + 1
                 or len(tree["lpart"]) != 2 * nL or np.max(tree["lpart"], initial=-1) >= self.c.mp
+                or tree["pptr"][nb] != len(tree["pdst"])
                 or np.max(tree["lrow"], initial=-1) >= self.m):
             raise ValueError("Plan: inconsistent tree arrays")
         a.update(t)
@@ -1554,10 +1555,8 @@ cdef class Plan:
         self.st.tr.vrow = _iptr(a["t_vrow"])
         self.st.tr.vpar = _iptr(a["t_vpar"])
         self.st.tr.vseg = _iptr(a["t_vseg"])
-        self.st.tr.npair = len(tree["pv1"])
+        self.st.tr.npair = len(tree["pdst"])
         self.st.tr.pptr = _iptr(a["t_pptr"])
-        self.st.tr.pv1 = _iptr(a["t_pv1"])
-        self.st.tr.pv2 = _iptr(a["t_pv2"])
         self.st.tr.pdst = _iptr(a["t_pdst"])
         self.st.tr.pinv = _iptr(a["t_pinv"])
         spchol_set(&self.st.tr.ch, nL, _iptr(a["t_Lp"]), _iptr(a["t_Li"]), _iptr(a["t_Rp"]),

@@ -74,10 +74,8 @@ cdef struct MaxTree:
     const int* vpar      # (nvis,) the same row's visit at the parent body, or -1
     const int* vseg      # (nvis, 2) offsets in Jv of the row's segments on this body, or -1
     int npair
-    const int* pptr      # (nb + 1,) each body's pairs of visits ...
-    const int* pv1       # (npair,) the pair's two visits ...
-    const int* pv2
-    const int* pdst      # ... and the entry of K_L's factor their product adds to
+    const int* pptr      # (nb + 1,) each body's pairs of visits (i <= j, i the outer loop) ...
+    const int* pdst      # (npair,) ... and the entry of K_L's factor their product adds to
     const int* pinv      # (nL,) loop row -> its row in the factor
     SpChol ch            # K_L's factor pattern
 
@@ -371,7 +369,7 @@ cdef inline void loop_schur(const Topo* g, const MaxTree* tr, const double* Jv, 
     wrenches (its two 6-blocks in ``Jv`` at the visits' ``vseg``) passed
     along its paths to the ground, and the products of the visits that
     meet on a body."""
-    cdef int k, v, j, a, n, q
+    cdef int k, v, j, a, n, q, p
     cdef double h[6]
     cdef double b[6]
     cdef double* Wv
@@ -423,19 +421,25 @@ cdef inline void loop_schur(const Topo* g, const MaxTree* tr, const double* Jv, 
     for k in range(tr.ch.nnz):
         t.KL[k] = 0.0
     for k in range(g.nb):
+        # every pair i <= j of the body's visits, in the plan's order
         n = g.nvi[k]
-        if n == 1:
-            for v in range(tr.pptr[k], tr.pptr[k + 1]):
-                t.KL[tr.pdst[v]] += t.Y[6 * tr.pv1[v]] * t.Y[6 * tr.pv2[v]]
-        elif n <= 3:
-            # (y's entries past n are zero: the same sum as dot6's)
-            for v in range(tr.pptr[k], tr.pptr[k + 1]):
-                y1 = t.Y + 6 * tr.pv1[v]
-                y2 = t.Y + 6 * tr.pv2[v]
-                t.KL[tr.pdst[v]] += (y1[0] * y2[0] + y1[1] * y2[1]) + y1[2] * y2[2]
-        else:
-            for v in range(tr.pptr[k], tr.pptr[k + 1]):
-                t.KL[tr.pdst[v]] += dot6(t.Y + 6 * tr.pv1[v], t.Y + 6 * tr.pv2[v])
+        p = tr.pptr[k]
+        for v in range(tr.vptr[k], tr.vptr[k + 1]):
+            y1 = t.Y + 6 * v
+            if n == 1:
+                for j in range(v, tr.vptr[k + 1]):
+                    t.KL[tr.pdst[p]] += y1[0] * t.Y[6 * j]
+                    p += 1
+            elif n <= 3:
+                # (y's entries past n are zero: the same sum as dot6's)
+                for j in range(v, tr.vptr[k + 1]):
+                    y2 = t.Y + 6 * j
+                    t.KL[tr.pdst[p]] += (y1[0] * y2[0] + y1[1] * y2[1]) + y1[2] * y2[2]
+                    p += 1
+            else:
+                for j in range(v, tr.vptr[k + 1]):
+                    t.KL[tr.pdst[p]] += dot6(y1, t.Y + 6 * j)
+                    p += 1
 
 
 cdef inline void kl_mul(const MaxTree* tr, const double* KL, const double* v, double* out) noexcept nogil:

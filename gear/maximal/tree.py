@@ -31,7 +31,7 @@ def tree_plan(ms):
     Returns
     -------
     arrays : dict
-        ``I6, vptr, vrow, vpar, vseg, pptr, pv1, pv2, pdst, pinv, Lp, Li,
+        ``I6, vptr, vrow, vpar, vseg, pptr, pdst, pinv, Lp, Li,
         Rp, Rk, Rpos`` (see ``MaxTree`` in ``gear/maximal/_tree_route.pxd``).
     stats : dict
         ``visits``, ``pairs`` and ``nnz_factor`` (of ``K_L``'s factor).
@@ -104,7 +104,7 @@ def visit_plan(parents, la, lb, seg_row, I6, more=None):
     pinv, (Lp, Li, Rp, Rk, Rpos), key = factor_pattern(pattern)
     pdst = factor_positions(key, nL, pinv[row[pv1]], pinv[row[pv2]])
     arrays = dict(I6=np.ascontiguousarray(np.asarray(I6, dtype=float).reshape(nb, 36)), vptr=vptr, vrow=row,
-                  vpar=vpar, vseg=vseg.ravel(), pptr=pptr, pv1=pv1, pv2=pv2, pdst=pdst, pinv=pinv, Lp=Lp, Li=Li,
+                  vpar=vpar, vseg=vseg.ravel(), pptr=pptr, pdst=pdst, pinv=pinv, Lp=Lp, Li=Li,
                   Rp=Rp, Rk=Rk, Rpos=Rpos)
     return arrays, {"visits": nvis, "pairs": len(pv1), "nnz_factor": int(Lp[-1])}
 
