@@ -74,6 +74,30 @@ def test_tree_route_on_the_n_four_bar_and_the_choice(N, tree):
     assert (costs[0] <= costs[1]) == (tree == "ground")
 
 
+def test_tree_route_refines_only_where_a_dependent_row_takes_force():
+    """Balls closing planar loops leave one row each that no wrench of the
+    tree loads (out of the plane): K_L is factorised as it is, once, and
+    those rows' multipliers are zero, the minimum-norm ones (CHOLMOD's
+    route's to 1e-10).  Bricard's loop has a dependent row that does take
+    force: there the tree route factorises K_L + beta I and refines (more
+    than one factorisation), with the same loop forces."""
+    sysm, q = mech.n_four_bar(10, tree="ground")
+    rng = np.random.default_rng(0)
+    dq = sysm.project_velocity(q, rng.standard_normal(sysm.model.nv))
+    tau = rng.standard_normal(sysm.model.nv)
+    tr, ch = _both(sysm)
+    a, b = tr.forward_dynamics(q, dq, tau), ch.forward_dynamics(q, dq, tau)
+    A = sysm.constraint_jacobian(q)
+    assert a.stats["factorizations"] == 1
+    assert np.count_nonzero(a.lam == 0.0) == A.shape[0] - np.linalg.matrix_rank(A) == 10
+    assert rel(a.lam, b.lam) < 1e-10 and rel(a.ddq, b.ddq) < 1e-10
+    sysm, q, dq, tau, f_ext, A, _ = _mechanism_state("bricard", 5)
+    tr, ch = _both(sysm)
+    a, b = tr.forward_dynamics(q, dq, tau), ch.forward_dynamics(q, dq, tau)
+    assert np.linalg.matrix_rank(A) < A.shape[0] and a.stats["factorizations"] > 1
+    assert rel(a.ddq, b.ddq) < 1e-10 and rel(A.T @ a.lam, A.T @ b.lam) < 1e-10
+
+
 def test_tree_plan_visits_and_pairs():
     """The plan of the four-bar (a chain of three bodies, one closure of
     three rows between the last body and the ground... or the first):

@@ -36,12 +36,16 @@ at body k contributes ``y = Ld^-1 S^T w`` (``D = Ld Ld^T``) and passes
 sum of ``y . y'`` over the bodies on both paths to the ground: ``K_L`` has
 an entry for two loop rows only where their paths meet.  Its pattern, a
 fill-reducing order and the factor's pattern are planned once
-(``MaxTree``, ``gear/maximal/tree.py``); each call factorises ``K_L + beta
-I`` with the sparse Cholesky of ``gear/algorithms/_spchol.pxd`` and
-refines against ``K_L`` as the CHOLMOD route does (``beta = rel * max
-diag``, raised 1000-fold up to 1e-6 when a pivot is not positive;
-refinement until ``|r - K_L mu| <= 1e-14 |r|``; the part of ``r`` outside
-the range removed when there is no exact solution).  Then the loop forces
+(``MaxTree``, ``gear/maximal/tree.py``); each call factorises ``K_L``
+with the sparse Cholesky of ``gear/algorithms/_spchol.pxd``.  Where every
+row the factorisation finds dependent is negligible in itself (a row no
+wrench of the tree loads: the out-of-plane rows of balls closing planar
+loops) the basic solution is used as it is (:func:`kl_factor_plain`).
+Otherwise ``K_L + beta I`` is factorised and refined against ``K_L`` as
+the CHOLMOD route does (``beta = rel * max diag``, raised 1000-fold up to
+1e-6 when a pivot is not positive; refinement until ``|r - K_L mu| <=
+1e-14 |r|``; the part of ``r`` outside the range removed when there is no
+exact solution): the minimum-norm multipliers of dependent rows.  Then the loop forces
 ``J_L^T mu`` join the wrenches ``ft`` (each visit's wrench is its row's
 share at that body: ``ft += mu W`` over the visits) and one more sweep
 from the ground gives ``dV`` and, on the way, each joint's ``D^-1 (S^T ft
@@ -58,7 +62,7 @@ matrices in place of ``Ad``.
 """
 from libc.math cimport sqrt, fabs
 from gear.algorithms._types cimport ModelC, Work
-from gear.algorithms._spchol cimport SpChol, spchol_factor, spchol_solve_basic
+from gear.algorithms._spchol cimport SpChol, spchol_factor, spchol_solve_basic, row_rtol
 from gear.constraints._cwork cimport ClosC, CWork
 from gear.spatial._spatial cimport Ad_inv, dAd_inv, mat6_vec, congruence_Ad_inv_add, congruence6_add
 from gear.algorithms._common cimport S_mul_add
@@ -78,6 +82,12 @@ cdef struct MaxTree:
     const int* pdst      # (npair,) ... and the entry of K_L's factor their product adds to
     const int* pinv      # (nL,) loop row -> its row in the factor
     SpChol ch            # K_L's factor pattern
+
+
+cdef inline double plain_rtol() noexcept nogil:
+    # a pivot of K_L not above this fraction of its largest diagonal entry
+    # marks a dependent row (kl_factor_plain)
+    return 1e-10
 
 
 cdef inline int tree_scratch(int nb, int nv, int nL, int nvis, int nnz) noexcept nogil:
@@ -503,6 +513,24 @@ cdef inline int kl_factor(const MaxTree* tr, TreeW* t, double rel) noexcept nogi
         rel = min(max(rel, 1e-15) * 1e3, 1e-6)
 
 
+cdef inline bint kl_factor_plain(const MaxTree* tr, TreeW* t) noexcept nogil:
+    """The factor of ``K_L`` itself, unregularised, if every row it finds
+    dependent is negligible in itself (``dep`` 2 of ``spchol_factor``: a
+    row no wrench of the tree loads, such as the out-of-plane row of a
+    ball closing a planar loop); False otherwise.  Then the basic solution
+    is exact on the other rows and, the negligible rows' multipliers left
+    at zero, the minimum-norm one to within ``row_rtol()`` relative
+    (``gear/algorithms/_spchol.pxd``): no regularisation to refine away."""
+    cdef int nL = tr.ch.n, l, k
+    for k in range(tr.ch.nnz):
+        t.Lx[k] = t.KL[k]
+    spchol_factor(&tr.ch, t.Lx, t.xs, t.dep, plain_rtol(), row_rtol())
+    for l in range(nL):
+        if t.dep[l] == 1.0:
+            return False
+    return True
+
+
 cdef inline void kl_apply(const MaxTree* tr, TreeW* t, int refinement) noexcept nogil:
     """``t.mu = K_L^-1 t.y`` (both in the factor's order) on the factor of
     :func:`kl_factor`, refined against ``K_L``; where ``t.y`` has no exact
@@ -559,10 +587,17 @@ cdef inline int tree_forward(const ModelC* m, const ClosC* c, const double* q, c
         # r = c_L - J_L dV0, in the factor's order
         for l in range(nL):
             t.y[tr.pinv[l]] = row_residual(x, &z, nJ + l, z.dV)
-        nfac = kl_factor(tr, &t, x.rel)
-        if nfac < 0:
-            return ST_NOT_PSD
-        kl_apply(tr, &t, x.refinement)
+        if kl_factor_plain(tr, &t):
+            nfac = 1
+            for l in range(nL):
+                t.mu[l] = t.y[l]
+            spchol_solve_basic(&tr.ch, t.Lx, t.dep, t.mu)
+        else:
+            nfac = kl_factor(tr, &t, x.rel)
+            if nfac < 0:
+                return ST_NOT_PSD
+            nfac += 1
+            kl_apply(tr, &t, x.refinement)
         for l in range(nL):
             lam_out[l] = t.mu[tr.pinv[l]]
         add_loop_forces(tr, nb, &t)
