@@ -67,7 +67,7 @@ class Model:
         self.nq = 0
         self.nv = 0
         self._data = None
-        self._masks = {}            # joint names -> mask (gear.algorithms.dynamics._prescribed_mask)
+        self._masks = {}            # joint selections by name (gear.algorithms.dynamics._cached)
 
     # -- building -----------------------------------------------------------
     def body_index(self, name):

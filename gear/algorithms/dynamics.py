@@ -212,33 +212,56 @@ def forward_dynamics(model, q, dq, tau, f_ext=None, *, out=None):
     return out if out is not None else a.ret(ddq)
 
 
+def _cached(model, kind, joints, name, make):
+    """The model's one cache of joint selections (``Model._masks``, emptied
+    by ``add_body``, not pickled): ``make(model, joints, name)`` for
+    ``joints`` given as one joint name or a list or tuple of names,
+    converted once per distinct value, ``kind`` and ``name`` (read-only);
+    anything else, and errors, every time."""
+    t = type(joints)
+    if t is str:
+        key = (kind, name, joints)
+    elif t is list or t is tuple:
+        key = (kind, name, *joints)
+    else:
+        return make(model, joints, name)
+    cache = model._masks
+    try:
+        hit = cache.get(key)                   # (only lists of names are ever stored)
+    except TypeError:                          # unhashable entries: make() says what is wrong
+        return make(model, joints, name)
+    if hit is not None:
+        return hit
+    out = make(model, joints, name)
+    if all(type(j) is str for j in key[2:]):
+        out.flags.writeable = False
+        cache[key] = out
+    return out
+
+
+def _make_mask(model, joints, name):
+    return np.ascontiguousarray(joint_mask(model, joints, name), dtype=np.uint8)
+
+
 def _prescribed_mask(model, prescribed, name="prescribed"):
     """``prescribed`` (joint names, one name, an empty list for none, or a
     bool per joint) as uint8 per joint, validated by
     :func:`gear._validate.joint_mask`.  Names are converted once per
-    distinct list and model (the read-only array cached on the model,
-    forgotten when a body is added); a bool array of the right length is
-    viewed, not copied."""
+    distinct list and model (:func:`_cached`); a bool array of the right
+    length is viewed, not copied."""
     if type(prescribed) is np.ndarray and prescribed.dtype == bool and prescribed.shape == (model.nbodies,):
         return np.ascontiguousarray(prescribed).view(np.uint8)
-    key = None
-    cache = model.__dict__.setdefault("_masks", {})
-    if type(prescribed) is str:
-        key = (name, prescribed)
-    elif type(prescribed) is list or type(prescribed) is tuple:
-        key = (name, *prescribed)
-    if key is not None:
-        try:
-            hit = cache.get(key)               # (only lists of names are ever stored)
-        except TypeError:                      # unhashable entries: joint_mask says what is wrong
-            hit = key = None
-        if hit is not None:
-            return hit
-    mask = np.ascontiguousarray(joint_mask(model, prescribed, name), dtype=np.uint8)
-    if key is not None and all(type(j) is str for j in key):
-        mask.flags.writeable = False
-        cache[key] = mask
-    return mask
+    return _cached(model, "joints", prescribed, name, _make_mask)
+
+
+def _make_dofs(model, joints, name):
+    return _prescribed_dofs(model, _prescribed_mask(model, joints, name))
+
+
+def _joint_dofs(model, joints, name="prescribed"):
+    """Bool per velocity coordinate on the dofs of ``joints`` (as
+    :func:`_prescribed_mask` takes them); cached with it for names."""
+    return _cached(model, "dofs", joints, name, _make_dofs)
 
 
 def _prescribed_dofs(model, mask):

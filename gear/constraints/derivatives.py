@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import algorithms as alg
+from ..algorithms.dynamics import _cached, _joint_dofs
 from ._tangents import row_tangents
 
 __all__ = ["ClosedDerivatives", "forward_dynamics_derivatives", "inverse_dynamics_derivatives", "linearize"]
@@ -189,6 +190,11 @@ def fast_forward_derivatives(sysm):
     return fast
 
 
+def _dofs8(model, joints, name):
+    # the dofs mask as uint8, for the native inverse derivatives
+    return _joint_dofs(model, joints, name).view(np.uint8)
+
+
 def fast_inverse_derivatives(sysm):
     """A callable ``f(q, dq, ddq, actuated, tau_passive)`` for one state or
     a batch without loads: the native kernel's answer as a
@@ -196,29 +202,19 @@ def fast_inverse_derivatives(sysm):
     None when the arguments or a state need the general path (which also
     names an under-actuated batch's state); None itself when the
     constraints have no native rows.  ``actuated`` as a list, tuple or
-    name is converted once per distinct value (errors are raised, never
-    kept).  Cached per system."""
+    name is converted once per distinct value and model (errors are
+    raised, never kept).  Cached per system."""
     from .. import _core
 
     rcond = _rcond(sysm)
     nd = sysm._native(rcond)
     if nd is None:
         return None
-    md, nk, kernel = sysm.model.data, len(sysm.constraints), _core.closed_inverse_derivatives1
-    masks = {}
+    model = sysm.model
+    md, nk, kernel = model.data, len(sysm.constraints), _core.closed_inverse_derivatives1
 
     def fast(q, dq, ddq, actuated, tau_passive):
-        t = type(actuated)
-        if t is str or t is list or t is tuple:
-            key = actuated if t is str else (t, *actuated)
-            try:
-                a = masks.get(key)
-            except TypeError:                      # unhashable entries: the general path says why
-                return None
-            if a is None:
-                a = masks[key] = sysm._joint_dofs(actuated, "actuated").view(np.uint8)
-        else:
-            a = sysm._joint_dofs(actuated, "actuated").view(np.uint8)
+        a = _cached(model, "dofs8", actuated, "actuated", _dofs8)
         out = kernel(md, nd, nk, q, dq, ddq, a, tau_passive, rcond)
         if out is None:
             return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import as_batch, joint_mask
+from ..algorithms.dynamics import _cached, _joint_dofs, _prescribed_mask
 from ..joints import FREE, SPHERICAL, _check_quat
 from ..parsers.common import LoopClosureSpec
 from . import _kinematics as K
@@ -60,7 +61,9 @@ class Mobility:
                 f"singular={self.singular}, grubler={self.grubler})")
 
 
-
+def _bools(model, joints, name):
+    # the joint mask as bool, for the native hybrid path
+    return _prescribed_mask(model, joints, name).view(bool)
 
 
 class ConstrainedModel:
@@ -824,53 +827,21 @@ class ConstrainedModel:
         bool per joint) as a bool per joint; errors name the argument."""
         return joint_mask(self.model, joints, name)
 
-    @staticmethod
-    def _names_key(joints):
-        """A hashable cache key for a list, tuple or single name of
-        joints (one name and a list of it share one), or None."""
-        if isinstance(joints, str):
-            return (joints,)
-        if isinstance(joints, (list, tuple)):
-            try:
-                key = tuple(joints)
-                hash(key)
-            except TypeError:                 # unhashable entries: the general path says why
-                return None
-            return key
-        return None
-
     def _joint_dofs(self, joints, name):
-        """Bool per velocity coordinate on the dofs of ``joints`` (a list of
-        joint names, converted once per distinct list and cached, or a bool
-        array per joint); read-only when cached."""
-        from ..algorithms.dynamics import _prescribed_dofs
-
-        key = self._names_key(joints)
-        if key is not None:
-            key = (name, key)
-            hit = self._native_cache.setdefault("dofs", {}).get(key)
-            if hit is not None:
-                return hit
-        out = _prescribed_dofs(self.model, self._joint_mask(joints, name))
-        if key is not None:
-            out.flags.writeable = False
-            self._native_cache["dofs"][key] = out
-        return out
+        """Bool per velocity coordinate on the dofs of ``joints`` (joint
+        names, one name, or a bool array per joint); names are converted
+        once per model (``gear.algorithms.dynamics._cached``), read-only."""
+        return _joint_dofs(self.model, joints, name)
 
     def _fast_mask(self, prescribed):
         """``prescribed`` as the bool array per joint the native hybrid path
         takes: a list or tuple of joint names (empty: none) or one name is
-        converted once and cached (validated like any other); anything else
+        converted once per model (validated like any other); anything else
         is passed on as is."""
-        key = self._names_key(prescribed)
-        if key is None:
+        t = type(prescribed)
+        if t is not str and t is not list and t is not tuple:
             return prescribed
-        cache = self._native_cache.setdefault("masks", {})
-        mask = cache.get(key)
-        if mask is None:
-            mask = np.ascontiguousarray(self._joint_mask(prescribed, "prescribed"), dtype=bool)
-            cache[key] = mask
-        return mask
+        return _cached(self.model, "bools", prescribed, "prescribed", _bools)
 
     def inverse_dynamics(self, q, dq, ddq, actuated, tau_passive=None,
                          objective="min_constraint_force", f_ext=None):
