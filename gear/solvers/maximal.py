@@ -98,16 +98,21 @@ class MaximalSolver(_NativeClosed, ConstraintSolver):
     are eliminated from the leaves to the ground without fill, the joint
     blocks through ``C^T (C Mt^-1 C^T)^-1 C = Mt - U D^-1 U^T`` (``U = Mt
     S``, ``D = S^T U``), and only the loop rows are left in a Schur
-    complement ``K_L``, factorised by gear's sparse Cholesky with the same
-    regularisation and refinement.  Its cost grows with the bodies plus
+    complement ``K_L``, factorised by gear's sparse Cholesky: as it is
+    where every row it finds dependent is negligible in itself (no wrench
+    of the tree loads it, as the out-of-plane row of a ball closing a
+    planar loop; those multipliers are zero, the minimum-norm ones), else
+    with the same regularisation and refinement.  Its cost grows with the bodies plus
     the pairs of loop rows whose paths to the ground meet: small where
     loops close across short branches (the N-four-bar on its ground tree:
     1.8-2.1x faster than CHOLMOD's), large where every path runs down a
     long chain.  ``"auto"`` (the default) takes the route with the fewer
     products per call (:func:`gear.maximal.tree.choose_route`);
     ``stats["route"]`` says which ran.  Hybrid dynamics always takes
-    CHOLMOD's.  Both routes give the same ``ddq`` and ``lam`` to rounding
-    (tested to 1e-10).
+    CHOLMOD's.  Both routes give the same ``ddq`` and loop forces ``A^T
+    lam`` to rounding (tested to 1e-10); ``lam`` itself differs where a
+    dependent row takes force, whose multipliers are not unique (each
+    route's are minimum-norm in its own Schur complement).
 
     Only :class:`gear.LoopClosure` constraints are taken, and every body
     needs positive mass and inertia.  The scikit-sparse path needs
