@@ -12,18 +12,24 @@ import gear
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _loop(fn, enough):
+    """``(n, seconds)``: the first loop of 1, 4, 16 ... calls of ``fn()``
+    that takes more than ``enough`` seconds (or 4**11 calls)."""
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        dt = time.perf_counter() - t0
+        if dt > enough or n > 1 << 22:
+            return n, dt
+        n *= 4
+
+
 def best_time(fn, number=None, repeat=5, target=0.2):
     """Best-of-``repeat`` seconds per call of ``fn()`` (auto-sized loops)."""
     if number is None:
-        number = 1
-        while True:
-            t0 = time.perf_counter()
-            for _ in range(number):
-                fn()
-            dt = time.perf_counter() - t0
-            if dt > target / 5 or number > 1 << 22:
-                break
-            number *= 4
+        number = _loop(fn, target / 5)[0]
     best = np.inf
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -54,15 +60,8 @@ def paired_times(fa, fb, rounds=11, target=0.05):
     """
     def number(fn):
         # calls in a loop of about ``target`` seconds
-        n = 1
-        while True:
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            dt = time.perf_counter() - t0
-            if dt > target / 4 or n > 1 << 20:
-                return max(1, round(n * target / dt))
-            n *= 4
+        n, dt = _loop(fn, target / 4)
+        return max(1, round(n * target / max(dt, 1e-9)))
 
     def per_call(fn, n):
         t0 = time.perf_counter()
