@@ -184,6 +184,7 @@ cdef inline int edges(const StepTree* s, const double* F, const double* T, StepW
     cdef double v[6]
     cdef double Vo[36]                    # the orthogonal rows v_i (Q holds v_i / |v_i|^2)
     cdef double B[36]
+    cdef double left[6]
     cdef double x, bn, cn
     cdef double* Q
     cdef double* R
@@ -219,18 +220,19 @@ cdef inline int edges(const StepTree* s, const double* F, const double* T, StepW
                 Vo[6 * i + a] = v[a]
                 Q[6 * i + a] = v[a] * x
         # S: the unit vector with the most left outside the rows and the
-        # columns so far, orthogonalised, n times
+        # columns so far (left[a] = 1 - |its projection|^2, less each new
+        # column's share as it comes), orthogonalised, n times
+        for a in range(6):
+            x = 1.0
+            for i in range(mk):
+                x -= Q[6 * i + a] * Vo[6 * i + a]
+            left[a] = x
         for j in range(n):
             best = 0
             bn = -1.0
             for a in range(6):
-                x = 1.0
-                for i in range(mk):
-                    x -= Q[6 * i + a] * Vo[6 * i + a]
-                for i in range(j):
-                    x -= S[6 * i + a] * S[6 * i + a]
-                if x > bn:
-                    bn = x
+                if left[a] > bn:
+                    bn = left[a]
                     best = a
             for a in range(6):
                 v[a] = 1.0 if a == best else 0.0
@@ -247,6 +249,7 @@ cdef inline int edges(const StepTree* s, const double* F, const double* T, StepW
             x = 1.0 / sqrt(dot6(v, v)) if j < n - 1 else 1.0
             for a in range(6):
                 S[6 * j + a] = v[a] * x
+                left[a] -= S[6 * j + a] * S[6 * j + a]
         if s.tpar[k] < 0:
             continue
         if w.rigid[0] != 0.0:
