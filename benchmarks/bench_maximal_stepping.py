@@ -208,7 +208,7 @@ def route_table(ns, exudyn_time, dt=1e-3):
           f" best of {ROUNDS} rounds, 3 at N = 1000; tree/exudyn: the median of the rounds' ratios, quartiles"
           " in brackets)\n")
     print(f"{'N':>5} {'built on':>9} {'rows':>6} {'loop rows':>10} {'schur':>10} {'tree':>10} {'tree/schur':>11} "
-          f"{'exudyn':>10} {'tree/exudyn':>18}")
+          f"{'exudyn':>10} {'tree/exudyn':>21}")
     from gear.maximal import native
     from gear.maximal.tree import step_tree_plan
 
@@ -246,10 +246,10 @@ def route_table(ns, exudyn_time, dt=1e-3):
             t = {route: best[tree, route] for route in ("schur", "tree")}
             ex = "-" if tex is None else f"{tex * 1e6:10,.1f}"
             r = np.array(ratios[tree])
-            rx = "-" if tex is None else (f"{np.median(r):5.2f} ({np.quantile(r, 0.25):.2f}-"
-                                          f"{np.quantile(r, 0.75):.2f})")
+            rx = "-" if tex is None else (f"{np.median(r):5.3f} ({np.quantile(r, 0.25):.3f}-"
+                                          f"{np.quantile(r, 0.75):.3f})")
             print(f"{N:>5} {tree:>9} {mx.nrows:>6} {loops:>10} {t['schur'] * 1e6:10,.1f} {t['tree'] * 1e6:10,.1f} "
-                  f"{t['tree'] / t['schur']:11.2f} {ex:>10} {rx:>18}")
+                  f"{t['tree'] / t['schur']:11.2f} {ex:>10} {rx:>21}")
 
 
 def chain_urdf(n, path):
