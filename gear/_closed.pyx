@@ -873,8 +873,7 @@ cdef class FastInverse:
                 return None                    # under-actuated or failing: the general path
         self.counters["calls"] += N
         self.counters["factorizations"] += N
-        cdef cnp.npy_intp n1b = N
-        exact = cnp.PyArray_EMPTY(1, &n1b, cnp.NPY_BOOL, 0)
+        exact = cnp.PyArray_EMPTY(1, &n1, cnp.NPY_BOOL, 0)
         memset(cnp.PyArray_DATA(exact), 1, N)
         out = _batch_result(_copied(ap, True, N, nv), lam, _UNSET, <const double*> cnp.PyArray_DATA(tau), NULL, N,
                             nv, self.solver_name, {"factorizations": N, "native": True})

@@ -67,6 +67,7 @@ from gear.algorithms._spchol cimport SpChol, spchol_set, spchol_factor, spchol_s
 from gear.maximal._coords cimport PRISMATIC, joint_q, round_even
 from gear.maximal._tree_step cimport (StepTree, StepW, stepwork, step_tree_scratch, tree_factor, tree_solve,
                                       TS_OK)
+from gear.maximal._tree_route cimport plain_rtol
 
 import numpy as np
 
@@ -919,7 +920,7 @@ cdef inline int factor_z(const PlanC* p, const double* T, RowWs* z, const double
             if st != ST_OK:
                 return st
             sw = stepwork(p.tree, z.tw + 8)
-            if tree_factor(p.tree, z.F, T if on_se3 else NULL, 1e-10, &sw) == TS_OK:
+            if tree_factor(p.tree, z.F, T if on_se3 else NULL, plain_rtol(), &sw) == TS_OK:
                 z.tw[0] = 1.0
                 return ST_OK
     return factor_rows(p, T, z.g, z.F, z.G, z.K, z.L, z.first, cfm)

@@ -86,7 +86,8 @@ cdef struct MaxTree:
 
 cdef inline double plain_rtol() noexcept nogil:
     # a pivot of K_L not above this fraction of its largest diagonal entry
-    # marks a dependent row (kl_factor_plain)
+    # marks a dependent row (kl_factor_plain; the steps' tree_factor in
+    # gear/maximal/_native.pyx)
     return 1e-10
 
 
