@@ -118,8 +118,17 @@ cdef inline bint chol_small(const double* A, int n, double* L) noexcept nogil:
 
 
 cdef inline void lower_solve(const double* L, int n, double* x) noexcept nogil:
-    # x <- L^-1 x
+    # x <- L^-1 x (n = 3, a ball's edge: the loop's operations written
+    # out, in the same order)
     cdef int i, k
+    if n == 3:
+        x[0] *= L[0]
+        x[1] -= L[6] * x[0]
+        x[1] *= L[7]
+        x[2] -= L[12] * x[0]
+        x[2] -= L[13] * x[1]
+        x[2] *= L[14]
+        return
     for i in range(n):
         for k in range(i):
             x[i] -= L[6 * i + k] * x[k]
@@ -127,8 +136,16 @@ cdef inline void lower_solve(const double* L, int n, double* x) noexcept nogil:
 
 
 cdef inline void upper_solve(const double* L, int n, double* x) noexcept nogil:
-    # x <- L^-T x
+    # x <- L^-T x (n = 3 written out as lower_solve)
     cdef int i, k
+    if n == 3:
+        x[2] *= L[14]
+        x[0] -= L[12] * x[2]
+        x[1] -= L[13] * x[2]
+        x[1] *= L[7]
+        x[0] -= L[6] * x[1]
+        x[0] *= L[0]
+        return
     for i in range(n - 1, -1, -1):
         x[i] *= L[6 * i + i]
         for k in range(i):
@@ -381,6 +398,7 @@ cdef inline void loop_schur(const Topo* g, const MaxTree* tr, const double* Jv, 
     along its paths to the ground, and the products of the visits that
     meet on a body."""
     cdef int k, v, j, a, n, q, p
+    cdef double a0, a1, a2
     cdef double h[6]
     cdef double b[6]
     cdef double* Wv
@@ -437,15 +455,19 @@ cdef inline void loop_schur(const Topo* g, const MaxTree* tr, const double* Jv, 
         p = tr.pptr[k]
         for v in range(tr.vptr[k], tr.vptr[k + 1]):
             y1 = t.Y + 6 * v
+            # (y1's entries held in locals: KL's stores may not touch them)
+            a0 = y1[0]
             if n == 1:
                 for j in range(v, tr.vptr[k + 1]):
-                    t.KL[tr.pdst[p]] += y1[0] * t.Y[6 * j]
+                    t.KL[tr.pdst[p]] += a0 * t.Y[6 * j]
                     p += 1
             elif n <= 3:
                 # (y's entries past n are zero: the same sum as dot6's)
+                a1 = y1[1]
+                a2 = y1[2]
                 for j in range(v, tr.vptr[k + 1]):
                     y2 = t.Y + 6 * j
-                    t.KL[tr.pdst[p]] += (y1[0] * y2[0] + y1[1] * y2[1]) + y1[2] * y2[2]
+                    t.KL[tr.pdst[p]] += (a0 * y2[0] + a1 * y2[1]) + a2 * y2[2]
                     p += 1
             else:
                 for j in range(v, tr.vptr[k + 1]):
