@@ -6,8 +6,8 @@ gear's kernels are built generic and, on x86-64 where the compiler can,
 for x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512); ``GEAR_SIMD`` chooses
 one (``gear.show_config()``).  This runs the same calls under every build
 this processor supports, each in a fresh process on one thread, and prints
-µs per state (the closed-chain derivatives per call) with the ratios to the
-generic build.
+µs per state (the closed-chain derivatives per call, the maximal steps per
+step) with the ratios to the generic build.
 """
 from __future__ import annotations
 
@@ -46,6 +46,13 @@ vg, tg = sg.project_velocity(qg, rng.standard_normal(sg.model.nv)), rng.standard
 for route in ("dense", "sparse"):
     sr = sg.with_solver("kkt", route=route)
     out[f"N-four-bar (N = 100, ground): kkt {route}"] = best_time(lambda: sr.forward_dynamics(qg, vg, tg)) * 1e6
+from gear.maximal.native import native_run
+for n, tree in ((10, "chain"), (100, "ground")):
+    sm, qm = gear.mechanisms.n_four_bar(n, tree=tree)
+    mx = gear.MaximalModel(sm)
+    P, V = mx.state(qm, sm.project_velocity(qm, rng.standard_normal(sm.model.nv)))
+    out[f"maximal Euler step, N-four-bar (N = {n}, {tree})"] = best_time(
+        lambda: native_run(mx, P[None], V[None], 1e-3, 200, 200, stabilization="baumgarte")) / 200 * 1e6
 q0, d0 = arm.random_configuration(rng, n=64), rng.standard_normal((64, arm.nv))
 out["arm7 RK4 rollout step (64 states)"] = best_time(
     lambda: gear.simulate(arm, q0, d0, 0.2, 1e-3, integrator="rk4", progress=False), repeat=3) / (64 * 200) * 1e6
@@ -67,7 +74,8 @@ def main():
         results[name] = json.loads(p.stdout.strip().splitlines()[-1])
     names = [n for _, n in avail]
     rows = list(results[names[0]])
-    print("µs per state on one thread (closed-chain derivatives: per call); ratio to the generic build\n")
+    print("µs per state on one thread (closed-chain derivatives: per call; maximal steps: per step); "
+          "ratio to the generic build\n")
     print(f"{'kernel':48s} " + " ".join(f"{n:>24s}" for n in names))
     for r in rows:
         base = results[names[0]][r]

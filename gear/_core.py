@@ -4,9 +4,11 @@ for the Python layers above them.
 * ``gear/_data.pyx``: the frozen model and the kernels' plans;
 * ``gear/_tree.pyx``: tree algorithms;
 * ``gear/_closed.pyx``: closed loops and the maximal-coordinate solver;
-* ``gear/_rollouts.pyx``: native rollouts.
+* ``gear/_rollouts.pyx``: native rollouts;
+* ``gear/maximal/_native.pyx``: the native maximal-coordinate steps, which
+  ``gear.maximal.native`` imports (:func:`area`), not gathered here.
 
-The last three are also built for x86-64-v3 (AVX2, FMA: ``_tree_v3``, ...)
+The last four are also built for x86-64-v3 (AVX2, FMA: ``_tree_v3``, ...)
 and x86-64-v4 (AVX-512: ``_tree_v4``, ...) where the compiler can; this
 module imports the best build the processor runs, as NumPy chooses its
 kernels.  ``GEAR_SIMD=generic|v3|v4`` in the environment chooses another
@@ -24,6 +26,8 @@ from ._data import _padded  # noqa: F401
 #: the builds of the kernels, best first: (suffix, name)
 VARIANTS = (("_v4", "x86-64-v4 (AVX-512)"), ("_v3", "x86-64-v3 (AVX2, FMA)"), ("", "generic"))
 _AREAS = ("_tree", "_closed", "_rollouts")
+#: every area built for each instruction set: these, and the maximal steps
+_BUILT = _AREAS + ("maximal._native",)
 _LEVEL = {"_v4": "X86_V4", "_v3": "X86_V3"}
 
 
@@ -50,7 +54,7 @@ def _built(suffix):
     """True if the build ``suffix`` of every area is installed."""
     import importlib.util
 
-    return all(importlib.util.find_spec(f"gear.{a}{suffix}") is not None for a in _AREAS)
+    return all(importlib.util.find_spec(f"gear.{a}{suffix}") is not None for a in _BUILT)
 
 
 def available_variants():
@@ -78,6 +82,12 @@ for _area in _AREAS:
     _mod = importlib.import_module(f"gear.{_area}{VARIANT}")
     globals().update({k: v for k, v in vars(_mod).items() if not k.startswith("__")})
 del _area, _mod
+
+
+def area(name):
+    """The chosen build of the area ``name`` (``"maximal._native"``: the
+    module ``gear.maximal._native`` or its ``_v3`` / ``_v4`` build)."""
+    return importlib.import_module(f"gear.{name}{VARIANT}")
 
 
 def _make_result(fields):

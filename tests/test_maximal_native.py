@@ -234,7 +234,7 @@ def test_run_reports_each_frames_joint_error(integrator, stab, stiff):
     rows at its start, the last frame's evaluated apart) is the largest row
     residual of the frame recorded: the native rows' own bits, and NumPy's
     ``joint_residual`` to rounding."""
-    from gear.maximal import _native
+    from gear.maximal.native import _native
 
     sys, q0 = mech.n_four_bar(3)
     mx = gear.MaximalModel(sys, stiffness=stiff, damping=None if stiff is None else 10.0)
@@ -496,7 +496,7 @@ def test_native_row_residuals_equal_numpy_and_threads_do_not_share_them():
     ``residual_max`` -- the joint error gear.simulate records for every
     frame -- equals NumPy's on a batch run on every thread (a residual kept
     in a local whose address was taken was shared between the threads)."""
-    from gear.maximal import _native
+    from gear.maximal.native import _native
     from gear.simulation.maximal import _joint_error
 
     rng = np.random.default_rng(4)
@@ -707,7 +707,7 @@ def test_joint_couplers_step_natively_as_numpy(integrator, stab):
 
 
 def test_joint_couplers_residuals_forces_and_projection_equal_numpy():
-    from gear.maximal import _native
+    from gear.maximal.native import _native
 
     sys, q0, rng = _coupled_tree(26)
     mx = gear.MaximalModel(sys)

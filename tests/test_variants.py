@@ -1,8 +1,8 @@
 """The builds of the kernels for wider instruction sets (x86-64-v3: AVX2 and
 FMA; x86-64-v4: AVX-512) against the generic build, through the public API:
 every build the processor runs, on random trees of every joint kind, the
-closed mechanisms on every solver route, the closed-chain derivatives and
-native rollouts.  The builds compile the same source with ISO C semantics
+closed mechanisms on every solver route, the closed-chain derivatives,
+native rollouts and the native maximal-coordinate steps.  The builds compile the same source with ISO C semantics
 (``c_std=c11``: no contraction into fused multiply-adds, no reassociation),
 so the wider instructions change the speed, not the arithmetic: the
 results are the same bits.
@@ -29,7 +29,10 @@ needs_wide = pytest.mark.skipif(
 
 @contextlib.contextmanager
 def build(suffix):
-    """Route gear's calls through the build ``suffix`` of every area."""
+    """Route gear's calls through the build ``suffix`` of every area (the
+    maximal steps' kernel too)."""
+    from gear.maximal import native
+
     saved = {}
     for area in _core._AREAS:
         mod = importlib.import_module(f"gear.{area}{suffix}")
@@ -37,11 +40,14 @@ def build(suffix):
             if not k.startswith("__") and k != "_make_result":
                 saved.setdefault(k, vars(_core).get(k))
                 setattr(_core, k, v)
+    kernel = native._native
+    native._native = importlib.import_module(f"gear.maximal._native{suffix}")
     try:
         yield
     finally:
         for k, v in saved.items():
             setattr(_core, k, v)
+        native._native = kernel
 
 
 def _both(suffix, fn):
@@ -141,6 +147,39 @@ def test_rollouts(suffix):
     for name, fn in runs.items():
         ref, got = _both(suffix, fn)
         assert np.array_equal(got, ref), name
+
+
+@needs_wide
+@pytest.mark.parametrize("suffix", WIDE or ["-"])
+def test_maximal_steps(suffix):
+    """The native maximal steps (``gear/maximal/_native.pyx``) on both trees
+    of the N-four-bar (the tree-ordered solve), the Stewart platform (the
+    one whose multipliers the auto-vectoriser changed) and Bricard's loop
+    (a dependent row that takes force), every integrator, without
+    stabilisation, with Baumgarte's and with projection, and the joint error
+    gear.simulate records: the same bits in every build."""
+    from gear.maximal import native
+
+    rng = np.random.default_rng(5)
+    cases = [mech.n_four_bar(3, tree="chain"), mech.n_four_bar(3, tree="ground"), mech.stewart(), mech.bricard()]
+    states = [(s, q, s.project_velocity(q, rng.standard_normal(s.model.nv))) for s, q in cases]
+
+    def run():
+        out = []
+        for s, q, dq in states:
+            mx = gear.MaximalModel(s)                # a fresh model: no plan cached from a build
+            P, V = mx.state(q, dq)
+            for integrator in ("euler", "rk4", "rkmk4"):
+                for stab in (None, "baumgarte", "projection"):
+                    r = native.native_run(mx, P[None], V[None], 1e-3, 30, 1, stabilization=stab,
+                                          integrator=integrator)
+                    out += [np.asarray(x) for x in r]
+            out.append(gear.simulate(mx, q, dq, 0.01, 1e-3, stabilization="baumgarte").joint_error)
+        return out
+    ref, got = _both(suffix, run)
+    assert len(ref) == len(got) == 4 * (9 * 3 + 1)       # poses, twists, lam a run; the joint error
+    for r, g in zip(ref, got):
+        assert np.array_equal(g, r)
 
 
 def test_the_build_can_be_chosen_and_a_wrong_choice_is_refused():

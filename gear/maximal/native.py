@@ -1,4 +1,5 @@
-"""The native maximal steps (the kernel is ``gear/maximal/_native.pyx``):
+"""The native maximal steps (the kernel is ``gear/maximal/_native.pyx``, in
+the instruction set's build ``gear._core`` chose):
 the velocity-level Euler step (Ruan, "Articulated rigid body systems",
 eq. 12), its linearly implicit form for compliant rows (eq. 14), and the
 acceleration-level Runge-Kutta steps (``"rk4"`` on the pose matrices,
@@ -24,10 +25,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _core
 from .. import joints as JT
 from ..algorithms.dynamics import get_num_threads
-from . import _native, stepping
+from . import stepping
 from .kkt import DENSE_ROWS
+
+#: the kernel: ``gear/maximal/_native.pyx`` in the build gear._core chose
+#: (generic, x86-64-v3 or x86-64-v4; ``gear.show_config()``)
+_native = _core.area("maximal._native")
 
 __all__ = ["use_route", "native_step", "native_accel", "native_project", "native_run", "step", "project", "plan", "why_not", "build"]
 

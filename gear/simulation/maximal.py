@@ -235,12 +235,11 @@ def _native_loop(mx, P, V, n, rec_steps, t_final, dt, integrator, tau, f_ext, st
 
 def _joint_error(mx, frames, native):
     """max |g| over the rows of each frame (nf, nb, 4, 4): natively where the
-    kernel covers the model (``gear.maximal._native.residual_max``,
+    kernel covers the model (``residual_max`` of ``gear/maximal/_native.pyx``,
     the same rows), else by :meth:`MaximalModel.evaluate`."""
     if native and mx.nrows:
         from ..algorithms.dynamics import get_num_threads
-        from ..maximal import _native
-        from ..maximal.native import plan
+        from ..maximal.native import _native, plan
 
         nf = frames.shape[0]
         err = np.empty(nf)
