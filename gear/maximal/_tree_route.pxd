@@ -392,8 +392,10 @@ cdef inline void sweep_down(const Topo* g, const TreeW* t, double* dV, double* d
                 ddq[g.iv[k] + j] = h[j]
 
 
-cdef inline void loop_schur(const Topo* g, const MaxTree* tr, const double* Jv, TreeW* t) noexcept nogil:
-    """``K_L``'s values in the factor's positions (``t.KL``): each loop row's
+cdef inline void loop_schur(const Topo* g, const MaxTree* tr, const double* Jv, TreeW* t,
+                            double* KL) noexcept nogil:
+    """``K_L``'s values in the factor's positions (``KL``: ``t.KL``, or
+    ``t.Lx`` where no copy is kept to refine against): each loop row's
     wrenches (its two 6-blocks in ``Jv`` at the visits' ``vseg``) passed
     along its paths to the ground, and the products of the visits that
     meet on a body."""
@@ -448,7 +450,7 @@ cdef inline void loop_schur(const Topo* g, const MaxTree* tr, const double* Jv, 
                 S_mul_add(Uk, n, h, b)
             to_parent_add(g, k, b, t.W + 6 * q)
     for k in range(tr.ch.nnz):
-        t.KL[k] = 0.0
+        KL[k] = 0.0
     for k in range(g.nb):
         # every pair i <= j of the body's visits, in the plan's order
         n = g.nvi[k]
@@ -459,7 +461,7 @@ cdef inline void loop_schur(const Topo* g, const MaxTree* tr, const double* Jv, 
             a0 = y1[0]
             if n == 1:
                 for j in range(v, tr.vptr[k + 1]):
-                    t.KL[tr.pdst[p]] += a0 * t.Y[6 * j]
+                    KL[tr.pdst[p]] += a0 * t.Y[6 * j]
                     p += 1
             elif n <= 3:
                 # (y's entries past n are zero: the same sum as dot6's)
@@ -467,11 +469,11 @@ cdef inline void loop_schur(const Topo* g, const MaxTree* tr, const double* Jv, 
                 a2 = y1[2]
                 for j in range(v, tr.vptr[k + 1]):
                     y2 = t.Y + 6 * j
-                    t.KL[tr.pdst[p]] += (a0 * y2[0] + a1 * y2[1]) + a2 * y2[2]
+                    KL[tr.pdst[p]] += (a0 * y2[0] + a1 * y2[1]) + a2 * y2[2]
                     p += 1
             else:
                 for j in range(v, tr.vptr[k + 1]):
-                    t.KL[tr.pdst[p]] += dot6(y1, t.Y + 6 * j)
+                    KL[tr.pdst[p]] += dot6(y1, t.Y + 6 * j)
                     p += 1
 
 
@@ -606,7 +608,7 @@ cdef inline int tree_forward(const ModelC* m, const ClosC* c, const double* q, c
     sweep_up(&g, &t, z.f)
     sweep_down(&g, &t, z.dV, ddq if nL == 0 else NULL)
     if nL > 0:
-        loop_schur(&g, tr, z.Jv, &t)
+        loop_schur(&g, tr, z.Jv, &t, t.KL)
         # r = c_L - J_L dV0, in the factor's order
         for l in range(nL):
             t.y[tr.pinv[l]] = row_residual(x, &z, nJ + l, z.dV)

@@ -294,18 +294,17 @@ cdef inline int tree_factor(const StepTree* s, const double* F, const double* T,
     the elimination, ``K_L`` and its semi-definite factor (``rel``: the
     pivot below which a loop row counts as dependent, relative to ``K_L``'s
     largest diagonal entry; ``row_rtol()`` of its own)."""
-    cdef int k, st = edges(s, F, T, w)
+    cdef int st = edges(s, F, T, w)
     cdef Topo g = edge_topo(s, w)
     if st != TS_OK:
         return st
     if eliminate(&g, s.tr.I6, &w.t) != 0:
         return TS_NOT_PSD
     if s.nL > 0:
-        loop_schur(&g, &s.tr, F, &w.t)
+        # (into the factor's array: the steps keep no copy of K_L)
+        loop_schur(&g, &s.tr, F, &w.t, w.t.Lx)
         # semi-definite: a dependent loop row (a planar loop's out-of-plane
         # rows) takes no force, and its equation follows from the others
-        for k in range(s.tr.ch.nnz):
-            w.t.Lx[k] = w.t.KL[k]
         spchol_factor(&s.tr.ch, w.t.Lx, w.t.xs, w.t.dep, rel, row_rtol())
     return TS_OK
 
