@@ -35,6 +35,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gear  # noqa: E402
 import gear.campaign  # noqa: E402
+from common import paired_times  # noqa: E402
 
 
 def _rate(N, steps, fn, repeat=5):
@@ -66,7 +67,32 @@ def gear_rate(target, q0, dq0, steps, dt, threads, **kw):
         gear.set_num_threads(old)
 
 
-def mujoco_rate(xml, q0, dq0, steps, dt, threads, integrator="RK4"):
+def gear_call(target, q0, dq0, steps, dt, threads, **kw):
+    """A call of ``gear.simulate`` on ``threads`` threads (for
+    :func:`thread_scaling`)."""
+    def call():
+        old = gear.get_num_threads()
+        gear.set_num_threads(threads)
+        try:
+            gear.simulate(target, q0, dq0, steps * dt, dt, record_every=steps, **kw)
+        finally:
+            gear.set_num_threads(old)
+    return call
+
+
+def thread_scaling(one, two, rounds=7):
+    """Two threads' rate over one thread's, for the calls ``one`` and
+    ``two``: the median (and quartiles) over alternating rounds of the
+    ratio within each round (``common.paired_times``), which the machine's
+    drift between two best times taken seconds apart does not decide."""
+    one(), two()
+    _, _, r, (lo, hi) = paired_times(one, two, rounds=rounds, target=0.2)
+    return f"{r:.2f} ({lo:.2f}-{hi:.2f})"
+
+
+def mujoco_rate(xml, q0, dq0, steps, dt, threads, integrator="RK4", call=False):
+    """``mujoco.rollout``'s state-steps per second (``call``: the call
+    itself, for :func:`thread_scaling`), or None without MuJoCo."""
     try:
         import mujoco
         from mujoco import rollout
@@ -87,6 +113,8 @@ def mujoco_rate(xml, q0, dq0, steps, dt, threads, integrator="RK4"):
         mujoco.mj_forward(m, d)
         mujoco.mj_getState(m, d, states[k], spec)
     rollout.rollout(m, datas, states[:2], nstep=2)          # warm the pool
+    if call:
+        return lambda: rollout.rollout(m, datas, states, nstep=steps)
     return _rate(N, steps, lambda: rollout.rollout(m, datas, states, nstep=steps))
 
 
@@ -152,21 +180,27 @@ def euler_table(N=256, steps=200, dt=1e-3):
     print(f"\n## rollouts against mujoco.rollout: {N} states x {steps} steps, dt = {dt:g} s; "
           "state-steps per second\n")
     print(f"{'case':<22} {'integrator':>10} {'threads':>7} {'gear':>12} {'mujoco':>12} {'gear/mujoco':>11} "
-          f"{'gear 2/1 thr':>12} {'max resid':>10}")
+          f"{'gear 2/1 thr':>17} {'mujoco 2/1 thr':>17} {'max resid':>10}")
     for name, target, xml, q0, dq0, kw in cases:
         for integ, mj_integ in (("euler", "EULER"), ("rk4", "RK4")):
-            one = None
             for th in (1, 2):
                 g, tr = gear_rate(target, q0, dq0, steps, dt, th, integrator=integ, **kw)
                 mj = mujoco_rate(xml, q0, dq0, steps, dt, th, integrator=mj_integ)
                 res = "-"
                 if isinstance(target, gear.ConstrainedModel):
                     res = f"{max(np.abs(target.constraint_residual(x)).max() for x in tr.q[:, -1]):10.1e}"
-                scale = "" if one is None else f"{g / one:12.2f}"
-                one = g if one is None else one
+                gs = ms = ""
+                if th == 2:
+                    gs = thread_scaling(*(gear_call(target, q0, dq0, steps, dt, t, integrator=integ, **kw)
+                                          for t in (1, 2)))
+                    if mj is not None:
+                        ms = thread_scaling(*(mujoco_rate(xml, q0, dq0, steps, dt, t, integrator=mj_integ, call=True)
+                                              for t in (1, 2)))
                 print(f"{name:<22} {integ:>10} {th:>7} {g:12,.0f} {'-' if mj is None else f'{mj:12,.0f}'} "
-                      f"{'-' if mj is None else f'{g / mj:11.2f}'} {scale:>12} {res:>10}")
-    print("\n(goal: gear >= 2x mujoco.rollout at 1 and 2 threads, Euler to Euler; two threads >= 1.9x one)")
+                      f"{'-' if mj is None else f'{g / mj:11.2f}'} {gs:>17} {ms:>17} {res:>10}")
+    print("\n(goal: gear >= 2x mujoco.rollout at 1 and 2 threads, Euler to Euler; two threads >= 1.9x one. "
+          "2/1 thr: one thread's time over two threads', the median of 7 alternating rounds, quartiles in "
+          "brackets)")
 
 
 def main(argv=None):
