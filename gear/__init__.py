@@ -16,6 +16,7 @@ from .constraints import (LoopClosure, CustomConstraint, JointCoupler, Constrain
                           AssemblyError)
 
 from . import mechanisms, analysis, solvers, maximal, controllers  # noqa: E402
+from .solvers import PerformanceWarning  # noqa: E402
 from .maximal import MaximalModel  # noqa: E402
 from .simulation import simulate, Trajectory  # noqa: E402
 from . import comparison  # noqa: E402
@@ -84,5 +85,5 @@ def show_config(file=None):
 
 
 __all__ = ["joints", "spatial", "SE3", "Inertia", "InertiaWarning", "Model", "load_urdf", "load_mjcf",
-           "LoopClosureSpec", "ModelFileError", "ModelFileWarning", "LoopClosure", "CustomConstraint", "JointCoupler",
+           "LoopClosureSpec", "ModelFileError", "ModelFileWarning", "PerformanceWarning", "LoopClosure", "CustomConstraint", "JointCoupler",
            "ConstrainedModel", "AssemblyError", "MaximalModel", "mechanisms", "analysis", "solvers", "maximal", "data_path", "sensitivity", "controllers", "simulate", "Trajectory", "comparison", "compare", "show_config", *_dyn_all]

@@ -331,6 +331,45 @@ def test_auto_route_picks_by_the_tree():
     assert set(s.solver.route_costs()) >= {"aba", "dense"}
 
 
+def _solve_warnings(sysm, q, **kw):
+    import warnings
+
+    z = np.zeros(sysm.model.nv)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sysm.forward_dynamics(q, z, z)
+        first = list(caught)
+        sysm.forward_dynamics(q, z, z)
+    return first, caught[len(first):]
+
+
+def test_cubic_reduced_coordinates_warn_once_at_the_first_solve():
+    """Where every route factorises a full K (loops closing across the
+    chain tree at N = 330: ~0.1 s a solve), the first solve warns once,
+    naming the caller's line and the linear ways out; the ground tree, an
+    explicit route and a system only turned into maximal coordinates do
+    not warn."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")           # nothing at construction
+        chain, q = mech.n_four_bar(330, tree="chain")
+        ground, qg = mech.n_four_bar(330, tree="ground")
+        gear.MaximalModel(mech.n_four_bar(330, tree="chain")[0])
+    first, later = _solve_warnings(chain, q)
+    assert [w.category for w in first] == [gear.PerformanceWarning] and later == []
+    assert issubclass(gear.PerformanceWarning, UserWarning)
+    msg = str(first[0].message)
+    assert "990 loop rows" in msg and "tree='ground'" in msg and "gear.MaximalModel" in msg
+    assert first[0].filename == __file__
+    assert _solve_warnings(ground, qg) == ([], [])
+    assert _solve_warnings(chain.with_solver("kkt", route="aba"), q) == ([], [])
+    # gear.simulate's native rollouts solve too
+    with pytest.warns(gear.PerformanceWarning):
+        gear.simulate(mech.n_four_bar(330, tree="chain")[0], q, np.zeros(chain.model.nv), 1e-3, 1e-3,
+                      stabilization=None, integrator="euler")
+
+
 def test_sparse_solver_pickles():
     sysm, q = mech.n_four_bar(3, tree="ground")
     s = sysm.with_solver("kkt", route="sparse")

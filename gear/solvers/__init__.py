@@ -8,7 +8,7 @@ built).  Third-party solvers subclass :class:`ConstraintSolver` and
 register in the entry-point group ``gear.solvers``; see
 ``docs/solvers.md``.
 """
-from .base import ConstraintSolver, available, get_solver, refresh
+from .base import ConstraintSolver, PerformanceWarning, available, get_solver, refresh
 from .maximal import MaximalSolver
 
-__all__ = ["ConstraintSolver", "MaximalSolver", "available", "get_solver", "refresh"]
+__all__ = ["ConstraintSolver", "MaximalSolver", "PerformanceWarning", "available", "get_solver", "refresh"]

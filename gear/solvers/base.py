@@ -13,7 +13,15 @@ import numpy as np
 
 from .. import _core
 
-__all__ = ["ConstraintSolver", "available", "get_solver", "refresh"]
+__all__ = ["ConstraintSolver", "PerformanceWarning", "available", "get_solver", "refresh"]
+
+
+class PerformanceWarning(UserWarning):
+    """A model on which a solver will be far slower than the mechanism
+    needs: e.g. reduced coordinates whose loops couple through a deep
+    spanning tree (``K = A M^-1 A^T`` full, every solve cubic in the loop
+    rows), where another spanning tree or the maximal formulation is
+    linear.  The answers are right; only the time is at stake."""
 
 
 class ConstraintSolver:

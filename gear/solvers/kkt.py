@@ -4,9 +4,15 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _core
-from .base import ConstraintSolver
+from .base import ConstraintSolver, PerformanceWarning
 
 __all__ = ["KKTSolver", "lstsq_psd"]
+
+# route_costs() above which route="auto" warns that reduced coordinates are
+# cubic for the model: on this project's machines one unit is 0.5-1 ns, so
+# about 25-50 ms a solve (the N-four-bar's chain tree from N ~ 320 on; its
+# ground tree stays below 2e5 at N = 1000)
+_SLOW_SOLVE = 5e7
 
 
 def lstsq_psd(K, rhs, rcond):
@@ -17,6 +23,20 @@ def lstsq_psd(K, rhs, rcond):
     w, U = np.linalg.eigh(0.5 * (K + K.T))
     keep = w > rcond * max(w.max(), 0.0)
     return U[:, keep] @ ((U[:, keep].T @ rhs) / w[keep]), int(keep.sum())
+
+
+def _outside_gear():
+    """The ``stacklevel`` of the first caller outside the package (a
+    warning then names the user's line, however deep gear's calls went)."""
+    import os
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    level, f = 1, sys._getframe(1)
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(root):
+        level += 1
+        f = f.f_back
+    return level
 
 
 class _NativeClosed:
@@ -224,6 +244,7 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
 
     name = "kkt"
     default_options = {"rcond": 1e-10, "route": "auto"}
+    _slow = None        # (route, modelled cost) to warn about at the first solve
 
     def _check_options(self):
         r = float(self.options["rcond"])
@@ -234,12 +255,15 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
         if route not in ("auto", "aba", "dense", "sparse"):
             raise ValueError(f"route must be 'auto', 'aba', 'dense' or 'sparse', got {route!r}")
         self._sparse_nd = None
+        self._slow = None
         if route == "auto":
             route = self._auto_route()
         self.route = route
         self._route = 0 if route == "aba" else 1
 
     def _native_data(self):
+        if self._slow is not None:
+            self._warn_cubic(*self._slow)
         if self.route != "sparse":
             return super()._native_data()
         if self._sparse_nd is None:
@@ -349,7 +373,35 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
         """``route="auto"``: the cheapest of the three routes by a cost model
         from the shapes alone (:meth:`route_costs`)."""
         costs = self.route_costs()
-        return min(costs, key=costs.get)
+        route = min(costs, key=costs.get)
+        if costs[route] > _SLOW_SOLVE:
+            self._slow = (route, costs[route])
+        return route
+
+    def _warn_cubic(self, route, cost):
+        """A :class:`gear.PerformanceWarning` that reduced coordinates are
+        cubic here: the loops couple through a deep tree.  Given once, at
+        the first solve (not at construction: a system built to be turned
+        into maximal coordinates never solves here)."""
+        import warnings
+
+        self._slow = None
+        sys = self.system
+        model = sys.model
+        passes = cost / (165.0 * max(model.nbodies, 1))
+        d = []
+        for p in model.parents:              # a parent comes before its children
+            d.append(1 + (d[p] if p >= 0 else 0))
+        depth = max(d, default=0)
+        warnings.warn(
+            f"reduced coordinates are slow for this model: one constrained solve is modelled at "
+            f"about {passes:,.0f} articulated-body passes (route {route!r}). Its {sys.nc} loop rows "
+            f"act on a tree {depth} bodies deep, so K = A M^-1 A^T ({sys.nc} x {sys.nc}) is mostly "
+            f"full and every solve factorises it in O(nc^3). A spanning tree that closes each loop "
+            f"near the root (cut the joints next to the ground; for gear.mechanisms.n_four_bar, "
+            f"tree='ground') or the maximal formulation (gear.MaximalModel) costs time linear in the "
+            f"bodies. Pass route= to the solver to choose a route without this check.",
+            PerformanceWarning, stacklevel=_outside_gear())
 
     def route_costs(self):
         """The modelled work of each route, in units of one body's share of
@@ -427,6 +479,8 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
 
         from .. import algorithms as alg
 
+        if self._slow is not None:
+            self._warn_cubic(*self._slow)
         model = self.system.model
         ddq_r = alg.forward_dynamics(model, q, dq, tau, f_ext)
         A, bias = self.rows(q, dq)
@@ -442,6 +496,8 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
 
         from .. import algorithms as alg
 
+        if self._slow is not None:
+            self._warn_cubic(*self._slow)
         model = self.system.model
         v = ~u
         M = alg.mass_matrix(model, q)
