@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import time
 import xml.etree.ElementTree as ET
 
@@ -44,7 +45,7 @@ CORPUS = {
     "mjcf_missing_body.xml": ["loop", "ghost_body"],
     "mjcf_bad_joint_type.xml": ["twist_joint", "universal"],
     "mjcf_include.xml": ["<include>", "other.xml", "not found"],
-    "mjcf_frame.xml": ["<frame>", "moved_frame"],
+    "mjcf_frame.xml": ["<frame", "moved_frame", "childclass", "nosuchclass"],
     "mjcf_not_mujoco.xml": ["<mujoco>"],
     "mjcf_not_xml.xml": ["not a well-formed XML"],
     "mjcf_free_not_toplevel.xml": ["inner_free", "top-level"],
@@ -849,6 +850,93 @@ def test_mjcf_joint_ref_is_the_xml_pose(tmp_path):
             k = mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_BODY, name)
             assert np.allclose(H[:3, 3], md.xpos[k], atol=1e-14)
             assert np.allclose(H[:3, :3], md.xmat[k].reshape(3, 3), atol=1e-14)
+
+
+FRAMES_XML = """<compiler angle="degree"/>
+  <default><default class="c"><joint axis="1 0 0" pos="0 0 0.05"/><site pos="0 0 0.1" euler="0 90 0"/></default></default>
+  <worldbody>
+   <frame name="f0" pos="0.1 -0.2 0.3" euler="10 20 30">
+    <body name="a" pos="0.3 0 0" euler="0 0 45"><joint name="j0" axis="0 1 0"/>
+     <inertial pos="0.1 0 0" mass="1" diaginertia="0.01 0.02 0.03"/>
+     <frame pos="0 0.2 0" axisangle="1 1 0 40" childclass="c">
+       <joint name="j1"/>
+       <site name="sa"/>
+       <body name="b" pos="0.2 0 0"><joint name="j2"/>
+         <frame pos="0.05 0 0" quat="0.9 0.1 0.3 -0.2">
+           <inertial pos="0.1 0.02 0" mass="0.5" fullinertia="0.015 0.02 0.025 0.001 0.002 -0.001"/></frame>
+         <body name="c"><frame euler="0 0 90"><joint name="j3" type="slide"/></frame>
+           <inertial pos="0 0 0.1" mass="0.3" diaginertia="0.001 0.002 0.003" euler="5 6 7"/>
+           <site name="sc" pos="0.2 0.1 0"/></body>
+       </body>
+     </frame>
+    </body>
+   </frame>
+   <frame pos="0 0 1"><body name="d"><freejoint/><inertial pos="0 0 0" mass="1" diaginertia="1 2 3"/></body></frame>
+  </worldbody>
+  <equality><connect name="loop" site1="sc" site2="sa"/></equality>"""
+
+
+def test_mjcf_frames_pose_their_children_as_mujoco(tmp_path):
+    """``<frame>`` (nested, rotated by euler, axisangle and quat, with a
+    childclass) carries the bodies, joints (pos and axis), sites,
+    ``<inertial>`` (diagonal and full) and free bodies inside it as MuJoCo
+    composes them: the same joint order, ``qpos0``, body poses, mass
+    matrix, bias forces and ``connect`` residual between sites placed in
+    frames."""
+    p = _write(tmp_path, "frames.xml", f"<mujoco>{FRAMES_XML}</mujoco>")
+    m = gear.load_mjcf(p)
+    assert m.joint_names == ["j0", "j1", "j2", "j3", "d_free"]
+    sysm = gear.ConstrainedModel(m)
+    # without MuJoCo: the joint axes and the frame composition by hand
+    R0 = _euler_xyz(np.deg2rad([10, 20, 30]))
+    q = m.qpos0.copy()
+    P = gear.forward_kinematics(m, q)
+    idx, off = m.frames["a"]
+    Ha = P[idx] @ off.homogeneous()
+    assert np.allclose(Ha[:3, 3], R0 @ [0.3, 0, 0] + [0.1, -0.2, 0.3], atol=1e-15)
+    assert np.allclose(Ha[:3, :3], R0 @ _rz(np.pi / 4), atol=1e-15)
+    mujoco = pytest.importorskip("mujoco", reason="MuJoCo's compiler is the oracle for <frame>")
+    mm = mujoco.MjModel.from_xml_path(str(p))
+    md = mujoco.MjData(mm)
+    assert np.array_equal(m.qpos0, mm.qpos0)
+    rng = np.random.default_rng(4)
+    for _ in range(4):
+        q = mm.qpos0.copy()
+        q[:4] += rng.uniform(-1, 1, 4)
+        u = rng.standard_normal(4)
+        q[7:11] = u / np.linalg.norm(u)
+        md.qpos[:] = q
+        md.qvel[:] = 0.0
+        md.qvel[:4] = rng.standard_normal(4)
+        mujoco.mj_forward(mm, md)
+        M = np.zeros((mm.nv, mm.nv))
+        try:
+            mujoco.mj_fullM(mm, md, M)          # MuJoCo 4
+        except TypeError:
+            mujoco.mj_fullM(mm, M, md.qM)       # MuJoCo 3
+        # the hinge and slide block (the free body is a tree of its own)
+        assert np.allclose(gear.mass_matrix(m, q)[:4, :4], M[:4, :4], rtol=0, atol=1e-14)
+        assert np.allclose(gear.bias_forces(m, q, md.qvel.copy())[:4], md.qfrc_bias[:4], rtol=0, atol=1e-13)
+        P = gear.forward_kinematics(m, q)
+        for name in "abcd":
+            idx, off = m.frames[name]
+            H = P[idx] @ off.homogeneous()
+            k = mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_BODY, name)
+            assert np.allclose(H[:3, 3], md.xpos[k], rtol=0, atol=1e-14)
+            assert np.allclose(H[:3, :3], md.xmat[k].reshape(3, 3), rtol=0, atol=1e-14)
+        assert np.allclose(sysm.constraint_residual(q), -md.efc_pos[:3], rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("inner, message", [
+    ('<frame pos="1 0 0" size="2"><body name="a"/></frame>', "size"),
+    ('<frame><actuator/></frame>', "<actuator>"),
+    ('<frame childclass="nope"/>', "nope"),
+    ('<replicate count="2"><body name="a"/></replicate>', "<replicate>"),
+])
+def test_mjcf_bad_frames_are_refused(tmp_path, inner, message):
+    p = _mj(tmp_path, f'<body name="b"><joint/>{BODY_INERTIAL}{inner}</body>')
+    with pytest.raises(gear.ModelFileError, match=re.escape(message)):
+        gear.load_mjcf(p)
 
 
 def test_urdf_joint_order_is_pinocchios(tmp_path):

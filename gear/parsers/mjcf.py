@@ -26,6 +26,8 @@ Mapping to gear (see ``docs/models.md``):
   :class:`gear.JointCoupler`.
 * ``<include>`` splices the included file's children in place; sites
   take their default class's position and orientation.
+* ``<frame>`` is dissolved into its parent before the tree is read: its
+  children take its pose and ``childclass`` (``_Loader.flatten_frames``).
 * A hinge or slide ``ref`` is the joint position of the XML pose
   (``model.qpos0``): the joint's placement is turned by ``-ref``.
 
@@ -33,8 +35,8 @@ Inertias come from ``<inertial>``.  A body with geoms but no
 ``<inertial>`` gets MuJoCo's geom-derived inertia when the optional
 ``mujoco`` package is importable, otherwise :class:`~gear.ModelFileError`
 asks for an explicit ``<inertial>``.  Elements that would change the
-kinematics or the inertias but are not supported (``frame``,
-``attach``, ``replicate``, ``composite``, ``flexcomp``,
+kinematics or the inertias but are not supported (``attach``,
+``replicate``, ``composite``, ``flexcomp``,
 ``equality`` kinds other than connect/weld/joint, several compiler options)
 raise :class:`~gear.ModelFileError`.
 """
@@ -54,9 +56,10 @@ __all__ = ["load_mjcf"]
 _TOP = {"compiler", "option", "size", "visual", "statistic", "default", "custom", "extension",
         "asset", "worldbody", "contact", "deformable", "equality", "tendon", "actuator",
         "sensor", "keyframe"}
-_UNSUPPORTED = {"attach", "replicate", "frame", "composite", "flexcomp"}
+_UNSUPPORTED = {"attach", "replicate", "composite", "flexcomp"}
 _BODY_CHILDREN = {"inertial", "joint", "freejoint", "geom", "site", "camera", "light", "body",
-                  "plugin"}
+                  "plugin", "frame"}
+_FRAME_ATTRS = {"name", "childclass", "pos", "quat", "axisangle", "euler", "xyaxes", "zaxis"}
 _JOINT_TYPES = {"hinge", "slide", "ball", "free"}
 _ORIENTATIONS = ("quat", "axisangle", "euler", "xyaxes", "zaxis")
 
@@ -212,6 +215,92 @@ class _Loader:
     def pose(self, el, where):
         p = self.r.floats(el.get("pos"), 3, where, "pos", (0.0, 0.0, 0.0))
         return SE3(self.rotation(el, where), p)
+
+    # -- <frame> ---------------------------------------------------------
+    def flatten_frames(self, el, cc, where):
+        """Replace each ``<frame>`` among the children of ``el`` (a body or
+        the worldbody, whose elements take the default class ``cc``) by its
+        own children, re-posed by the frame's pose, in place (document
+        order, so that joints, bodies and unnamed elements keep MuJoCo's
+        numbering), then the bodies below.  The frame's ``childclass``
+        becomes the ``class`` of the elements it moves out that have none
+        (the ``childclass`` of its bodies).  As MuJoCo composes a frame:
+        bodies, sites, geoms, cameras, lights and ``<inertial>`` get
+        ``T_frame T_child``, a joint's ``pos`` and ``axis`` are carried by
+        it.  Geoms are re-posed only for a faithful tree: gear reads their
+        poses nowhere (MuJoCo derives geom inertias from the file)."""
+        for c in list(el):
+            if c.tag == "frame":
+                fw = f"{where} <frame{' ' + repr(c.get('name')) if c.get('name') else ''}>"
+                bad = sorted(set(c.attrib) - _FRAME_ATTRS)
+                if bad:
+                    raise self.r.error(fw, f"unknown attribute(s) {bad} of <frame>")
+                fcc = c.get("childclass") or cc
+                if fcc not in self.classes:
+                    raise self.r.error(fw, f"childclass {fcc!r} is not defined")
+                self.flatten_frames(c, fcc, fw)          # nested frames first, relative to this one
+                T = self.pose(c, fw)
+                i = list(el).index(c)
+                el.remove(c)
+                for k, child in enumerate(list(c)):
+                    if child.tag not in _BODY_CHILDREN:
+                        raise self.r.error(fw, f"unknown child element <{child.tag}>")
+                    if fcc != cc:
+                        key = "childclass" if child.tag == "body" else "class"
+                        if child.get(key) is None and child.tag not in ("inertial", "freejoint"):
+                            child.set(key, fcc)
+                    self._repose(child, T, fcc, fw)
+                    el.insert(i + k, child)
+            elif c.tag == "body":
+                name = c.get("name")
+                self.flatten_frames(c, c.get("childclass") or cc, f"body {name!r}" if name else "a body")
+
+    def _repose(self, el, T, cc, where):
+        """``el`` (a frame's child, default class ``cc``) carried by the
+        frame's pose ``T``: explicit ``pos`` and ``quat`` (``axis`` for a
+        joint, ``fromto``'s two points, ``fullinertia`` rotated)."""
+        def fmt(v):
+            return " ".join(repr(float(x)) for x in v)
+
+        tag = el.tag
+        if tag in ("body", "inertial", "freejoint", "plugin"):
+            attrs = dict(el.attrib)
+        else:
+            cls = el.get("class") or cc
+            if cls not in self.classes:
+                raise self.r.error(where, f"default class {cls!r} of a <{tag}> is not defined")
+            attrs = dict(self.classes[cls].get(tag, {}))
+            if any(el.get(k) is not None for k in _ORIENTATIONS):
+                for k in _ORIENTATIONS:           # an own orientation replaces the default's
+                    attrs.pop(k, None)
+            attrs.update(el.attrib)
+        w = f"{where} <{tag}>"
+        if tag in ("freejoint", "plugin") or (tag == "joint" and attrs.get("type") == "free"):
+            return
+        if tag == "inertial" and el.get("pos") is None:
+            return                                # (inertial() asks for it)
+        if tag == "joint":
+            pos = self.r.floats(attrs.get("pos"), 3, w, "pos", (0.0, 0.0, 0.0))
+            el.set("pos", fmt(T.R @ pos + T.p))
+            if attrs.get("type", "hinge") in ("hinge", "slide"):
+                axis = self.r.floats(attrs.get("axis"), 3, w, "axis", (0.0, 0.0, 1.0))
+                el.set("axis", fmt(T.R @ axis))
+            return
+        if attrs.get("fromto") is not None:
+            f = self.r.floats(attrs["fromto"], 6, w, "fromto")
+            el.set("fromto", fmt(np.concatenate([T.R @ f[:3] + T.p, T.R @ f[3:] + T.p])))
+            return
+        if tag == "inertial" and el.get("fullinertia") is not None:
+            f = self.r.floats(el.get("fullinertia"), 6, w, "fullinertia")
+            I = T.R @ np.array([[f[0], f[3], f[4]], [f[3], f[1], f[5]], [f[4], f[5], f[2]]]) @ T.R.T
+            el.set("fullinertia", fmt([I[0, 0], I[1, 1], I[2, 2], I[0, 1], I[0, 2], I[1, 2]]))
+            el.set("pos", fmt(T.R @ self.r.floats(el.get("pos"), 3, w, "pos") + T.p))
+            return
+        Tc = T * self.pose(attrs, w)
+        for k in _ORIENTATIONS:
+            el.attrib.pop(k, None)
+        el.set("pos", fmt(Tc.p))
+        el.set("quat", fmt(rot_to_quat(Tc.R)))
 
     # -- elements -------------------------------------------------------
     def inertial(self, body_el, where):
@@ -590,6 +679,7 @@ class _Loader:
         self.node_names, self.joints = set(), {}       # joints: name -> (type, ref)
         self.on_world = {"world"}
         for wb in root.findall("worldbody"):
+            self.flatten_frames(wb, main, "<worldbody>")
             for c in wb:
                 if c.tag in ("joint", "freejoint", "inertial"):
                     raise r.error("<worldbody>", f"the world body cannot have <{c.tag}>")
