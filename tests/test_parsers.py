@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import warnings
 import time
 import xml.etree.ElementTree as ET
 
@@ -937,6 +938,92 @@ def test_mjcf_bad_frames_are_refused(tmp_path, inner, message):
     p = _mj(tmp_path, f'<body name="b"><joint/>{BODY_INERTIAL}{inner}</body>')
     with pytest.raises(gear.ModelFileError, match=re.escape(message)):
         gear.load_mjcf(p)
+
+
+def _mujoco_M_and_bias(mujoco, path, qs, vs):
+    mm = mujoco.MjModel.from_xml_path(str(path))
+    md = mujoco.MjData(mm)
+    out = []
+    for q, v in zip(qs, vs):
+        md.qpos[:] = q
+        md.qvel[:] = v
+        mujoco.mj_forward(mm, md)
+        M = np.zeros((mm.nv, mm.nv))
+        try:
+            mujoco.mj_fullM(mm, md, M)          # MuJoCo 4
+        except TypeError:
+            mujoco.mj_fullM(mm, M, md.qM)       # MuJoCo 3
+        out.append((M, md.qfrc_bias.copy()))
+    return out
+
+
+def test_mjcf_compiler_mass_bounds_and_balance_as_mujoco(tmp_path):
+    """``<compiler boundmass boundinertia balanceinertia>`` (Menagerie's
+    ms_human_700 and ostrich) change the inertias as MuJoCo's compiler
+    does: mass and principal moments bounded below, then moments that
+    violate the triangle inequality set to their mean (after the bounds),
+    on explicit, massless and absent ``<inertial>`` alike."""
+    body = """<body name="a" pos="0 0 1"><joint name="ja" axis="0 1 0"/>
+        <inertial pos="0 0 0" mass="1" diaginertia="0.1 0.2 0.2"/>
+        <body name="e" pos="0.3 0.2 0.1" euler="0 0 30">
+          <body name="f"><joint name="jf" axis="1 0 0"/><inertial pos="0.1 0 0" mass="3" diaginertia="0.1 0.1 0.9"/>
+            <body name="g" pos="0.2 0 0"><joint name="jg" axis="0 0 1"/>
+              <inertial pos="0 0.1 0" mass="0.2" fullinertia="0.1 0.12 0.5 0.01 0.02 0.005"/>
+              <body name="h" pos="0.1 0 0"><joint name="jh" axis="0 1 0"/><inertial pos="0.05 0 0" mass="0"/>
+                <body name="k"><joint name="jk" axis="1 0 0"/><inertial pos="0 0 0" mass="2" diaginertia="0.4 0.5 0.6"/></body>
+              </body></body></body></body></body>"""
+    compiler = '<compiler boundmass="0.5" boundinertia="0.3" balanceinertia="true"/>'
+    p = _mj(tmp_path, body, compiler=compiler)
+    m = gear.load_mjcf(p)
+    rng = np.random.default_rng(5)
+    qs = rng.uniform(-1, 1, (3, 5))
+    vs = rng.standard_normal((3, 5))
+    # without MuJoCo: f's moments bounded to (0.3, 0.3, 0.9), then balanced to 0.5
+    assert np.allclose(m.inertias[m.body_index("f")].I_com, 0.5 * np.eye(3), atol=1e-15)
+    mujoco = pytest.importorskip("mujoco", reason="MuJoCo's compiler is the oracle for its options")
+    for (M, b), q, v in zip(_mujoco_M_and_bias(mujoco, p, qs, vs), qs, vs):
+        assert np.allclose(gear.mass_matrix(m, q), M, rtol=0, atol=1e-13)
+        assert np.allclose(gear.bias_forces(m, q, v), b, rtol=0, atol=1e-12)
+    # each option alone, and the bounds with nothing to bound
+    for comp in ('<compiler boundmass="0.5"/>', '<compiler boundinertia="0.3"/>',
+                 '<compiler balanceinertia="true"/>', '<compiler boundmass="1e-4" boundinertia="1e-6"/>'):
+        valid = (body.replace('<inertial pos="0.05 0 0" mass="0"/>',
+                              '<inertial pos="0.05 0 0" mass="0.1" diaginertia="0.01 0.01 0.01"/>')
+                 .replace('diaginertia="0.1 0.1 0.9"', 'diaginertia="0.1 0.1 0.15"')
+                 .replace('fullinertia="0.1 0.12 0.5 0.01 0.02 0.005"', 'fullinertia="0.1 0.12 0.2 0.01 0.02 0.005"'))
+        p = _mj(tmp_path, valid, compiler=comp, name="one.xml")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            m = gear.load_mjcf(p)
+        # the bound alone gives the massless body e rotational inertia without mass (as MuJoCo loads it)
+        assert [str(w.message).split(": ")[1] for w in caught] == (
+            ["body 'e'"] if comp == '<compiler boundinertia="0.3"/>' else []), comp
+        for (M, b), q, v in zip(_mujoco_M_and_bias(mujoco, p, qs, vs), qs, vs):
+            assert np.allclose(gear.mass_matrix(m, q), M, rtol=0, atol=1e-13), comp
+            assert np.allclose(gear.bias_forces(m, q, v), b, rtol=0, atol=1e-12), comp
+
+
+def test_mjcf_massless_inertial_is_explicit(tmp_path, monkeypatch):
+    """``<inertial pos mass="0"/>`` (no rotational inertia: MuJoCo's
+    default, Menagerie's rby1) is an explicit massless inertial: it loads,
+    and gear does not ask MuJoCo for the body's geoms (whose mesh files a
+    user may not have)."""
+    import gear.parsers.mjcf as mjcf_module
+
+    monkeypatch.setattr(mjcf_module, "_import_mujoco", lambda: None)    # no MuJoCo at all
+    p = _mj(tmp_path, f"""<body name="a"><joint name="ja" axis="0 1 0"/>{BODY_INERTIAL}
+        <body name="neck" pos="0.2 0 0"><joint name="jn" axis="0 0 1"/><inertial pos="0 0 0" mass="0"/>
+          <geom type="mesh" mesh="absent"/>
+          <body name="head" pos="0.1 0 0"><joint name="jh" axis="1 0 0"/>{BODY_INERTIAL}</body></body></body>""",
+            extra='<asset><mesh name="absent" file="absent.stl"/></asset>')
+    m = gear.load_mjcf(p)
+    assert m.inertias[m.body_index("neck")] is None
+    with pytest.raises(gear.ModelFileError, match="not both"):
+        gear.load_mjcf(_mj(tmp_path, '<body name="a"><joint/><inertial pos="0 0 0" mass="1" '
+                                     'diaginertia="1 1 1" fullinertia="1 1 1 0 0 0"/></body>', name="both.xml"))
+    with pytest.raises(gear.ModelFileError, match="boundmass"):
+        gear.load_mjcf(_mj(tmp_path, f'<body name="a"><joint/>{BODY_INERTIAL}</body>',
+                           compiler='<compiler boundmass="-1"/>', name="neg.xml"))
 
 
 def test_urdf_joint_order_is_pinocchios(tmp_path):

@@ -37,7 +37,8 @@ Inertias come from ``<inertial>``.  A body with geoms but no
 asks for an explicit ``<inertial>``.  Elements that would change the
 kinematics or the inertias but are not supported (``attach``,
 ``replicate``, ``composite``, ``flexcomp``,
-``equality`` kinds other than connect/weld/joint, several compiler options)
+``equality`` kinds other than connect/weld/joint, ``settotalmass``,
+``alignfree``, global coordinates)
 raise :class:`~gear.ModelFileError`.
 """
 from __future__ import annotations
@@ -88,6 +89,9 @@ class _Compiler:
         self.autolimits = True
         self.inertiafromgeom = "auto"
         self.fusestatic = False
+        self.boundmass = 0.0
+        self.boundinertia = 0.0
+        self.balanceinertia = False
 
 
 def _read_compiler(r, root):
@@ -113,12 +117,15 @@ def _read_compiler(r, root):
             c.inertiafromgeom = ifg
         if el.get("coordinate", "local") != "local":
             raise r.error(w, "coordinate='global' is not supported (only local coordinates)")
-        for attr, ok in (("alignfree", "false"), ("balanceinertia", "false")):
-            if el.get(attr, ok) != ok:
-                raise r.error(w, f"{attr}={el.get(attr)!r} is not supported")
+        if el.get("alignfree", "false") != "false":
+            raise r.error(w, f"alignfree={el.get('alignfree')!r} is not supported")
+        c.balanceinertia = _bool(r, el.get("balanceinertia"), w, "balanceinertia", c.balanceinertia)
         for attr in ("boundmass", "boundinertia"):
-            if el.get(attr) is not None and r.float1(el.get(attr), w, attr) != 0.0:
-                raise r.error(w, f"{attr} is not supported (it alters the inertias)")
+            if el.get(attr) is not None:
+                v = r.float1(el.get(attr), w, attr)
+                if not v >= 0.0:
+                    raise r.error(w, f"{attr}={el.get(attr)!r} must be non-negative")
+                setattr(c, attr, v)
         if el.get("settotalmass") is not None and r.float1(el.get("settotalmass"), w, "settotalmass") > 0:
             raise r.error(w, "settotalmass is not supported (it rescales the inertias)")
     return c
@@ -317,18 +324,41 @@ class _Loader:
         if mass < 0.0:
             raise r.error(w, f"mass must be non-negative, got {mass}")
         diag, full = el.get("diaginertia"), el.get("fullinertia")
-        if (diag is None) == (full is None):
-            raise r.error(w, "exactly one of 'diaginertia' and 'fullinertia' is required")
+        if diag is not None and full is not None:
+            raise r.error(w, "give one of 'diaginertia' and 'fullinertia', not both")
         if full is not None:
             if any(el.get(k) is not None for k in ("quat", "axisangle", "euler", "xyaxes", "zaxis")):
                 raise r.error(w, "fullinertia cannot be combined with an orientation")
             f = r.floats(full, 6, w, "fullinertia")
             I = np.array([[f[0], f[3], f[4]], [f[3], f[1], f[5]], [f[4], f[5], f[2]]])
+            if self._alters(mass, np.linalg.eigvalsh(I)):
+                d, R = np.linalg.eigh(I)
+                mass, d = self.bounded(mass, d)
+                I = R @ np.diag(d) @ R.T
         else:
-            d = r.floats(diag, 3, w, "diaginertia")
+            # neither: no rotational inertia (MuJoCo's default; Menagerie's
+            # rby1 gives massless link frames as <inertial pos mass="0"/>)
+            d = r.floats(diag, 3, w, "diaginertia", (0.0, 0.0, 0.0))
+            mass, d = self.bounded(mass, d)
             R = self.rotation(el, w)
             I = R @ np.diag(d) @ R.T
         return r.inertia(mass, pos, I, where)
+
+    def _alters(self, mass, d):
+        m2, d2 = self.bounded(mass, d)
+        return m2 != mass or not np.array_equal(d2, d)
+
+    def bounded(self, mass, d):
+        """MuJoCo's compiler on a body's mass and principal moments ``d``:
+        ``boundmass`` and ``boundinertia`` as lower bounds, then with
+        ``balanceinertia`` moments that violate the triangle inequality set
+        to their mean (the order MuJoCo applies them in)."""
+        c = self.comp
+        mass = max(float(mass), c.boundmass)
+        d = np.maximum(np.asarray(d, float), c.boundinertia)
+        if c.balanceinertia and (d[0] + d[1] < d[2] or d[0] + d[2] < d[1] or d[1] + d[2] < d[0]):
+            d = np.full(3, d.mean())
+        return mass, d
 
     def mujoco_inertia(self, bid, name, named, where):
         """Inertia of body ``bid`` as compiled by MuJoCo (None if massless)."""
@@ -432,12 +462,21 @@ class _Loader:
             self.on_world.add(name)
         inertia = None
         has_geom = el.find("geom") is not None
+        explicit = el.find("inertial") is not None
         if self.comp.inertiafromgeom == "true" and has_geom and not on_world:
             inertia = self.mujoco_inertia(bid, name, named, where)
-        else:
+        elif explicit:
+            # (a massless <inertial> too: MuJoCo derives nothing from the geoms then)
             inertia = self.inertial(el, where)
-            if inertia is None and has_geom and self.comp.inertiafromgeom == "auto" and not on_world:
-                inertia = self.mujoco_inertia(bid, name, named, where)
+        elif has_geom and self.comp.inertiafromgeom == "auto" and not on_world:
+            inertia = self.mujoco_inertia(bid, name, named, where)
+        elif not on_world and (self.comp.boundmass > 0.0 or self.comp.boundinertia > 0.0):
+            # nothing to give it mass: MuJoCo's bounds alone, about the
+            # point its compiler puts such a body's centre of mass at (the
+            # body's own pos, read in its frame)
+            mass, d = self.bounded(0.0, np.zeros(3))
+            pos = self.r.floats(el.get("pos"), 3, where, "pos", (0.0, 0.0, 0.0))
+            inertia = self.r.inertia(mass, pos, np.diag(d), where)
 
         specs = [self.joint(c, cc, name, k) for k, c in enumerate(jels)]
         for jn, jtype, *_, ref in specs:
