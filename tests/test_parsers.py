@@ -765,11 +765,52 @@ def test_mjcf_joint_equalities_are_joint_couplers(tmp_path):
     assert np.allclose(sysm.constraint_residual(q), md.efc_pos[:2], atol=1e-14)
     assert np.allclose(sysm.constraint_residual(m.qpos0), [-0.01, 0.0], rtol=0, atol=1e-15)   # -a0, 0
     for eq, needle in (('<joint name="e" joint1="j2"/>', "without joint2"),
-                       ('<joint name="e" joint1="j2" joint2="j1" polycoef="0 1 0 0.1 0"/>', "linear"),
                        ('<joint name="e" joint1="j2" joint2="nope"/>', "'nope' is not defined")):
         p = _mj(tmp_path, body, extra=f"<equality>{eq}</equality>", name="bad.xml")
         with pytest.raises(ModelFileError, match=needle):
             gear.load_mjcf(p)
+
+
+def test_mjcf_nonlinear_joint_equality_as_mujoco(tmp_path):
+    """A joint equality with a nonlinear ``polycoef`` (the coupled knees
+    of Menagerie's ms_human_700) loads as a ``gear.CustomConstraint``:
+    residual, row and bias equal MuJoCo's ``efc_pos``, ``efc_J`` and the
+    rows' second derivative, behind a free joint (q and dq indexed apart),
+    with the joints' refs; the constrained system pickles and assembles."""
+    import pickle
+
+    mujoco = pytest.importorskip("mujoco", reason="MuJoCo's own constraint rows as the oracle")
+    p = _mj(tmp_path, f"""<body name="base" pos="0 0 1"><freejoint/>{BODY_INERTIAL}
+        <body name="a"><joint name="x" axis="0 1 0" ref="10"/>{BODY_INERTIAL}
+          <body name="b" pos="0.3 0 0"><joint name="y" type="slide" axis="1 0 0" ref="0.02"/>{BODY_INERTIAL}</body></body></body>""",
+            extra='<equality><joint name="knee" joint1="y" joint2="x" polycoef="0.01 0.2 -0.3 0.05 0.4"/></equality>')
+    m = gear.load_mjcf(p)
+    (c,) = m.loop_closures
+    assert isinstance(c, gear.CustomConstraint) and c.name == "knee" and c.holonomic
+    sysm = gear.ConstrainedModel(m)
+    mm = mujoco.MjModel.from_xml_path(str(p))
+    mm.opt.jacobian = mujoco.mjtJacobian.mjJAC_DENSE
+    md = mujoco.MjData(mm)
+    rng = np.random.default_rng(6)
+    for _ in range(3):
+        q = m.qpos0.copy()
+        q[:3] += rng.standard_normal(3)
+        q[7:] += rng.uniform(-0.5, 0.5, 2)
+        md.qpos[:] = q
+        mujoco.mj_forward(mm, md)
+        assert np.allclose(sysm.constraint_residual(q), md.efc_pos[:1], rtol=0, atol=1e-15)
+        A, _ = sysm.solver.rows(q, np.zeros(m.nv))
+        assert np.allclose(A, md.efc_J[:m.nv].reshape(1, -1), rtol=0, atol=1e-15)
+        # the bias against a second difference of the residual along dq
+        dq = rng.standard_normal(m.nv)
+        h = 1e-4
+        g2 = (sysm.constraint_residual(m.integrate(q, h * dq)) - 2 * sysm.constraint_residual(q)
+              + sysm.constraint_residual(m.integrate(q, -h * dq))) / h ** 2
+        assert np.allclose(c.bias(q, dq), g2, rtol=0, atol=1e-6)
+    q = sysm.assemble(m.qpos0 + np.r_[np.zeros(7), 0.3, 0.0])
+    assert abs(sysm.constraint_residual(q)).max() < 1e-10
+    again = pickle.loads(pickle.dumps(sysm))
+    assert np.array_equal(again.constraint_residual(q), sysm.constraint_residual(q))
 
 
 def test_mjcf_a_body_welded_to_the_world_needs_no_inertia(tmp_path):

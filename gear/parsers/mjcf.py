@@ -65,6 +65,42 @@ _JOINT_TYPES = {"hinge", "slide", "ball", "free"}
 _ORIENTATIONS = ("quat", "axisangle", "euler", "xyaxes", "zaxis")
 
 
+class _PolyCoupling:
+    """MuJoCo's nonlinear joint equality ``y - y0 = p(x - x0)``, ``p(t) =
+    a0 + a1 t + ... + a4 t^4``, on two one-coordinate joints (``qy``,
+    ``qx`` their places in ``q``, ``vy``, ``vx`` in ``dq``; ``nv``): the
+    residual ``y - y0 - p(x - x0)``, its row ``e_y - p'(x - x0) e_x`` and
+    bias ``-p''(x - x0) dx^2``.  A module-level class, so that the
+    constraint pickles (Dask)."""
+
+    def __init__(self, qy, qx, vy, vx, nv, a, y0, x0):
+        self.qy, self.qx, self.vy, self.vx, self.nv = int(qy), int(qx), int(vy), int(vx), int(nv)
+        self.a = np.asarray(a, float).copy()
+        self.y0, self.x0 = float(y0), float(x0)
+
+    def _p(self, q, k):
+        # the k-th derivative of p at x - x0
+        c = np.polynomial.polynomial.polyder(self.a, k) if k else self.a
+        return float(np.polynomial.polynomial.polyval(q[self.qx] - self.x0, c))
+
+    def residual(self, q):
+        return np.array([q[self.qy] - self.y0 - self._p(q, 0)])
+
+    def jacobian(self, q):
+        A = np.zeros((1, self.nv))
+        A[0, self.vy] = 1.0
+        A[0, self.vx] -= self._p(q, 1)
+        return A
+
+    def bias(self, q, dq):
+        return np.array([-self._p(q, 2) * dq[self.vx] ** 2])
+
+    def jacobian_derivative(self, q):
+        D = np.zeros((self.nv, 1, self.nv))
+        D[self.vx, 0, self.vx] = -self._p(q, 2)
+        return D
+
+
 def _import_mujoco():
     """The ``mujoco`` module, or ``None`` if it is not installed."""
     try:
@@ -571,7 +607,7 @@ class _Loader:
                 if not _bool(r, c.get("active"), where, "active", True):
                     continue
                 if c.tag == "joint":
-                    model.loop_closures.append(self.joint_equality(c, name, where))
+                    model.loop_closures.append(self.joint_equality(c, name, where, model))
                     continue
                 use_sites = c.get("site1") is not None or c.get("site2") is not None
                 if use_sites:
@@ -620,13 +656,15 @@ class _Loader:
                     kind="ball" if c.tag == "connect" else "weld", body_a=ga, placement_a=Pa,
                     body_b=gb, placement_b=Pb, name=name, params=params))
 
-    def joint_equality(self, c, name, where):
+    def joint_equality(self, c, name, where, model):
         """``<joint joint1 joint2 polycoef>``: MuJoCo's ``y - y0 = a0 + a1 (x -
         x0) + a2 (x - x0)^2 + ...`` with ``y``, ``x`` the two joints' ``qpos``
         and ``y0``, ``x0`` their reference values (``ref``).  The linear
         ones (``a2 = a3 = a4 = 0``, the finger couplings of grippers) are
-        :class:`gear.JointCoupler` ``y = a1 x + (a0 + y0 - a1 x0)``."""
-        from ..constraints.closures import JointCoupler
+        :class:`gear.JointCoupler` ``y = a1 x + (a0 + y0 - a1 x0)``; the
+        others (the coupled knees and wrists of Menagerie's ms_human_700)
+        a :class:`gear.CustomConstraint` of :class:`_PolyCoupling`."""
+        from ..constraints.closures import CustomConstraint, JointCoupler
 
         r = self.r
         j1, j2 = c.get("joint1"), c.get("joint2")
@@ -642,12 +680,15 @@ class _Loader:
                 raise r.error(where, f"{attr} {jn!r} is a {self.joints[jn][0]} joint; "
                               "joint equalities couple hinge and slide joints")
         a = r.floats(c.get("polycoef"), 5, where, "polycoef", (0.0, 1.0, 0.0, 0.0, 0.0))
-        if np.any(a[2:] != 0.0):
-            raise r.error(where, f"polycoef={c.get('polycoef')!r}: only linear couplings (the last "
-                          "three coefficients zero) are supported")
         y0, x0 = self.joints[j1][1], self.joints[j2][1]
+        name = name or f"equality:{j1}"
+        if np.any(a[2:] != 0.0):
+            pc = _PolyCoupling(model.idx_q(j1).start, model.idx_q(j2).start, model.idx_v(j1).start,
+                               model.idx_v(j2).start, model.nv, a, y0, x0)
+            return CustomConstraint(pc.jacobian, pc.bias, pc.residual, name=name,
+                                    jacobian_derivative=pc.jacobian_derivative)
         return JointCoupler(j1, j2, multiplier=float(a[1]), offset=float(a[0] + y0 - a[1] * x0),
-                            name=name or f"equality:{j1}")
+                            name=name)
 
     @staticmethod
     def _to_gear(model, body, T):
