@@ -56,7 +56,7 @@ CORPUS = {
     "mjcf_zero_axis.xml": ["zero_axis_hinge", "axis"],
     "mjcf_duplicate_body.xml": ["twin", "duplicate"],
     "mjcf_negative_mass.xml": ["light_body", "mass"],
-    "mjcf_unsupported_equality.xml": ["coupling", "polycoef", "linear"],
+    "mjcf_unsupported_equality.xml": ["coupling", "<tendon>", "connect, weld and joint"],
     "mjcf_undefined_class.xml": ["ja", "nosuchclass"],
     "mjcf_bad_range.xml": ["inverted_range", "range"],
     "mjcf_bad_euler_count.xml": ["short_euler", "euler"],

@@ -152,3 +152,41 @@ def test_docs_solvers_doctest():
     path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "solvers.md"
     res = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert res.attempted > 0 and res.failed == 0
+
+
+def test_massless_dofs_moved_by_the_constraints(tmp_path):
+    """OpenSim-style models (Menagerie's ms_human_700) put joints on
+    massless bodies that only a joint equality moves (here a second hinge
+    about the knee's axis): M is singular.  The
+    'kkt' solver says so and names the 'projection' solver, which solves
+    it (M is positive on the motions the rows allow): its ddq keeps the
+    rows' acceleration at zero and equals the same mechanism written
+    without the massless joint."""
+    xml = tmp_path / "opensim.xml"
+    xml.write_text("""<mujoco><worldbody>
+      <body name="thigh"><joint name="hip" axis="0 1 0"/>
+        <inertial pos="0 0 -0.2" mass="2" diaginertia="0.02 0.02 0.005"/>
+        <body name="knee_frame" pos="0 0 -0.4"><joint name="knee_rot" axis="0 1 0"/>
+          <inertial pos="0 0 0" mass="0"/>
+          <body name="shank"><joint name="knee" axis="0 1 0"/>
+            <inertial pos="0 0 -0.2" mass="1" diaginertia="0.01 0.01 0.002"/></body></body></body>
+    </worldbody><equality>
+      <joint name="couple" joint1="knee_rot" joint2="knee" polycoef="0 0.3 -0.1 0 0"/>
+    </equality></mujoco>""")
+    m = gear.load_mjcf(str(xml))
+    q = np.array([0.3, 0.0, 0.0])
+    sysm = gear.ConstrainedModel(m)
+    q = sysm.assemble(q + np.array([0.0, 0.0, 0.4]), locked=["knee"])
+    dq = sysm.project_velocity(q, np.array([0.5, 0.0, -1.0]))
+    with pytest.raises(gear.SingularInertiaError, match="solver='projection'"):
+        sysm.forward_dynamics(q, dq, np.zeros(3))
+    r = gear.ConstrainedModel(m, solver="projection").forward_dynamics(q, dq, np.array([0.1, 0.0, -0.2]))
+    A, bias = sysm.solver.rows(q, dq)
+    assert np.allclose(A @ r.ddq + bias, 0.0, atol=1e-12)
+    # the same accelerations from M regularised on the massless dof alone
+    # (a stiff armature there changes nothing the rows allow)
+    M = gear.mass_matrix(m, q) + np.diag([0.0, 1e-9, 0.0])
+    b = gear.bias_forces(m, q, dq)
+    K = np.block([[M, A.T], [A, np.zeros((1, 1))]])
+    sol = np.linalg.solve(K, np.r_[np.array([0.1, 0.0, -0.2]) - b, -bias])
+    assert np.allclose(r.ddq, sol[:3], rtol=1e-6, atol=1e-6)

@@ -39,6 +39,25 @@ def _outside_gear():
     return level
 
 
+_MASS_HINT = ("Where dofs carry no mass or inertia of their own (joints on massless bodies that "
+              "only the constraints move, as in OpenSim-style models; gear leaves out MuJoCo's "
+              "armature), the 'kkt' solver, which factorises M, cannot run; the 'projection' "
+              "solver needs M positive only on the motions the constraints allow: "
+              "gear.ConstrainedModel(model, solver='projection')")
+
+
+def _cho_mass(M):
+    """``cho_factor(M)`` that names the cause when ``M`` is singular."""
+    from scipy.linalg import cho_factor
+
+    from ..algorithms.dynamics import SingularInertiaError
+
+    try:
+        return cho_factor(M)
+    except np.linalg.LinAlgError:
+        raise SingularInertiaError(f"the mass matrix is not positive definite. {_MASS_HINT}") from None
+
+
 class _NativeClosed:
     """The native closed-loop kernels (``gear/constraints/_cwork.pxd`` and the route files it lists)
     behind a solver: ``self._route`` picks the kernel (0 articulated-body
@@ -111,8 +130,8 @@ class _NativeClosed:
                 from ..algorithms.dynamics import SingularInertiaError
 
                 raise SingularInertiaError(
-                    f"the mass matrix is not positive definite (state {k}); give every "
-                    "body with a joint positive mass and inertia, or use route='aba' to be told which")
+                    f"the mass matrix is not positive definite (state {k}; route='aba' names "
+                    f"the first joint concerned). {_MASS_HINT}")
             # a distance closure with coincident points: the NumPy rows raise the error
             sys._rows_numpy(q[k], dq[k])
             raise ValueError(f"native constraint kernel failed with status {st} (state {k})")
@@ -475,24 +494,27 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
                 + pat.factor_flops + 30 * m)
 
     def _forward_numpy(self, q, dq, tau, f_ext):
-        from scipy.linalg import cho_factor, cho_solve
+        from scipy.linalg import cho_solve
 
         from .. import algorithms as alg
 
         if self._slow is not None:
             self._warn_cubic(*self._slow)
         model = self.system.model
-        ddq_r = alg.forward_dynamics(model, q, dq, tau, f_ext)
+        try:
+            ddq_r = alg.forward_dynamics(model, q, dq, tau, f_ext)
+        except alg.SingularInertiaError as exc:
+            raise alg.SingularInertiaError(f"{exc}. {_MASS_HINT}") from None
         A, bias = self.rows(q, dq)
         if A.shape[0] == 0:
             return ddq_r, np.zeros(0), {"factorizations": 0, "rank": 0}
-        c = cho_factor(alg.mass_matrix(model, q))
+        c = _cho_mass(alg.mass_matrix(model, q))
         MiAT = cho_solve(c, A.T)                                  # M^{-1} A^T
         lam, rank = lstsq_psd(A @ MiAT, -(A @ ddq_r + bias), self.options["rcond"])   # eq. (67)
         return ddq_r + MiAT @ lam, lam, {"factorizations": 2, "rank": rank}          # eq. (69)
 
     def _hybrid_numpy(self, q, dq, ddq, tau, u, f_ext):
-        from scipy.linalg import cho_factor, cho_solve
+        from scipy.linalg import cho_solve
 
         from .. import algorithms as alg
 
@@ -506,7 +528,7 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
         ddq_u = ddq[u]
         out = np.array(ddq, dtype=float)
         if v.any():
-            c = cho_factor(M[np.ix_(v, v)])
+            c = _cho_mass(M[np.ix_(v, v)])
             ddq_rv = cho_solve(c, tau[v] - b[v] - M[np.ix_(v, u)] @ ddq_u)   # eq. (77)
             MiAT = cho_solve(c, A[:, v].T)                                    # M_vv^{-1} A_v^T
             rhs = -(A[:, u] @ ddq_u + A[:, v] @ ddq_rv + bias)               # eq. (75)
