@@ -674,6 +674,38 @@ def test_mjcf_inertia_from_geoms_with_mujoco(tmp_path):
     assert np.allclose(ev, box, rtol=1e-10)
 
 
+def test_mjcf_inertia_from_geoms_without_the_visual_assets(tmp_path):
+    """MuJoCo compiles the whole file to derive a geom inertia; a texture
+    or an unrelated mesh that is missing (a robot file copied without its
+    assets; Menagerie's panda meshes under mjx_single_cube's box) no
+    longer stops the load: gear compiles it again without them.  A body
+    whose own mesh is missing still raises, naming the file."""
+    mujoco = pytest.importorskip("mujoco", reason="MuJoCo's compiler derives inertias from geoms")
+    if not hasattr(mujoco, "MjSpec"):
+        pytest.skip("MuJoCo without MjSpec (< 3.2) compiles the file as it is")
+    assets = """<asset><texture name="t" type="2d" file="missing.png"/><material name="skin" texture="t"/>
+      <mesh name="shell" file="missing_shell.stl"/><mesh name="grip" file="missing_grip.stl"/></asset>"""
+    body = f"""<body name="arm" pos="0 0 1"><joint name="j0"/>{BODY_INERTIAL}
+        <geom name="shell" type="mesh" mesh="shell" material="skin"/>
+        <body name="cube" pos="0.3 0 0"><joint name="j1" axis="0 1 0"/>
+          <geom name="box" type="box" size="0.05 0.1 0.2" pos="0.02 0 0" material="skin"/></body></body>"""
+    p = _mj(tmp_path, body, extra=assets + '<contact><pair geom1="shell" geom2="box"/></contact>')
+    m = gear.load_mjcf(p)
+    # MuJoCo's own answer for the cube, with the missing files left out by hand
+    ref = _mj(tmp_path, body.replace('<geom name="shell" type="mesh" mesh="shell" material="skin"/>', "")
+              .replace(' material="skin"', ""), name="ref.xml")
+    mm = mujoco.MjModel.from_xml_path(str(ref))
+    k = mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_BODY, "cube")
+    cube = m.inertias[m.body_index("cube")]
+    assert cube.mass == pytest.approx(mm.body_mass[k], rel=1e-15)
+    assert np.allclose(cube.com, mm.body_ipos[k], rtol=0, atol=1e-15)
+    # the body that needs its inertia from its own missing mesh
+    p = _mj(tmp_path, body.replace('<geom name="box" type="box" size="0.05 0.1 0.2" pos="0.02 0 0" material="skin"/>',
+                                   '<geom type="mesh" mesh="grip"/>'), extra=assets, name="own.xml")
+    with pytest.raises(ModelFileError, match="missing_grip.stl"):
+        gear.load_mjcf(p)
+
+
 def test_mjcf_unknown_elements(tmp_path):
     p = _mj(tmp_path, f'<body name="a"><joint name="j"/>{BODY_INERTIAL}<joint_typo/></body>')
     with pytest.raises(ModelFileError, match="joint_typo"):

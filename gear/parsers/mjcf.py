@@ -407,8 +407,11 @@ class _Loader:
             try:
                 self._mj = (mj, mj.MjModel.from_xml_path(self.path))
             except Exception as exc:
-                raise self.r.error(where, f"MuJoCo could not compile the file to derive "
-                                   f"inertias from geoms: {exc}") from None
+                model, why = self._compile_for_inertias(mj)
+                if model is None:
+                    raise self.r.error(where, f"MuJoCo could not compile the file to derive "
+                                       f"inertias from geoms: {why or exc}") from None
+                self._mj = (mj, model)
         mj, m = self._mj
         if named:
             k = mj.mj_name2id(m, mj.mjtObj.mjOBJ_BODY, name)
@@ -425,6 +428,41 @@ class _Loader:
         R = quat_to_rot(np.asarray(m.body_iquat[k], float))
         return self.r.inertia(mass, np.asarray(m.body_ipos[k], float),
                               R @ np.diag(np.asarray(m.body_inertia[k], float)) @ R.T, where)
+
+    def _compile_for_inertias(self, mj):
+        """MuJoCo's model of the file without what it failed to read that no
+        inertia gear asks for depends on, as ``(model, None)``: textures, contact pairs and
+        exclusions, sensors, and the mesh geoms of bodies whose inertia is
+        not derived from geoms (an explicit ``<inertial>`` under
+        ``inertiafromgeom="auto"``, or welded to the world).  A robot file
+        copied without its visual assets, or with an unrelated mesh
+        missing, then still loads; a body whose own mesh is missing does
+        not (``(None, error)``: what MuJoCo said then)."""
+        if not hasattr(mj, "MjSpec") or self.comp.inertiafromgeom == "true":
+            return None, None
+        try:
+            spec = mj.MjSpec.from_file(self.path)
+            for seq in (spec.textures, spec.pairs, spec.excludes, spec.sensors):
+                for item in list(seq):
+                    spec.delete(item)
+            for mat in spec.materials:
+                mat.textures = [""] * len(mat.textures)
+            for b in spec.bodies:
+                welded, a = True, b
+                while a is not None and a.name != "world":
+                    welded = welded and len(a.joints) == 0
+                    a = a.parent
+                if b.name != "world" and (b.explicitinertial or welded):
+                    for g in list(b.geoms):
+                        if g.type == mj.mjtGeom.mjGEOM_MESH:
+                            spec.delete(g)
+            used = {g.meshname for g in spec.geoms}
+            for me in list(spec.meshes):
+                if me.name not in used:
+                    spec.delete(me)
+            return spec.compile(), None
+        except Exception as exc:
+            return None, exc
 
     def joint(self, el, childclass, body, k):
         r = self.r
