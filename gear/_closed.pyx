@@ -47,7 +47,7 @@ cdef inline int _cinv(const ModelC* m, const ClosC* c, const double* q, const do
     return _cinv_dense(m, c, q, dq, ddq, tau, act, fext, rcond, lam, info, w, cw)
 
 
-def maximal_frames(ModelData md, ClosureData cd, const double[::1] q, double[:, ::1] C,
+def maximal_frames(ModelData md not None, ClosureData cd not None, const double[::1] q, double[:, ::1] C,
                    double[:, ::1] Sp):
     """``C_i`` and ``S_i^+`` (nb, 36 each, as the maximal kernel computes
     them) at ``q``; returns the row kernel's status."""
@@ -65,7 +65,7 @@ def maximal_frames(ModelData md, ClosureData cd, const double[::1] q, double[:, 
     return st
 
 
-def maximal_probe(ModelData md, ClosureData cd, const double[::1] q, double[::1] Kx):
+def maximal_probe(ModelData md not None, ClosureData cd not None, const double[::1] q, double[::1] Kx):
     """The values of ``K = J Mb^{-1} J^T`` of the attached plan at ``q``
     (zero velocity and load) into ``Kx``; returns the kernel status."""
     cdef Work w = work_from(&md.ws[0], md.nb)
@@ -106,7 +106,7 @@ cdef inline int _cdyn(const ModelC* m, const ClosC* c, int route, const double* 
     return _cdyn_aba(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw)
 
 
-def closed_rows(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
+def closed_rows(ModelData md not None, ClosureData cd not None, const double[:, ::1] q, const double[:, ::1] dq,
                 double[:, ::1] g, double[:, :, ::1] A, double[:, ::1] bias, int[::1] status):
     """Residual, A and dA dq of each row of ``q`` (outputs may be None;
     ``dq`` None: zero bias).  ``status[k]``: 0 or ST_DIST_COINCIDE."""
@@ -303,7 +303,7 @@ cdef tuple _deriv_single(ModelData md, ClosureData cd, int nk, bint inverse, con
     return v, lam, X, Y, status
 
 
-def closed_forward_derivatives(ModelData md, ClosureData cd, int nk, const double[:, ::1] q,
+def closed_forward_derivatives(ModelData md not None, ClosureData cd not None, int nk, const double[:, ::1] q,
                                const double[:, ::1] dq, const double[:, ::1] tau,
                                const double[:, :, ::1] fext, double rcond, double[:, ::1] ddq,
                                double[:, ::1] lam, double[:, :, ::1] X, double[:, :, ::1] Y,
@@ -318,7 +318,7 @@ def closed_forward_derivatives(ModelData md, ClosureData cd, int nk, const doubl
                  &Y[0, 0, 0] if cd.m > 0 else NULL, &status[0], nthreads)
 
 
-def closed_inverse_derivatives(ModelData md, ClosureData cd, int nk, const double[:, ::1] q,
+def closed_inverse_derivatives(ModelData md not None, ClosureData cd not None, int nk, const double[:, ::1] q,
                                const double[:, ::1] dq, const double[:, ::1] ddq,
                                const unsigned char[::1] actuated, double[:, ::1] tau,
                                const double[:, :, ::1] fext, double rcond, double[:, ::1] lam,
@@ -379,7 +379,7 @@ cdef object _deriv_light(ModelData md, ClosureData cd, int nk, bint inverse, q, 
     return v, lam, X, Y, 0
 
 
-def closed_inverse_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, ddq, actuated, tau_passive,
+def closed_inverse_derivatives1(ModelData md not None, ClosureData cd not None, int nk, q, dq, ddq, actuated, tau_passive,
                                 double rcond):
     """Fast :func:`closed_inverse_derivatives` of one state or a batch (no
     loads): ``(tau, lam, X, Y, status)``, or None when the arguments need
@@ -392,14 +392,14 @@ def closed_inverse_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, ddq
     return _deriv_light(md, cd, nk, True, q, dq, ddq, a, tau_passive, rcond)
 
 
-def closed_forward_derivatives1(ModelData md, ClosureData cd, int nk, q, dq, tau, double rcond):
+def closed_forward_derivatives1(ModelData md not None, ClosureData cd not None, int nk, q, dq, tau, double rcond):
     """Fast :func:`closed_forward_derivatives` of one state or a batch (no
     loads): ``(ddq, lam, X, Y, status)``, or None when the arguments need
     the general path (see :func:`_deriv_light`)."""
     return _deriv_light(md, cd, nk, False, q, dq, tau, NULL, None, rcond)
 
 
-def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
+def closed_dynamics(ModelData md not None, ClosureData cd not None, const double[:, ::1] q, const double[:, ::1] dq,
                     double[:, ::1] ddq, double[:, ::1] tau, const unsigned char[::1] prescribed,
                     const double[:, :, ::1] fext, double[:, ::1] lam, double[:, ::1] info,
                     int[::1] status, int nthreads, int route=0):
@@ -421,7 +421,7 @@ def closed_dynamics(ModelData md, ClosureData cd, const double[:, ::1] q, const 
                 &info[0, 0], &status[0], nthreads, full)
 
 
-def closed_inverse(ModelData md, ClosureData cd, const double[:, ::1] q, const double[:, ::1] dq,
+def closed_inverse(ModelData md not None, ClosureData cd not None, const double[:, ::1] q, const double[:, ::1] dq,
                    const double[:, ::1] ddq, double[:, ::1] tau, const unsigned char[::1] act,
                    const double[:, :, ::1] fext, double rcond, double[:, ::1] lam,
                    double[:, ::1] info, int[::1] status, int nthreads):
@@ -461,7 +461,7 @@ cdef void _closed_inverse_batch(ModelData md, ClosureData cd, Py_ssize_t N, cons
                 nthreads)
 
 
-def maximal_terms(ModelData md, ClosureData cd, const double[::1] q, const double[::1] dq,
+def maximal_terms(ModelData md not None, ClosureData cd not None, const double[::1] q, const double[::1] dq,
                   double[:, ::1] T, double[:, ::1] S, double[:, ::1] eta, double[:, ::1] V,
                   double[:, ::1] Tw, double[:, ::1] acc, double[:, ::1] F, double[::1] bias):
     """Per-body terms of the maximal-coordinate system at one state: the
@@ -720,7 +720,7 @@ cdef class FastForward:
     cdef int nfac
     cdef object extra
 
-    def __init__(self, ModelData md, ClosureData cd, int route, solver_name, dict counters,
+    def __init__(self, ModelData md not None, ClosureData cd not None, int route, solver_name, dict counters,
                  int factorizations=1, extra=None):
         # route 3 (maximal): the factorisations are counted per call, and the
         # stats are ``extra`` plus that count
@@ -802,7 +802,7 @@ cdef class FastInverse:
     cdef object solver_name
     cdef dict counters
 
-    def __init__(self, ModelData md, ClosureData cd, double rcond, solver_name, dict counters):
+    def __init__(self, ModelData md not None, ClosureData cd not None, double rcond, solver_name, dict counters):
         self.md, self.cd, self.rcond = md, cd, rcond
         self.solver_name, self.counters = solver_name, counters
 
@@ -907,7 +907,7 @@ cdef class FastHybrid:
     cdef dict plans
     cdef int nfac
 
-    def __init__(self, ModelData md, plan, solver_name, dict counters, int factorizations=1):
+    def __init__(self, ModelData md not None, plan, solver_name, dict counters, int factorizations=1):
         # factorisations counted per call (route 3: the kernel's own count)
         self.md, self.plan = md, plan
         self.solver_name, self.counters = solver_name, counters

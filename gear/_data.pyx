@@ -196,7 +196,7 @@ cdef class ClosureData:
     native kernels (see ``gear/constraints/_cwork.pxd`` and ``_rows.pxd`` for
     the row encoding)."""
 
-    def __init__(self, ModelData md, rtype, ri, rj, rk, rcoef, roff, rqi, rqj,
+    def __init__(self, ModelData md not None, rtype, ri, rj, rk, rcoef, roff, rqi, rqj,
                  body_a, body_b, place_a, place_b, length, sup, double rcond,
                  double cfm=0.0, double damping=0.0):
         cdef int[::1] a_rtype = _padded(rtype, np.int32)
@@ -247,7 +247,7 @@ cdef class ClosureData:
         self.sparse_inverse = None
         self.h0 = NULL
 
-    def attach_sparse(self, ModelData md, SparseKKTData sp, SparseInvData spi=None):
+    def attach_sparse(self, ModelData md not None, SparseKKTData sp not None, SparseInvData spi=None):
         """The dense route (route 1) with ``K`` kept sparse through ``sp``,
         and closed inverse dynamics through ``spi`` (both from
         ``gear/constraints/sparse.py``); the workspace grows by their scratch."""
@@ -260,7 +260,7 @@ cdef class ClosureData:
         self.cwsize = cwork_size_c(&self.c, md.nb, md.nv, self.m, True)
         self.cws = np.zeros(self.cwsize)
 
-    def attach_maximal(self, ModelData md, MaximalData mx):
+    def attach_maximal(self, ModelData md not None, MaximalData mx not None):
         """Route 3 (the maximal-coordinate kernel) through ``mx``; this
         object's workspace shrinks to what that kernel uses."""
         if mx.c.nL != self.m or mx.c.nb != md.nb:

@@ -14,7 +14,7 @@ from gear.maximal._kernel cimport gear_chol, gear_chol_clone, gear_chol_free
 from gear._data cimport ModelData, ClosureData, _row, _orow, _base1, _base2
 
 
-def rollout(ModelData md, ClosureData cd, const double[:, ::1] q0, const double[:, ::1] v0,
+def rollout(ModelData md not None, ClosureData cd, const double[:, ::1] q0, const double[:, ::1] v0,
             const double[:, ::1] tau, int integrator, int nsteps, double dt, double last_dt,
             int record_every, int route, int project, double tol, const double[::1] kp,
             const double[::1] kd, const double[::1] q_target, const double[::1] dq_target,

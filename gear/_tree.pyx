@@ -253,7 +253,7 @@ cdef Call _call(int kind, const double[:, ::1] q, const double[:, ::1] dq,
     return c
 
 
-def rnea(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
+def rnea(ModelData md not None, const double[:, ::1] q, const double[:, ::1] dq,
          const double[:, ::1] ddq, const double[:, :, ::1] fext, bint gravity,
          double[:, ::1] out, int nthreads):
     """Kim Table 2 on each row; ``dq``/``ddq``/``fext`` may be None (zero)."""
@@ -265,7 +265,7 @@ def rnea(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
     _run(md, &c, q.shape[0], nthreads)
 
 
-def hybrid(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
+def hybrid(ModelData md not None, const double[:, ::1] q, const double[:, ::1] dq,
            double[:, ::1] ddq, double[:, ::1] tau, const unsigned char[::1] prescribed,
            const double[:, :, ::1] fext, int[::1] status, int nthreads):
     """Kim Tables 3/4 in place on each row (``prescribed`` None = ABA).
@@ -281,7 +281,7 @@ def hybrid(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
     _run(md, &c, q.shape[0], nthreads)
 
 
-def crba(ModelData md, const double[:, ::1] q, double[:, :, ::1] out, int nthreads):
+def crba(ModelData md not None, const double[:, ::1] q, double[:, :, ::1] out, int nthreads):
     """Mass matrix of each row."""
     cdef Call c = _call(K_CRBA, q, None, None)
     c.o1 = &out[0, 0, 0] if md.nv > 0 else NULL
@@ -289,7 +289,7 @@ def crba(ModelData md, const double[:, ::1] q, double[:, :, ::1] out, int nthrea
     _run(md, &c, q.shape[0], nthreads)
 
 
-def fk(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
+def fk(ModelData md not None, const double[:, ::1] q, const double[:, ::1] dq,
        double[:, :, :, ::1] poses, double[:, :, ::1] twists, int nthreads):
     """World poses (and body twists when ``dq`` is given) of each row."""
     cdef Call c = _call(K_FK, q, dq, None)
@@ -300,7 +300,7 @@ def fk(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
     _run(md, &c, q.shape[0], nthreads)
 
 
-def rnea_thread_ids(ModelData md, const double[:, ::1] q, int[::1] tid, int nthreads):
+def rnea_thread_ids(ModelData md not None, const double[:, ::1] q, int[::1] tid, int nthreads):
     """RNEA over the rows in an OpenMP loop, recording which thread
     handled each state (the tests' proof that the extensions were built
     with OpenMP, which the rollouts use; batched calls use the team)."""
@@ -396,7 +396,7 @@ def jcalc_tangent_py(int kind, const double[::1] prm, const double[::1] q, const
 # ---------------------------------------------------------------------------
 
 
-def rnea1(ModelData md, q, dq, ddq, out=None):
+def rnea1(ModelData md not None, q, dq, ddq, out=None):
     """Fast single-state RNEA (or a batch on the allocation-light path: :func:`_light`),
     or None (see above).  ``out``, if given, must be the result's exact
     array (:func:`_out_ok`), else None is returned."""
@@ -415,7 +415,7 @@ def rnea1(ModelData md, q, dq, ddq, out=None):
     return out
 
 
-def aba1(ModelData md, q, dq, tau, out=None):
+def aba1(ModelData md not None, q, dq, tau, out=None):
     """Fast single-state ABA (or a batch on the allocation-light path: :func:`_hybrid_light`),
     or None; raises nothing (status via None).  ``out`` as for
     :func:`rnea1`."""
@@ -594,7 +594,7 @@ cdef object _hybrid_light(ModelData md, q, dq, ddq, tau, const unsigned char* pr
     return tau_o, ddq_o
 
 
-def hybrid_light(ModelData md, q, dq, ddq, tau, prescribed):
+def hybrid_light(ModelData md not None, q, dq, ddq, tau, prescribed):
     """Hybrid dynamics on the allocation-light path (:func:`_hybrid_light`;
     ``prescribed`` a C-contiguous uint8 or bool array, one entry per
     joint): ``(tau_out, ddq_out)``, or None."""
@@ -604,13 +604,13 @@ def hybrid_light(ModelData md, q, dq, ddq, tau, prescribed):
     return _hybrid_light(md, q, dq, ddq, tau, p, None)
 
 
-def crba_light(ModelData md, q):
+def crba_light(ModelData md not None, q):
     """``M`` of one state or a batch on the allocation-light path, or None."""
     r = _light(md, K_CRBA, q, None, None, True)
     return r[0] if r is not None else None
 
 
-def fk_light(ModelData md, q, dq):
+def fk_light(ModelData md not None, q, dq):
     """Poses (and twists when ``dq`` is given) on the allocation-light path,
     or None."""
     r = _light(md, K_FK, q, dq, None, True)
@@ -619,26 +619,26 @@ def fk_light(ModelData md, q, dq):
     return r if dq is not None else r[0]
 
 
-def rnea_light(ModelData md, q, dq, ddq, bint gravity):
+def rnea_light(ModelData md not None, q, dq, ddq, bint gravity):
     """RNEA without loads, ``dq`` or ``ddq`` None for zero (bias, gravity and
     Coriolis forces), on the allocation-light path, or None."""
     r = _light(md, K_RNEA, q, dq, ddq, gravity)
     return r[0] if r is not None else None
 
 
-def rnea_derivatives_light(ModelData md, q, dq, ddq):
+def rnea_derivatives_light(ModelData md not None, q, dq, ddq):
     """Table 5 Jacobians and ``M`` of a batch on the allocation-light path,
     or None (one state: :func:`rnea_derivatives1`)."""
     return _light(md, K_RNEA_D, q, dq, ddq, True)
 
 
-def aba_derivatives_light(ModelData md, q, dq, tau):
+def aba_derivatives_light(ModelData md not None, q, dq, tau):
     """Forward-dynamics Jacobians of a batch on the allocation-light path,
     or None (one state: :func:`aba_derivatives1`)."""
     return _light(md, K_ABA_D, q, dq, tau, True)
 
 
-def bad_quaternion(ModelData md, const double[:, ::1] q):
+def bad_quaternion(ModelData md not None, const double[:, ::1] q):
     """(row, joint index) of the first non-unit quaternion in a batch, or None."""
     cdef Py_ssize_t k, j
     cdef const double* u
@@ -655,7 +655,7 @@ def bad_quaternion(ModelData md, const double[:, ::1] q):
 # ---------------------------------------------------------------------------
 
 
-def rnea_derivatives(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
+def rnea_derivatives(ModelData md not None, const double[:, ::1] q, const double[:, ::1] dq,
                      const double[:, ::1] ddq, const double[:, :, ::1] fext,
                      double[:, :, ::1] dtau_dq, double[:, :, ::1] dtau_ddq,
                      double[:, :, ::1] M, int nthreads):
@@ -669,7 +669,7 @@ def rnea_derivatives(ModelData md, const double[:, ::1] q, const double[:, ::1] 
     _run(md, &c, q.shape[0], nthreads)
 
 
-def aba_derivatives(ModelData md, const double[:, ::1] q, const double[:, ::1] dq,
+def aba_derivatives(ModelData md not None, const double[:, ::1] q, const double[:, ::1] dq,
                     const double[:, ::1] tau, const double[:, :, ::1] fext,
                     double[:, ::1] ddq, double[:, :, ::1] d_dq, double[:, :, ::1] d_ddq,
                     double[:, :, ::1] Minv, int[::1] status, int nthreads):
@@ -687,7 +687,7 @@ def aba_derivatives(ModelData md, const double[:, ::1] q, const double[:, ::1] d
     _run(md, &c, q.shape[0], nthreads)
 
 
-def rnea_tangent(ModelData md, const double[::1] q, const double[::1] dq, const double[::1] ddq,
+def rnea_tangent(ModelData md not None, const double[::1] q, const double[::1] dq, const double[::1] ddq,
                  const double[:, ::1] fext, const double[:, ::1] q_p, const double[:, ::1] dq_p,
                  const double[:, ::1] ddq_p, const double[:, :, ::1] dI, const double[:, :, ::1] dX,
                  const double[:, ::1] dg, const double[:, :, ::1] dfext, double[:, ::1] out):
@@ -711,7 +711,7 @@ def rnea_tangent(ModelData md, const double[::1] q, const double[::1] dq, const 
                     _row(a5, k, 6 * nb), _row(a6, k, 3), _row(a7, k, 6 * nb), &out[k, 0], &w, k == 0)
 
 
-def rnea_derivatives1(ModelData md, q, dq, ddq):
+def rnea_derivatives1(ModelData md not None, q, dq, ddq):
     """Fast single-state Table 5 Jacobians and M, or None (see rnea1)."""
     cdef State1 st
     cdef Work w
@@ -726,7 +726,7 @@ def rnea_derivatives1(ModelData md, q, dq, ddq):
     return A, B, M
 
 
-def aba_derivatives1(ModelData md, q, dq, tau):
+def aba_derivatives1(ModelData md not None, q, dq, tau):
     """Fast single-state forward-dynamics derivatives, or None."""
     cdef State1 st
     cdef Work w
@@ -758,7 +758,7 @@ def _check_congruence(const double[::1] T, const double[:, ::1] P):
     return a, b
 
 
-def integrate(ModelData md, const double[:, ::1] q, const double[:, ::1] v, double dt,
+def integrate(ModelData md not None, const double[:, ::1] q, const double[:, ::1] v, double dt,
               double[:, ::1] out, int nthreads):
     """``out[k] = q[k] exp(dt v[k])`` joint by joint (see _integrate.pxd)."""
     cdef Py_ssize_t N = q.shape[0], k

@@ -238,3 +238,36 @@ def test_progress_defaults_to_a_terminal_check(capsys):
     sysm, q0 = mech.four_bar()
     gear.analysis.sweep(sysm, "crank", [1.0, 1.1], q0)
     assert capsys.readouterr() == ("", "")
+
+
+def test_joint_wrenches_with_python_rows():
+    """A system whose rows are Python (a gear.CustomConstraint: nonlinear
+    joint equalities, OpenSim-style models) has no native row data; its
+    joint wrenches come from the tree's terms alone and equal those of the
+    same coupling as a native gear.JointCoupler (it crashed the process
+    before 2026-11-27).  Native entry points given None raise TypeError."""
+    from gear import _core
+
+    model = gear.Model()
+    I = gear.Inertia(1.0, [0.2, 0.0, 0.0], np.diag([0.01, 0.02, 0.02]))
+    model.add_body("a", "world", gear.joints.Revolute([0, 1, 0]), inertia=I)
+    model.add_body("b", "a", gear.joints.Revolute([0, 1, 0]), placement=gear.SE3(p=[0.4, 0, 0]), inertia=I)
+    model.add_body("c", "b", gear.joints.Revolute([1, 0, 0]), placement=gear.SE3(p=[0.4, 0, 0]), inertia=I)
+    names = model.joint_names
+    native = gear.ConstrainedModel(model, [gear.JointCoupler(names[2], names[0], multiplier=0.5, offset=0.1)])
+    row = np.array([[-0.5, 0.0, 1.0]])
+    python = gear.ConstrainedModel(model, [gear.CustomConstraint(
+        lambda q: row, lambda q, dq: np.zeros(1), lambda q: np.array([q[2] - 0.5 * q[0] - 0.1]))])
+    assert python._native() is None and native._native() is not None
+    rng = np.random.default_rng(8)
+    q = native.assemble(rng.uniform(-1, 1, 3))
+    dq = native.project_velocity(q, rng.standard_normal(3))
+    tau = rng.standard_normal(3)
+    a, b = native.forward_dynamics(q, dq, tau), python.forward_dynamics(q, dq, tau)
+    np.testing.assert_allclose(b.ddq, a.ddq, rtol=0, atol=1e-12)
+    Fa = native.joint_wrenches(q, dq, a.ddq, a.lam)
+    Fb = python.joint_wrenches(q, dq, b.ddq, b.lam)
+    np.testing.assert_allclose(Fb, Fa, rtol=0, atol=1e-12)
+    with pytest.raises(TypeError):
+        _core.maximal_terms(model.data, None, q, dq, *(np.empty((3, n)) for n in (12, 36, 6, 6, 12, 6)),
+                            np.empty((1, 12)), np.empty(1))

@@ -1055,7 +1055,14 @@ class ConstrainedModel:
         m = max(self.nc, 1)
         T, S, eta, V, Tw = (np.empty((nb, 12)), np.empty((nb, 36)), np.empty((nb, 6)),
                             np.empty((nb, 6)), np.empty((nb, 12)))
-        _core.maximal_terms(model.data, self._native(), q, dq, T, S, eta, V, Tw, np.empty((nb, 6)),
+        nd = self._native()
+        if nd is None:
+            # Python rows (a CustomConstraint): the kernel's per-body terms
+            # come from the tree alone, with no rows encoded
+            nd = self._native_cache.get("tree")
+            if nd is None:
+                nd = self._native_cache["tree"] = ConstrainedModel(model, [])._native()
+        _core.maximal_terms(model.data, nd, q, dq, T, S, eta, V, Tw, np.empty((nb, 6)),
                             np.empty((m, 12)), np.empty(m))
         X = _ad_inv_mats(T)
         I6 = _body_inertia_matrices(model)

@@ -1600,7 +1600,7 @@ cdef inline const double* _row(const double* base, Py_ssize_t k, Py_ssize_t stri
     return base + k * stride
 
 
-def step(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double h, int integ, double gain,
+def step(Plan plan not None, const double[:, ::1] P, const double[:, ::1] V, double h, int integ, double gain,
          double ga, double gb, const double[:, ::1] tau, const double[:, ::1] fext, double[:, ::1] Pout,
          double[:, ::1] Vout, double[:, ::1] lam, int[::1] status, int nthreads):
     """One step of N states: P (N, 16 nb), V (N, 6 nb), tau (N, nv) or
@@ -1647,7 +1647,7 @@ def step(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double h, in
     return failed
 
 
-def accel(Plan plan, const double[:, ::1] P, const double[:, ::1] V, const double[:, ::1] tau,
+def accel(Plan plan not None, const double[:, ::1] P, const double[:, ::1] V, const double[:, ::1] tau,
           const double[:, ::1] fext, double[:, ::1] dV, double[:, ::1] lam, double[::1] resid,
           int[::1] status, int nthreads):
     """Forward dynamics of N states (``MaximalModel.forward_dynamics``): P
@@ -1675,7 +1675,7 @@ def accel(Plan plan, const double[:, ::1] P, const double[:, ::1] V, const doubl
         free(ws)
 
 
-def run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, int integ, double gain, double ga,
+def run(Plan plan not None, double[:, ::1] P, double[:, ::1] V, double h, int integ, double gain, double ga,
         double gb, bint proj, int steps, int every, const double[:, ::1] tau, const double[:, ::1] fext,
         double[:, :, ::1] Prec, double[:, :, ::1] Vrec, double[:, :, ::1] lamrec, double[:, ::1] errrec,
         int[::1] status, int nthreads):
@@ -1742,7 +1742,7 @@ def run(Plan plan, double[:, ::1] P, double[:, ::1] V, double h, int integ, doub
         free(ws)
 
 
-def project(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double tol, int max_iter,
+def project(Plan plan not None, const double[:, ::1] P, const double[:, ::1] V, double tol, int max_iter,
             double[:, ::1] Pout, double[:, ::1] Vout, double[::1] before, int[::1] status, int nthreads):
     """stepping.project of N states (P (N, 16 nb), V (N, 6 nb)) into Pout,
     Vout; ``before`` (N,) the largest |g| of each state before."""
@@ -1761,7 +1761,7 @@ def project(Plan plan, const double[:, ::1] P, const double[:, ::1] V, double to
         free(ws)
 
 
-def residual_max(Plan plan, const double[:, ::1] P, double[::1] out, int[::1] status, int nthreads):
+def residual_max(Plan plan not None, const double[:, ::1] P, double[::1] out, int[::1] status, int nthreads):
     """``out[k] = max_r |g_r|`` of the poses ``P[k]`` (N, 16 nb): the
     largest row residual of each state, as ``gear.maximal.rows.evaluate``
     computes it (``pose_residual`` above); ``status[k]`` 0 or ST_DIST."""
@@ -1779,7 +1779,7 @@ def residual_max(Plan plan, const double[:, ::1] P, double[::1] out, int[::1] st
         free(ws)
 
 
-def _rows_g(Plan plan, const double[::1] P, double[::1] g):
+def _rows_g(Plan plan not None, const double[::1] P, double[::1] g):
     """Every row's residual at one state (the tests compare it with NumPy's)."""
     cdef const PlanC* p = &plan.c
     cdef int b
