@@ -366,6 +366,22 @@ def _short(reason, limit=60):
     return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
 
 
+def _joint_motion(model, q):
+    """The largest change of a joint other than a free one over the
+    frames ``q`` (rad or m), or None without frames."""
+    from .joints import Free
+
+    if q is None or len(q) == 0:
+        return None
+    keep = np.ones(model.nv, bool)
+    for i, j in enumerate(model.joints):
+        if isinstance(j, Free):
+            keep[model.idx_v(model.joint_names[i])] = False
+    if not keep.any():
+        return 0.0
+    return max(float(np.abs(model.difference(q[0], qk)[keep]).max(initial=0.0)) for qk in q)
+
+
 def _coincide(a, b):
     """Whether two positive series lie on top of each other on a log plot
     (within 0.05 decades at 90 % of the points)."""
@@ -588,6 +604,14 @@ class Comparison:
         unit = st.get("coordinate_unit", "rad or m")
         done = self.completed
         lines = []
+        moved = st.get("joint_motion")
+        if moved is not None and moved < 1e-9:
+            lines.append(f"**Nothing moves inside the mechanism**: over the reference run no joint other "
+                         f"than a free one changes by more than {max(moved, 1e-300):.0e} {unit}. Started at "
+                         "rest and floating (or held in equilibrium), the model moves as one rigid body and "
+                         "its loops carry no load, so every formulation gives that same motion and the runs "
+                         "differ only in cost; fix the base, or start from a velocity (`dq0` of "
+                         "`gear.compare`), to compare the formulations.")
         with_err = [r for r in done if r.get("final_error") is not None]
         if with_err:
             best = {}
@@ -1727,7 +1751,7 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrators=(
                     E0=E0, energy_scale=Escale, coordinate_unit=_coordinate_unit(model),
                     work_precision_factors=factors,
                     stability=None if not stab_opts else dict(stab_opts, horizon=horizon, capped=capped),
-                    trees_horizon=tree_horizon)
+                    trees_horizon=tree_horizon, joint_motion=_joint_motion(model, ref["q"]))
     return Comparison(name, sizes, settings, runs, np.zeros(0) if t_rec is None else t_rec, series, trajs,
                       work_precision=wp, stability=stab, trees=tree_rows)
 

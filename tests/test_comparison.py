@@ -251,6 +251,27 @@ def test_tree_compares_maximal_against_reduced():
     assert len(rep.work_precision) == 9
 
 
+def test_a_floating_model_at_rest_is_said_to_move_as_one_body(rep):
+    """A floating model started at rest (Menagerie's cassie from the
+    command line) falls as one rigid body: every formulation gives the
+    same motion, and the summary says so first instead of letting the
+    identical rows pass for a comparison; a moving mechanism gets no such
+    line, nor a body set spinning."""
+    m = gear.Model()
+    I = gear.Inertia(1.0, [0.1, 0.0, 0.0], np.diag([0.01, 0.02, 0.03]))
+    m.add_body("base", "world", gear.joints.Free(), inertia=I)
+    m.add_body("arm", "base", gear.joints.Revolute([0, 0, 1]), placement=gear.SE3(p=[0.2, 0, 0]), inertia=I)
+    q0 = m.neutral()
+    kw = dict(t_final=0.01, dt=1e-3, solvers=("kkt",), integrators="euler", work_precision=(1,),
+              stability=False, progress=False)
+    still = gear.compare(m, q0, **kw)
+    assert still.settings["joint_motion"] < 1e-12
+    assert still.summary().lstrip("- ").startswith("**Nothing moves inside the mechanism**")
+    moving = gear.compare(m, q0, dq0=np.r_[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 3.0], **kw)
+    assert moving.settings["joint_motion"] > 1e-3
+    assert "Nothing moves" not in moving.summary() and "Nothing moves" not in rep.summary()
+
+
 def test_compare_bad_input():
     sysm, q0 = mech.four_bar()
     for kw, err, needle in [
