@@ -496,3 +496,19 @@ def test_assembly_refuses_a_weld_closed_at_a_flipped_orientation():
     assert flips >= 3
     q = sysm.assemble(target + 0.05 * rng.standard_normal(7))
     assert np.allclose(gear.forward_kinematics(arm, q)[-1], P, atol=1e-9)
+
+
+def test_assembly_says_when_redundant_rows_disagree():
+    """A loop closed twice with anchors 1e-8 apart (as model files with
+    rounded anchors do: Menagerie's toddlerbot): no configuration holds
+    every row, and the error says the rows are redundant and by how much
+    they disagree instead of blaming the guess; a tol above it assembles."""
+    sysm, q0 = gear.mechanisms.four_bar()
+    c = sysm.constraints[0]
+    shifted = gear.LoopClosure(c.body_a, gear.SE3(c.placement_a.R, c.placement_a.p + [3e-8, 0.0, 0.0]),
+                               c.body_b, c.placement_b, c.kind)
+    twice = gear.ConstrainedModel(sysm.model, [c, shifted])
+    with pytest.raises(gear.AssemblyError, match=r"redundant \(rank 2 of 6.*disagree by 1\.\d+e-08"):
+        twice.assemble(q0)
+    q = twice.assemble(q0, tol=1e-7)
+    assert np.abs(twice.constraint_residual(q)).max() < 1e-7

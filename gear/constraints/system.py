@@ -564,6 +564,25 @@ class ConstrainedModel:
                 break
             q, g, A, err = qn, gn, An[hol], en
         if err > tol:
+            # what is left where no joint can act: rows that are redundant
+            # and disagree (a model file's anchors that close one loop twice,
+            # differently at the level of their rounding)
+            # (directions whose singular value is below 1e-6 of the largest
+            # count as none: closing a 1e-8 gap along them takes radians)
+            Af = A[:, free] if free.any() else np.zeros((len(g), 0))
+            sv = np.linalg.svd(Af, compute_uv=False) if Af.size else np.zeros(0)
+            cut = 1e-6 * float(sv.max(initial=0.0))
+            rank = int((sv > cut).sum())
+            left = g - (Af @ np.linalg.lstsq(Af, g, rcond=1e-6)[0] if Af.size else 0.0)
+            if rank < len(g) and float(np.abs(left).max(initial=0.0)) > 0.5 * err:
+                raise AssemblyError(
+                    f"could not close the loops: max residual {err:.3g} after {it} iterations "
+                    f"(tolerance {tol:g}), and no small joint motion reduces it: the rows are redundant (rank "
+                    f"{rank} of {len(g)}, singular values below 1e-6 of the largest counted as none) "
+                    f"and disagree by {float(np.abs(left).max()):.3g}, so no "
+                    "configuration holds them all (a model file whose anchors close a loop twice, "
+                    "differently at that level; MuJoCo's soft constraints absorb it). Pass a tol "
+                    "above the disagreement to accept the closest configuration")
             raise AssemblyError(
                 f"could not close the loops: max residual {err:.3g} after {it} iterations "
                 f"(tolerance {tol:g}); the closure may be unreachable from this guess "
