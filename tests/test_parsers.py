@@ -518,6 +518,16 @@ def _euler_xyz(a):
     return _rx(a[0]) @ _ry(a[1]) @ _rz(a[2])
 
 
+def _mujoco_M(mujoco, mm, md):
+    """MuJoCo's dense joint-space mass matrix after ``mj_forward``."""
+    M = np.zeros((mm.nv, mm.nv))
+    try:
+        mujoco.mj_fullM(mm, md, M)          # MuJoCo 4
+    except TypeError:
+        mujoco.mj_fullM(mm, M, md.qM)       # MuJoCo 3
+    return M
+
+
 # ---------------------------------------------------------------------------
 # MJCF features
 # ---------------------------------------------------------------------------
@@ -911,11 +921,7 @@ def test_mjcf_joint_ref_is_the_xml_pose(tmp_path):
     for q in (m.qpos0, rng.uniform(-1, 1, 3)):
         md.qpos[:] = q
         mujoco.mj_forward(mm, md)
-        M = np.zeros((3, 3))
-        try:
-            mujoco.mj_fullM(mm, md, M)          # MuJoCo 4
-        except TypeError:
-            mujoco.mj_fullM(mm, M, md.qM)       # MuJoCo 3
+        M = _mujoco_M(mujoco, mm, md)
         assert np.allclose(gear.mass_matrix(m, q), M, rtol=0, atol=1e-13)
         P = gear.forward_kinematics(m, q)
         for name in ("a", "b"):
@@ -983,11 +989,7 @@ def test_mjcf_frames_pose_their_children_as_mujoco(tmp_path):
         md.qvel[:] = 0.0
         md.qvel[:4] = rng.standard_normal(4)
         mujoco.mj_forward(mm, md)
-        M = np.zeros((mm.nv, mm.nv))
-        try:
-            mujoco.mj_fullM(mm, md, M)          # MuJoCo 4
-        except TypeError:
-            mujoco.mj_fullM(mm, M, md.qM)       # MuJoCo 3
+        M = _mujoco_M(mujoco, mm, md)
         # the hinge and slide block (the free body is a tree of its own)
         assert np.allclose(gear.mass_matrix(m, q)[:4, :4], M[:4, :4], rtol=0, atol=1e-14)
         assert np.allclose(gear.bias_forces(m, q, md.qvel.copy())[:4], md.qfrc_bias[:4], rtol=0, atol=1e-13)
@@ -1021,11 +1023,7 @@ def _mujoco_M_and_bias(mujoco, path, qs, vs):
         md.qpos[:] = q
         md.qvel[:] = v
         mujoco.mj_forward(mm, md)
-        M = np.zeros((mm.nv, mm.nv))
-        try:
-            mujoco.mj_fullM(mm, md, M)          # MuJoCo 4
-        except TypeError:
-            mujoco.mj_fullM(mm, M, md.qM)       # MuJoCo 3
+        M = _mujoco_M(mujoco, mm, md)
         out.append((M, md.qfrc_bias.copy()))
     return out
 
