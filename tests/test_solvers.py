@@ -154,6 +154,18 @@ def test_docs_solvers_doctest():
     assert res.attempted > 0 and res.failed == 0
 
 
+OPENSIM_KNEE = """<mujoco><worldbody>
+      <body name="thigh"><joint name="hip" axis="0 1 0"/>
+        <inertial pos="0 0 -0.2" mass="2" diaginertia="0.02 0.02 0.005"/>
+        <body name="knee_frame" pos="0 0 -0.4"><joint name="knee_rot" axis="0 1 0"/>
+          <inertial pos="0 0 0" mass="0"/>
+          <body name="shank"><joint name="knee" axis="0 1 0"/>
+            <inertial pos="0 0 -0.2" mass="1" diaginertia="0.01 0.01 0.002"/></body></body></body>
+    </worldbody><equality>
+      <joint name="couple" joint1="knee_rot" joint2="knee" polycoef="0 0.3 -0.1 0 0"/>
+    </equality></mujoco>"""
+
+
 def test_massless_dofs_moved_by_the_constraints(tmp_path):
     """OpenSim-style models (Menagerie's ms_human_700) put joints on
     massless bodies that only a joint equality moves (here a second hinge
@@ -163,16 +175,7 @@ def test_massless_dofs_moved_by_the_constraints(tmp_path):
     rows' acceleration at zero and equals the same mechanism written
     without the massless joint."""
     xml = tmp_path / "opensim.xml"
-    xml.write_text("""<mujoco><worldbody>
-      <body name="thigh"><joint name="hip" axis="0 1 0"/>
-        <inertial pos="0 0 -0.2" mass="2" diaginertia="0.02 0.02 0.005"/>
-        <body name="knee_frame" pos="0 0 -0.4"><joint name="knee_rot" axis="0 1 0"/>
-          <inertial pos="0 0 0" mass="0"/>
-          <body name="shank"><joint name="knee" axis="0 1 0"/>
-            <inertial pos="0 0 -0.2" mass="1" diaginertia="0.01 0.01 0.002"/></body></body></body>
-    </worldbody><equality>
-      <joint name="couple" joint1="knee_rot" joint2="knee" polycoef="0 0.3 -0.1 0 0"/>
-    </equality></mujoco>""")
+    xml.write_text(OPENSIM_KNEE)
     m = gear.load_mjcf(str(xml))
     q = np.array([0.3, 0.0, 0.0])
     sysm = gear.ConstrainedModel(m)
@@ -190,3 +193,31 @@ def test_massless_dofs_moved_by_the_constraints(tmp_path):
     K = np.block([[M, A.T], [A, np.zeros((1, 1))]])
     sol = np.linalg.solve(K, np.r_[np.array([0.1, 0.0, -0.2]) - b, -bias])
     assert np.allclose(r.ddq, sol[:3], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("stabilization", ["projection", "baumgarte"])
+def test_simulating_massless_dofs_moved_by_the_constraints(tmp_path, stabilization):
+    """With a singular M the stabilisations' mass-metric corrections are
+    taken on the motions the rows allow (Menagerie's ms_human_700 failed
+    with numpy's "Singular matrix"): the knee above, simulated with the
+    'projection' solver, follows the double pendulum it is (hip, and the
+    shank's angle knee + knee_rot), and keeps its rows."""
+    xml = tmp_path / "opensim.xml"
+    xml.write_text(OPENSIM_KNEE)
+    m = gear.load_mjcf(str(xml))
+    sysm = gear.ConstrainedModel(m, solver="projection")
+    q0 = sysm.assemble(np.array([0.3, 0.0, 0.4]), locked=["knee"])
+    v0 = sysm.project_velocity(q0, np.array([0.5, 0.0, -1.0]))
+    tr = gear.simulate(sysm, q0, v0, 0.2, 1e-3, integrator="rk4", stabilization=stabilization, progress=False)
+    assert np.abs(sysm.constraint_residual(tr.q[-1])).max() < (1e-10 if stabilization == "projection" else 1e-8)
+    plain = gear.Model()
+    Ith = gear.Inertia(2.0, [0, 0, -0.2], np.diag([0.02, 0.02, 0.005]))
+    Ish = gear.Inertia(1.0, [0, 0, -0.2], np.diag([0.01, 0.01, 0.002]))
+    plain.add_body("thigh", "world", gear.joints.Revolute([0, 1, 0]), inertia=Ith)
+    plain.add_body("shank", "thigh", gear.joints.Revolute([0, 1, 0]), placement=gear.SE3(p=[0, 0, -0.4]),
+                   inertia=Ish)
+    p0 = np.array([q0[0], q0[1] + q0[2]])
+    w0 = np.array([v0[0], v0[1] + v0[2]])
+    ref = gear.simulate(plain, p0, w0, 0.2, 1e-3, integrator="rk4", progress=False)
+    got = np.stack([tr.q[:, 0], tr.q[:, 1] + tr.q[:, 2]], axis=1)
+    np.testing.assert_allclose(got, ref.q, rtol=0, atol=1e-7)

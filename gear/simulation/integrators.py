@@ -168,10 +168,54 @@ class _System:
         rhs = -2.0 * alpha * np.einsum("nij,nj->ni", A, v)
         rhs[:, hol] -= beta * beta * g
         M = mass_matrix(self.model, q)
+        if not _regular(M):
+            dv, mu = _metric_min_norm(M, A, rhs)
+            return r.ddq + dv, r.lam + mu
         MiAT = np.linalg.solve(M, np.transpose(A, (0, 2, 1)))
         K = A @ MiAT
         mu = np.einsum("nij,nj->ni", np.linalg.pinv(K, rcond=1e-10, hermitian=True), rhs)
         return r.ddq + np.einsum("nij,nj->ni", MiAT, mu), r.lam + mu
+
+
+def _regular(M):
+    """Whether every mass matrix of the batch ``M`` (N, n, n) is safely
+    positive definite: a Cholesky factor whose pivots squared stay above
+    1e-12 of the largest diagonal entry."""
+    try:
+        L = np.linalg.cholesky(M)
+    except np.linalg.LinAlgError:
+        return False
+    d = np.diagonal(L, axis1=1, axis2=2) ** 2
+    return bool(np.all(d >= 1e-12 * np.diagonal(M, axis1=1, axis2=2).max(axis=1, keepdims=True)))
+
+
+def _metric_min_norm(M, A, r):
+    """``dv`` of least ``dv^T M dv`` with ``A dv = r`` (least squares in the
+    rows), per state, and the ``mu`` with ``M dv = A^T mu``: by the null
+    space ``G`` of ``A``, ``dv = dv_p + G y``, ``(G^T M G) y = -G^T M dv_p``,
+    which needs ``M`` positive only on ``A dv = 0`` (a singular ``M``:
+    joints on massless bodies that only the rows move, as in OpenSim-style
+    models).  The regular case takes ``M^-1 A^T K^+`` (same answer)."""
+    from ..algorithms.dynamics import SingularInertiaError
+
+    N, m, n = A.shape
+    dv, mu = np.zeros((N, n)), np.zeros((N, m))
+    for k in range(N):
+        U, s, Vt = np.linalg.svd(A[k])
+        rk = int((s > 1e-10 * s.max(initial=0.0)).sum())
+        x = Vt[:rk].T @ ((U[:, :rk].T @ r[k]) / s[:rk])
+        G = Vt[rk:].T
+        if G.shape[1]:
+            H = G.T @ M[k] @ G
+            try:
+                x = x + G @ np.linalg.solve(H, -G.T @ (M[k] @ x))
+            except np.linalg.LinAlgError:
+                raise SingularInertiaError(
+                    "the mass matrix is singular on the motions the constraints allow (state "
+                    f"{k}): some joint moves no mass even with the loops closed") from None
+        dv[k] = x
+        mu[k] = np.linalg.lstsq(A[k].T, M[k] @ x, rcond=None)[0]
+    return dv, mu
 
 
 # ---------------------------------------------------------------------------
@@ -384,6 +428,9 @@ def _project(sys, q, v, tol=1e-12, max_iter=8, free=None, velocities=True):
         v = v.copy()
         Af = A[:, :, free]
         M = mass_matrix(sys.model, q)[:, free][:, :, free]
+        if not _regular(M):
+            v[:, free] += _metric_min_norm(M, Af, -np.einsum("nij,nj->ni", A, v))[0]
+            return q, v, before
         MiAt = np.linalg.solve(M, Af.transpose(0, 2, 1))                  # M^-1 A^T (N, nf, m)
         K = Af @ MiAt
         y = np.einsum("nij,nj->ni", np.linalg.pinv(K, rcond=1e-10, hermitian=True),
