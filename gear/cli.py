@@ -50,7 +50,7 @@ def _solver_names(flag, names):
     return names
 
 
-def load(spec, floating_base=False):
+def load(spec, floating_base=False, fixed_base=False):
     """Resolve a MODEL argument.
 
     Parameters
@@ -60,6 +60,9 @@ def load(spec, floating_base=False):
         a bundled mechanism's name (see :data:`MECHANISMS`).
     floating_base : bool
         For URDF files: a free joint at the root.
+    fixed_base : bool
+        For MJCF files: the top-level free bodies welded where the file
+        puts them (``gear.load_mjcf(..., fixed_base=True)``).
 
     Returns
     -------
@@ -108,10 +111,16 @@ def load(spec, floating_base=False):
     if os.path.isdir(path):
         raise CLIError(f"{spec!r} is a directory, not a URDF or MJCF file")
     ext = os.path.splitext(path)[1].lower()
+    if ext == ".urdf" and fixed_base:
+        raise UsageError("--fixed-base is for MJCF files (their free joints); a URDF model is "
+                       "fixed-base unless --floating-base")
+    if ext in (".xml", ".mjcf") and floating_base:
+        raise UsageError("--floating-base is for URDF files; an MJCF file declares its own free "
+                       "joints (--fixed-base welds them)")
     if ext == ".urdf":
         model = gear.load_urdf(path, floating_base=floating_base)
     elif ext in (".xml", ".mjcf"):
-        model = gear.load_mjcf(path)
+        model = gear.load_mjcf(path, fixed_base=fixed_base)
     else:
         raise CLIError(f"{spec!r}: unknown model format {ext or '(no extension)'!r}; "
                        "give a .urdf or an MJCF .xml file")
@@ -137,7 +146,7 @@ def _split(obj):
 def cmd_info(args):
     import numpy as np
 
-    obj, q0, name = load(args.model, args.floating_base)
+    obj, q0, name = load(args.model, args.floating_base, args.fixed_base)
     model, sys_ = _split(obj)
     print(f"{name}: {model.nbodies} bodies, nq = {model.nq}, nv = {model.nv}, "
           f"mass {model.total_mass():.4g} kg, gravity {tuple(float(g) for g in model.gravity)}")
@@ -201,7 +210,7 @@ def cmd_simulate(args):
             raise CLIError("--out needs zarr: pip install 'gear[campaign]'") from None
         claim_store(args.out, "w" if args.overwrite else None, option="--overwrite", flag="--out",
                     resume=args.resume)
-    obj, q0, name = load(args.model, args.floating_base)
+    obj, q0, name = load(args.model, args.floating_base, args.fixed_base)
     model, sys_ = _split(obj)
     if sys_ is not None:
         obj = sys_.with_solver(args.solver)
@@ -253,7 +262,7 @@ def cmd_compare(args):
         raise UsageError(f"--integrator: expected one or more of euler, rk4, rkmk4 (comma-separated), "
                          f"got {args.integrator!r}")
     claim_directory(args.out, "compare report", overwrite=args.overwrite, option="--overwrite")
-    obj, q0, name = load(args.model, args.floating_base)
+    obj, q0, name = load(args.model, args.floating_base, args.fixed_base)
     trees = None
     if name.startswith("n-four-bar:"):
         # the N-four-bar has two spanning trees: time the reduced solvers on both, the loaded one first
@@ -302,7 +311,7 @@ def cmd_analyze(args):
             raise UsageError(f"--range needs two different finite numbers, got {lo:g} {hi:g}")
     if not np.isfinite(args.speed):
         raise UsageError(f"--speed needs a finite number, got {args.speed}")
-    obj, q0, name = load(args.model, args.floating_base)
+    obj, q0, name = load(args.model, args.floating_base, args.fixed_base)
     model, sys_ = _split(obj)
     if sys_ is None:
         raise CLIError(f"{name} is an open tree (no loops): analyze takes a closed chain, e.g. four-bar")
@@ -420,6 +429,8 @@ def build_parser():
     def model_arg(sp):
         sp.add_argument("model", metavar="MODEL", help="URDF/MJCF path, bundled model or mechanism name")
         sp.add_argument("--floating-base", action="store_true", help="URDF: a free joint at the root")
+        sp.add_argument("--fixed-base", action="store_true",
+                        help="MJCF: weld the top-level free bodies where the file puts them")
 
     s = sub.add_parser("info", help="describe a model: tree, joints, dof, loops and their mobility",
                        description="Describe a model: its tree, joints, degrees of freedom, and for a "

@@ -610,8 +610,9 @@ class Comparison:
                          f"than a free one changes by more than {max(moved, 1e-300):.0e} {unit}. Started at "
                          "rest and floating (or held in equilibrium), the model moves as one rigid body and "
                          "its loops carry no load, so every formulation gives that same motion and the runs "
-                         "differ only in cost; fix the base, or start from a velocity (`dq0` of "
-                         "`gear.compare`), to compare the formulations.")
+                         "differ only in cost; hold the base (an MJCF file: `load_mjcf(..., fixed_base=True)`, "
+                         "`gear compare --fixed-base`), or start from a velocity (`dq0` of `gear.compare`), "
+                         "to compare the formulations.")
         with_err = [r for r in done if r.get("final_error") is not None]
         if with_err:
             best = {}

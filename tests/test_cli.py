@@ -265,3 +265,23 @@ def test_compare_keeps_finished_runs_when_one_fails(tmp_path, monkeypatch, capsy
     assert main(args + ["--out", str(tmp_path / "c")]) == 1
     err = capsys.readouterr().err
     assert "the kkt / rk4 run failed" in err and "out of --solvers" in err
+
+
+def test_fixed_base_for_mjcf_and_floating_base_for_urdf(tmp_path):
+    """``--fixed-base`` welds an MJCF file's top-level free bodies (a
+    floating robot analysed with its base held; from rest it would only
+    fall as one body); each base flag given to the other format is a
+    one-line error rather than silently ignored."""
+    xml = tmp_path / "floating.xml"
+    xml.write_text("""<mujoco><worldbody><body name="trunk" pos="0 0 1"><freejoint/>
+      <inertial pos="0 0 0" mass="5" diaginertia="0.1 0.1 0.1"/>
+      <body name="leg"><joint name="hip" axis="0 1 0"/><inertial pos="0 0 -0.2" mass="1" diaginertia="0.01 0.01 0.01"/>
+      </body></body></worldbody></mujoco>""")
+    code, out, err = run("info", str(xml))
+    assert code == 0 and "nq = 8, nv = 7" in out, err
+    code, out, err = run("info", str(xml), "--fixed-base")
+    assert code == 0 and "nq = 1, nv = 1" in out and "trunk_free" not in out, err
+    code, out, err = run("info", str(xml), "--floating-base")
+    assert code == 2 and "--floating-base is for URDF" in one_line_error(err, "info")
+    code, out, err = run("info", gear.data_path("arm7.urdf"), "--fixed-base")
+    assert code == 2 and "--fixed-base is for MJCF" in one_line_error(err, "info")

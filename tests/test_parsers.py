@@ -1003,6 +1003,26 @@ def test_mjcf_frames_pose_their_children_as_mujoco(tmp_path):
         assert np.allclose(sysm.constraint_residual(q), -md.efc_pos[:3], rtol=0, atol=1e-14)
 
 
+def test_mjcf_fixed_base_welds_the_free_bodies(tmp_path):
+    """``load_mjcf(..., fixed_base=True)`` leaves out the free joints of
+    top-level bodies (a floating robot held where the file puts it, also
+    inside a frame): the other joints keep their order and MuJoCo's mass
+    matrix block, and ``qpos0`` loses the free joint's seven entries."""
+    p = _write(tmp_path, "frames.xml", f"<mujoco>{FRAMES_XML}</mujoco>")
+    free = gear.load_mjcf(p)
+    held = gear.load_mjcf(p, fixed_base=True)
+    assert held.joint_names == ["j0", "j1", "j2", "j3"] and (held.nq, held.nv) == (free.nq - 7, free.nv - 6)
+    assert np.array_equal(held.qpos0, free.qpos0[:4])
+    rng = np.random.default_rng(9)
+    q = free.qpos0.copy()
+    q[:4] += rng.uniform(-1, 1, 4)
+    # the joints of the welded tree see the same inertia as with the base free
+    assert np.allclose(gear.mass_matrix(held, q[:4]), gear.mass_matrix(free, q)[:4, :4], rtol=0, atol=1e-15)
+    idx, off = held.frames["d"]
+    assert idx == -1 and np.allclose(off.p, [0, 0, 1])
+    assert gear.ConstrainedModel(held).constraint_residual(q[:4]).shape == (3,)
+
+
 @pytest.mark.parametrize("inner, message", [
     ('<frame pos="1 0 0" size="2"><body name="a"/></frame>', "size"),
     ('<frame><actuator/></frame>', "<actuator>"),

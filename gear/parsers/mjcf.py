@@ -196,9 +196,10 @@ def _read_defaults(r, root):
 
 
 class _Loader:
-    def __init__(self, path, strict=False):
+    def __init__(self, path, strict=False, fixed_base=False):
         self.path = path
         self.r = Reader(path, strict=strict)
+        self.fixed_base = bool(fixed_base)
 
     # -- poses ----------------------------------------------------------
     def angle(self, v):
@@ -528,6 +529,11 @@ class _Loader:
         T_wB = T_w_pb * T_pb_B
 
         jels = [c for c in el if c.tag in ("joint", "freejoint")]
+        specs = [self.joint(c, cc, name, k) for k, c in enumerate(jels)]
+        if self.fixed_base and parent_is_world and any(sp[1] == "free" for sp in specs):
+            # welded where the file puts it: the free joint is left out
+            specs = [sp for sp in specs if sp[1] != "free"]
+            jels = [None] * len(specs)
         # a body without joints under the world (or under such a body) is
         # welded to it: its inertia never moves, so none is derived from its
         # geoms (which could need mesh files a user may not have)
@@ -552,7 +558,6 @@ class _Loader:
             pos = self.r.floats(el.get("pos"), 3, where, "pos", (0.0, 0.0, 0.0))
             inertia = self.r.inertia(mass, pos, np.diag(d), where)
 
-        specs = [self.joint(c, cc, name, k) for k, c in enumerate(jels)]
         for jn, jtype, *_, ref in specs:
             if jn in self.joints:
                 raise r.error(f"joint {jn!r}", "duplicate joint name")
@@ -818,7 +823,7 @@ class _Loader:
         return model
 
 
-def load_mjcf(path, strict=False):
+def load_mjcf(path, strict=False, fixed_base=False):
     """Load a MuJoCo MJCF file into a :class:`gear.Model`.
 
     Parameters
@@ -828,6 +833,10 @@ def load_mjcf(path, strict=False):
         Raise for an inertia no rigid body can have instead of loading it
         with a :class:`gear.InertiaWarning` (same policy as
         :func:`gear.load_urdf`).
+    fixed_base : bool
+        Leave out the free joints of top-level bodies: a floating robot
+        (a humanoid's pelvis, a quadruped's trunk) is welded to the world
+        where the file puts it, to analyse its mechanism with the base held.
 
     Returns
     -------
@@ -846,4 +855,4 @@ def load_mjcf(path, strict=False):
     OSError
         If the file cannot be read.
     """
-    return _Loader(os.fspath(path), strict=strict).load()
+    return _Loader(os.fspath(path), strict=strict, fixed_base=fixed_base).load()
