@@ -597,6 +597,23 @@ class Comparison:
                     out[key] = p
         return out
 
+    def orders(self):
+        """The order of convergence each run shows in the work-precision
+        points: the slope of ``log error`` against ``log dt`` between its
+        two smallest steps whose error is above ten times the reference's
+        own (``{run: order}``; runs without two such points are left out)."""
+        floor = 10.0 * (self.settings.get("reference_error") or 0.0)
+        pts = {}
+        for p in self.work_precision:
+            if p.get("error") is not None and p["error"] > floor:
+                pts.setdefault(p["run"], []).append((p["dt"], p["error"]))
+        out = {}
+        for run, ps in pts.items():
+            ps = sorted(ps)[:2]
+            if len(ps) == 2 and ps[1][0] > ps[0][0] and ps[0][1] > 0:
+                out[run] = float(np.log(ps[1][1] / ps[0][1]) / np.log(ps[1][0] / ps[0][0]))
+        return out
+
     def summary(self):
         """Who wins where, from the measurements: a list of Markdown
         bullets (accuracy, work precision, drift, stability, trees)."""
@@ -613,6 +630,21 @@ class Comparison:
                          "differ only in cost; hold the base (an MJCF file: `load_mjcf(..., fixed_base=True)`, "
                          "`gear compare --fixed-base`), or start from a velocity (`dq0` of `gear.compare`), "
                          "to compare the formulations.")
+        orders = self.orders() if self.work_precision else {}
+        low = [(n, o) for n, o in orders.items()
+               if o < 3.0 and any(r["name"] == n and r["formulation"] != "maximal" and r["integrator"] == "rk4"
+                                  for r in done)]
+        high = [(n, o) for n, o in orders.items()
+                if o > 3.5 and any(r["name"] == n and r["formulation"] == "maximal" and r["integrator"] == "rk4"
+                                   for r in done)]
+        if low and high and st.get("lie_joints"):
+            lines.append("**Integrator order**: " + ", ".join(f"`{n}` converges at order {o:.1f}" for n, o in low)
+                         + " here, against " + ", ".join(f"`{n}`'s {o:.1f}" for n, o in high)
+                         + f". The model has {st['lie_joints']} spherical or free joint(s), and in joint "
+                         "coordinates `rk4` combines its stages in the tangent space, which is below fourth "
+                         "order on them; `rkmk4` (Munthe-Kaas) is fourth order there, so compare with it "
+                         "(`integrators=('rkmk4', ...)`, `--integrator rkmk4`) before crediting the maximal "
+                         "formulation with the accuracy.")
         with_err = [r for r in done if r.get("final_error") is not None]
         if with_err:
             best = {}
@@ -1530,6 +1562,7 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrators=(
             raise type(exc)(f"soft_options: {exc}") from None
 
     from .algorithms import kinetic_energy, potential_energy
+    from .joints import FREE, SPHERICAL
 
     E0 = float(kinetic_energy(model, q0, dq0) + potential_energy(model, q0))
     Escale = max(abs(E0), float(kinetic_energy(model, q0, dq0)),
@@ -1752,7 +1785,8 @@ def compare(model_or_sys, q0=None, dq0=None, t_final=1.0, dt=1e-3, integrators=(
                     E0=E0, energy_scale=Escale, coordinate_unit=_coordinate_unit(model),
                     work_precision_factors=factors,
                     stability=None if not stab_opts else dict(stab_opts, horizon=horizon, capped=capped),
-                    trees_horizon=tree_horizon, joint_motion=_joint_motion(model, ref["q"]))
+                    trees_horizon=tree_horizon, joint_motion=_joint_motion(model, ref["q"]),
+                    lie_joints=sum(j.kind in (SPHERICAL, FREE) for j in model.joints))
     return Comparison(name, sizes, settings, runs, np.zeros(0) if t_rec is None else t_rec, series, trajs,
                       work_precision=wp, stability=stab, trees=tree_rows)
 
