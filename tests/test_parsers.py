@@ -1094,6 +1094,21 @@ def test_mjcf_compiler_mass_bounds_and_balance_as_mujoco(tmp_path):
             assert np.allclose(gear.bias_forces(m, q, v), b, rtol=0, atol=1e-12), comp
 
 
+@pytest.mark.parametrize("compiler", ["", '<compiler boundmass="0.5" boundinertia="0.3" balanceinertia="true"/>'])
+@pytest.mark.parametrize("inertia, diagonal", [('diaginertia="-0.1 0.1 0.1"', [-0.1, 0.1, 0.1]),
+                                               ('fullinertia="0.1 0.1 0.1 0.5 0 0"', [0.1, 0.1, 0.1])])
+def test_mjcf_impossible_inertia_is_loaded_as_given_whatever_the_bounds(tmp_path, compiler, inertia, diagonal):
+    """A negative principal moment is no rigid body's: it loads as given
+    with a gear.InertiaWarning (strict: an error), never clamped to a bound
+    or to zero by the compiler options' inertia policy."""
+    p = _mj(tmp_path, f'<body name="a"><joint/><inertial pos="0 0 0" mass="1" {inertia}/></body>', compiler=compiler)
+    with pytest.warns(gear.InertiaWarning):
+        m = gear.load_mjcf(p)
+    assert np.array_equal(m.inertias[0].I_com.diagonal(), diagonal)
+    with pytest.raises(ModelFileError):
+        gear.load_mjcf(p, strict=True)
+
+
 def test_mjcf_massless_inertial_is_explicit(tmp_path, monkeypatch):
     """``<inertial pos mass="0"/>`` (no rotational inertia: MuJoCo's
     default, Menagerie's rby1) is an explicit massless inertial: it loads,

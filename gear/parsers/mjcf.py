@@ -65,6 +65,11 @@ _JOINT_TYPES = {"hinge", "slide", "ball", "free"}
 _ORIENTATIONS = ("quat", "axisangle", "euler", "xyaxes", "zaxis")
 
 
+def _full_inertia(f):
+    """The symmetric 3 x 3 of MJCF's ``fullinertia="ixx iyy izz ixy ixz iyz"``."""
+    return np.array([[f[0], f[3], f[4]], [f[3], f[1], f[5]], [f[4], f[5], f[2]]])
+
+
 class _PolyCoupling:
     """MuJoCo's nonlinear joint equality ``y - y0 = p(x - x0)``, ``p(t) =
     a0 + a1 t + ... + a4 t^4``, on two one-coordinate joints (``qy``,
@@ -336,7 +341,7 @@ class _Loader:
             return
         if tag == "inertial" and el.get("fullinertia") is not None:
             f = self.r.floats(el.get("fullinertia"), 6, w, "fullinertia")
-            I = T.R @ np.array([[f[0], f[3], f[4]], [f[3], f[1], f[5]], [f[4], f[5], f[2]]]) @ T.R.T
+            I = T.R @ _full_inertia(f) @ T.R.T
             el.set("fullinertia", fmt([I[0, 0], I[1, 1], I[2, 2], I[0, 1], I[0, 2], I[1, 2]]))
             el.set("pos", fmt(T.R @ self.r.floats(el.get("pos"), 3, w, "pos") + T.p))
             return
@@ -366,33 +371,35 @@ class _Loader:
         if full is not None:
             if any(el.get(k) is not None for k in ("quat", "axisangle", "euler", "xyaxes", "zaxis")):
                 raise r.error(w, "fullinertia cannot be combined with an orientation")
-            f = r.floats(full, 6, w, "fullinertia")
-            I = np.array([[f[0], f[3], f[4]], [f[3], f[1], f[5]], [f[4], f[5], f[2]]])
-            if self._alters(mass, np.linalg.eigvalsh(I)):
-                d, R = np.linalg.eigh(I)
-                mass, d = self.bounded(mass, d)
-                I = R @ np.diag(d) @ R.T
+            I = _full_inertia(r.floats(full, 6, w, "fullinertia"))
+            d, R = np.linalg.eigh(I)
+            bmass, bd = self.bounded(mass, d)
+            if bmass != mass or not np.array_equal(bd, d):       # (as given otherwise)
+                mass, I = bmass, R @ np.diag(bd) @ R.T
         else:
-            # neither: no rotational inertia (MuJoCo's default; Menagerie's
-            # rby1 gives massless link frames as <inertial pos mass="0"/>)
+            # diaginertia, or neither: no rotational inertia (MuJoCo's default;
+            # Menagerie's rby1 gives massless link frames as <inertial pos mass="0"/>)
             d = r.floats(diag, 3, w, "diaginertia", (0.0, 0.0, 0.0))
             mass, d = self.bounded(mass, d)
             R = self.rotation(el, w)
             I = R @ np.diag(d) @ R.T
         return r.inertia(mass, pos, I, where)
 
-    def _alters(self, mass, d):
-        m2, d2 = self.bounded(mass, d)
-        return m2 != mass or not np.array_equal(d2, d)
-
     def bounded(self, mass, d):
         """MuJoCo's compiler on a body's mass and principal moments ``d``:
         ``boundmass`` and ``boundinertia`` as lower bounds, then with
         ``balanceinertia`` moments that violate the triangle inequality set
-        to their mean (the order MuJoCo applies them in)."""
+        to their mean (the order MuJoCo applies them in).  Without the
+        options, or with a negative moment (no rigid body: the inertia
+        policy reports it as given), nothing changes."""
         c = self.comp
-        mass = max(float(mass), c.boundmass)
-        d = np.maximum(np.asarray(d, float), c.boundinertia)
+        d = np.asarray(d, float)
+        if np.any(d < 0.0):
+            return mass, d
+        if c.boundmass > 0.0:
+            mass = max(float(mass), c.boundmass)
+        if c.boundinertia > 0.0:
+            d = np.maximum(d, c.boundinertia)
         if c.balanceinertia and (d[0] + d[1] < d[2] or d[0] + d[2] < d[1] or d[1] + d[2] < d[0]):
             d = np.full(3, d.mean())
         return mass, d
