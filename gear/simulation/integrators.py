@@ -191,30 +191,29 @@ def _regular(M):
 
 def _metric_min_norm(M, A, r):
     """``dv`` of least ``dv^T M dv`` with ``A dv = r`` (least squares in the
-    rows), per state, and the ``mu`` with ``M dv = A^T mu``: by the null
-    space ``G`` of ``A``, ``dv = dv_p + G y``, ``(G^T M G) y = -G^T M dv_p``,
-    which needs ``M`` positive only on ``A dv = 0`` (a singular ``M``:
-    joints on massless bodies that only the rows move, as in OpenSim-style
-    models).  The regular case takes ``M^-1 A^T K^+`` (same answer)."""
+    rows), per state, and the minimum-norm ``mu`` with ``A^T mu = M dv``:
+    the projection solver's null-space solve (``_solve``, ``_lam`` of
+    ``gear/solvers/projection.py``, on its SVD split), which needs ``M``
+    positive only on ``A dv = 0`` (a singular ``M``: joints on massless
+    bodies that only the rows move, as in OpenSim-style models).  The
+    regular case takes ``M^-1 A^T K^+`` (same answer)."""
     from ..algorithms.dynamics import SingularInertiaError
+    from ..solvers.projection import _svd_split
 
     N, m, n = A.shape
     dv, mu = np.zeros((N, n)), np.zeros((N, m))
     for k in range(N):
-        U, s, Vt = np.linalg.svd(A[k])
-        rk = int((s > 1e-10 * s.max(initial=0.0)).sum())
-        x = Vt[:rk].T @ ((U[:, :rk].T @ r[k]) / s[:rk])
-        G = Vt[rk:].T
+        Ur, sr, Vr, G = _svd_split(A[k], 1e-10)
+        x = Vr @ ((Ur.T @ r[k]) / sr)
         if G.shape[1]:
-            H = G.T @ M[k] @ G
             try:
-                x = x + G @ np.linalg.solve(H, -G.T @ (M[k] @ x))
+                x = x + G @ np.linalg.solve(G.T @ M[k] @ G, -G.T @ (M[k] @ x))
             except np.linalg.LinAlgError:
                 raise SingularInertiaError(
                     "the mass matrix is singular on the motions the constraints allow (state "
                     f"{k}): some joint moves no mass even with the loops closed") from None
         dv[k] = x
-        mu[k] = np.linalg.lstsq(A[k].T, M[k] @ x, rcond=None)[0]
+        mu[k] = Ur @ ((Vr.T @ (M[k] @ x)) / sr)
     return dv, mu
 
 

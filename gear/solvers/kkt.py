@@ -281,8 +281,7 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
         self._route = 0 if route == "aba" else 1
 
     def _native_data(self):
-        if self._slow is not None:
-            self._warn_cubic(*self._slow)
+        self._warn_if_slow()
         if self.route != "sparse":
             return super()._native_data()
         if self._sparse_nd is None:
@@ -397,13 +396,17 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
             self._slow = (route, costs[route])
         return route
 
-    def _warn_cubic(self, route, cost):
+    def _warn_if_slow(self):
         """A :class:`gear.PerformanceWarning` that reduced coordinates are
-        cubic here: the loops couple through a deep tree.  Given once, at
-        the first solve (not at construction: a system built to be turned
-        into maximal coordinates never solves here)."""
+        cubic here (``self._slow`` set by :meth:`_auto_route`): the loops
+        couple through a deep tree.  Given once, at the first solve (not at
+        construction: a system built to be turned into maximal coordinates
+        never solves here)."""
+        if self._slow is None:
+            return
         import warnings
 
+        route, cost = self._slow
         self._slow = None
         sys = self.system
         model = sys.model
@@ -415,8 +418,8 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
         warnings.warn(
             f"reduced coordinates are slow for this model: one constrained solve is modelled at "
             f"about {passes:,.0f} articulated-body passes (route {route!r}). Its {sys.nc} loop rows "
-            f"act on a tree {depth} bodies deep, so K = A M^-1 A^T ({sys.nc} x {sys.nc}) is mostly "
-            f"full and every solve factorises it in O(nc^3). A spanning tree that closes each loop "
+            f"act on a tree {depth} bodies deep, so K = A M^-1 A^T ({sys.nc} x {sys.nc}) is dense "
+            f"and every solve factorises it in O(nc^3). A spanning tree that closes each loop "
             f"near the root (cut the joints next to the ground; for gear.mechanisms.n_four_bar, "
             f"tree='ground') or the maximal formulation (gear.MaximalModel) costs time linear in the "
             f"bodies. Pass route= to the solver to choose a route without this check.",
@@ -498,8 +501,7 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
 
         from .. import algorithms as alg
 
-        if self._slow is not None:
-            self._warn_cubic(*self._slow)
+        self._warn_if_slow()
         model = self.system.model
         try:
             ddq_r = alg.forward_dynamics(model, q, dq, tau, f_ext)
@@ -518,8 +520,7 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
 
         from .. import algorithms as alg
 
-        if self._slow is not None:
-            self._warn_cubic(*self._slow)
+        self._warn_if_slow()
         model = self.system.model
         v = ~u
         M = alg.mass_matrix(model, q)
