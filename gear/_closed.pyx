@@ -106,6 +106,28 @@ cdef inline int _cdyn(const ModelC* m, const ClosC* c, int route, const double* 
     return _cdyn_aba(m, c, q, dq, ddq, tau, pres, fext, lam, info, w, cw)
 
 
+cdef inline int _cdyn_held(const ModelC* m, const ClosC* c, int route, const double* q,
+                           const double* dq, double* ddq, double* tau, const unsigned char* pres,
+                           const double* fext, double* lam, double* info, double* held, int hold,
+                           Work* w, CWork* cw) noexcept nogil:
+    # _cdyn with rows held dependent (``held`` (m,), hold 2; see _psd.pxd's
+    # psd_factor), or recording the rows it found dependent into ``held``
+    # (hold 1); ``held`` NULL or route 3: _cdyn
+    cdef int i, st
+    if held == NULL or route == 3:
+        return _cdyn(m, c, route, q, dq, ddq, tau, pres, fext, lam, info, w, cw)
+    if hold == 2:
+        for i in range(c.m):
+            cw.held[i] = held[i]
+        cw.hold = True
+    st = _cdyn(m, c, route, q, dq, ddq, tau, pres, fext, lam, info, w, cw)
+    cw.hold = False
+    if hold == 1:
+        for i in range(c.m):
+            held[i] = cw.rdep[i]
+    return st
+
+
 def closed_rows(ModelData md not None, ClosureData cd not None, const double[:, ::1] q, const double[:, ::1] dq,
                 double[:, ::1] g, double[:, :, ::1] A, double[:, ::1] bias, int[::1] status):
     """Residual, A and dA dq of each row of ``q`` (outputs may be None;
@@ -144,6 +166,8 @@ cdef struct CJob:
     double* info
     int* status
     gear_chol* h0               # forward: the CHOLMOD handle each part clones
+    double* held                # forward: (N, rows) rows held dependent / found dependent, or NULL
+    int hold                    # ... 2 held, 1 found (_cdyn_held)
     int failed                  # a part could not allocate its workspace
 
 
@@ -171,16 +195,17 @@ cdef void _closed_part(void* job, int part, int nparts) noexcept nogil:
     else:
         cw.chol = gear_chol_clone(j.h0)      # NULL without a maximal plan
         for k in range(k0, k1):
-            j.status[k] = _cdyn(m, j.c, j.route, j.q + k * nq, _row(j.dq, k, nv), _orow(j.ddq, k, nv),
-                                _orow(j.tau, k, nv), j.sel, _row(j.fext, k, 6 * nb), _orow(j.lam, k, r),
-                                j.info + 2 * k, &w, &cw)
+            j.status[k] = _cdyn_held(m, j.c, j.route, j.q + k * nq, _row(j.dq, k, nv),
+                                     _orow(j.ddq, k, nv), _orow(j.tau, k, nv), j.sel,
+                                     _row(j.fext, k, 6 * nb), _orow(j.lam, k, r), j.info + 2 * k,
+                                     _orow(j.held, k, r), j.hold, &w, &cw)
         gear_chol_free(<gear_chol*> cw.chol)
 
 
 cdef void _closed_run(ModelData md, ClosureData cd, bint inverse, int route, bint full, Py_ssize_t N,
                       const double* q, const double* dq, const double* ddq_in, double* ddq, double* tau,
                       const unsigned char* sel, const double* fext, double rcond, double* lam,
-                      double* info, int* status, int nthreads):
+                      double* info, int* status, int nthreads, double* held=NULL, int hold=0):
     # the states of one batched call (the fields of CJob) shared by
     # ``nthreads`` parts of the team
     cdef CJob j
@@ -205,6 +230,8 @@ cdef void _closed_run(ModelData md, ClosureData cd, bint inverse, int route, bin
     j.info = info
     j.status = status
     j.h0 = NULL if inverse else cd.h0
+    j.held = held
+    j.hold = hold
     j.failed = 0
     with nogil:
         team_run(nthreads, _closed_part, &j)
@@ -215,10 +242,11 @@ cdef void _closed_run(ModelData md, ClosureData cd, bint inverse, int route, bin
 cdef void _cdyn_batch(ModelData md, ClosureData cd, int route, Py_ssize_t N, const double* qp,
                       const double* dqp, double* ddqp, double* taup, const unsigned char* pp,
                       const double* fp, double* lp, double* ip, int* status, int nthreads,
-                      bint full):
+                      bint full, double* held=NULL, int hold=0):
     """The kernel over N states: in the calling thread (one state, or
     ``nthreads`` 1), else shared by the fork-join team (``gear/_team.h``),
-    one workspace per part."""
+    one workspace per part.  ``held`` (N, m) and ``hold``: as
+    :func:`_cdyn_held`."""
     cdef Py_ssize_t k
     cdef int m = cd.m, nv = md.nv, nq = md.nq, nb = md.nb
     cdef Work w
@@ -229,12 +257,12 @@ cdef void _cdyn_batch(ModelData md, ClosureData cd, int route, Py_ssize_t N, con
         cw.chol = cd.h0
         with nogil:
             for k in range(N):
-                status[k] = _cdyn(&md.c, &cd.c, route, qp + k * nq, _row(dqp, k, nv), _orow(ddqp, k, nv),
-                                  _orow(taup, k, nv), pp, _row(fp, k, 6 * nb), _orow(lp, k, m),
-                                  ip + 2 * k, &w, &cw)
+                status[k] = _cdyn_held(&md.c, &cd.c, route, qp + k * nq, _row(dqp, k, nv),
+                                       _orow(ddqp, k, nv), _orow(taup, k, nv), pp, _row(fp, k, 6 * nb),
+                                       _orow(lp, k, m), ip + 2 * k, _orow(held, k, m), hold, &w, &cw)
         return
     _closed_run(md, cd, False, route, full, N, qp, dqp, NULL, ddqp, taup, pp, fp, 0.0, lp, ip, status,
-                nthreads)
+                nthreads, held, hold)
 
 
 cdef inline int _deriv_one(const ModelC* m, const ClosC* c, int nk, bint inverse, const double* q,
@@ -402,11 +430,14 @@ def closed_forward_derivatives1(ModelData md not None, ClosureData cd not None, 
 def closed_dynamics(ModelData md not None, ClosureData cd not None, const double[:, ::1] q, const double[:, ::1] dq,
                     double[:, ::1] ddq, double[:, ::1] tau, const unsigned char[::1] prescribed,
                     const double[:, :, ::1] fext, double[:, ::1] lam, double[:, ::1] info,
-                    int[::1] status, int nthreads, int route=0):
+                    int[::1] status, int nthreads, int route=0, double[:, ::1] held=None, int hold=0):
     """Constrained forward (``prescribed`` None) or hybrid dynamics of each
     row, in place as ``hybrid``; ``lam`` (N, m) and ``info`` (N, 2: rank,
     residual) written; ``status`` as in ``hybrid``, or ST_DIST_COINCIDE /
     ST_MASS_NOT_PD.  ``route`` 1 builds M, 2 projects (forward dynamics only).
+    ``held`` (N, m): with ``hold`` 1 gets the rows each state's solve found
+    dependent (1.0), with ``hold`` 2 gives rows to treat as dependent (a
+    step's stages, see gear/constraints/_psd.pxd).
     Shared by the team's parts (one workspace each)."""
     cdef Py_ssize_t N = q.shape[0]
     cdef int m = cd.m, nv = md.nv
@@ -416,9 +447,14 @@ def closed_dynamics(ModelData md not None, ClosureData cd not None, const double
         pp = &prescribed[0]
     if cd.c.mx != NULL and full:
         raise ValueError("closed_dynamics: rows with a maximal plan take route 3")
+    cdef double* hp = NULL
+    if held is not None and m > 0:
+        if held.shape[0] != N or held.shape[1] != m or hold not in (1, 2):
+            raise ValueError("closed_dynamics: held must be (N, m) with hold 1 or 2")
+        hp = &held[0, 0]
     _cdyn_batch(md, cd, route, N, &q[0, 0], _base2(dq), &ddq[0, 0] if nv > 0 else NULL,
                 &tau[0, 0] if nv > 0 else NULL, pp, _base3(fext), &lam[0, 0] if m > 0 else NULL,
-                &info[0, 0], &status[0], nthreads, full)
+                &info[0, 0], &status[0], nthreads, full, hp, hold)
 
 
 def closed_inverse(ModelData md not None, ClosureData cd not None, const double[:, ::1] q, const double[:, ::1] dq,

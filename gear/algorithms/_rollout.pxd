@@ -48,7 +48,8 @@ from gear.constraints._cwork cimport ClosC, CWork, ROWS_POSE
 from gear.constraints._rows cimport constraint_rows
 from gear.constraints._aba_route cimport closed_dynamics
 from gear.constraints._dense_route cimport closed_forward_dense, dense_qphase, dense_vphase
-from gear.constraints._projection cimport closed_forward_projection, projection_qphase, projection_vphase
+from gear.constraints._projection cimport (closed_forward_projection, projection_qphase, projection_vphase,
+                                           qr_pivoted)
 from gear.constraints._manifold cimport (project, gauss_newton_step, sparse_gauss_newton,
                                         fused_velocity_projection, null_space_velocity_projection,
                                         max_abs)
@@ -307,6 +308,37 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
     return 0
 
 
+cdef inline int hold_rows(const ModelC* m, const ClosC* c, const double* q, Work* w,
+                          CWork* cw) noexcept nogil:
+    """``cw.held`` from the solve just made at ``q`` (``cw.rdep``): the
+    rows to hold dependent at the step's stages.  Where that solve's
+    elimination marked a row dependent on the rows before it, which row of
+    a dependent set it marked follows their order, and holding a large row
+    while keeping a small one (a small row's direction is what turns off
+    the rows) would not help: as many rows are chosen again, the last in
+    the order of the pivoted QR of ``A^T`` at ``q`` (largest row first,
+    ``qr_pivoted``)."""
+    cdef int i, st, rank, nr = c.m
+    cdef bint pivot = False
+    rank = nr
+    for i in range(nr):
+        cw.held[i] = 1.0 if cw.rdep[i] != 0.0 else 0.0
+        if cw.rdep[i] != 0.0:
+            rank -= 1
+        if cw.rdep[i] == 1.0:
+            pivot = True
+    if not pivot:
+        return 0
+    st = constraint_rows(m, c, q, NULL, NULL, cw.Bd, NULL, w, cw, ROWS_POSE)
+    w.poses_ok = False
+    if st != 0:
+        return st
+    qr_pivoted(cw.Bd, m.nv, nr, 0.0, cw.piv, cw.tmp)
+    for i in range(nr):
+        cw.held[<int> cw.piv[i]] = 0.0 if i < rank else 1.0
+    return 0
+
+
 cdef inline int _advance(const ModelC* m, const ClosC* c, const RollC* r, double t, double h,
                          double* q, double* v, double* a1, double* a2, double* a3, double* a4,
                          double* vs, double* th, double* d, double* qs, const double* tau0,
@@ -314,16 +346,27 @@ cdef inline int _advance(const ModelC* m, const ClosC* c, const RollC* r, double
     """One step of the integrator from ``(q, v)`` with ``a1 = ddq(q, v)``
     (-5: the state became non-finite)."""
     cdef int s, st, i
+    cdef bint hold = c != NULL and r.route != 3
     if r.integrator == 0:
         euler_step(m, h, q, v, a1, qs)
     else:
-        # stages 2, 3, 4 at q exp(c h v_s), v + c h a_s (a_s follow a1 in scr)
+        # stages 2, 3, 4 at q exp(c h v_s), v + c h a_s (a_s follow a1 in scr),
+        # the rows a1's solve found dependent held so: a stage's state is
+        # slightly off the rows, where a row redundant on them may not be,
+        # and its multiplier would carry it (see _psd.pxd's psd_factor)
+        if hold:
+            st = hold_rows(m, c, q, w, cw)
+            if st != 0:
+                return st
+        cw.hold = hold
         for s in range(1, 4):
             rk4_stage(m, s, h, q, v, a1 + (s - 1) * m.nv, vs, th, d, qs)
             st = _accel(m, c, r, t + (h if s == 3 else 0.5 * h), qs, vs, tau0, tau, a1 + s * m.nv,
                         lam, w, cw, xs)
             if st != 0:
+                cw.hold = False
                 return st
+        cw.hold = False
         rk4_finish(m, h, q, v, a1, a2, a3, a4, th, d, qs)
     for i in range(m.nq):
         if not (fabs(q[i]) < 1e300):

@@ -75,7 +75,7 @@ cdef inline int spchol_scratch(const SpChol* s) noexcept nogil:
 
 
 cdef inline int spchol_factor(const SpChol* s, double* Lx, double* x, double* dep,
-                              double rtol, double rowtol) noexcept nogil:
+                              double rtol, double rowtol, const double* held=NULL) noexcept nogil:
     """In place: ``Lx`` holds the lower triangle of ``K`` in the pattern's
     positions (zero where the factor fills in) and gets ``L``, each
     column's diagonal entry as its reciprocal ``1 / L_jj`` (the solves
@@ -84,8 +84,10 @@ cdef inline int spchol_factor(const SpChol* s, double* Lx, double* x, double* de
     scratch; ``dep`` (n,) gets 0 (independent), 1 (dependent) or 2
     (dependent and negligible).  ``rowtol``: the fraction of its own
     diagonal a pivot must exceed (``row_rtol()`` for a semi-definite K
-    whose rank is wanted; 0 for a regularised, definite one).  Returns the
-    rank."""
+    whose rank is wanted; 0 for a regularised, definite one).  ``held``
+    (n,) or NULL: columns marked non-zero are taken as dependent and
+    negligible (2) whatever their pivots (rows held across a step's
+    stages, ``CWork.held``).  Returns the rank."""
     cdef int j, t, t0, p, k, r = 0, n = s.n
     cdef double dmax = 0.0, d, kjj, ljk, inv
     for j in range(n):
@@ -105,6 +107,11 @@ cdef inline int spchol_factor(const SpChol* s, double* Lx, double* x, double* de
             for t in range(t0, s.Lp[k + 1]):
                 x[s.Li[t]] -= ljk * Lx[t]
         d = x[j]
+        if held != NULL and held[j] != 0.0:
+            dep[j] = 2.0
+            for t in range(s.Lp[j], s.Lp[j + 1]):
+                Lx[t] = 0.0
+            continue
         if not (d > rtol * dmax) or not (d > rowtol * kjj):
             dep[j] = 2.0 if kjj <= rtol * rtol * dmax else 1.0
             for t in range(s.Lp[j], s.Lp[j + 1]):

@@ -209,7 +209,7 @@ cdef inline int closed_dynamics(const ModelC* m, const ClosC* c, const double* q
         for r in range(s, nr):
             cw.K[r * nr + s] = row_rate(c, cw, r, cw.ja, cw.xs)
             cw.K[s * nr + r] = cw.K[r * nr + s]
-    info[0] = psd_solve(cw.K, nr, cw.rhs, lam, cw, c.rcond)
+    info[0] = psd_solve(cw.K, nr, cw.rhs, lam, cw, c.rcond, True, True)
     # ddq = ddq_r + M^{-1} A^T lam (eq. 69); prescribed joints' torques follow
     clear_loads(m, cw)
     for s in range(nr):

@@ -167,6 +167,17 @@ cdef struct CWork:
     double bg_a    # 2 alpha
     double bg_b    # beta^2
     const double* bdq
+    # Rows held dependent across a step's stages (_psd.pxd's psd_factor,
+    # _rollout.pxd's hold_rows): every factorisation of the forward-dynamics
+    # routes marks the rows it found dependent in ``rdep`` (m,): 0 not, 1
+    # dependent on the rows before it (which row of a dependent set is
+    # marked depends on their order), 2 dependent for good (exactly zero,
+    # or chosen by pivoting); while ``hold`` is set, the rows marked in
+    # ``held`` (m,) are treated as dependent and left out (zero multiplier,
+    # their equations dropped) whatever their pivots
+    double* rdep
+    double* held
+    bint hold
 
 
 cdef inline double* _carve(double* base, int* off, int n) noexcept nogil:
@@ -195,6 +206,8 @@ cdef inline int cwork_layout(CWork* c, double* base, int nb, int nv, int m,
     c.bg_a = 0.0
     c.bg_b = 0.0
     c.bdq = NULL
+    c.hold = False
+    c.rdep = c.held = NULL
     if compact:
         c.F = _carve(base, &off, 12 * m)
         c.bias = _carve(base, &off, m)
@@ -229,6 +242,8 @@ cdef inline int cwork_layout(CWork* c, double* base, int nb, int nv, int m,
     c.act = _carve(base, &off, m)
     c.lc = _carve(base, &off, m)
     c.gd = _carve(base, &off, 8 * m)
+    c.rdep = _carve(base, &off, m)
+    c.held = _carve(base, &off, m)
     return off
 
 

@@ -195,6 +195,8 @@ cdef inline int dense_qphase(const ModelC* m, const ClosC* c, const double* q,
     if st != 0:
         return st
     ng = dense_groups(m, c, w, cw, G, &na, fixed, c.cfm > 0.0 or c.sp != NULL)
+    for i in range(nr):
+        cw.rdep[i] = 2.0                 # (rows left out, exactly zero: dependent)
     # Y = L^{-T} A^T on the pieces, in place (the tail first: it updates the main piece)
     for a in range(ng):
         group_pieces(m, cw, &G[a], pk, plo, phi, pY)
@@ -219,9 +221,11 @@ cdef inline int dense_qphase(const ModelC* m, const ClosC* c, const double* q,
             cw.K[a * na + a] += c.cfm
         if chol_factor(cw.K, na) != 0:
             return ST_MASS_NOT_PD
+        for a in range(na):
+            cw.rdep[<int> cw.act[a]] = 0.0
         rank_out[0] = na
     else:
-        rank_out[0] = psd_factor(cw.K, na, cw, c.rcond)
+        rank_out[0] = psd_factor(cw.K, na, cw, c.rcond, cw.act, True)
     return 0
 
 

@@ -330,7 +330,16 @@ cdef inline int projection_qphase(const ModelC* m, const ClosC* c, const double*
         for j in range(nr):
             for k in range(nv):
                 X[j * nv + k] = A[j * nvf + <int> vmap[k]]
+    if cw.hold:
+        # rows held dependent (``_psd.pxd``'s psd_factor): zero columns,
+        # pivoted last and left out
+        for j in range(nr):
+            if cw.held[j] != 0.0:
+                for k in range(nv):
+                    X[j * nv + k] = 0.0
     rank = qr_pivoted(X, nv, nr, c.rcond, cw.piv, hb)
+    for j in range(nr):
+        cw.rdep[<int> cw.piv[j]] = 0.0 if j < rank else 2.0    # (pivoted: the choice stands)
     nn = nv - rank
     qr_form_q(X, hb, nv, rank, Q)
     rank_out[0] = rank

@@ -21,38 +21,60 @@ from gear.constraints._cwork cimport CWork
 
 
 cdef inline int psd_solve(double* K, int n, const double* rhs, double* x, CWork* cw,
-                          double rtol, bint min_norm=True) noexcept nogil:
+                          double rtol, bint min_norm=True, bint rows=False) noexcept nogil:
     """Minimum-norm ``x`` with ``K x = rhs`` for symmetric PSD ``K`` (n x n,
     row-major; its lower triangle is overwritten by the factor):
-    :func:`psd_factor`, then :func:`psd_apply`.  Returns the rank."""
-    cdef int r = psd_factor(K, n, cw, rtol)
+    :func:`psd_factor`, then :func:`psd_apply`.  ``rows``: K's rows are
+    the constraint rows, in order (the held rows and ``cw.rdep`` apply).
+    Returns the rank."""
+    cdef int r = psd_factor(K, n, cw, rtol, NULL, rows)
     psd_apply(K, n, rhs, x, cw, min_norm)
     return r
 
 
-cdef inline int psd_factor(double* K, int n, CWork* cw, double rtol) noexcept nogil:
+cdef inline int psd_factor(double* K, int n, CWork* cw, double rtol, const double* idx=NULL,
+                           bint rows=False) noexcept nogil:
     """Factorise symmetric PSD ``K`` (n x n, row-major) in place for
     :func:`psd_apply`: left-looking Cholesky (row-contiguous dot
     products) in which a row whose pivot falls below ``rtol`` times the
     largest diagonal (or ``row_rtol()`` times its own) is marked dependent
     in ``cw.piv`` (1; 2: an exactly zero row of K, a zero row of A) and
     its column of L set to zero.  The factor keeps its pivots inverted
-    (``1 / L_jj`` on the diagonal).  Returns the rank r."""
-    cdef int i, j, r
+    (``1 / L_jj`` on the diagonal).
+
+    ``rows``: K's row j is constraint row ``idx[j]`` (``idx`` NULL: row
+    j); each is marked in ``cw.rdep`` (1 dependent on the rows before it,
+    2 exactly zero or held), and while ``cw.hold``
+    is set a row marked in ``cw.held`` is dependent (2: left out of the
+    completion, its equation dropped) whatever its pivot: the rows a
+    step's start found dependent stay so at its stages, where the state
+    is slightly off the rows and a row redundant on them may not be
+    (``gear/algorithms/_rollout.pxd``).  Returns the rank r."""
+    cdef int i, j, r, row
     cdef double dmax = 0.0, s
     cdef double* dep = cw.piv
     cdef double* Ki
     cdef double* Kj
+    cdef bint hold = rows and cw.hold
     for i in range(n):
         if K[i * n + i] > dmax:
             dmax = K[i * n + i]
     if not (dmax > 0.0):
         for j in range(n):
             dep[j] = 2.0                       # K = 0: every x is zero
+            if rows:
+                cw.rdep[j if idx == NULL else <int> idx[j]] = 2.0
         return 0
     r = 0
     for j in range(n):
         Kj = K + j * n
+        row = j if idx == NULL else <int> idx[j]
+        if hold and cw.held[row] != 0.0:
+            dep[j] = 2.0
+            for i in range(j, n):
+                K[i * n + j] = 0.0
+            cw.rdep[row] = 2.0
+            continue
         s = Kj[j] - dot(Kj, Kj, j)
         if not (s > rtol * dmax) or not (s > row_rtol() * Kj[j]):
             # dependent; 2: an exactly zero row of K (a zero row of A), whose
@@ -60,8 +82,12 @@ cdef inline int psd_factor(double* K, int n, CWork* cw, double rtol) noexcept no
             dep[j] = 2.0 if Kj[j] == 0.0 else 1.0
             for i in range(j, n):
                 K[i * n + j] = 0.0
+            if rows:
+                cw.rdep[row] = dep[j]
             continue
         dep[j] = 0.0
+        if rows:
+            cw.rdep[row] = 0.0
         r += 1
         s = 1.0 / sqrt(s)
         Kj[j] = s                          # the pivot is kept inverted

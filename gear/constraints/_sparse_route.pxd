@@ -58,8 +58,9 @@ cdef inline int sparse_factor(const ModelC* m, const ClosC* c, CWork* cw,
     :func:`sparse_solve_factored`.  Returns the rank, or
     ST_SPARSE_PATTERN when a row the plan left out is not zero."""
     cdef const SpKKT* sp = c.sp
-    cdef int n = sp.ch.n, p, i, j, t, ga, gb
+    cdef int n = sp.ch.n, p, i, j, t, ga, gb, r
     cdef double* Lx = cw.sws
+    cdef double* held
     cdef double* dep = Lx + sp.ch.nnz
     cdef double* x = dep + n
     cdef double blk[36]
@@ -98,7 +99,19 @@ cdef inline int sparse_factor(const ModelC* m, const ClosC* c, CWork* cw,
     if c.cfm > 0.0:
         for j in range(n):
             Lx[sp.ch.Lp[j]] += c.cfm
-    return spchol_factor(&sp.ch, Lx, x, dep, c.rcond, row_rtol())
+    held = NULL
+    if cw.hold and c.cfm == 0.0:
+        # the rows held dependent, in the factor's order (scratch after x)
+        held = x + n
+        for j in range(n):
+            held[j] = 0.0
+        for i in range(sp.m):
+            if sp.pinv[i] >= 0:
+                held[sp.pinv[i]] = cw.held[i]
+    r = spchol_factor(&sp.ch, Lx, x, dep, c.rcond, row_rtol(), held)
+    for i in range(sp.m):
+        cw.rdep[i] = 2.0 if sp.pinv[i] < 0 else dep[sp.pinv[i]]
+    return r
 
 
 cdef inline int sparse_solve_factored(const ModelC* m, const ClosC* c, CWork* cw,

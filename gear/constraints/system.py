@@ -66,6 +66,41 @@ def _bools(model, joints, name):
     return _prescribed_mask(model, joints, name).view(bool)
 
 
+def _dependent_rows(A, rtol=1e-10, row_rtol=1e-8):
+    """1.0 on the rows of ``A`` that depend on the rows before them (the
+    native routes' rule, ``_psd.pxd``'s psd_factor, on ``K = A A^T``: a
+    pivot below ``rtol`` times the largest diagonal or ``row_rtol`` times
+    its own row's), else 0.0."""
+    K = A @ A.T
+    n = K.shape[0]
+    dep = np.zeros(n)
+    dmax = float(K.diagonal().max(initial=0.0))
+    L = np.zeros_like(K)
+    for j in range(n):
+        s = K[j, j] - L[j, :j] @ L[j, :j]
+        if not (s > rtol * dmax) or not (s > row_rtol * K[j, j]):
+            dep[j] = 1.0
+            continue
+        L[j, j] = np.sqrt(s)
+        L[j + 1:, j] = (K[j + 1:, j] - L[j + 1:, :j] @ L[j, :j]) / L[j, j]
+    return dep
+
+
+def _held_rows(A, nheld):
+    """1.0 on the ``nheld`` rows to hold dependent at a step's stages: the
+    last in the order of the pivoted QR of ``A^T`` (largest row first), as
+    the native rollouts choose them (``_rollout.pxd``'s hold_rows), else
+    0.0."""
+    from scipy.linalg import qr
+
+    out = np.zeros(A.shape[0])
+    if nheld <= 0 or A.size == 0:
+        return out + (nheld > 0)
+    _, perm = qr(A.T, mode="r", pivoting=True)
+    out[perm[A.shape[0] - nheld:]] = 1.0
+    return out
+
+
 class ConstrainedModel:
     """A kinematic tree closed by constraints (Kim Sec. 3).
 
@@ -706,6 +741,53 @@ class ConstrainedModel:
                                 message="ok" if ok.all() else "non-finite result in some states",
                                 solver=self.solver.name,
                                 stats={"factorizations": sum(o[3]["factorizations"] for o in outs)})
+
+    def _stage_dynamics(self, q, dq, tau, f_ext=None, held=None):
+        """Forward dynamics of a batch ``(N, nq)`` within an integrator's
+        step.  ``held`` None (the step's start): ``(ddq, lam, found)``,
+        ``found`` (N, nc) 1.0 on the rows the solve found dependent.  Else
+        (the step's stages): the rows marked in ``held`` are treated as
+        dependent -- left out, with zero multipliers -- and ``found`` is
+        None.  A stage's state is slightly off the rows (RK4's stages by
+        O(h^2)), where a row that is redundant on them (an achilles rod's
+        row, a distance that a closed loop already fixes) can be
+        independent by a small angle; kept, its multiplier turns that angle
+        into a large, wrong acceleration.  The "kkt" and "projection"
+        solvers hold rows (their native routes in ``_psd.pxd``'s
+        ``psd_factor``, ``_spchol.pxd`` and ``_projection.pxd``, their NumPy
+        paths as zero rows); other solvers solve as
+        :meth:`forward_dynamics` does (``found`` None)."""
+        solver = self.solver
+        N = q.shape[0]
+        if not self.nc or not getattr(solver, "_holds_rows", False):
+            r = self.forward_dynamics(q, dq, tau, f_ext)
+            return r.ddq, r.lam, None
+        q, _, dq, tau, fe = self._state(q, f_ext, dq=dq, tau=tau)
+        arr = np.zeros((N, self.nc)) if held is None else np.array(held, dtype=float, order="C")
+        out = solver._native_call(q, dq, None, tau, None, fe, held=arr, hold=1 if held is None else 2)
+        if out is not None:
+            ddq, _, lam, info = out
+            solver._batch_stats(N, info)
+            if held is not None:
+                return ddq, lam, None
+            for k in np.flatnonzero((arr == 1.0).any(axis=1)):
+                # marked in the elimination's order: chosen again by pivoting
+                arr[k] = _held_rows(self.constraint_jacobian(q[k]), int((arr[k] != 0.0).sum()))
+            return ddq, lam, np.minimum(arr, 1.0)
+        if held is None:
+            # (the number held: the native routes' rule, _dependent_rows)
+            r = self.forward_dynamics(q, dq, tau, f_ext)
+            A = [self._rows_numpy(q[k])[0] for k in range(N)]
+            return r.ddq, r.lam, np.stack([_held_rows(a, int(_dependent_rows(a).sum())) for a in A])
+        ddq, lam = np.empty((N, self.model.nv)), np.empty((N, self.nc))
+        for k in range(N):
+            solver._held = arr[k] != 0.0
+            try:
+                ddq[k], lam[k], _, _ = solver.forward(q[k], dq[k], tau[k], None if fe is None else fe[k])
+            finally:
+                solver._held = None
+                solver._cache = None
+        return ddq, lam, None
 
     # -- derivatives -----------------------------------------------------------
     def forward_dynamics_derivatives(self, q, dq, tau, f_ext=None):

@@ -45,6 +45,7 @@ class _System:
         self.prescribed = self._prescribed(prescribed)
         self.prescribed_input = prescribed
         self.last_tau = None
+        self.found = None
 
     def _prescribed(self, prescribed):
         """``{joint: motion}`` -> (body mask, q index, v index, motions)."""
@@ -125,8 +126,12 @@ class _System:
             raise ValueError(f"the {name} callable returned non-finite values at t = {t:g}")
         return np.array(out, dtype=float, order="C")
 
-    def accel(self, t, q, v):
-        """``(ddq, lam)`` for the batch; ``lam`` None for a tree."""
+    def accel(self, t, q, v, held=None):
+        """``(ddq, lam)`` for the batch; ``lam`` None for a tree.  A closed
+        system's forward dynamics leave in ``self.found`` the rows the solve
+        found dependent (None where the solver does not say); ``held``: such
+        rows, from the step's start, to treat as dependent at its stages
+        (:meth:`gear.ConstrainedModel._stage_dynamics`)."""
         from ..algorithms import forward_dynamics
 
         self.evaluations += 1
@@ -150,31 +155,37 @@ class _System:
             return r.ddq, r.lam
         if self.sys is None:
             return forward_dynamics(m, q, v, tau, fe), None
+        ddq, lam, found = self.sys._stage_dynamics(q, v, tau, fe, held)
+        if held is None:
+            self.found = found
         if self.stabilization == "baumgarte":
-            return self._baumgarte(q, v, tau, fe)
-        r = self.sys.forward_dynamics(q, v, tau, fe)
-        return r.ddq, r.lam
+            return self._baumgarte(q, v, ddq, lam, held if held is not None else found)
+        return ddq, lam
 
-    def _baumgarte(self, q, v, tau, fe):
-        """Hard solver's answer plus the minimum-M-norm correction ``dv`` with
-        ``A dv = -(2 alpha A v + beta^2 g)``: ``dv = M^{-1} A^T (A M^{-1}
-        A^T)^+ rhs`` (the same constraint force route as Kim eq. 69)."""
+    def _baumgarte(self, q, v, ddq, lam, held):
+        """The hard solve's ``(ddq, lam)`` plus the minimum-M-norm correction
+        ``dv`` with ``A dv = -(2 alpha A v + beta^2 g)``: ``dv = M^{-1} A^T
+        (A M^{-1} A^T)^+ rhs`` (the same constraint force route as Kim eq.
+        69), on the rows the solve kept (``held``: (N, nc), 1.0 on those it
+        left out as dependent, or None)."""
         from ..algorithms import mass_matrix
 
         alpha, beta = self.gains
-        r = self.sys.forward_dynamics(q, v, tau, fe)
         g, A, _ = self.sys._rows_batch(q)
         hol = self.sys._holonomic_mask()
         rhs = -2.0 * alpha * np.einsum("nij,nj->ni", A, v)
         rhs[:, hol] -= beta * beta * g
+        if held is not None:
+            A = np.where(held[:, :, None] != 0.0, 0.0, A)
+            rhs = np.where(held != 0.0, 0.0, rhs)
         M = mass_matrix(self.model, q)
         if not _regular(M):
             dv, mu = _metric_min_norm(M, A, rhs)
-            return r.ddq + dv, r.lam + mu
+            return ddq + dv, lam + mu
         MiAT = np.linalg.solve(M, np.transpose(A, (0, 2, 1)))
         K = A @ MiAT
         mu = np.einsum("nij,nj->ni", np.linalg.pinv(K, rcond=1e-10, hermitian=True), rhs)
-        return r.ddq + np.einsum("nij,nj->ni", MiAT, mu), r.lam + mu
+        return ddq + np.einsum("nij,nj->ni", MiAT, mu), lam + mu
 
 
 def _regular(M):
@@ -263,18 +274,21 @@ def _step_rk(S, t, q, v, h, a0, munthe_kaas):
     m = S.model
     seg = _lie_segments(m) if munthe_kaas else []
     a1, lam = a0 if a0 is not None else S.accel(t, q, v)
+    # the rows the start's solve found dependent stay so at the stages
+    # (ConstrainedModel._stage_dynamics)
+    held = S.found
     k1 = v                                                    # theta' at theta = 0
     th = 0.5 * h * k1
     v2 = v + 0.5 * h * a1
-    a2, _ = S.accel(t + 0.5 * h, m.integrate(q, th), v2)
+    a2, _ = S.accel(t + 0.5 * h, m.integrate(q, th), v2, held)
     k2 = _dexpinv(seg, th, v2) if seg else v2
     th = 0.5 * h * k2
     v3 = v + 0.5 * h * a2
-    a3, _ = S.accel(t + 0.5 * h, m.integrate(q, th), v3)
+    a3, _ = S.accel(t + 0.5 * h, m.integrate(q, th), v3, held)
     k3 = _dexpinv(seg, th, v3) if seg else v3
     th = h * k3
     v4 = v + h * a3
-    a4, _ = S.accel(t + h, m.integrate(q, th), v4)
+    a4, _ = S.accel(t + h, m.integrate(q, th), v4, held)
     k4 = _dexpinv(seg, th, v4) if seg else v4
     theta = (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
     v1 = v + (h / 6.0) * (a1 + 2.0 * a2 + 2.0 * a3 + a4)
@@ -402,8 +416,13 @@ def _project(sys, q, v, tol=1e-12, max_iter=8, free=None, velocities=True):
     coordinates in ``free`` (bool, nv) move (all when None: ``M`` and
     ``A`` restricted to them).  ``velocities`` False: the positions only
     (``v`` returned as given; the dense ``M`` and ``K`` are not formed).
+    A Gauss-Newton step leaves out the rows that depend on the rows before
+    them as the native kernels' does (``_dependent_rows``): off the rows, a
+    row redundant on them can be independent by a small angle, and a step
+    along it would be large.
     Returns ``(q, v, max residual before projecting)``."""
     from ..algorithms.dynamics import mass_matrix
+    from ..constraints.system import _dependent_rows
 
     hol = sys._holonomic_mask()
     g, A, _ = sys._rows_batch(q)
@@ -419,8 +438,10 @@ def _project(sys, q, v, tol=1e-12, max_iter=8, free=None, velocities=True):
         if not active.any():
             break
         dq = np.zeros((q.shape[0], nv))
-        dq[np.ix_(active, free)] = -np.einsum("nij,nj->ni", np.linalg.pinv(A[active][:, hol][:, :, free],
-                                                                          rcond=1e-10), g[active])
+        Ah, gh = A[active][:, hol][:, :, free], g[active]
+        kh = np.stack([_dependent_rows(a) == 0.0 for a in Ah])
+        Ah, gh = np.where(kh[:, :, None], Ah, 0.0), np.where(kh, gh, 0.0)
+        dq[np.ix_(active, free)] = -np.einsum("nij,nj->ni", np.linalg.pinv(Ah, rcond=1e-10), gh)
         q = np.where(active[:, None], sys.model.integrate(q, dq), q)
         g, A, _ = sys._rows_batch(q)
     if velocities and A.shape[1] and free.any():

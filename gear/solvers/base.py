@@ -82,7 +82,15 @@ class ConstraintSolver:
         call starts with an empty cache)."""
         key = (q.tobytes(), None if dq is None else dq.tobytes())
         if self._cache is None or self._cache[0] != key:
-            self._cache = (key, self.system._rows(q, dq))
+            A, bias = self.system._rows(q, dq)
+            held = getattr(self, "_held", None)
+            if held is not None:
+                # rows held dependent at a step's stages
+                # (ConstrainedModel._stage_dynamics): left out as zero rows
+                A, bias = A.copy(), bias.copy()
+                A[held] = 0.0
+                bias[held] = 0.0
+            self._cache = (key, (A, bias))
         return self._cache[1]
 
     def _count(self, stats):

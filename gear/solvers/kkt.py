@@ -79,10 +79,13 @@ class _NativeClosed:
         return self.system._native(self.options["rcond"])
 
     # -- native path -----------------------------------------------------------
-    def _native_call(self, q, dq, ddq, tau, u, f_ext, nd=None):
+    def _native_call(self, q, dq, ddq, tau, u, f_ext, nd=None, held=None, hold=0):
         """Run the native kernel on a batch (2-D arrays); None if the
         constraints need the NumPy path.  ``nd``: the encoded rows to use
-        (default ``self._native_data()``)."""
+        (default ``self._native_data()``).  ``held`` (N, nc) float and
+        ``hold``: 1 records the rows each state's solve finds dependent
+        into it, 2 treats its marked rows as dependent (a step's stages:
+        :meth:`gear.ConstrainedModel._stage_dynamics`)."""
         from ..algorithms.dynamics import _check_status, get_num_threads
 
         sys = self.system
@@ -108,7 +111,7 @@ class _NativeClosed:
         fe = None if f_ext is None else np.ascontiguousarray(f_ext, dtype=float).reshape(N, model.nbodies, 6)
         _core.closed_dynamics(model.data, nd, np.ascontiguousarray(q, dtype=float),
                               np.ascontiguousarray(dq, dtype=float), ddq, tau, mask, fe, lam, info,
-                              status, get_num_threads() if N > 1 else 1, self._route)
+                              status, get_num_threads() if N > 1 else 1, self._route, held, hold)
         bad = np.flatnonzero(status)
         if bad.size:
             k = int(bad[0])
@@ -262,6 +265,7 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
     """
 
     name = "kkt"
+    _holds_rows = True            # rows held dependent at a step's stages (_stage_dynamics)
     default_options = {"rcond": 1e-10, "route": "auto"}
     _slow = None        # (route, modelled cost) to warn about at the first solve
 
@@ -345,12 +349,12 @@ class KKTSolver(_NativeHybrid, ConstraintSolver):
         for key in ("ff", "hf"):
             self.system._native_cache.pop(key, None)
 
-    def _native_call(self, q, dq, ddq, tau, u, f_ext, nd=None):
+    def _native_call(self, q, dq, ddq, tau, u, f_ext, nd=None, held=None, hold=0):
         try:
-            return super()._native_call(q, dq, ddq, tau, u, f_ext, nd)
+            return super()._native_call(q, dq, ddq, tau, u, f_ext, nd, held, hold)
         except _Replan:
             self._replan()
-            return super()._native_call(q, dq, ddq, tau, u, f_ext, None)
+            return super()._native_call(q, dq, ddq, tau, u, f_ext, None, held, hold)
 
     def __getstate__(self):
         # the sparse plan is rebuilt on first use (pickle, Dask workers)

@@ -50,6 +50,7 @@ class ProjectionSolver(_NativeHybrid, ConstraintSolver):
     """
 
     name = "projection"
+    _holds_rows = True            # rows held dependent at a step's stages (_stage_dynamics)
     default_options = {"rcond": 1e-10}
     _route = 2                    # the native kernel: reduced-coordinate projection
     _native_factorizations = 4    # M, the QR of A^T, G^T M G and R_1 R_1^T

@@ -1,0 +1,68 @@
+"""Rows redundant on the constraint manifold are held dependent for a whole
+integrator step (``ConstrainedModel._stage_dynamics``, ``_rollout.pxd``'s
+``hold_rows``): the four-bar with a redundant distance rod must move as
+the four-bar without it."""
+import numpy as np
+import pytest
+
+import gear
+from gear.mechanisms import four_bar
+from gear.spatial import SE3
+
+
+def _with_rod():
+    plain, q0 = four_bar()
+    # the coupler's tip stays 0.4 m (the rocker) from the rocker's ground
+    # pivot on the manifold: a row redundant there, independent off it
+    rod = gear.LoopClosure("coupler", SE3(p=[0.5, 0, 0]), "world", SE3(p=[0.6, 0, 0]), "distance",
+                           name="rod", distance=0.4)
+    return plain, gear.ConstrainedModel(plain.model, constraints=[plain.constraints[0], rod]), q0
+
+
+@pytest.mark.parametrize("solver,options", [("kkt", {"route": "aba"}), ("kkt", {"route": "dense"}),
+                                            ("kkt", {"route": "sparse"}), ("projection", {})])
+@pytest.mark.parametrize("native", [True, False])
+def test_redundant_rod_leaves_the_motion_unchanged(solver, options, native):
+    plain, rodded, q0 = _with_rod()
+    plain, rodded = plain.with_solver(solver, **options), rodded.with_solver(solver, **options)
+    assert rodded.mobility(q0).redundant == [1, 3]
+    dq0 = plain.project_velocity(q0, np.array([25.0, 0.0, 0.0]))
+    # dt = 5 ms: RK4's stages are ~1e-4 off the rows, where the rod's row
+    # is independent (rank 3 against 2 at the step's start)
+    a = gear.simulate(plain, q0, dq0, 0.5, 5e-3, integrator="rk4", native=native, progress=False)
+    b = gear.simulate(rodded, q0, dq0, 0.5, 5e-3, integrator="rk4", native=native, progress=False)
+    np.testing.assert_allclose(b.q, a.q, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(b.dq, a.dq, rtol=0, atol=1e-9)
+
+
+def test_stage_dynamics_hold_the_rows_found_at_the_start():
+    plain, rodded, q0 = _with_rod()
+    dq0 = plain.project_velocity(q0, np.array([25.0, 0.0, 0.0]))[None]
+    tau = np.zeros((1, 3))
+    a, _, found = rodded._stage_dynamics(q0[None], dq0, tau)
+    # two rows depend on the others (the ball's out-of-plane row, exactly
+    # zero, and one more); the rows kept have the manifold's rank
+    assert found.sum() == 2 and found[0, 1] == 1.0
+    A = rodded.constraint_jacobian(q0)
+    assert np.linalg.matrix_rank(A[found[0] == 0.0]) == 2
+    # RK4's second stage at dt = 10 ms, 1e-4 off the rows
+    qs, vs = plain.model.integrate(q0[None], 5e-3 * dq0), dq0 + 5e-3 * a
+    assert np.abs(rodded.constraint_residual(qs[0])).max() > 1e-4
+    held, _, _ = rodded._stage_dynamics(qs, vs, tau, None, found)
+    free, _, _ = rodded._stage_dynamics(qs, vs, tau)
+    ref = plain.forward_dynamics(qs[0], vs[0], tau[0]).ddq
+    np.testing.assert_allclose(held[0], ref, rtol=1e-9, atol=1e-9)
+    assert np.abs(free[0] - ref).max() > 1.0       # unheld, the rod's multiplier takes over
+
+
+def test_python_rows_are_held_too():
+    plain, rodded, q0 = _with_rod()
+    # the same rod as a Python constraint (the NumPy path)
+    rod = gear.CustomConstraint(lambda q: rodded.constraint_jacobian(q)[3:4],
+                                lambda q, dq: rodded.constraint_bias(q, dq)[3:4],
+                                lambda q: rodded.constraint_residual(q)[3:4], name="rod")
+    python = gear.ConstrainedModel(plain.model, constraints=[plain.constraints[0], rod])
+    dq0 = plain.project_velocity(q0, np.array([25.0, 0.0, 0.0]))
+    a = gear.simulate(plain, q0, dq0, 0.2, 5e-3, integrator="rk4", progress=False)
+    b = gear.simulate(python, q0, dq0, 0.2, 5e-3, integrator="rk4", progress=False)
+    np.testing.assert_allclose(b.q, a.q, rtol=0, atol=1e-10)
