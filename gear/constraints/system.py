@@ -67,35 +67,45 @@ def _bools(model, joints, name):
 
 
 def _dependent_rows(A, rtol=1e-10, row_rtol=1e-8):
-    """1.0 on the rows of ``A`` that depend on the rows before them (the
-    native routes' rule, ``_psd.pxd``'s psd_factor, on ``K = A A^T``: a
-    pivot below ``rtol`` times the largest diagonal or ``row_rtol`` times
-    its own row's), else 0.0."""
-    K = A @ A.T
-    n = K.shape[0]
-    dep = np.zeros(n)
-    dmax = float(K.diagonal().max(initial=0.0))
+    """1.0 on the rows of ``A`` (m, n), or of each of a batch (N, m, n),
+    that depend on the rows before them (the native routes' rule,
+    ``_psd.pxd``'s psd_factor, on ``K = A A^T``: a pivot below ``rtol``
+    times the largest diagonal or ``row_rtol`` times its own row's), else
+    0.0."""
+    A = np.asarray(A, dtype=float)
+    B = A[None] if A.ndim == 2 else A
+    K = B @ np.swapaxes(B, 1, 2)
+    N, m = K.shape[:2]
+    dep = np.zeros((N, m))
+    dmax = np.max(np.diagonal(K, axis1=1, axis2=2), axis=1, initial=0.0)
     L = np.zeros_like(K)
-    for j in range(n):
-        s = K[j, j] - L[j, :j] @ L[j, :j]
-        if not (s > rtol * dmax) or not (s > row_rtol * K[j, j]):
-            dep[j] = 1.0
-            continue
-        L[j, j] = np.sqrt(s)
-        L[j + 1:, j] = (K[j + 1:, j] - L[j + 1:, :j] @ L[j, :j]) / L[j, j]
-    return dep
+    for j in range(m):
+        s = K[:, j, j] - np.einsum("nk,nk->n", L[:, j, :j], L[:, j, :j])
+        bad = ~(s > rtol * dmax) | ~(s > row_rtol * K[:, j, j])
+        dep[:, j] = bad
+        d = np.where(bad, 1.0, np.sqrt(np.where(bad, 1.0, s)))
+        col = (K[:, j + 1:, j] - np.einsum("nik,nk->ni", L[:, j + 1:, :j], L[:, j, :j])) / d[:, None]
+        L[:, j + 1:, j] = np.where(bad[:, None], 0.0, col)
+        L[:, j, j] = np.where(bad, 0.0, d)
+    return dep[0] if A.ndim == 2 else dep
 
 
 def _held_rows(A, nheld):
     """1.0 on the ``nheld`` rows to hold dependent at a step's stages: the
     last in the order of the pivoted QR of ``A^T`` (largest row first), as
     the native rollouts choose them (``_rollout.pxd``'s hold_rows), else
-    0.0."""
+    0.0.  ``A`` (m, n) with ``nheld`` an int, or a batch (N, m, n) with
+    ``nheld`` (N,)."""
     from scipy.linalg import qr
 
+    A = np.asarray(A, dtype=float)
+    if A.ndim == 3:
+        return np.stack([_held_rows(a, int(k)) for a, k in zip(A, nheld)]) if len(A) else np.zeros(A.shape[:2])
     out = np.zeros(A.shape[0])
-    if nheld <= 0 or A.size == 0:
-        return out + (nheld > 0)
+    if nheld <= 0:
+        return out
+    if A.size == 0:
+        return out + 1.0
     _, perm = qr(A.T, mode="r", pivoting=True)
     out[perm[A.shape[0] - nheld:]] = 1.0
     return out
@@ -742,52 +752,79 @@ class ConstrainedModel:
                                 solver=self.solver.name,
                                 stats={"factorizations": sum(o[3]["factorizations"] for o in outs)})
 
-    def _stage_dynamics(self, q, dq, tau, f_ext=None, held=None):
-        """Forward dynamics of a batch ``(N, nq)`` within an integrator's
-        step.  ``held`` None (the step's start): ``(ddq, lam, found)``,
-        ``found`` (N, nc) 1.0 on the rows the solve found dependent.  Else
-        (the step's stages): the rows marked in ``held`` are treated as
-        dependent -- left out, with zero multipliers -- and ``found`` is
-        None.  A stage's state is slightly off the rows (RK4's stages by
-        O(h^2)), where a row that is redundant on them (an achilles rod's
-        row, a distance that a closed loop already fixes) can be
-        independent by a small angle; kept, its multiplier turns that angle
-        into a large, wrong acceleration.  The "kkt" and "projection"
-        solvers hold rows (their native routes in ``_psd.pxd``'s
-        ``psd_factor``, ``_spchol.pxd`` and ``_projection.pxd``, their NumPy
-        paths as zero rows); other solvers solve as
-        :meth:`forward_dynamics` does (``found`` None)."""
+    def _stage_dynamics(self, q, dq, tau, f_ext=None, held=None, ddq=None, prescribed=None):
+        """Forward dynamics (or, with ``prescribed``, hybrid dynamics with the
+        accelerations ``ddq`` of those joints) of a batch ``(N, nq)`` within
+        an integrator's step: ``(ddq, lam, found, tau)`` (``tau`` the
+        prescribed joints' torques, None for forward dynamics).
+
+        ``held`` None (the step's start): ``found`` (N, nc) is 1.0 on the
+        rows the solve found dependent.  Else (the step's stages) the rows
+        marked in ``held`` are treated as dependent -- left out, with zero
+        multipliers -- and ``found`` is None.  A stage's state is slightly
+        off the rows (RK4's stages by O(h^2)), where a row that is
+        redundant on them (an achilles rod's row, a distance that a closed
+        loop already fixes) can be independent by a small angle; kept, its
+        multiplier turns that angle into a large, wrong acceleration.  The
+        "kkt" and "projection" solvers hold rows (their native routes in
+        ``_psd.pxd``'s ``psd_factor``, ``_spchol.pxd`` and
+        ``_projection.pxd``, their NumPy paths as zero rows); where the
+        start's elimination chose which rows of a dependent set to mark,
+        ``_held_rows`` chooses as many again by pivoting, as the native
+        rollouts do.  Other solvers solve as :meth:`forward_dynamics`
+        does (``found`` None)."""
         solver = self.solver
         N = q.shape[0]
         if not self.nc or not getattr(solver, "_holds_rows", False):
-            r = self.forward_dynamics(q, dq, tau, f_ext)
-            return r.ddq, r.lam, None
-        q, _, dq, tau, fe = self._state(q, f_ext, dq=dq, tau=tau)
+            if prescribed is None:
+                r = self.forward_dynamics(q, dq, tau, f_ext)
+                return r.ddq, r.lam, None, None
+            r = self.hybrid_dynamics(q, dq, ddq, tau, prescribed, f_ext)
+            return r.ddq, r.lam, None, r.tau
+        if prescribed is None:
+            q, _, dq, tau, fe = self._state(q, f_ext, dq=dq, tau=tau)
+            u = None
+        else:
+            q, _, dq, ddq, tau, fe = self._state(q, f_ext, dq=dq, ddq=ddq, tau=tau)
+            u = self._joint_dofs(prescribed, "prescribed")
         arr = np.zeros((N, self.nc)) if held is None else np.array(held, dtype=float, order="C")
-        out = solver._native_call(q, dq, None, tau, None, fe, held=arr, hold=1 if held is None else 2)
+        out = solver._native_call(q, dq, ddq, tau, u, fe, held=arr, hold=1 if held is None else 2)
         if out is not None:
-            ddq, _, lam, info = out
+            ddq_o, tau_o, lam, info = out
             solver._batch_stats(N, info)
-            if held is not None:
-                return ddq, lam, None
-            for k in np.flatnonzero((arr == 1.0).any(axis=1)):
-                # marked in the elimination's order: chosen again by pivoting
-                arr[k] = _held_rows(self.constraint_jacobian(q[k]), int((arr[k] != 0.0).sum()))
-            return ddq, lam, np.minimum(arr, 1.0)
+            found = None
+            if held is None:
+                found = arr
+                for k in np.flatnonzero((arr == 1.0).any(axis=1)):
+                    # marked in the elimination's order: chosen again by pivoting
+                    arr[k] = _held_rows(self._free_columns(self.constraint_jacobian(q[k]), u),
+                                        int((arr[k] != 0.0).sum()))
+                found = np.minimum(arr, 1.0)
+            return ddq_o, lam, found, None if u is None else tau_o
+        found = None
         if held is None:
-            # (the number held: the native routes' rule, _dependent_rows)
-            r = self.forward_dynamics(q, dq, tau, f_ext)
-            A = [self._rows_numpy(q[k])[0] for k in range(N)]
-            return r.ddq, r.lam, np.stack([_held_rows(a, int(_dependent_rows(a).sum())) for a in A])
-        ddq, lam = np.empty((N, self.model.nv)), np.empty((N, self.nc))
+            # the number held: the native routes' rule (_dependent_rows)
+            A = self._free_columns(np.stack([self._rows_numpy(q[k])[0] for k in range(N)]), u)
+            found = _held_rows(A, _dependent_rows(A).sum(axis=1).astype(int))
+        ddq_o, lam, tau_o = np.empty((N, self.model.nv)), np.empty((N, self.nc)), np.empty((N, self.model.nv))
         for k in range(N):
-            solver._held = arr[k] != 0.0
+            solver._held = None if held is None else arr[k] != 0.0
             try:
-                ddq[k], lam[k], _, _ = solver.forward(q[k], dq[k], tau[k], None if fe is None else fe[k])
+                fk = None if fe is None else fe[k]
+                if u is None:
+                    ddq_o[k], lam[k], _, _ = solver.forward(q[k], dq[k], tau[k], fk)
+                else:
+                    tau_o[k], ddq_o[k], lam[k], _, _ = solver.hybrid(q[k], dq[k], ddq[k], tau[k], u, fk)
             finally:
                 solver._held = None
                 solver._cache = None
-        return ddq, lam, None
+        return ddq_o, lam, found, None if u is None else tau_o
+
+    @staticmethod
+    def _free_columns(A, u):
+        """``A`` without the prescribed dofs' columns (``u`` (nv,) bool, or
+        None: all kept)."""
+        return A if u is None else A[..., ~np.asarray(u, dtype=bool)]
 
     # -- derivatives -----------------------------------------------------------
     def forward_dynamics_derivatives(self, q, dq, tau, f_ext=None):

@@ -150,12 +150,13 @@ class _System:
                 tau_o, ddq = hybrid_dynamics(m, q, v, ddq_in, tau, mask, fe)
                 self.last_tau = tau_o
                 return ddq, None
-            r = self.sys.hybrid_dynamics(q, v, ddq_in, tau, mask, fe)
-            self.last_tau = r.tau
-            return r.ddq, r.lam
+            ddq, lam, found, self.last_tau = self.sys._stage_dynamics(q, v, tau, fe, held, ddq_in, mask)
+            if held is None:
+                self.found = found
+            return ddq, lam
         if self.sys is None:
             return forward_dynamics(m, q, v, tau, fe), None
-        ddq, lam, found = self.sys._stage_dynamics(q, v, tau, fe, held)
+        ddq, lam, found, _ = self.sys._stage_dynamics(q, v, tau, fe, held)
         if held is None:
             self.found = found
         if self.stabilization == "baumgarte":
@@ -439,7 +440,7 @@ def _project(sys, q, v, tol=1e-12, max_iter=8, free=None, velocities=True):
             break
         dq = np.zeros((q.shape[0], nv))
         Ah, gh = A[active][:, hol][:, :, free], g[active]
-        kh = np.stack([_dependent_rows(a) == 0.0 for a in Ah])
+        kh = _dependent_rows(Ah) == 0.0
         Ah, gh = np.where(kh[:, :, None], Ah, 0.0), np.where(kh, gh, 0.0)
         dq[np.ix_(active, free)] = -np.einsum("nij,nj->ni", np.linalg.pinv(Ah, rcond=1e-10), gh)
         q = np.where(active[:, None], sys.model.integrate(q, dq), q)
