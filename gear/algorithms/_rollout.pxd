@@ -293,7 +293,9 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
             return st
         if c != NULL and r.project:
             # the projection's first rows give max |g| before it
+            cw.hold = r.route != 3
             st = project(m, c, r.tol, q, v, qs, gg, y, d, w, cw, tmax)
+            cw.hold = False
             if st != 0:
                 return st
             w.poses_ok = True      # its last rows were at q: the next dynamics keeps its poses
@@ -347,17 +349,19 @@ cdef inline int _advance(const ModelC* m, const ClosC* c, const RollC* r, double
     (-5: the state became non-finite)."""
     cdef int s, st, i
     cdef bint hold = c != NULL and r.route != 3
+    if hold and (r.integrator != 0 or r.project):
+        # the rows a1's solve found dependent, held so at the stages and in
+        # the projection after the step: their states are slightly off the
+        # rows, where a row redundant on them may not be, and its
+        # multiplier (or Gauss-Newton step) would carry it (_psd.pxd's
+        # psd_factor)
+        st = hold_rows(m, c, q, w, cw)
+        if st != 0:
+            return st
     if r.integrator == 0:
         euler_step(m, h, q, v, a1, qs)
     else:
-        # stages 2, 3, 4 at q exp(c h v_s), v + c h a_s (a_s follow a1 in scr),
-        # the rows a1's solve found dependent held so: a stage's state is
-        # slightly off the rows, where a row redundant on them may not be,
-        # and its multiplier would carry it (see _psd.pxd's psd_factor)
-        if hold:
-            st = hold_rows(m, c, q, w, cw)
-            if st != 0:
-                return st
+        # stages 2, 3, 4 at q exp(c h v_s), v + c h a_s (a_s follow a1 in scr)
         cw.hold = hold
         for s in range(1, 4):
             rk4_stage(m, s, h, q, v, a1 + (s - 1) * m.nv, vs, th, d, qs)
@@ -441,7 +445,9 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
                 break
             if sparse:
                 # the rows here again, with the unit mass matrix: a full step
+                cw.hold = k > 0          # (the start's rows held, after a step)
                 st = sparse_gauss_newton(m, c, r.tol, q, qs, d, w, cw, &err)
+                cw.hold = False
                 if st != 0:
                     return st
                 continue
@@ -458,7 +464,9 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
                 # a chord step: A where it was last evaluated, g here (near
                 # the rows, where it converges as fast as a fresh A would)
                 An = cw.Bd
+            cw.hold = k > 0
             gauss_newton_step(m, c, q, qs, cw.g, An, y, d, w, cw)
+            cw.hold = False
         if pending:
             if r.route == 1:
                 st = fused_velocity_projection(m, c, v, w, cw, p[0], p[1])
@@ -486,9 +494,12 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
         st = _advance(m, c, r, t, h, q, v, a1, a2, a3, a4, vs, th, d, qs, tau0, tau, lam, w, cw, xs)
         if st != 0:
             return st
-        # Gauss-Newton's first iteration
+        # Gauss-Newton's first iteration (the rows held at the step's start
+        # held here too)
         if sparse:
+            cw.hold = True
             st = sparse_gauss_newton(m, c, r.tol, q, qs, d, w, cw, &err)
+            cw.hold = False
             if st != 0:
                 return st
             if err > tmax[0]:
@@ -505,7 +516,9 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
         w.poses_ok = True
         chord = True
         if err > r.tol:
+            cw.hold = True
             gauss_newton_step(m, c, q, qs, gg, A1, y, d, w, cw)
+            cw.hold = False
         pending = True
         it0 = 1
     w.poses_ok = False

@@ -44,7 +44,8 @@ cdef inline void min_norm_correction(const double* A, int nr, int nv, const doub
     """``d = A^T (A A^T)^+ r``: the minimum-norm ``d`` with ``A d = r``.
     Any ``y`` with ``A A^T y = r`` gives it (``A A^T`` and ``A^T`` have one
     null space), so the factor's basic solution does, without the
-    minimum-norm completion of ``y`` itself."""
+    minimum-norm completion of ``y`` itself.  While ``cw.hold`` is set the
+    rows marked in ``cw.held`` are left out (``_psd.pxd``'s psd_factor)."""
     cdef int i, j, k
     cdef double s
     for i in range(nr):
@@ -54,7 +55,7 @@ cdef inline void min_norm_correction(const double* A, int nr, int nv, const doub
                 s += A[i * nv + k] * A[j * nv + k]
             cw.K[i * nr + j] = s
             cw.K[j * nr + i] = s
-    psd_solve(cw.K, nr, r, y, cw, 1e-10, False)
+    psd_solve(cw.K, nr, r, y, cw, 1e-10, False, True)
     for k in range(nv):
         s = 0.0
         for i in range(nr):

@@ -408,7 +408,7 @@ def _step_implicit(S, t, q, v, h, a0):
 # ---------------------------------------------------------------------------
 # stabilisation by projection
 # ---------------------------------------------------------------------------
-def _project(sys, q, v, tol=1e-12, max_iter=8, free=None, velocities=True):
+def _project(sys, q, v, tol=1e-12, max_iter=8, free=None, velocities=True, held=None):
     """Gauss-Newton onto ``g(q) = 0`` (minimum-norm steps), then the velocity
     onto ``A v = 0`` in the mass metric: ``v -= M^-1 A^T K^+ A v`` with
     ``K = A M^-1 A^T``, the nearest velocity in kinetic energy (the same
@@ -417,10 +417,11 @@ def _project(sys, q, v, tol=1e-12, max_iter=8, free=None, velocities=True):
     coordinates in ``free`` (bool, nv) move (all when None: ``M`` and
     ``A`` restricted to them).  ``velocities`` False: the positions only
     (``v`` returned as given; the dense ``M`` and ``K`` are not formed).
-    A Gauss-Newton step leaves out the rows that depend on the rows before
-    them as the native kernels' does (``_dependent_rows``): off the rows, a
-    row redundant on them can be independent by a small angle, and a step
-    along it would be large.
+    A Gauss-Newton step leaves out the rows ``held`` (N, nc) marks (those
+    the step's start found dependent, ``_System.found``) and the rows that
+    depend on the rows before them, as the native kernels' does
+    (``_dependent_rows``): off the rows, a row redundant on them can be
+    independent by a small angle, and a step along it would be large.
     Returns ``(q, v, max residual before projecting)``."""
     from ..algorithms.dynamics import mass_matrix
     from ..constraints.system import _dependent_rows
@@ -440,6 +441,8 @@ def _project(sys, q, v, tol=1e-12, max_iter=8, free=None, velocities=True):
             break
         dq = np.zeros((q.shape[0], nv))
         Ah, gh = A[active][:, hol][:, :, free], g[active]
+        if held is not None:
+            Ah = np.where(held[active][:, hol][:, :, None] != 0.0, 0.0, Ah)
         kh = _dependent_rows(Ah) == 0.0
         Ah, gh = np.where(kh[:, :, None], Ah, 0.0), np.where(kh, gh, 0.0)
         dq[np.ix_(active, free)] = -np.einsum("nij,nj->ni", np.linalg.pinv(Ah, rcond=1e-10), gh)

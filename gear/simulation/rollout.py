@@ -243,7 +243,7 @@ def run(S, q, v, t_final, dt, integrator, record_every, chunk, native, rtol, ato
         if S.prescribed is not None:
             q, v = S.impose(t, q, v)
         if S.stabilization == "projection":
-            q, v, r = _project(S.sys, q, v, free=S.free_dofs())
+            q, v, r = _project(S.sys, q, v, free=S.free_dofs(), held=S.found)
             max_res = max(max_res, r)
         elif S.sys is not None and S.sys.nc:
             g = S.sys._rows_batch(q)[0]
