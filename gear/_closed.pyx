@@ -26,6 +26,7 @@ from gear.constraints._aba_route cimport closed_dynamics as _cdyn_aba
 from gear.constraints._dense_route cimport closed_dense as _cdense
 from gear.constraints._projection cimport closed_forward_projection as _cproj
 from gear.constraints._inverse cimport closed_inverse as _cinv_dense
+from gear.constraints._manifold cimport hold_rows
 from gear.constraints._sparse_route cimport closed_inverse_sparse as _cinv_sparse
 from gear.maximal._tree_route cimport maximal_dynamics as _cmax
 from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_assemble, joint_frames,
@@ -111,8 +112,9 @@ cdef inline int _cdyn_held(const ModelC* m, const ClosC* c, int route, const dou
                            const double* fext, double* lam, double* info, double* held, int hold,
                            Work* w, CWork* cw) noexcept nogil:
     # _cdyn with rows held dependent (``held`` (m,), hold 2; see _psd.pxd's
-    # psd_factor), or recording the rows it found dependent into ``held``
-    # (hold 1); ``held`` NULL or route 3: _cdyn
+    # psd_factor), or writing into ``held`` the rows to hold at a step's
+    # stages after this solve at its start (hold 1: _manifold.pxd's
+    # hold_rows, as the rollouts choose them); ``held`` NULL or route 3: _cdyn
     cdef int i, st
     if held == NULL or route == 3:
         return _cdyn(m, c, route, q, dq, ddq, tau, pres, fext, lam, info, w, cw)
@@ -122,9 +124,10 @@ cdef inline int _cdyn_held(const ModelC* m, const ClosC* c, int route, const dou
         cw.hold = True
     st = _cdyn(m, c, route, q, dq, ddq, tau, pres, fext, lam, info, w, cw)
     cw.hold = False
-    if hold == 1:
+    if hold == 1 and st == 0:
+        st = hold_rows(m, c, q, w, cw, pres)
         for i in range(c.m):
-            held[i] = cw.rdep[i]
+            held[i] = cw.held[i]
     return st
 
 
@@ -435,9 +438,10 @@ def closed_dynamics(ModelData md not None, ClosureData cd not None, const double
     row, in place as ``hybrid``; ``lam`` (N, m) and ``info`` (N, 2: rank,
     residual) written; ``status`` as in ``hybrid``, or ST_DIST_COINCIDE /
     ST_MASS_NOT_PD.  ``route`` 1 builds M, 2 projects (forward dynamics only).
-    ``held`` (N, m): with ``hold`` 1 gets the rows each state's solve found
-    dependent (1.0), with ``hold`` 2 gives rows to treat as dependent (a
-    step's stages, see gear/constraints/_psd.pxd).
+    ``held`` (N, m): with ``hold`` 1 gets the rows to hold dependent at a
+    step's stages after this solve at its start (1.0; the rows the solve
+    found dependent, chosen by pivoting, ``_manifold.pxd``'s hold_rows),
+    with ``hold`` 2 gives rows to treat as dependent (the stages).
     Shared by the team's parts (one workspace each)."""
     cdef Py_ssize_t N = q.shape[0]
     cdef int m = cd.m, nv = md.nv

@@ -104,3 +104,26 @@ def test_dependent_rows_batched_equals_one_by_one():
     np.testing.assert_array_equal(np.stack([_dependent_rows(a) for a in A]), dep)
     assert (dep[:, 3] == 1.0).all() and (dep[:, 4] == 1.0).all()
     assert dep[2, 2] == 1.0 and dep[0, 2] == 0.0 and dep[:, :2].sum() == 0.0
+
+
+@pytest.mark.parametrize("route", ["aba", "dense"])
+def test_held_rows_are_chosen_by_pivoting_on_K(route):
+    # the rod first: the elimination, in order, marks a ball row dependent;
+    # the rows held are those Cholesky with diagonal pivoting on
+    # K = A M^-1 A^T leaves last (largest Schur diagonal first)
+    plain, rodded, q0 = _with_rod()
+    first = gear.ConstrainedModel(plain.model, constraints=[rodded.constraints[1], plain.constraints[0]],
+                                  route=route)
+    tau = np.zeros((1, 3))
+    _, _, found, _ = first._stage_dynamics(q0[None], np.zeros((1, 3)), tau)
+    A = first.constraint_jacobian(q0)
+    K = A @ np.linalg.solve(gear.mass_matrix(plain.model, q0), A.T)
+    kept, C = [], K.copy()
+    nonzero = [i for i in range(len(K)) if K[i, i] > 0.0]
+    for _ in range(2):                                # the rank on the manifold
+        p = max((i for i in nonzero if i not in kept), key=lambda i: C[i, i])
+        kept.append(p)
+        C = C - np.outer(C[:, p], C[p]) / C[p, p]
+    expect = np.ones(4)
+    expect[kept] = 0.0
+    np.testing.assert_array_equal(found[0], expect)

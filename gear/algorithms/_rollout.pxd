@@ -48,9 +48,8 @@ from gear.constraints._cwork cimport ClosC, CWork, ROWS_POSE
 from gear.constraints._rows cimport constraint_rows
 from gear.constraints._aba_route cimport closed_dynamics
 from gear.constraints._dense_route cimport closed_forward_dense, dense_qphase, dense_vphase
-from gear.constraints._projection cimport (closed_forward_projection, projection_qphase, projection_vphase,
-                                           qr_pivoted)
-from gear.constraints._manifold cimport (project, gauss_newton_step, sparse_gauss_newton,
+from gear.constraints._projection cimport closed_forward_projection, projection_qphase, projection_vphase
+from gear.constraints._manifold cimport (project, gauss_newton_step, sparse_gauss_newton, hold_rows,
                                         fused_velocity_projection, null_space_velocity_projection,
                                         max_abs)
 
@@ -307,37 +306,6 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
             if err > tmax[0]:
                 tmax[0] = err
     w.poses_ok = False
-    return 0
-
-
-cdef inline int hold_rows(const ModelC* m, const ClosC* c, const double* q, Work* w,
-                          CWork* cw) noexcept nogil:
-    """``cw.held`` from the solve just made at ``q`` (``cw.rdep``): the
-    rows to hold dependent at the step's stages.  Where that solve's
-    elimination marked a row dependent on the rows before it, which row of
-    a dependent set it marked follows their order, and holding a large row
-    while keeping a small one (a small row's direction is what turns off
-    the rows) would not help: as many rows are chosen again, the last in
-    the order of the pivoted QR of ``A^T`` at ``q`` (largest row first,
-    ``qr_pivoted``)."""
-    cdef int i, st, rank, nr = c.m
-    cdef bint pivot = False
-    rank = nr
-    for i in range(nr):
-        cw.held[i] = 1.0 if cw.rdep[i] != 0.0 else 0.0
-        if cw.rdep[i] != 0.0:
-            rank -= 1
-        if cw.rdep[i] == 1.0:
-            pivot = True
-    if not pivot:
-        return 0
-    st = constraint_rows(m, c, q, NULL, NULL, cw.Bd, NULL, w, cw, ROWS_POSE)
-    w.poses_ok = False
-    if st != 0:
-        return st
-    qr_pivoted(cw.Bd, m.nv, nr, 0.0, cw.piv, cw.tmp)
-    for i in range(nr):
-        cw.held[<int> cw.piv[i]] = 0.0 if i < rank else 1.0
     return 0
 
 

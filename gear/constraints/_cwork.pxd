@@ -168,7 +168,7 @@ cdef struct CWork:
     double bg_b    # beta^2
     const double* bdq
     # Rows held dependent across a step's stages (_psd.pxd's psd_factor,
-    # _rollout.pxd's hold_rows): every factorisation of the forward-dynamics
+    # _manifold.pxd's hold_rows): every factorisation of the forward-dynamics
     # routes marks the rows it found dependent in ``rdep`` (m,): 0 not, 1
     # dependent on the rows before it (which row of a dependent set is
     # marked depends on their order), 2 dependent for good (exactly zero,
@@ -178,6 +178,12 @@ cdef struct CWork:
     double* rdep
     double* held
     bint hold
+    # the last K factorised for the rows (psd_factor with ``rows``): its size
+    # ``kn``, its rows (``kidx``, NULL: in order) and diagonal ``kd`` (m,);
+    # its strict upper triangle is left as it was
+    double* kd
+    int kn
+    const double* kidx
 
 
 cdef inline double* _carve(double* base, int* off, int n) noexcept nogil:
@@ -207,7 +213,9 @@ cdef inline int cwork_layout(CWork* c, double* base, int nb, int nv, int m,
     c.bg_b = 0.0
     c.bdq = NULL
     c.hold = False
-    c.rdep = c.held = NULL
+    c.rdep = c.held = c.kd = NULL
+    c.kn = 0
+    c.kidx = NULL
     if compact:
         c.F = _carve(base, &off, 12 * m)
         c.bias = _carve(base, &off, m)
@@ -244,6 +252,7 @@ cdef inline int cwork_layout(CWork* c, double* base, int nb, int nv, int m,
     c.gd = _carve(base, &off, 8 * m)
     c.rdep = _carve(base, &off, m)
     c.held = _carve(base, &off, m)
+    c.kd = _carve(base, &off, m)
     return off
 
 

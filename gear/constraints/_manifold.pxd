@@ -24,9 +24,9 @@ from gear.algorithms._dense cimport tree_factor, tree_solve_L, tree_solve_Lt, ch
 from gear.joints._integrate cimport integrate_config
 from gear.constraints._cwork cimport ClosC, CWork, ST_MASS_NOT_PD, ROWS_POSE
 from gear.constraints._rows cimport constraint_rows, world_rows_times
-from gear.constraints._psd cimport psd_solve
+from gear.constraints._psd cimport psd_solve, held_by_pivoting
 from gear.constraints._dense_route cimport dense_back_solve, dense_qphase, k_solve
-from gear.constraints._projection cimport chol_mul
+from gear.constraints._projection cimport chol_mul, qr_pivoted
 
 
 cdef inline double max_abs(const double* x, int n) noexcept nogil:
@@ -217,3 +217,45 @@ cdef inline void null_space_velocity_projection(const ModelC* m, double* v, CWor
         Qj = cw.Pq + (rank + j) * nv
         for k in range(nv):
             v[k] += Qj[k] * y[j]
+
+
+cdef inline int hold_rows(const ModelC* m, const ClosC* c, const double* q, Work* w,
+                          CWork* cw, const unsigned char* pres=NULL) noexcept nogil:
+    """``cw.held`` from the solve just made at ``q`` (``cw.rdep``): the
+    rows to hold dependent at the step's stages.  Where that solve's
+    elimination marked a row dependent on the rows before it, which row of
+    a dependent set it marked follows their order, and holding a large row
+    while keeping a small one (a small row's direction is what turns off
+    the rows) would not help: as many rows are chosen again by pivoting,
+    largest first -- on the solve's own ``K`` (:func:`held_by_pivoting`),
+    or, after the sparse route (no dense ``K``), by the pivoted QR of
+    ``A^T`` at ``q`` (``qr_pivoted``; hybrid dynamics, ``pres`` the
+    prescribed bodies: on the other dofs' columns)."""
+    cdef int i, j, b, st, rank, nr = c.m
+    cdef bint pivot = False
+    rank = nr
+    for i in range(nr):
+        cw.held[i] = 1.0 if cw.rdep[i] != 0.0 else 0.0
+        if cw.rdep[i] != 0.0:
+            rank -= 1
+        if cw.rdep[i] == 1.0:
+            pivot = True
+    if not pivot:
+        return 0
+    if c.sp == NULL and cw.kn > 0:
+        held_by_pivoting(cw)
+        return 0
+    st = constraint_rows(m, c, q, NULL, NULL, cw.Bd, NULL, w, cw, ROWS_POSE)
+    w.poses_ok = False
+    if st != 0:
+        return st
+    if pres != NULL:
+        for b in range(m.nb):
+            if pres[b]:
+                for i in range(nr):
+                    for j in range(m.iv[b], m.iv[b] + m.nvi[b]):
+                        cw.Bd[i * m.nv + j] = 0.0
+    qr_pivoted(cw.Bd, m.nv, nr, 0.0, cw.piv, cw.tmp)
+    for i in range(nr):
+        cw.held[<int> cw.piv[i]] = 0.0 if i < rank else 1.0
+    return 0

@@ -49,14 +49,20 @@ cdef inline int psd_factor(double* K, int n, CWork* cw, double rtol, const doubl
     completion, its equation dropped) whatever its pivot: the rows a
     step's start found dependent stay so at its stages, where the state
     is slightly off the rows and a row redundant on them may not be
-    (``gear/algorithms/_rollout.pxd``).  Returns the rank r."""
+    (``gear/algorithms/_rollout.pxd``); ``cw.kn``, ``cw.kidx`` and ``cw.kd``
+    (K's diagonal) are kept for it.  Returns the rank r."""
     cdef int i, j, r, row
     cdef double dmax = 0.0, s
     cdef double* dep = cw.piv
     cdef double* Ki
     cdef double* Kj
     cdef bint hold = rows and cw.hold
+    if rows:
+        cw.kn = n
+        cw.kidx = idx
     for i in range(n):
+        if rows:
+            cw.kd[i] = K[i * n + i]
         if K[i * n + i] > dmax:
             dmax = K[i * n + i]
     if not (dmax > 0.0):
@@ -164,3 +170,39 @@ cdef inline void psd_apply(const double* K, int n, const double* rhs, double* x,
         min_norm_completion(W, nn, n, dep, y, Z, x)
     for i in range(n):
         x[i] = y[i]
+
+
+cdef inline void held_by_pivoting(CWork* cw) noexcept nogil:
+    """``cw.held`` on the rows of the last ``K`` factorised for the rows
+    (``cw.kn``, ``cw.kidx``; its strict upper triangle and ``cw.kd`` are
+    ``K``): as many rows kept as it found independent, chosen by Cholesky
+    with diagonal pivoting on a copy (largest Schur diagonal first), the
+    others held."""
+    cdef int i, j, s, p, n = cw.kn, nkeep = 0
+    cdef double best, f
+    cdef double* C = cw.W             # (n, n) the copy, reduced in place
+    cdef double* kept = cw.Z          # (n,) 1.0 once chosen
+    for i in range(n):
+        if cw.rdep[i if cw.kidx == NULL else <int> cw.kidx[i]] == 0.0:
+            nkeep += 1
+        kept[i] = 0.0
+        for j in range(n):
+            C[i * n + j] = cw.kd[i] if i == j else (cw.K[i * n + j] if j > i else cw.K[j * n + i])
+    for s in range(nkeep):
+        p = -1
+        best = 0.0
+        for j in range(n):
+            if kept[j] == 0.0 and C[j * n + j] > best:
+                best = C[j * n + j]
+                p = j
+        if p < 0:
+            break
+        kept[p] = 1.0
+        for i in range(n):
+            if kept[i] == 0.0:
+                f = C[i * n + p] / best
+                for j in range(n):
+                    if kept[j] == 0.0:
+                        C[i * n + j] -= f * C[p * n + j]
+    for i in range(n):
+        cw.held[i if cw.kidx == NULL else <int> cw.kidx[i]] = 0.0 if kept[i] != 0.0 else 1.0

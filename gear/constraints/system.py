@@ -93,8 +93,9 @@ def _dependent_rows(A, rtol=1e-10, row_rtol=1e-8):
 def _held_rows(A, nheld):
     """1.0 on the ``nheld`` rows to hold dependent at a step's stages: the
     last in the order of the pivoted QR of ``A^T`` (largest row first), as
-    the native rollouts choose them (``_rollout.pxd``'s hold_rows), else
-    0.0.  ``A`` (m, n) with ``nheld`` an int, or a batch (N, m, n) with
+    the native kernels choose them after the sparse route
+    (``_manifold.pxd``'s hold_rows; after the others they pivot on their
+    own ``K``), else 0.0.  ``A`` (m, n) with ``nheld`` an int, or a batch (N, m, n) with
     ``nheld`` (N,)."""
     from scipy.linalg import qr
 
@@ -770,9 +771,10 @@ class ConstrainedModel:
         ``_psd.pxd``'s ``psd_factor``, ``_spchol.pxd`` and
         ``_projection.pxd``, their NumPy paths as zero rows); where the
         start's elimination chose which rows of a dependent set to mark,
-        ``_held_rows`` chooses as many again by pivoting, as the native
-        rollouts do.  Other solvers solve as :meth:`forward_dynamics`
-        does (``found`` None)."""
+        as many are chosen again by pivoting, largest first (native:
+        ``_manifold.pxd``'s ``hold_rows``, as the native rollouts; NumPy
+        path: ``_held_rows``).  Other solvers solve as
+        :meth:`forward_dynamics` does (``found`` None)."""
         solver = self.solver
         N = q.shape[0]
         if not self.nc or not getattr(solver, "_holds_rows", False):
@@ -792,15 +794,7 @@ class ConstrainedModel:
         if out is not None:
             ddq_o, tau_o, lam, info = out
             solver._batch_stats(N, info)
-            found = None
-            if held is None:
-                found = arr
-                for k in np.flatnonzero((arr == 1.0).any(axis=1)):
-                    # marked in the elimination's order: chosen again by pivoting
-                    arr[k] = _held_rows(self._free_columns(self.constraint_jacobian(q[k]), u),
-                                        int((arr[k] != 0.0).sum()))
-                found = np.minimum(arr, 1.0)
-            return ddq_o, lam, found, None if u is None else tau_o
+            return ddq_o, lam, (arr if held is None else None), None if u is None else tau_o
         found = None
         if held is None:
             # the number held: the native routes' rule (_dependent_rows)
