@@ -538,7 +538,8 @@ class Comparison:
                 f"nnz(L) = {n(s['nnz_factor'])}.  {st['steps']} steps of "
                 f"dt = {st['dt']:g} s.\n\n")
         rows = ["| run | formulation | integrator | stabilisation | µs per step | µs per solve "
-                f"| max residual (position or velocity) | max energy drift | error at t_final ({unit}) | largest stable dt |",
+                "| max residual (position or velocity) | max energy drift "
+                f"| error at t_final ({unit}) | largest stable dt |",
                 "|---|---|---|---|---|---|---|---|---|---|"]
         capped = set((st.get("stability") or {}).get("capped", []))
         for r in self.runs:

@@ -95,8 +95,8 @@ def _held_rows(A, nheld):
     last in the order of the pivoted QR of ``A^T`` (largest row first), as
     the native kernels choose them after the sparse route
     (``_manifold.pxd``'s hold_rows; after the others they pivot on their
-    own ``K``), else 0.0.  ``A`` (m, n) with ``nheld`` an int, or a batch (N, m, n) with
-    ``nheld`` (N,)."""
+    own ``K``), else 0.0.  ``A`` (m, n) with ``nheld`` an int, or a batch
+    (N, m, n) with ``nheld`` (N,)."""
     from scipy.linalg import qr
 
     A = np.asarray(A, dtype=float)

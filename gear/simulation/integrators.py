@@ -306,8 +306,11 @@ def _accel_derivatives(S, t, q, v):
         da_dq, da_dv, _ = forward_dynamics_derivatives(m, q, v, tau)
         S.evaluations += 1
         return forward_dynamics(m, q, v, tau), None, da_dq, da_dv
-    # central differences of the full right-hand side (solver, inputs)
+    # central differences of the full right-hand side (solver, inputs), the
+    # rows found dependent at (q, v) held so at the perturbed states (off
+    # the rows, a difference across a change of rank would mean nothing)
     a, lam = S.accel(t, q, v)
+    held = S.found
     eps = 1e-6
     nv = m.nv
     da_dq = np.empty((S.N, nv, nv))
@@ -315,11 +318,11 @@ def _accel_derivatives(S, t, q, v):
     for k in range(nv):
         e = np.zeros((S.N, nv))
         e[:, k] = eps
-        ap, _ = S.accel(t, m.integrate(q, e), v)
-        am, _ = S.accel(t, m.integrate(q, -e), v)
+        ap, _ = S.accel(t, m.integrate(q, e), v, held)
+        am, _ = S.accel(t, m.integrate(q, -e), v, held)
         da_dq[:, :, k] = (ap - am) / (2 * eps)
-        ap, _ = S.accel(t, q, v + e)
-        am, _ = S.accel(t, q, v - e)
+        ap, _ = S.accel(t, q, v + e, held)
+        am, _ = S.accel(t, q, v - e, held)
         da_dv[:, :, k] = (ap - am) / (2 * eps)
     return a, lam, da_dq, da_dv
 
