@@ -89,6 +89,7 @@ cdef inline int spchol_factor(const SpChol* s, double* Lx, double* x, double* de
     negligible (2) whatever their pivots (rows held across a step's
     stages, ``CWork.held``).  Returns the rank."""
     cdef int j, t, t0, p, k, r = 0, n = s.n
+    cdef bint h
     cdef double dmax = 0.0, d, kjj, ljk, inv
     for j in range(n):
         if Lx[s.Lp[j]] > dmax:
@@ -107,13 +108,9 @@ cdef inline int spchol_factor(const SpChol* s, double* Lx, double* x, double* de
             for t in range(t0, s.Lp[k + 1]):
                 x[s.Li[t]] -= ljk * Lx[t]
         d = x[j]
-        if held != NULL and held[j] != 0.0:
-            dep[j] = 2.0
-            for t in range(s.Lp[j], s.Lp[j + 1]):
-                Lx[t] = 0.0
-            continue
-        if not (d > rtol * dmax) or not (d > rowtol * kjj):
-            dep[j] = 2.0 if kjj <= rtol * rtol * dmax else 1.0
+        h = held != NULL and held[j] != 0.0
+        if h or not (d > rtol * dmax) or not (d > rowtol * kjj):
+            dep[j] = 2.0 if h or kjj <= rtol * rtol * dmax else 1.0
             for t in range(s.Lp[j], s.Lp[j + 1]):
                 Lx[t] = 0.0
             continue

@@ -52,6 +52,7 @@ cdef inline int psd_factor(double* K, int n, CWork* cw, double rtol, const doubl
     (``gear/algorithms/_rollout.pxd``); ``cw.kn``, ``cw.kidx`` and ``cw.kd``
     (K's diagonal) are kept for it.  Returns the rank r."""
     cdef int i, j, r, row
+    cdef bint held
     cdef double dmax = 0.0, s
     cdef double* dep = cw.piv
     cdef double* Ki
@@ -75,17 +76,13 @@ cdef inline int psd_factor(double* K, int n, CWork* cw, double rtol, const doubl
     for j in range(n):
         Kj = K + j * n
         row = j if idx == NULL else <int> idx[j]
-        if hold and cw.held[row] != 0.0:
-            dep[j] = 2.0
-            for i in range(j, n):
-                K[i * n + j] = 0.0
-            cw.rdep[row] = 2.0
-            continue
+        held = hold and cw.held[row] != 0.0
         s = Kj[j] - dot(Kj, Kj, j)
-        if not (s > rtol * dmax) or not (s > row_rtol() * Kj[j]):
-            # dependent; 2: an exactly zero row of K (a zero row of A), whose
-            # minimum-norm multiplier is zero: left out of the completion
-            dep[j] = 2.0 if Kj[j] == 0.0 else 1.0
+        if held or not (s > rtol * dmax) or not (s > row_rtol() * Kj[j]):
+            # dependent; 2: an exactly zero row of K (a zero row of A) or a
+            # held row, whose minimum-norm multiplier is zero: left out of
+            # the completion
+            dep[j] = 2.0 if held or Kj[j] == 0.0 else 1.0
             for i in range(j, n):
                 K[i * n + j] = 0.0
             if rows:

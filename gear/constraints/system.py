@@ -760,7 +760,8 @@ class ConstrainedModel:
         prescribed joints' torques, None for forward dynamics).
 
         ``held`` None (the step's start): ``found`` (N, nc) is 1.0 on the
-        rows the solve found dependent.  Else (the step's stages) the rows
+        rows to hold at the step's stages (those the solve found
+        dependent, chosen as below).  Else (the step's stages) the rows
         marked in ``held`` are treated as dependent -- left out, with zero
         multipliers -- and ``found`` is None.  A stage's state is slightly
         off the rows (RK4's stages by O(h^2)), where a row that is
@@ -777,7 +778,7 @@ class ConstrainedModel:
         :meth:`forward_dynamics` does (``found`` None)."""
         solver = self.solver
         N = q.shape[0]
-        if not self.nc or not getattr(solver, "_holds_rows", False):
+        if not self.nc or not solver._holds_rows:
             if prescribed is None:
                 r = self.forward_dynamics(q, dq, tau, f_ext)
                 return r.ddq, r.lam, None, None
@@ -798,7 +799,7 @@ class ConstrainedModel:
         found = None
         if held is None:
             # the number held: the native routes' rule (_dependent_rows)
-            A = self._free_columns(np.stack([self._rows_numpy(q[k])[0] for k in range(N)]), u)
+            A = self._free_columns(self._rows_batch(q)[1], u)
             found = _held_rows(A, _dependent_rows(A).sum(axis=1).astype(int))
         ddq_o, lam, tau_o = np.empty((N, self.model.nv)), np.empty((N, self.nc)), np.empty((N, self.model.nv))
         for k in range(N):

@@ -61,6 +61,11 @@ class ConstraintSolver:
     name = None
     hard = True
     default_options: dict = {}
+    # rows held dependent at a step's stages (ConstrainedModel._stage_dynamics):
+    # whether the solver can, and (while it solves a stage on its NumPy path)
+    # the rows it leaves out as zero rows, a bool array (nc,)
+    _holds_rows = False
+    _held = None
 
     def __init__(self, system, **options):
         unknown = set(options) - set(self.default_options)
@@ -83,13 +88,10 @@ class ConstraintSolver:
         key = (q.tobytes(), None if dq is None else dq.tobytes())
         if self._cache is None or self._cache[0] != key:
             A, bias = self.system._rows(q, dq)
-            held = getattr(self, "_held", None)
-            if held is not None:
-                # rows held dependent at a step's stages
-                # (ConstrainedModel._stage_dynamics): left out as zero rows
+            if self._held is not None:
                 A, bias = A.copy(), bias.copy()
-                A[held] = 0.0
-                bias[held] = 0.0
+                A[self._held] = 0.0
+                bias[self._held] = 0.0
             self._cache = (key, (A, bias))
         return self._cache[1]
 

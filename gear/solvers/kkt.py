@@ -83,8 +83,9 @@ class _NativeClosed:
         """Run the native kernel on a batch (2-D arrays); None if the
         constraints need the NumPy path.  ``nd``: the encoded rows to use
         (default ``self._native_data()``).  ``held`` (N, nc) float and
-        ``hold``: 1 records the rows each state's solve finds dependent
-        into it, 2 treats its marked rows as dependent (a step's stages:
+        ``hold``: 1 writes into it the rows to hold at a step's stages
+        after each state's solve at the step's start, 2 treats its marked
+        rows as dependent (the stages: see
         :meth:`gear.ConstrainedModel._stage_dynamics`)."""
         from ..algorithms.dynamics import _check_status, get_num_threads
 
