@@ -369,13 +369,13 @@ def _short(reason, limit=60):
 def _joint_motion(model, q):
     """The largest change of a joint other than a free one over the
     frames ``q`` (rad or m), or None without frames."""
-    from .joints import Free
+    from .joints import FREE
 
     if q is None or len(q) == 0:
         return None
     keep = np.ones(model.nv, bool)
     for i, j in enumerate(model.joints):
-        if isinstance(j, Free):
+        if j.kind == FREE:
             keep[model.idx_v(model.joint_names[i])] = False
     if not keep.any():
         return 0.0

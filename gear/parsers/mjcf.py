@@ -540,11 +540,10 @@ class _Loader:
         if self.fixed_base and parent_is_world and any(sp[1] == "free" for sp in specs):
             # welded where the file puts it: the free joint is left out
             specs = [sp for sp in specs if sp[1] != "free"]
-            jels = [None] * len(specs)
         # a body without joints under the world (or under such a body) is
         # welded to it: its inertia never moves, so none is derived from its
         # geoms (which could need mesh files a user may not have)
-        on_world = not jels and parent_node in self.on_world
+        on_world = not specs and parent_node in self.on_world
         if on_world:
             self.on_world.add(name)
         inertia = None
