@@ -25,6 +25,16 @@ RANK_RTOL = 1e-8
 
 _MISSING = object()
 
+#: singular values of the rows below this fraction of the largest count as
+#: none in ``assemble``'s Gauss-Newton steps and ``project_velocity``'s
+#: minimum-norm correction.  Redundant rows (the Bricard linkage's six rows
+#: of rank five) leave a singular value at the level of rounding, 1e-16 to
+#: 1e-13 of the largest depending on the BLAS; LAPACK's default cut
+#: (machine epsilon times the size) kept some of them, and a step along one
+#: turned rounding into motion: assemble then stalled at 1e-12 from a
+#: quarter of random guesses, on AMD and Intel kernels alike.
+_RCOND = 1e-10
+
 
 from .._core import ConstraintResult  # noqa: E402  (C slots: the native single-call path)
 
@@ -591,7 +601,7 @@ class ConstrainedModel:
             it += 1
             step = np.zeros(self.model.nv)
             if free.any():
-                step[free] = -np.linalg.lstsq(A[:, free], g, rcond=None)[0]
+                step[free] = -np.linalg.lstsq(A[:, free], g, rcond=_RCOND)[0]
             # trust region: near a singular configuration the minimum-norm
             # step along a tiny singular value is huge (angles of 1e10 rad);
             # no coordinate moves more than max_step per iteration
@@ -699,7 +709,7 @@ class ConstrainedModel:
         out = dq.copy()
         free = ~lock
         r = A @ dq
-        out[free] -= np.linalg.lstsq(A[:, free], r, rcond=None)[0] if free.any() else 0.0
+        out[free] -= np.linalg.lstsq(A[:, free], r, rcond=_RCOND)[0] if free.any() else 0.0
         return out
 
     # -- dynamics ----------------------------------------------------------------
