@@ -13,7 +13,6 @@ from cython.parallel cimport prange, parallel
 from libc.string cimport memset
 from libc.stdlib cimport malloc, free
 cimport numpy as cnp
-from libc.math cimport isfinite
 
 import numpy as np
 
@@ -32,7 +31,7 @@ from gear.maximal._tree_route cimport maximal_dynamics as _cmax
 from gear.maximal._kernel cimport (MaxC, MaxW, maxwork, maximal_assemble, joint_frames,
                                    gear_chol, gear_chol_clone, gear_chol_free)
 from gear._data cimport (ModelData, ClosureData, _PARALLEL_FROM, _base2, _base3, _row, _orow, _vec,
-                         _empty, State1, _state1, _empty2, _copied, _flags, _batch_in,
+                         _empty, State1, _state1, _empty2, _copied, _flags, _batch_in, _all_finite,
                          NEED_A, NEED_B, NEED_C, batch_threads, team_run, team_share, team_scratch)
 
 cnp.import_array()
@@ -712,12 +711,8 @@ cdef ConstraintResult _batch_result(ddq, lam, residual, const double* a, const d
     success = cnp.PyArray_EMPTY(1, &n1, cnp.NPY_BOOL, 0)
     cdef cnp.npy_bool* okp = <cnp.npy_bool*> cnp.PyArray_DATA(success)
     for k in range(N):
-        okp[k] = True
-        for i in range(n):
-            if not isfinite(a[k * n + i]) or (b != NULL and not isfinite(b[k * n + i])):
-                okp[k] = False
-                okall = False
-                break
+        okp[k] = _all_finite(a + k * n, n) and (b == NULL or _all_finite(b + k * n, n))
+        okall = okall and okp[k]
     cdef ConstraintResult out = ConstraintResult.__new__(ConstraintResult)
     out._ddq = ddq
     out._lam = lam

@@ -292,3 +292,35 @@ def test_the_inverse_derivatives_light_path_keeps_its_errors():
             sysm.inverse_dynamics_derivatives(Q[0], dQ[0], ddq, [["crank"]])
         with pytest.raises(ValueError, match=r"under-actuated here: "):
             sysm.inverse_dynamics_derivatives(Q[0], dQ[0], ddq, [])
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_every_entry_of_a_fast_batch_is_checked(value):
+    # the fast paths check finiteness eight entries at a time, then the
+    # tail: a bad entry anywhere (5 x 7 = 35 entries: four blocks and a tail
+    # of 3) must reach the general path's error, never the kernels
+    arm = gear.load_urdf(gear.data_path("arm7.urdf"))
+    rng = np.random.default_rng(3)
+    Q = arm.random_configuration(rng, n=5)
+    X = rng.standard_normal((5, arm.nv))
+    for i in range(X.size):
+        bad = X.copy()
+        bad.flat[i] = value
+        where = rf"\({i // arm.nv}, {i % arm.nv}\)"
+        with pytest.raises(ValueError, match=rf"^dq contains non-finite values .*{where}"):
+            gear.inverse_dynamics(arm, Q, bad, X)
+        with pytest.raises(ValueError, match=rf"^tau contains non-finite values .*{where}"):
+            gear.forward_dynamics(arm, Q, X, bad)
+    for i in range(arm.nv):                     # one state (1-D arrays)
+        bad = X[0].copy()
+        bad[i] = value
+        with pytest.raises(ValueError, match=r"^dq contains non-finite values"):
+            gear.inverse_dynamics(arm, Q[0], bad, X[0])
+    sysm, q = mech.four_bar()
+    Qc = np.tile(q, (5, 1))
+    dQc = np.zeros((5, 3))
+    for i in range(15):
+        T = rng.standard_normal((5, 3))
+        T.flat[i] = value
+        with pytest.raises(ValueError, match="tau"):
+            sysm.forward_dynamics(Qc, dQc, T)
