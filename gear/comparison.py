@@ -952,7 +952,13 @@ class Comparison:
         ax.set_xticks(x, [n + ("\n(failed)" if not o else "\n(NumPy loop)" if r.get("native") is False else "")
                           for n, o, r in zip(order, ok, self.runs)], rotation=30, ha="right", fontsize=7.5)
         if any(ok):
+            from matplotlib.ticker import LogFormatter
+
             ax.set_yscale("log")
+            # plain numbers (2, 5, 20) rather than 2×10⁰; the minor ticks
+            # labelled only where the axis spans few decades
+            ax.yaxis.set_major_formatter(LogFormatter())
+            ax.yaxis.set_minor_formatter(LogFormatter(minor_thresholds=(2, 0.5)))
         ax.set_ylabel("time (µs)")
         ax.set_title(f"{self.name}: cost (gear's native loop unless marked)", fontsize=10)
         handles += [Patch(facecolor="none", edgecolor="none", label=f"{n} (failed: {_short(reason)})")
@@ -1155,15 +1161,22 @@ class _Run:
         copies through the native kernel where it covers the model (one
         call of ``MaximalModel.forward_dynamics`` is mostly its input
         checks, some 50 µs, where the reduced solvers have an
-        allocation-light single-state path), else one call."""
+        allocation-light single-state path), on one thread as the reduced
+        solvers' one-state calls are; else one call."""
         if self.formulation == "maximal":
+            from .algorithms.dynamics import get_num_threads, set_num_threads
             from .maximal.native import native_accel
 
             P, V = self.target.state(self.q0, self.dq0)
             Pb, Vb = np.repeat(P[None], _SOLVE_BATCH, 0), np.repeat(V[None], _SOLVE_BATCH, 0)
             tau = None if self.tau is None else np.repeat(np.asarray(self.tau, float)[None], _SOLVE_BATCH, 0)
-            if native_accel(self.target, Pb, Vb, tau) is not None:
-                return _time_call(lambda: native_accel(self.target, Pb, Vb, tau)) / _SOLVE_BATCH
+            threads = get_num_threads()
+            set_num_threads(1)
+            try:
+                if native_accel(self.target, Pb, Vb, tau) is not None:
+                    return _time_call(lambda: native_accel(self.target, Pb, Vb, tau)) / _SOLVE_BATCH
+            finally:
+                set_num_threads(threads)
             return _time_call(lambda: self.target.forward_dynamics(P, V, self.tau))
         return _time_call(lambda: self.target.forward_dynamics(self.q0, self.dq0, self.tau))
 

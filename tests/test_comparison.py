@@ -537,3 +537,33 @@ def test_a_solver_that_does_not_take_the_rows_fails_its_runs_and_the_others_go_o
     bad = runs["maximal solver / euler"]
     assert bad["status"] == "failed" and "joint coupler 'mimic:joint4'" in bad["error"]
     assert runs["maximal / euler"]["max_constraint_residual"] <= 1e-12
+
+
+def test_every_solve_is_timed_on_one_thread(four_bar, monkeypatch):
+    # the reduced solvers' solve time is one single-state call, so the
+    # maximal runs' batch is timed on one thread too (it used to run on
+    # every thread, halving its per-state figure), and the user's thread
+    # setting is restored afterwards
+    from gear.comparison import _maximal_model, _Run
+    import gear.maximal.native as native
+
+    sysm, q0 = four_bar
+    mx = _maximal_model(sysm)
+    run = _Run("maximal / euler", "maximal", "maximal", "euler", "projection", mx, q0,
+               np.zeros(sysm.model.nv), None, sysm)
+    seen = []
+    accel = native.native_accel
+
+    def spy(*args, **kwargs):
+        seen.append(gear.get_num_threads())
+        return accel(*args, **kwargs)
+
+    monkeypatch.setattr(native, "native_accel", spy)
+    threads = gear.get_num_threads()
+    try:
+        gear.set_num_threads(2)
+        assert run.solve_time() > 0
+        assert seen and set(seen) == {1}
+        assert gear.get_num_threads() == 2
+    finally:
+        gear.set_num_threads(threads)
