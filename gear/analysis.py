@@ -452,14 +452,17 @@ class AnalysisReport:
         if lo is not None:
             lines.append(f"  input {u['effort']} at {s['speed']:g} {u['input']}/s: "
                          f"[{lo:.4g}, {hi:.4g}] {u['effort_unit']}")
-        for p in s["peak_wrenches"]:
-            if p["force"] is not None:
-                lines.append(f"  peak load on closure {p['closure']!r}: |f| {p['force']:.4g} N, "
-                             f"|m| {p['moment']:.4g} N·m")
-        for p in s["peak_joint_loads"]:
-            if p["force"] is not None:
-                lines.append(f"  peak load on joint {p['joint']!r}: |f| {p['force']:.4g} N, "
-                             f"|m| {p['moment']:.4g} N·m")
+        # a load below 1e-9 of the largest of its kind is rounding (a planar
+        # mechanism's out-of-plane moments): shown as 0, kept in analysis.json
+        loads = [p for p in s["peak_wrenches"] + s["peak_joint_loads"] if p["force"] is not None]
+        big = {k: max([p[k] for p in loads], default=0.0) for k in ("force", "moment")}
+
+        def shown(p, k):
+            return "0" if p[k] <= 1e-9 * big[k] else f"{p[k]:.4g}"
+
+        for p in loads:
+            what = f"closure {p['closure']!r}" if "closure" in p else f"joint {p['joint']!r}"
+            lines.append(f"  peak load on {what}: |f| {shown(p, 'force')} N, |m| {shown(p, 'moment')} N·m")
         return "\n".join(lines)
 
     def save(self, directory, overwrite=False):

@@ -271,3 +271,19 @@ def test_joint_wrenches_with_python_rows():
     with pytest.raises(TypeError):
         _core.maximal_terms(model.data, None, q, dq, *(np.empty((3, n)) for n in (12, 36, 6, 6, 12, 6)),
                             np.empty((1, 12)), np.empty(1))
+
+
+def test_summary_shows_rounding_level_loads_as_zero():
+    # the planar four-bar's out-of-plane joint moments are rounding
+    # (about 1e-12 N·m beside the crank's 1 N·m): the summary reads 0, the
+    # saved numbers stay as computed
+    sysm, q0 = mech.four_bar()
+    rep = gear.analysis.report(sysm, "crank", np.linspace(q0[0], q0[0] + 2 * np.pi, 37), q0)
+    loads = {p["joint"]: p for p in rep.to_dict()["sweep"]["peak_joint_loads"]}
+    assert loads["coupler"]["moment"] < 1e-9 and loads["crank"]["moment"] > 0.5
+    text = rep.summary()
+    assert "peak load on joint 'coupler': |f| " in text
+    line = [x for x in text.splitlines() if "joint 'coupler'" in x][0]
+    assert line.endswith("|m| 0 N·m") and "|f| 0 N" not in line
+    crank = [x for x in text.splitlines() if "joint 'crank'" in x][0]
+    assert not crank.endswith("|m| 0 N·m")
