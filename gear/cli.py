@@ -236,8 +236,9 @@ def cmd_simulate(args):
           f"({args.integrator}) in {st['wall_time']:.3g} s: {st['state_steps_per_s']:,.0f} state-steps/s"
           + (" (native loop)" if st.get("native") else ""))
     if "max_residual" in st:
+        where = "before each step's projection" if st["stabilization"] == "projection" else "of the states"
         print(f"  solver {st['solver']}, stabilization {st['stabilization']}, "
-              f"largest constraint residual {st['max_residual']:.2e}")
+              f"largest constraint residual {where}: {st['max_residual']:.2e}")
     q = np.asarray(traj.q[..., -1, :])
     print(f"  final q{' (first rollout)' if q.ndim > 1 else ''}: "
           + np.array2string(q[0] if q.ndim > 1 else q, precision=4, max_line_width=200))

@@ -66,7 +66,10 @@ class Trajectory:
     stats : dict
         ``steps``, ``wall_time``, ``evaluations`` (dynamics calls per
         state), ``integrator``, ``dt``, solver counters, and for closed
-        loops the largest constraint residual seen (``max_residual``).
+        loops the largest constraint residual seen (``max_residual``):
+        with ``stabilization="projection"`` the residual each step leaves
+        before its projection (the recorded states are on the rows to
+        1e-12), otherwise that of the states themselves.
 
     With ``out=`` the arrays are the Zarr arrays of the store (read them
     with ``[...]``).
