@@ -352,7 +352,7 @@ def cmd_bench(args):
         for alg, fn in (("rnea", lambda: gear.inverse_dynamics(m, Q, V, A)),
                         ("aba", lambda: gear.forward_dynamics(m, Q, V, A)),
                         ("crba", lambda: gear.mass_matrix(m, Q))):
-            rows.append((fname, alg, "batched, per state", _time_call(fn, 0.05) / n))
+            rows.append((fname, alg, f"per state of {n:,}", _time_call(fn, 0.05) / n))
     try:
         import sksparse  # noqa: F401
 
@@ -371,6 +371,8 @@ def cmd_bench(args):
     for k, N in enumerate(sc["ns"]):
         for s, secs in sc["seconds"].items():
             rows.append((f"n-four-bar:{N}", f"forward ({s})", "one call", secs[k]))
+    print(f"gear {gear.__version__}, {gear.get_num_threads()} thread(s) for the batches "
+          "(gear.set_num_threads); single calls run on one")
     print(f"{'model':<16} {'what':<22} {'how':<20} {'µs':>12}")
     for r in rows:
         print(f"{r[0]:<16} {r[1]:<22} {r[2]:<20} {r[3] * 1e6:12,.2f}")
@@ -379,6 +381,7 @@ def cmd_bench(args):
         tmp = args.json + ".partial"
         with open(tmp, "w") as fh:
             json.dump({"schema": "gear.bench/1", "gear_version": gear.__version__,
+                       "threads": gear.get_num_threads(),
                        "rows": [{"model": a, "what": b, "how": c, "seconds": t} for a, b, c, t in rows],
                        "scaling": sc}, fh, indent=1)
         os.replace(tmp, args.json)

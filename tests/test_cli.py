@@ -206,6 +206,7 @@ def test_bench_quick_json(tmp_path):
     assert code == 0, err
     d = json.loads((tmp_path / "b.json").read_text())
     assert d["schema"] == "gear.bench/1" and all(r["seconds"] > 0 for r in d["rows"])
+    assert d["threads"] == gear.get_num_threads()
     assert {"rnea", "aba", "crba"} <= {r["what"] for r in d["rows"]}
     assert "fastest solver on the N-four-bar" in out
 
