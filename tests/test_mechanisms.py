@@ -53,7 +53,7 @@ def test_mechanism_is_assembled_with_the_expected_mobility(name):
 def test_mechanism_assembles_from_nearby_guesses(name):
     # Gauss-Newton from guesses 1e-3 and 1e-2 off the closed configuration
     # reaches 1e-12, and velocities projected there satisfy the rows.  The
-    # Bricard linkage's six rows have rank five: with LAPACK's default cut
+    # Bricard linkage's five rows have rank four: with LAPACK's default cut
     # its rounding-level singular value was kept, and 20 to 29 of 300
     # guesses stalled above 1e-12 (which ones depended on the BLAS kernels)
     sysm, q = CASES[name][0]()
