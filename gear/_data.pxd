@@ -107,7 +107,10 @@ cdef inline bint _all_finite(const double* p, Py_ssize_t n) noexcept nogil:
     # True if p[0 .. n) holds no inf or NaN.  x * 0 is 0 for finite x and
     # NaN for inf and NaN; eight sums side by side keep the loop free of
     # branches, so that the compiler runs it in vector registers (a batch's
-    # check cost 3x less than a loop that stops at the first bad entry)
+    # check cost 3x less than a loop that stops at the first bad entry).
+    # It needs IEEE arithmetic: -ffast-math (never in meson.build) would
+    # fold x * 0 to 0 and let every NaN through
+    # (tests/test_small_batches.py::test_every_entry_of_a_fast_batch_is_checked)
     cdef double acc[8]
     cdef double s = 0.0
     cdef Py_ssize_t k = 0
