@@ -9,11 +9,11 @@ constrained forward and inverse dynamics, and a sweep of the crank.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 import gear
+from gear.comparison import _time_call
 
 
 def _show(name, x, width=10):
@@ -54,19 +54,13 @@ def demo_robot(model, title, rng, batch=20000):
     DQ = rng.standard_normal((batch, model.nv))
     DDQ = rng.standard_normal((batch, model.nv))
     TAU = gear.inverse_dynamics(model, Q, DQ, DDQ)
-    print(f"  batched over {batch} states on {gear.get_num_threads()} threads (per state, best of 3 calls):")
+    # the best of repeated calls: on a virtual machine one call in a few took
+    # ten times as long (the quadruped's 52 MB of mass matrices)
+    print(f"  batched over {batch} states on {gear.get_num_threads()} threads (per state, best of repeated calls):")
     for name, fn in [("RNEA", lambda: gear.inverse_dynamics(model, Q, DQ, DDQ)),
                      ("ABA", lambda: gear.forward_dynamics(model, Q, DQ, TAU)),
                      ("CRBA", lambda: gear.mass_matrix(model, Q))]:
-        fn()
-        dt = np.inf
-        # best of three calls: on a virtual machine one call in a few took ten
-        # times as long (the quadruped's 52 MB of mass matrices)
-        for _ in range(3):
-            t0 = time.perf_counter()
-            fn()
-            dt = min(dt, (time.perf_counter() - t0) / batch)
-        print(f"    {name:<5} {dt * 1e6:8.3f} us")
+        print(f"    {name:<5} {_time_call(fn, 0.05) / batch * 1e6:8.3f} us")
 
 
 def demo_fourbar():
@@ -101,10 +95,7 @@ def demo_fourbar():
             print(f"    {name:<11} unavailable: {exc}")
             continue
         r2 = s2.forward_dynamics(q, dq, tau)
-        t0 = time.perf_counter()
-        for _ in range(50):
-            s2.forward_dynamics(q, dq, tau)
-        dt = (time.perf_counter() - t0) / 50
+        dt = _time_call(lambda s2=s2: s2.forward_dynamics(q, dq, tau), 0.02)
         print(f"    {name:<11} {np.abs(r2.ddq - res.ddq).max():16.2e} {r2.residual:16.2e} {dt * 1e6:12.1f}")
     r = gear.analysis.sweep(sys, "crank_joint", np.linspace(q[0], q[0] + 2 * np.pi, 37), q)
     print(f"  crank sweep (37 poses): all assembled {bool(r.assembled.all())}, "
