@@ -19,7 +19,7 @@ def rollout(ModelData md not None, ClosureData cd, const double[:, ::1] q0, cons
             int record_every, int route, int project, double tol, const double[::1] kp,
             const double[::1] kd, const double[::1] q_target, const double[::1] dq_target,
             int gravity_comp, double[:, :, ::1] Q, double[:, :, ::1] V, double[:, :, ::1] L,
-            double[::1] tmax, int[::1] status, int nthreads, int project_start=1, int k0=0,
+            double[:, ::1] tmax, int[::1] status, int nthreads, int project_start=1, int k0=0,
             const double[:, ::1] ref=None, double ref_t0=0.0, double ref_dt=1.0,
             const double[::1] ckp=None, const double[::1] ckd=None, double bg_a=0.0,
             double bg_b=0.0):
@@ -91,18 +91,19 @@ def rollout(ModelData md not None, ClosureData cd, const double[:, ::1] q0, cons
                                    Qp + k * T * nq, _orow(Vp, k, T * nv), &w, &lw,
                                    lbuf + lanes_size(nb, LANES))
                 for j in range(k, k + LANES):
-                    tmax[j] = 0.0
+                    tmax[j, 0] = 0.0
+                    tmax[j, 1] = 0.0
                     if st != 0:
                         # a lane failed: each state alone, for its status
                         status[j] = _rollout(&md.c, cp, &r, qp + j * nq, _row(vp, j, nv), _row(tp, j, nv),
-                                             Qp + j * T * nq, _orow(Vp, j, T * nv), NULL, &tmax[j],
+                                             Qp + j * T * nq, _orow(Vp, j, T * nv), NULL, &tmax[j, 0],
                                              &w, &cw, buf + wsize + cwsize)
                     else:
                         status[j] = 0
             else:
                 k = kb + b - nblk
                 st = _rollout(&md.c, cp, &r, qp + k * nq, _row(vp, k, nv), _row(tp, k, nv),
-                              Qp + k * T * nq, _orow(Vp, k, T * nv), _orow(Lp, k, T * m), &tmax[k],
+                              Qp + k * T * nq, _orow(Vp, k, T * nv), _orow(Lp, k, T * m), &tmax[k, 0],
                               &w, &cw, buf + wsize + cwsize)
                 status[k] = st
         gear_chol_free(<gear_chol*> cw.chol)

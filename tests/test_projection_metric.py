@@ -38,7 +38,7 @@ CASES = {"four_bar": mech.four_bar, "slider_crank": mech.slider_crank, "five_bar
 def test_the_python_projection_is_the_kinetic_energy_nearest_velocity(name):
     sysm, q = CASES[name]()
     qs, dqs = _closed_states(sysm, q, np.random.default_rng(1))
-    _, v, _ = _project(sysm, qs, dqs)
+    _, v, _, _ = _project(sysm, qs, dqs)
     for k in range(len(qs)):
         ref = _kkt_projection(sysm, qs[k], dqs[k])
         assert np.abs(v[k] - ref).max() < 1e-10 * (1 + np.abs(ref).max())
@@ -98,7 +98,7 @@ def test_reduced_and_maximal_projections_agree(name):
     sysm, q = CASES[name]()
     qs, dqs = _closed_states(sysm, q, np.random.default_rng(4))
     mx = gear.MaximalModel(sysm)
-    _, v, _ = _project(sysm, qs, dqs)
+    _, v, _, _ = _project(sysm, qs, dqs)
     P, V0 = mx.state(qs, dqs)
     _, Vm, _ = project(mx, P, V0)
     _, Vr = mx.state(qs, v)
@@ -112,7 +112,7 @@ def test_the_projection_does_not_depend_on_the_joint_coordinates_scale():
     sysm, q = mech.slider_crank()
     rng = np.random.default_rng(5)
     qs, dqs = _closed_states(sysm, q, rng, n=3)
-    _, v, _ = _project(sysm, qs, dqs)
+    _, v, _, _ = _project(sysm, qs, dqs)
     # the same problem with the velocity coordinates scaled, v = S u:
     # min (u - u0)^T S M S (u - u0) s.t. A S u = 0 gives S u = v
     s = np.ones(sysm.model.nv)
@@ -132,7 +132,7 @@ def test_the_projection_never_adds_kinetic_energy():
     is orthogonal (in M) to what it keeps."""
     sysm, q = mech.stewart()
     qs, dqs = _closed_states(sysm, q, np.random.default_rng(6), n=5)
-    _, v, _ = _project(sysm, qs, dqs)
+    _, v, _, _ = _project(sysm, qs, dqs)
     for k in range(len(qs)):
         M = gear.mass_matrix(sysm.model, qs[k])
         d = dqs[k] - v[k]
@@ -148,7 +148,7 @@ def test_prescribed_coordinates_keep_their_velocity_and_the_rest_take_the_metric
     qs, dqs = _closed_states(sysm, q, np.random.default_rng(7), n=3)
     free = np.ones(sysm.model.nv, dtype=bool)
     free[0] = False
-    _, v, _ = _project(sysm, qs, dqs, free=free)
+    _, v, _, _ = _project(sysm, qs, dqs, free=free)
     assert np.array_equal(v[:, 0], dqs[:, 0])
     for k in range(len(qs)):
         M = gear.mass_matrix(sysm.model, qs[k])[np.ix_(free, free)]

@@ -534,9 +534,9 @@ def test_the_python_projection_of_a_state_does_not_depend_on_its_batch():
     far = sysm.model.integrate(q0, 0.3 * rng.standard_normal(3))
     Q = np.stack([near, far])
     V = rng.standard_normal((2, 3))
-    qb, vb, _ = _project(sysm, Q, V)
+    qb, vb, _, _ = _project(sysm, Q, V)
     for k in range(2):
-        qk, vk, _ = _project(sysm, Q[k:k + 1], V[k:k + 1])
+        qk, vk, _, _ = _project(sysm, Q[k:k + 1], V[k:k + 1])
         assert np.array_equal(qb[k], qk[0]) and np.array_equal(vb[k], vk[0])
     assert np.abs(sysm.constraint_residual(qb[1])).max() <= 1e-12
 
@@ -555,3 +555,34 @@ def test_a_closed_chain_with_a_massless_joint_names_the_joint():
     with pytest.raises(gear.SingularInertiaError,
                        match=r"not positive definite between t = 0 and t = 0.002: .*'ghost_joint'"):
         gear.simulate(sysm, q, np.zeros(4), 0.002, 1e-3, integrator="euler", progress=False)
+
+
+def test_projection_after_a_euler_step_takes_one_iteration_natively():
+    """After each Euler step the native loop's projection reaches the rows
+    (1e-12) in one iteration on every route -- dense, ABA, the projection
+    solver and the sparse route (n four-bars): its first iteration takes
+    the rows' second-order term where Gauss-Newton alone leaves more than
+    the tolerance (``_manifold.gauss_newton_step``).  The Python loop's
+    plain Gauss-Newton needs a second iteration on about 30 % of the
+    bundled four-bar's steps, to the same states; both count their
+    iterations in ``stats["gauss_newton_per_step"]``."""
+    fb = gear.load_mjcf(gear.data_path("fourbar.xml"))
+    sysm = gear.ConstrainedModel(fb)
+    rng = np.random.default_rng(1)
+    q = sysm.assemble(fb.neutral())
+    qs = np.stack([sysm.assemble(sysm.model.integrate(q, 0.05 * rng.standard_normal(3))) for _ in range(32)])
+    dqs = np.stack([sysm.project_velocity(x, rng.standard_normal(3)) for x in qs])
+    kw = dict(integrator="euler", stabilization="projection", record_every=10, progress=False)
+    py = gear.simulate(sysm, qs, dqs, 0.2, 1e-3, native=False, **kw)
+    assert py.stats["gauss_newton_per_step"] > 1.2
+    for ss in (sysm, sysm.with_solver("kkt", route="aba"), sysm.with_solver("projection")):
+        a = gear.simulate(ss, qs, dqs, 0.2, 1e-3, **kw)
+        assert a.stats["native"]
+        assert 0.9 < a.stats["gauss_newton_per_step"] <= 1.0, ss.solver
+        assert np.abs(a.q - py.q).max() < 1e-10
+        assert max(np.abs(sysm.constraint_residual(x)).max() for x in a.q.reshape(-1, fb.nq)) <= 1e-12
+    nf, q0 = mech.n_four_bar(5, tree="ground")
+    dq0 = nf.project_velocity(q0, rng.standard_normal(nf.model.nv))
+    for route in ("dense", "sparse"):
+        a = gear.simulate(nf.with_solver("kkt", route=route), q0, dq0, 0.1, 1e-3, **kw)
+        assert a.stats["native"] and a.stats["gauss_newton_per_step"] <= 1.0, route

@@ -49,7 +49,7 @@ from gear.constraints._rows cimport constraint_rows
 from gear.constraints._aba_route cimport closed_dynamics
 from gear.constraints._dense_route cimport closed_forward_dense, dense_qphase, dense_vphase
 from gear.constraints._projection cimport closed_forward_projection, projection_qphase, projection_vphase
-from gear.constraints._manifold cimport (project, gauss_newton_step, sparse_gauss_newton, hold_rows,
+from gear.constraints._manifold cimport (project, gauss_newton_step, drift_curvature, sparse_gauss_newton, hold_rows,
                                         fused_velocity_projection, null_space_velocity_projection,
                                         max_abs)
 
@@ -221,7 +221,9 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
                         double* tmax, Work* w, CWork* cw, double* scr) noexcept nogil:
     """Integrate one state for ``r.nsteps`` steps, writing the recorded
     frames to Q (nrec, nq), V (nrec, nv) and L (nrec, m) (L may be NULL).
-    ``tmax[0]`` gets the largest |g| seen before projection (closed chains).
+    ``tmax[0]`` gets the largest |g| seen before projection (closed chains),
+    ``tmax[1]`` the number of Gauss-Newton iterations of the projections
+    after the steps.
     Returns 0 or the first non-zero status of a kernel (-5: the state
     became non-finite).
 
@@ -229,16 +231,21 @@ cdef inline int rollout(const ModelC* m, const ClosC* c, const RollC* r, const d
     written once: the states of a batch have neighbouring ``tmax`` entries,
     on one cache line, and writing them every step from two threads made
     the line move between the cores."""
-    cdef double tm = 0.0
-    cdef int st = _rollout_steps(m, c, r, q0, v0, tau0, Q, V, L, &tm, w, cw, scr)
-    tmax[0] = tm
+    cdef double tm[2]
+    cdef int st
+    tm[0] = 0.0
+    tm[1] = 0.0
+    st = _rollout_steps(m, c, r, q0, v0, tau0, Q, V, L, tm, w, cw, scr)
+    tmax[0] = tm[0]
+    tmax[1] = tm[1]
     return st
 
 
 cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, const double* q0,
                                const double* v0, const double* tau0, double* Q, double* V, double* L,
                                double* tmax, Work* w, CWork* cw, double* scr) noexcept nogil:
-    # rollout's steps (``tmax``: the caller's local running maximum)
+    # rollout's steps (``tmax``: the caller's local running maximum and
+    # Gauss-Newton count)
     cdef int nq = m.nq, nv = m.nv, nr = 0 if c == NULL else c.m
     cdef int k, s, st, rec = 0, i
     cdef double h, err
@@ -259,6 +266,7 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
     cdef double* xs = lam + nr + 2                  # nq + 3 nv: the reference sample, commanded ddq
     cdef double t
     tmax[0] = 0.0
+    tmax[1] = 0.0
     w.poses_ok = False           # (a previous state's projection may have left it set)
     for i in range(nq):
         q[i] = q0[i]
@@ -293,7 +301,7 @@ cdef inline int _rollout_steps(const ModelC* m, const ClosC* c, const RollC* r, 
         if c != NULL and r.project:
             # the projection's first rows give max |g| before it
             cw.hold = r.route != 3
-            st = project(m, c, r.tol, q, v, qs, gg, y, d, w, cw, tmax)
+            st = project(m, c, r.tol, q, v, qs, gg, y, d, w, cw, tmax, h)
             cw.hold = False
             if st != 0:
                 return st
@@ -411,6 +419,8 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
             err = max_abs(cw.g, nr)
             if err <= r.tol or it == 8:
                 break
+            if k > 0:
+                tmax[1] += 1.0           # (after a step: the projection's second or later iteration)
             if sparse:
                 # the rows here again, with the unit mass matrix: a full step
                 cw.hold = k > 0          # (the start's rows held, after a step)
@@ -466,12 +476,14 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
         # held here too)
         if sparse:
             cw.hold = True
-            st = sparse_gauss_newton(m, c, r.tol, q, qs, d, w, cw, &err)
+            st = sparse_gauss_newton(m, c, r.tol, q, qs, d, w, cw, &err, h, v)
             cw.hold = False
             if st != 0:
                 return st
             if err > tmax[0]:
                 tmax[0] = err
+            if err > r.tol:
+                tmax[1] += 1.0
             pending = True
             it0 = 1
             continue
@@ -484,9 +496,13 @@ cdef inline int _rollout_steps_fused(const ModelC* m, const ClosC* c, const Roll
         w.poses_ok = True
         chord = True
         if err > r.tol:
+            tmax[1] += 1.0
             cw.hold = True
-            gauss_newton_step(m, c, q, qs, gg, A1, y, d, w, cw)
+            st = gauss_newton_step(m, c, q, qs, gg, A1, y, d, w, cw, drift_curvature(err, h, v, nv),
+                                   r.tol)
             cw.hold = False
+            if st != 0:
+                return st
         pending = True
         it0 = 1
     w.poses_ok = False

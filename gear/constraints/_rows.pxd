@@ -45,7 +45,7 @@ from gear.constraints._cwork cimport (ROW_POS, ROW_AXIS, ROW_DOT, ROW_DIST, ROW_
 # kinematics of the closure frames
 # ---------------------------------------------------------------------------
 cdef inline void world_kinematics(const ModelC* m, const Work* w, CWork* cw,
-                                  bint after_crba=False, bint acc=True) noexcept nogil:
+                                  bint after_crba=False, bint acc=True, bint poses=True) noexcept nogil:
     """World poses ``T_0i = T_0p T_pi`` and bias accelerations
     ``acc_i = Ad_{T_pi^{-1}} acc_p + eta_i`` (Kim eq. 41 with ddq = 0).
 
@@ -56,7 +56,9 @@ cdef inline void world_kinematics(const ModelC* m, const Work* w, CWork* cw,
     acceleration reaches body i as ``(0, R_0i^T a)``,
     ``acc_i = dV_i + (0, R_0i^T g)``.
 
-    ``acc`` False: the poses alone (for ``closure_rows``' ``ROWS_POSE``)."""
+    ``acc`` False: the poses alone (for ``closure_rows``' ``ROWS_POSE``);
+    ``poses`` False: the accelerations alone (the poses in ``cw.Tw`` are
+    already those of the transforms in ``w``)."""
     cdef int i, p, r
     cdef double t[3]
     if after_crba:
@@ -73,14 +75,16 @@ cdef inline void world_kinematics(const ModelC* m, const Work* w, CWork* cw,
     for i in range(m.nb):
         p = m.parent[i]
         if p >= 0:
-            se3_mul(cw.Tw + 12 * p, w.T + 12 * i, cw.Tw + 12 * i)
+            if poses:
+                se3_mul(cw.Tw + 12 * p, w.T + 12 * i, cw.Tw + 12 * i)
             if acc:
                 Ad_inv(w.T + 12 * i, cw.acc + 6 * p, cw.acc + 6 * i)
                 for r in range(6):
                     cw.acc[6 * i + r] += w.eta[6 * i + r]
         else:
-            for r in range(12):
-                cw.Tw[12 * i + r] = w.T[12 * i + r]
+            if poses:
+                for r in range(12):
+                    cw.Tw[12 * i + r] = w.T[12 * i + r]
             if acc:
                 for r in range(6):
                     cw.acc[6 * i + r] = w.eta[6 * i + r]

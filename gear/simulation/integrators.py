@@ -425,7 +425,8 @@ def _project(sys, q, v, tol=1e-12, max_iter=8, free=None, velocities=True, held=
     depend on the rows before them, as the native kernels' does
     (``_dependent_rows``): off the rows, a row redundant on them can be
     independent by a small angle, and a step along it would be large.
-    Returns ``(q, v, max residual before projecting)``."""
+    Returns ``(q, v, max residual before projecting, Gauss-Newton
+    iterations summed over the states)``."""
     from ..algorithms.dynamics import mass_matrix
     from ..constraints.system import _dependent_rows
 
@@ -435,6 +436,7 @@ def _project(sys, q, v, tol=1e-12, max_iter=8, free=None, velocities=True, held=
     nv = sys.model.nv
     free = np.ones(nv, dtype=bool) if free is None else free
     active = np.ones(q.shape[0], dtype=bool)
+    iterations = 0
     for _ in range(max_iter):
         # each state iterates until its own rows hold (batch-independent bits)
         if not g.size:
@@ -442,6 +444,7 @@ def _project(sys, q, v, tol=1e-12, max_iter=8, free=None, velocities=True, held=
         active &= np.abs(g).max(axis=1) > tol
         if not active.any():
             break
+        iterations += int(active.sum())
         dq = np.zeros((q.shape[0], nv))
         Ah, gh = A[active][:, hol][:, :, free], g[active]
         if held is not None:
@@ -457,11 +460,11 @@ def _project(sys, q, v, tol=1e-12, max_iter=8, free=None, velocities=True, held=
         M = mass_matrix(sys.model, q)[:, free][:, :, free]
         if not _regular(M):
             v[:, free] += _metric_min_norm(M, Af, -np.einsum("nij,nj->ni", A, v))[0]
-            return q, v, before
+            return q, v, before, iterations
         MiAt = np.linalg.solve(M, Af.transpose(0, 2, 1))                  # M^-1 A^T (N, nf, m)
         K = Af @ MiAt
         y = np.einsum("nij,nj->ni", np.linalg.pinv(K, rcond=1e-10, hermitian=True),
                       np.einsum("nij,nj->ni", A, v))
         v[:, free] -= np.einsum("nij,nj->ni", MiAt, y)
-    return q, v, before
+    return q, v, before, iterations
 

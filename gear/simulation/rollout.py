@@ -92,7 +92,7 @@ def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first
     nc = 0 if plan["cd"] is None else S.sys.nc
     Q, V = np.empty((N, T, m.nq)), np.empty((N, T, m.nv))
     L = np.empty((N, T, nc)) if plan["cd"] is not None else None
-    tmax = np.zeros(N)
+    tmax = np.zeros((N, 2))
     status = np.zeros(N, dtype=np.int32)
     _core.rollout(m.data, plan["cd"], q, v, plan["tau"], plan["integrator"], steps, dt, last_dt,
                   record_every, plan["route"], plan["project"], 1e-12, plan["kp"], plan["kd"],
@@ -144,7 +144,7 @@ def _run_native(S, plan, q, v, steps, dt, last_dt, record_every, nthreads, first
     return Q, V, L, tmax
 
 
-def _stats(S, integrator, n, dt, wall, evaluations, max_res, native):
+def _stats(S, integrator, n, dt, wall, evaluations, max_res, native, iterations=0):
     stats = {"steps": n, "wall_time": wall, "evaluations": evaluations, "integrator": integrator,
              "dt": dt, "batch": S.N, "state_steps_per_s": n * S.N / max(wall, 1e-12), "native": native}
     if S.sys is not None:
@@ -152,6 +152,8 @@ def _stats(S, integrator, n, dt, wall, evaluations, max_res, native):
         stats["solver_counters"] = dict(S.sys.solver.counters)
         stats["max_residual"] = max_res
         stats["stabilization"] = str(S.stabilization)
+        if S.stabilization == "projection":
+            stats["gauss_newton_per_step"] = iterations / max(n * S.N, 1)
     return stats
 
 
@@ -179,6 +181,7 @@ def run(S, q, v, t_final, dt, integrator, record_every, chunk, native, rtol, ato
     N = S.N
     nc = S.sys.nc if S.sys is not None else None
     max_res = 0.0
+    iterations = 0
     plan = _native_plan(S, integrator, native and S.prescribed is None)
     if plan is not None:
         from ..algorithms.dynamics import get_num_threads
@@ -191,7 +194,8 @@ def run(S, q, v, t_final, dt, integrator, record_every, chunk, native, rtol, ato
             last = dt if k0 + steps < n else t_final - (n - 1) * dt
             Q, V, L, tmax = _run_native(S, plan, q, v, steps, dt, last, int(record_every),
                                         get_num_threads(), first=k0 == 0, k0=k0)
-            max_res = max(max_res, float(tmax.max()) if tmax.size else 0.0)
+            max_res = max(max_res, float(tmax[:, 0].max()) if tmax.size else 0.0)
+            iterations += int(tmax[:, 1].sum())
             for j in range(0 if k0 == 0 else 1, Q.shape[1]):
                 kk = min(k0 + j * int(record_every), n)
                 tt = t_final if kk == n else kk * dt
@@ -204,11 +208,11 @@ def run(S, q, v, t_final, dt, integrator, record_every, chunk, native, rtol, ato
             bar.set_postfix_str(f"{k0 * N / max(el, 1e-9):,.0f} state-steps/s")
             if k0 >= n:
                 break
-        return _stats(S, integrator, n, dt, time.perf_counter() - wall, None, max_res, True)
+        return _stats(S, integrator, n, dt, time.perf_counter() - wall, None, max_res, True, iterations)
     if S.prescribed is not None:
         q, v = S.impose(0.0, q, v)
     if S.stabilization == "projection":
-        q, v, _ = _project(S.sys, q, v, free=S.free_dofs())
+        q, v, _, _ = _project(S.sys, q, v, free=S.free_dofs())
     step = {"euler": _step_euler, "implicit": _step_implicit,
             "dop853": lambda S_, t_, q_, v_, h_, a_: _step_adaptive(S_, t_, q_, v_, h_, a_, "DOP853", rtol, atol),
             "rk45": lambda S_, t_, q_, v_, h_, a_: _step_adaptive(S_, t_, q_, v_, h_, a_, "RK45", rtol, atol),
@@ -243,8 +247,9 @@ def run(S, q, v, t_final, dt, integrator, record_every, chunk, native, rtol, ato
         if S.prescribed is not None:
             q, v = S.impose(t, q, v)
         if S.stabilization == "projection":
-            q, v, r = _project(S.sys, q, v, free=S.free_dofs(), held=S.found)
+            q, v, r, its = _project(S.sys, q, v, free=S.free_dofs(), held=S.found)
             max_res = max(max_res, r)
+            iterations += its
         elif S.sys is not None and S.sys.nc:
             g = S.sys._rows_batch(q)[0]
             max_res = max(max_res, float(np.abs(g).max()) if g.size else 0.0)
@@ -255,7 +260,8 @@ def run(S, q, v, t_final, dt, integrator, record_every, chunk, native, rtol, ato
         if (k & 63) == 0:
             el = time.perf_counter() - wall
             bar.set_postfix_str(f"{(k + 1) * N / max(el, 1e-9):,.0f} state-steps/s")
-    return _stats(S, integrator, n, dt, time.perf_counter() - wall, S.evaluations, max_res, False)
+    return _stats(S, integrator, n, dt, time.perf_counter() - wall, S.evaluations, max_res, False,
+                  iterations)
 
 
 
