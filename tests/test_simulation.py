@@ -565,7 +565,8 @@ def test_projection_after_a_euler_step_takes_one_iteration_natively():
     the tolerance (``_manifold.gauss_newton_step``).  The Python loop's
     plain Gauss-Newton needs a second iteration on about 30 % of the
     bundled four-bar's steps, to the same states; both count their
-    iterations in ``stats["gauss_newton_per_step"]``."""
+    iterations in ``stats["gauss_newton_per_step"]``.  Their states agree
+    to the tolerance at every step size."""
     fb = gear.load_mjcf(gear.data_path("fourbar.xml"))
     sysm = gear.ConstrainedModel(fb)
     rng = np.random.default_rng(1)
@@ -581,6 +582,14 @@ def test_projection_after_a_euler_step_takes_one_iteration_natively():
         assert 0.9 < a.stats["gauss_newton_per_step"] <= 1.0, ss.solver
         assert np.abs(a.q - py.q).max() < 1e-10
         assert max(np.abs(sysm.constraint_residual(x)).max() for x in a.q.reshape(-1, fb.nq)) <= 1e-12
+    # at large steps (|g| up to 1e-3 after a step) the second-order step's
+    # end point would leave Gauss-Newton's by 1e-6 a step: there the native
+    # loop stays with Gauss-Newton, and its states with the Python loop's
+    for dt in (5e-3, 2e-2):
+        py = gear.simulate(sysm, qs[:8], 3 * dqs[:8], 0.3, dt, native=False, **kw)
+        a = gear.simulate(sysm, qs[:8], 3 * dqs[:8], 0.3, dt, **kw)
+        assert np.abs(a.q - py.q).max() < 1e-10, dt
+        assert 1.0 < a.stats["gauss_newton_per_step"] < py.stats["gauss_newton_per_step"]
     nf, q0 = mech.n_four_bar(5, tree="ground")
     dq0 = nf.project_velocity(q0, rng.standard_normal(nf.model.nv))
     for route in ("dense", "sparse"):
