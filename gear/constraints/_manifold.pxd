@@ -142,8 +142,7 @@ cdef inline int rows_curvature(const ModelC* m, const ClosC* c, const double* q,
     + O(|x|^3)``.  The joint transforms in ``w`` and the world poses in
     ``cw.Tw`` must be those of ``q`` (the ``constraint_rows`` just made
     there); the body twists and bias accelerations in ``w`` and ``cw`` are
-    overwritten.  Returns 0 or
-    ``closure_rows``' status."""
+    overwritten.  Returns 0 or ``closure_rows``' status."""
     cdef int r, st
     cdef double ga = cw.bg_a, gb = cw.bg_b
     cw.bg_a = 0.0                # the rows' own bias, without Baumgarte's terms
