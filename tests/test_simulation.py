@@ -590,6 +590,18 @@ def test_projection_after_a_euler_step_takes_one_iteration_natively():
         a = gear.simulate(sysm, qs[:8], 3 * dqs[:8], 0.3, dt, **kw)
         assert np.abs(a.q - py.q).max() < 1e-10, dt
         assert 1.0 < a.stats["gauss_newton_per_step"] < py.stats["gauss_newton_per_step"]
+    # the rows' curvature through every kind of joint on a loop: prismatic
+    # (slider-crank), spherical (RSSR), universal and free (Stewart)
+    for builder in (mech.slider_crank, mech.rssr, mech.stewart):
+        ms, m0 = builder()
+        qm = np.stack([ms.assemble(ms.model.integrate(m0, 0.02 * rng.standard_normal(ms.model.nv)))
+                       for _ in range(8)])
+        vm = np.stack([ms.project_velocity(x, rng.standard_normal(ms.model.nv)) for x in qm])
+        a = gear.simulate(ms, qm, vm, 0.2, 1e-3, **kw)
+        b = gear.simulate(ms, qm, vm, 0.2, 1e-3, native=False, **kw)
+        assert a.stats["native"] and a.stats["gauss_newton_per_step"] <= 1.0, builder.__name__
+        assert b.stats["gauss_newton_per_step"] > 1.0, builder.__name__     # (a case that needs it)
+        assert np.abs(a.q - b.q).max() < 1e-10, builder.__name__
     nf, q0 = mech.n_four_bar(5, tree="ground")
     dq0 = nf.project_velocity(q0, rng.standard_normal(nf.model.nv))
     for route in ("dense", "sparse"):
