@@ -237,8 +237,10 @@ def cmd_simulate(args):
           + (" (native loop)" if st.get("native") else ""))
     if "max_residual" in st:
         where = "before each step's projection" if st["stabilization"] == "projection" else "of the states"
+        its = st.get("gauss_newton_per_step")
         print(f"  solver {st['solver']}, stabilization {st['stabilization']}, "
-              f"largest constraint residual {where}: {st['max_residual']:.2e}")
+              f"largest constraint residual {where}: {st['max_residual']:.2e}"
+              + ("" if its is None else f" (Gauss-Newton iterations per step: {its:.2f})"))
     q = np.asarray(traj.q[..., -1, :])
     print(f"  final q{' (first rollout)' if q.ndim > 1 else ''}: "
           + np.array2string(q[0] if q.ndim > 1 else q, precision=4, max_line_width=200))

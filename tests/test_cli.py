@@ -113,6 +113,19 @@ def test_bad_usage_exits_2_on_one_line(args, needle, tmp_path):
     assert len(lines) <= 2          # argparse's usage line, then the one-line error
 
 
+def test_simulate_reports_the_projections_iterations(tmp_path):
+    """A projected run says how many Gauss-Newton iterations its steps took
+    (one each on the four-bar at 1 ms: the native loop's second-order
+    step); a Baumgarte run has no projection to report."""
+    code, out, err = run("simulate", "four-bar", "--t", "0.1", "--dt", "1e-3", "--integrator", "euler",
+                         "--batch", "8", cwd=tmp_path)
+    assert code == 0, err
+    assert "before each step's projection" in out and "(Gauss-Newton iterations per step: 1.00)" in out
+    code, out, err = run("simulate", "four-bar", "--t", "0.1", "--stabilization", "baumgarte", cwd=tmp_path)
+    assert code == 0, err
+    assert "residual of the states" in out and "Gauss-Newton" not in out
+
+
 def test_simulate_writes_a_zarr_store(tmp_path):
     zarr = pytest.importorskip("zarr", reason="--out needs the 'campaign' extra (zarr)")
     code, out, err = run("simulate", "four-bar", "--t", "0.1", "--dt", "1e-3", "--out", "run.zarr",
