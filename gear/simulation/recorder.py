@@ -69,9 +69,10 @@ class Trajectory:
         loops the largest constraint residual seen (``max_residual``):
         with ``stabilization="projection"`` the residual each step leaves
         before its projection (the recorded states are on the rows to
-        1e-12), otherwise that of the states themselves; with projection
-        also ``gauss_newton_per_step``, the projection's iterations per
-        step and state (1 where the first iteration reaches the rows: the
+        1e-12), otherwise that of the states themselves; with projection,
+        in a run without a store (``out=``, ``client=``), also
+        ``gauss_newton_per_step``, the projection's iterations per step
+        and state (1 where the first iteration reaches the rows: the
         native loop's first one takes the rows' second-order term where
         Gauss-Newton alone would need a second, the Python loop's does
         not).
