@@ -70,7 +70,7 @@ class Trajectory:
         with ``stabilization="projection"`` the residual each step leaves
         before its projection (the recorded states are on the rows to
         1e-12), otherwise that of the states themselves; with projection,
-        in a run without a store (``out=``, ``client=``), also
+        in a run without a store (neither ``out=`` nor ``client=``), also
         ``gauss_newton_per_step``, the projection's iterations per step
         and state (1 where the first iteration reaches the rows: the
         native loop's first one takes the rows' second-order term where
