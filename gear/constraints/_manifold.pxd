@@ -193,6 +193,41 @@ cdef inline bint second_order_agrees(const double* b, const double* g, const dou
     return max_abs(x, nv) * r * r <= tol
 
 
+cdef inline int second_order_rhs(const ModelC* m, const ClosC* c, const double* q, const double* g,
+                                 const double* x, double curv, double tol, double* out, Work* w,
+                                 CWork* cw) noexcept nogil:
+    """The choice of :func:`gauss_newton_step`'s second-order step for the
+    Gauss-Newton step ``x`` (taken as ``-x``) from ``g``: where ``curv
+    |x|^2`` exceeds ``tol`` and the end points agree
+    (:func:`second_order_agrees`), ``out = g + b / 2`` (``b``:
+    :func:`rows_curvature` along ``x``) and 1; else 0 (``out`` then
+    scratch); or ``closure_rows``' (negative) status.  ``out`` may not
+    alias ``g``."""
+    cdef int k, st
+    if not (curv > 0.0 and curv * max_abs(x, m.nv) ** 2 > tol):
+        return 0
+    st = rows_curvature(m, c, q, x, out, w, cw)
+    if st != 0:
+        return st
+    if not second_order_agrees(out, g, x, c.m, m.nv, tol):
+        return 0
+    for k in range(c.m):
+        out[k] = g[k] + 0.5 * out[k]
+    return 1
+
+
+cdef inline void step_back(const ModelC* m, double* q, double* qn, double* d, Work* w) noexcept nogil:
+    # q <- q exp(-d) (d is negated; qn: scratch); the joint transforms no
+    # longer hold q
+    cdef int k
+    for k in range(m.nv):
+        d[k] = -d[k]
+    integrate_config(m, q, d, 1.0, qn)
+    for k in range(m.nq):
+        q[k] = qn[k]
+    w.poses_ok = False
+
+
 cdef inline int gauss_newton_step(const ModelC* m, const ClosC* c, double* q, double* qn,
                                   const double* g, const double* A, double* y, double* d,
                                   Work* w, CWork* cw, double curv=0.0, double tol=0.0) noexcept nogil:
@@ -216,23 +251,15 @@ cdef inline int gauss_newton_step(const ModelC* m, const ClosC* c, double* q, do
     points agree to ``tol`` (:func:`second_order_agrees`):
     the states are Gauss-Newton's, only reached in fewer iterations.
     Returns 0 or ``closure_rows``' status."""
-    cdef int k, st
+    cdef int st
     min_norm_correction(A, c.m, m.nv, g, y, d, cw)
-    if curv > 0.0 and curv * max_abs(d, m.nv) ** 2 > tol:
-        st = rows_curvature(m, c, q, d, y, w, cw)
-        if st != 0:
-            return st
-        if second_order_agrees(y, g, d, c.m, m.nv, tol):
-            for k in range(c.m):
-                y[k] = g[k] + 0.5 * y[k]
-            psd_apply(cw.K, c.m, y, y, cw, False)
-            at_times(A, c.m, m.nv, y, d)
-    for k in range(m.nv):
-        d[k] = -d[k]
-    integrate_config(m, q, d, 1.0, qn)
-    for k in range(m.nq):
-        q[k] = qn[k]
-    w.poses_ok = False
+    st = second_order_rhs(m, c, q, g, d, curv, tol, y, w, cw)
+    if st < 0:
+        return st
+    if st == 1:
+        psd_apply(cw.K, c.m, y, y, cw, False)
+        at_times(A, c.m, m.nv, y, d)
+    step_back(m, q, qn, d, w)
     return 0
 
 
@@ -298,25 +325,18 @@ cdef inline int sparse_gauss_newton(const ModelC* m, const ClosC* c, double tol,
     for i in range(nv):
         d[i] = 0.0
     dense_back_solve(m, cw, ng, cw.lc, d)                # A^T (A A^T)^+ g
-    if h > 0.0 and drift_curvature(err[0], h, v, nv) * max_abs(d, nv) ** 2 > tol:
-        st = rows_curvature(m, c, q, d, cw.rhs, w, cw)
-        if st != 0:
+    st = second_order_rhs(m, c, q, cw.g, d, drift_curvature(err[0], h, v, nv) if h > 0.0 else 0.0,
+                          tol, cw.rhs, w, cw)
+    if st < 0:
+        return st
+    if st == 1:
+        st = k_solve(m, c, cw, ng, na)
+        if st < 0:
             return st
-        if second_order_agrees(cw.rhs, cw.g, d, c.m, nv, tol):
-            for i in range(c.m):
-                cw.rhs[i] = cw.g[i] + 0.5 * cw.rhs[i]
-            st = k_solve(m, c, cw, ng, na)
-            if st < 0:
-                return st
-            for i in range(nv):
-                d[i] = 0.0
-            dense_back_solve(m, cw, ng, cw.lc, d)
-    for i in range(nv):
-        d[i] = -d[i]
-    integrate_config(m, q, d, 1.0, qn)
-    for i in range(m.nq):
-        q[i] = qn[i]
-    w.poses_ok = False
+        for i in range(nv):
+            d[i] = 0.0
+        dense_back_solve(m, cw, ng, cw.lc, d)
+    step_back(m, q, qn, d, w)
     return 0
 
 
