@@ -296,6 +296,7 @@ def chain_table(ns, dt=1e-3, t_final=0.2):
     """The hanging chain in gear (``gear.simulate`` recording every frame,
     then every 10th; and the native kernel alone, ``native_run``) and in
     PyBullet (its step records nothing: a user queries states when needed)."""
+    import shutil
     import tempfile
 
     from gear.maximal import native
@@ -305,34 +306,38 @@ def chain_table(ns, dt=1e-3, t_final=0.2):
     cols = ["gear euler+bg", "gear euler+proj", "gear e+bg, every 10th", "gear e+bg kernel", "pybullet",
             "gear e+bg / pybullet", "every 10th / pybullet"]
     print(f"{'N':>5} " + " ".join(f"{c:>24}" for c in cols))
-    for n in ns:
-        path = os.path.join(tempfile.mkdtemp(), f"chain{n}.urdf")
-        chain_urdf(n, path)
-        m = gear.load_urdf(path)
-        q0 = np.zeros(m.nv)
-        ref = gear.simulate(m, q0, np.zeros(m.nv), t_final, dt / 10, integrator="rk4").q[-1]
-        mx = gear.MaximalModel(m)
-        cells = []
-        t = {}
-        for key, stab, every in (("bg", "baumgarte", 1), ("proj", "projection", 1), ("bg10", "baumgarte", 10)):
-            best = np.inf
-            for _ in range(3):
-                t0 = time.perf_counter()
-                tr = gear.simulate(mx, q0, np.zeros(m.nv), t_final, dt, integrator="euler", stabilization=stab,
-                                   record_every=every)
-                best = min(best, (time.perf_counter() - t0) / tr.stats["steps"])
-            t[key] = best
-            cells.append(f"{best * 1e6:12,.1f} [{np.abs(tr.q[-1] - ref).max():.0e}]")
-        steps = int(round(t_final / dt))
-        P, V = mx.state(q0, np.zeros(m.nv))
-        t["kernel"] = per_step(lambda: native.native_run(mx, P[None], V[None], dt, steps, record_every=steps,
-                                                         stabilization="baumgarte"), steps)
-        cells.append(f"{t['kernel'] * 1e6:12,.1f}")
-        tp = pybullet_chain(path, dt, t_final)
-        cells.append("-" if tp is None else f"{tp * 1e6:12,.1f}")
-        cells.append("-" if tp is None else f"{t['bg'] / tp:12.2f}")
-        cells.append("-" if tp is None else f"{t['bg10'] / tp:12.2f}")
-        print(f"{n:>5} " + " ".join(f"{c:>24}" for c in cells))
+    tmp = tempfile.mkdtemp()
+    try:
+        for n in ns:
+            path = os.path.join(tmp, f"chain{n}.urdf")
+            chain_urdf(n, path)
+            m = gear.load_urdf(path)
+            q0 = np.zeros(m.nv)
+            ref = gear.simulate(m, q0, np.zeros(m.nv), t_final, dt / 10, integrator="rk4").q[-1]
+            mx = gear.MaximalModel(m)
+            cells = []
+            t = {}
+            for key, stab, every in (("bg", "baumgarte", 1), ("proj", "projection", 1), ("bg10", "baumgarte", 10)):
+                best = np.inf
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    tr = gear.simulate(mx, q0, np.zeros(m.nv), t_final, dt, integrator="euler", stabilization=stab,
+                                       record_every=every)
+                    best = min(best, (time.perf_counter() - t0) / tr.stats["steps"])
+                t[key] = best
+                cells.append(f"{best * 1e6:12,.1f} [{np.abs(tr.q[-1] - ref).max():.0e}]")
+            steps = int(round(t_final / dt))
+            P, V = mx.state(q0, np.zeros(m.nv))
+            t["kernel"] = per_step(lambda: native.native_run(mx, P[None], V[None], dt, steps, record_every=steps,
+                                                             stabilization="baumgarte"), steps)
+            cells.append(f"{t['kernel'] * 1e6:12,.1f}")
+            tp = pybullet_chain(path, dt, t_final)
+            cells.append("-" if tp is None else f"{tp * 1e6:12,.1f}")
+            cells.append("-" if tp is None else f"{t['bg'] / tp:12.2f}")
+            cells.append("-" if tp is None else f"{t['bg10'] / tp:12.2f}")
+            print(f"{n:>5} " + " ".join(f"{c:>24}" for c in cells))
+    finally:
+        shutil.rmtree(tmp)   # (the chains this run wrote)
 
 
 if __name__ == "__main__":

@@ -149,6 +149,7 @@ def euler_table(N=256, steps=200, dt=1e-3):
     both load the same inertias without meshes) and the closed four-bar
     (gear exact: Baumgarte's stabilisation, or projection to 1e-12;
     MuJoCo's soft ``equality connect``)."""
+    import atexit
     import tempfile
 
     import gear.interop
@@ -163,6 +164,7 @@ def euler_table(N=256, steps=200, dt=1e-3):
         fd, xml = tempfile.mkstemp(suffix=".xml")
         with os.fdopen(fd, "w") as fh:
             fh.write(gear.interop.to_mjcf(panda))
+        atexit.register(os.remove, xml)    # (the file this run made, gone when it ends)
         q0 = panda.random_configuration(rng, n=N)
         dq0 = 0.5 * rng.standard_normal((N, panda.nv))
         cases.append(("panda", panda, xml, q0, dq0, {}))

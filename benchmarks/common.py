@@ -1,6 +1,7 @@
 """Shared helpers of the benchmarks: timing, chain URDFs, Pinocchio models."""
 from __future__ import annotations
 
+import atexit
 import os
 import tempfile
 import time
@@ -97,6 +98,7 @@ def chain_urdf(n, path=None):
     if path is None:
         fd, path = tempfile.mkstemp(suffix=".urdf")
         os.close(fd)
+        atexit.register(os.remove, path)   # (the file this run made, gone when it ends)
     with open(path, "w") as f:
         f.write(text)
     return path

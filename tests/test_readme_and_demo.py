@@ -7,7 +7,12 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def test_readme_python_blocks_run():
+def test_readme_python_blocks_run(tmp_path, monkeypatch):
+    import tempfile
+
+    # the README's store goes to tempfile.mkdtemp(), as a reader's would:
+    # here under pytest's own directory, not left behind in /tmp
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     text = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert blocks, "README has no python example"

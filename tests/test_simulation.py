@@ -369,11 +369,15 @@ def test_dask_run_equals_the_local_run(tmp_path):
     assert remote.stats["evaluations"] == local.stats["evaluations"] == stored.stats["evaluations"]
 
 
-def test_docs_simulation_doctest():
+def test_docs_simulation_doctest(tmp_path, monkeypatch):
     import doctest
     import pathlib
+    import tempfile
 
     pytest.importorskip("zarr", reason="the page's Zarr example needs the optional 'campaign' extra")
+    # the page's stores go to tempfile.mkdtemp(), as a reader's would: here
+    # under pytest's own directory, not left behind in /tmp
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "simulation.md"
     res = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert res.attempted > 0 and res.failed == 0
