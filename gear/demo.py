@@ -81,7 +81,7 @@ def demo_fourbar():
     A = sys.constraint_jacobian(q)
     print("  identities (max abs error):")
     print(f"    A ddq + dA dq                {res.residual:.2e}")
-    print(f"    constrained ID(FD(tau)) - tau {np.abs(inv.tau - tau).max():.2e}")
+    print(f"    {'ID(FD(tau)) - tau':<29}{np.abs(inv.tau - tau).max():.2e}")
     M, b = gear.mass_matrix(fb, q), gear.bias_forces(fb, q, dq)
     print(f"    M ddq + b - tau - A^T lam    {np.abs(M @ res.ddq + b - tau - A.T @ res.lam).max():.2e}")
     W = sys.constraint_wrenches(q, res.lam)[0]
