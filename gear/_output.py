@@ -29,8 +29,11 @@ import shutil
 __all__ = ["claim_directory", "claim_file", "claim_store", "record_files", "STORE_FORMAT"]
 
 MARKER = ".gear-output.json"
-#: version of the ``gear_store`` attribute layout of Zarr stores
-STORE_FORMAT = 1
+#: version of the layout of gear's Zarr stores (their ``gear_store``
+#: attribute): 2 adds a fifth column to ``chunk_stats`` (the projection's
+#: Gauss-Newton iterations per step); stores of format 1 are still
+#: resumed, those of a later format are refused
+STORE_FORMAT = 2
 # arrays of stores written before the ``gear_store`` attribute existed
 _LEGACY_ARRAYS = ("t", "q", "dq", "lam", "tau")
 # the temporary file of Zarr's atomic write of the root's zarr.json, left

@@ -124,6 +124,45 @@ def test_a_chunk_not_marked_complete_is_rewritten(tmp_path):
     assert tr.stats["max_residual"] < 1e-6 and tr.stats["solver"] == "kkt"
 
 
+def test_a_campaign_reports_the_projections_iterations(tmp_path):
+    """A projected campaign reports ``gauss_newton_per_step`` as the run
+    without a store does (each chunk's in ``chunk_stats``, weighted by its
+    rollouts: here 3, 3 and 1); a store of format 1 (four columns, from
+    before gear kept it) is still resumed, without it; a store of a later
+    format is refused."""
+    from gear._output import STORE_FORMAT
+
+    sysm, qb, dq = _four_bar_batch(7)
+    mem = gear.simulate(sysm, qb, dq, 0.2, 2e-2, record_every=5)
+    path = tmp_path / "p.zarr"
+    tr = gear.simulate(sysm, qb, dq, 0.2, 2e-2, record_every=5, out=str(path), chunks=3)
+    g = zarr.open_group(str(path), mode="r+")
+    its = g["chunk_stats"][:, 4]
+    assert g["chunk_stats"].shape == (3, 5) and len(set(its.tolist())) == 3     # the chunks differ
+    assert mem.stats["gauss_newton_per_step"] > 1.0
+    assert tr.stats["gauss_newton_per_step"] == pytest.approx(mem.stats["gauss_newton_per_step"], rel=1e-12)
+    assert g.attrs["stats"]["gauss_newton_per_step"] == tr.stats["gauss_newton_per_step"]
+    assert g.attrs["gear_store"]["format"] == STORE_FORMAT == 2
+    # the store as gear wrote it before: four columns, format 1
+    old = g["chunk_stats"][:, :4]
+    del g["chunk_stats"]
+    g.create_array("chunk_stats", shape=(3, 4), chunks=(1, 4), dtype="f8", fill_value=float("nan"))
+    g["chunk_stats"][...] = old
+    g.attrs["gear_store"] = {**g.attrs["gear_store"], "format": 1}
+    g["done"][1] = 0
+    again = gear.simulate(sysm, qb, dq, 0.2, 2e-2, record_every=5, out=str(path), resume=True)
+    assert (again.stats["chunks_run"], again.stats["chunks_skipped"]) == (1, 2)
+    assert "gauss_newton_per_step" not in again.stats
+    assert g["chunk_stats"].shape == (3, 4) and g["chunk_stats"][1, 0] > 0 and g["chunk_stats"][1, 3] == 1.0
+    _assert_store_equals(path, mem)
+    # a later format: refused before anything is written
+    g.attrs["gear_store"] = {**g.attrs["gear_store"], "format": STORE_FORMAT + 1}
+    g["done"][1] = 0
+    with pytest.raises(ValueError, match="written by a later gear"):
+        gear.simulate(sysm, qb, dq, 0.2, 2e-2, record_every=5, out=str(path), resume=True)
+    assert list(g["attempts"][...]) == [1, 2, 1]
+
+
 def test_resume_names_the_first_difference(tmp_path):
     arm, q0, dq0 = _arm_batch(6)
     path = str(tmp_path / "r.zarr")

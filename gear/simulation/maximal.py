@@ -508,7 +508,7 @@ def run_chunk(mx, A, B, tau, f_ext, camp, c, bar=None):
     """Run chunk ``c`` of a maximal campaign into its store, unless it is
     complete: one :func:`run_maximal` on the chunk's states, its arrays
     written to the chunk's rows, then ``chunk_stats[c]`` (wall time, NaN,
-    largest joint error, 0) and, last, ``done[c] = 1``
+    largest joint error, 0, NaN) and, last, ``done[c] = 1``
     (:func:`gear.simulation.rollout.begin_chunk`, ``finish_chunk``).
     Runs in the process that calls it: a Dask worker, or the local one.
 
@@ -543,7 +543,7 @@ def run_chunk(mx, A, B, tau, f_ext, camp, c, bar=None):
         else:
             root[k][a:b] = getattr(tr, k)
     st = tr.stats
-    finish_chunk(root, guard, c, [st["wall_time"], float("nan"), st["max_joint_error"], 0.0])
+    finish_chunk(root, guard, c, [st["wall_time"], float("nan"), st["max_joint_error"], 0.0, float("nan")])
     return {"chunk": c, "ran": True, "wall_time": st["wall_time"], "solver_counters": {}}
 
 

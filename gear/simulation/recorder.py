@@ -12,10 +12,11 @@ The store of ``gear.simulate(..., out=STORE)`` (format
   each campaign chunk (one task on one worker) writes Zarr chunks no other
   chunk touches, and ``frames`` is ``simulate``'s ``chunk=``;
 * per campaign chunk ``c``: ``attempts[c]`` (uint32, incremented when a
-  task for the chunk starts), ``chunk_stats[c]`` (wall time, dynamics
-  evaluations, largest constraint residual, native loop: NaN where not
-  applicable) and ``done[c]`` (uint8), each entry in a Zarr chunk of its
-  own.  ``done[c]`` is set to 1 only after every array of the chunk has
+  task for the chunk starts), ``chunk_stats[c]`` (:data:`CHUNK_STATS`:
+  wall time, dynamics evaluations, largest constraint residual, native
+  loop, the projection's Gauss-Newton iterations per step; NaN where not
+  applicable; stores of format 1 have the first four) and ``done[c]``
+  (uint8), each entry in a Zarr chunk of its own.  ``done[c]`` is set to 1 only after every array of the chunk has
   been written, so a process killed at any instant never leaves a
   half-written chunk marked complete;
 * root attributes: the metadata (``model_hash``, ``integrator``, ``dt``,
@@ -43,6 +44,9 @@ from .._output import STORE_FORMAT
 
 __all__ = ["Trajectory", "model_hash", "campaign_identity", "check_identity"]
 
+#: the columns of a store's ``chunk_stats`` (one row per campaign chunk)
+CHUNK_STATS = ("wall_time", "evaluations", "max_residual", "native", "gauss_newton_per_step")
+
 #: the target size in bytes of one Zarr chunk of ``q``, ``dq``... that sets
 #: the default number of rollouts per campaign chunk
 CHUNK_BYTES = 32 * 2**20
@@ -69,10 +73,10 @@ class Trajectory:
         loops the largest constraint residual seen (``max_residual``):
         with ``stabilization="projection"`` the residual each step leaves
         before its projection (the recorded states are on the rows to
-        1e-12), otherwise that of the states themselves; with projection,
-        in a run without a store (neither ``out=`` nor ``client=``), also
-        ``gauss_newton_per_step``, the projection's iterations per step
-        and state (1 where the first iteration reaches the rows: the
+        1e-12), otherwise that of the states themselves; with projection
+        also ``gauss_newton_per_step``, the projection's iterations per
+        step and state (in a campaign, over its chunks complete so far;
+        not in stores written before gear kept it) (1 where the first iteration reaches the rows: the
         native loop's first one takes the rows' second-order term where
         Gauss-Newton alone would need a second, the Python loop's does
         not).
@@ -335,6 +339,11 @@ def campaign_layout(out, resume, chunks, single, N, default):
     root = open_store(out) if resume else None
     stored = None
     if root is not None:
+        fmt = (root.attrs.get("gear_store") or {}).get("format", 1)
+        if not isinstance(fmt, int) or fmt > STORE_FORMAT:
+            raise ValueError(f"resume=True: {out!r} was written by a later gear (store format {fmt!r}; this "
+                             f"gear writes format {STORE_FORMAT}): resume it with that gear, or overwrite it "
+                             "(mode='w', gear simulate --overwrite) or choose a new path")
         stored = root.attrs.get("campaign")
         if chunks is None and isinstance(stored, dict) and stored.get("rows_per_chunk"):
             chunks = int(stored["chunks"])
@@ -373,7 +382,7 @@ def create_store(out, meta, identity, widths, N, T, single, rows, n_chunks, fram
     root.create_array("done", shape=(n_chunks,), chunks=(1,), dtype="u1", fill_value=0, compressors=None)
     root.create_array("attempts", shape=(n_chunks,), chunks=(1,), dtype="u4", fill_value=0,
                       compressors=None)
-    root.create_array("chunk_stats", shape=(n_chunks, 4), chunks=(1, 4), dtype="f8",
+    root.create_array("chunk_stats", shape=(n_chunks, len(CHUNK_STATS)), chunks=(1, len(CHUNK_STATS)), dtype="f8",
                       fill_value=float("nan"), compressors=None)
     zt[:] = t
     root.attrs.update({"campaign_id": uuid.uuid4().hex, "campaign": identity})

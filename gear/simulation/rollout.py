@@ -349,7 +349,8 @@ def run_chunk(target, q, v, tau, f_ext, camp, c, bar=None):
     rec.flush()
     nan = float("nan")
     finish_chunk(root, guard, c, [st["wall_time"], nan if st["evaluations"] is None else float(st["evaluations"]),
-                                  float(st.get("max_residual", nan)), float(st["native"])])
+                                  float(st.get("max_residual", nan)), float(st["native"]),
+                                  float(st.get("gauss_newton_per_step", nan))])
     return {"chunk": c, "ran": True, "wall_time": st["wall_time"],
             "solver_counters": st.get("solver_counters", {})}
 
@@ -375,11 +376,13 @@ def begin_chunk(camp, c):
 
 
 def finish_chunk(root, guard, c, chunk_stats):
-    """After every array of chunk ``c`` is written: ``chunk_stats[c]`` (wall
-    time, evaluations, largest residual, native), then, last,
-    ``done[c] = 1``; ``guard()`` first."""
+    """After every array of chunk ``c`` is written: ``chunk_stats[c]``
+    (the values of :data:`gear.simulation.recorder.CHUNK_STATS`; a store
+    of format 1 keeps the first four), then, last, ``done[c] = 1``;
+    ``guard()`` first."""
     guard()
-    root["chunk_stats"][c] = chunk_stats
+    cs = root["chunk_stats"]
+    cs[c] = list(chunk_stats)[:cs.shape[1]]
     root["done"][c] = 1              # last: the chunk is complete
 
 
@@ -504,6 +507,14 @@ def campaign_result(root, camp, summaries, before, done_before, wall, extra=None
         stats["solver_counters"] = counters
         stats["max_residual"] = float(np.nanmax(res)) if not np.isnan(res).all() else 0.0
         stats["stabilization"] = str(camp.stabilization)
+        if camp.stabilization == "projection" and cs.shape[1] > 4:
+            # the chunks' iterations per step and state, weighted by their
+            # rollouts (chunks complete so far)
+            its = cs[:, 4]
+            have = np.flatnonzero(done & ~np.isnan(its)).tolist()
+            if have:
+                w = np.array([b - a for a, b in map(camp.rows_of, have)], dtype=float)
+                stats["gauss_newton_per_step"] = float(w @ its[have] / w.sum())
     if slots:
         stats["overhead_per_chunk"] = overhead_per_chunk(wall, stats["chunk_wall_times"], slots, len(ran))
     stats.update(extra or {})
