@@ -367,6 +367,9 @@ def test_dask_run_equals_the_local_run(tmp_path):
     # split along the batch into Zarr chunks of the campaign's chunks
     assert stored.stats["chunks_run"] == stored.stats["chunks"] and stored.q.chunks[0] * stored.stats["chunks"] >= 5
     assert remote.stats["evaluations"] == local.stats["evaluations"] == stored.stats["evaluations"]
+    its = local.stats["gauss_newton_per_step"]
+    assert remote.stats["gauss_newton_per_step"] == pytest.approx(its, rel=1e-12)
+    assert stored.stats["gauss_newton_per_step"] == pytest.approx(its, rel=1e-12)
 
 
 def test_docs_simulation_doctest(tmp_path, monkeypatch):
