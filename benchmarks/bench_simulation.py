@@ -1,6 +1,8 @@
 """Batched rollouts: state-steps per second, beside MuJoCo and Pinocchio.
 
 Run:  python benchmarks/bench_simulation.py [--states N] [--steps S]
+      python benchmarks/bench_simulation.py --euler-only        (the table against mujoco.rollout alone)
+      python benchmarks/bench_simulation.py --projection-cost   (what projection costs per step)
 
 The cases are:
 
@@ -205,6 +207,50 @@ def euler_table(N=256, steps=200, dt=1e-3):
           "brackets)")
 
 
+def projection_cost_table(N=64, steps=100, dt=1e-3, rounds=5):
+    """What projection costs per step on each bundled mechanism: µs per
+    state-step of Euler rollouts (``N`` x ``steps``, one thread, best of
+    ``rounds`` calls) with projection, with Baumgarte's stabilisation and
+    with none, beside the batched ``sys.forward_dynamics`` (one solve per
+    state), and the projected step's ratios to the Baumgarte step and to
+    the solve, with the projection's Gauss-Newton iterations per step."""
+    import gear.mechanisms as mech
+
+    rng = np.random.default_rng(1)
+    fb = gear.load_mjcf(gear.data_path("fourbar.xml"))
+    fbs = gear.ConstrainedModel(fb)
+    cases = [("fourbar.xml", fbs, fbs.assemble(fb.neutral()))]
+    for name in ("four_bar", "slider_crank", "five_bar", "rssr", "bricard", "stewart"):
+        cases.append((name,) + tuple(getattr(mech, name)()))
+    old = gear.get_num_threads()
+    gear.set_num_threads(1)
+    print(f"\n## what projection costs: Euler, dt = {dt:g} s, {N} states x {steps} steps, one thread; "
+          "us per state-step\n")
+    print(f"{'mechanism':<14} {'nv':>3} {'rows':>4} {'solve':>7} {'none':>7} {'baumgarte':>9} {'projection':>10} "
+          f"{'proj/baumgarte':>14} {'proj/solve':>10} {'GN per step':>11}")
+    try:
+        for name, sysm, q in cases:
+            nv = sysm.model.nv
+            qs = np.stack([sysm.assemble(sysm.model.integrate(q, 0.02 * rng.standard_normal(nv)))
+                           for _ in range(N)])
+            dqs = np.stack([sysm.project_velocity(x, 0.5 * rng.standard_normal(nv)) for x in qs])
+            zero = np.zeros_like(dqs)
+            t = {"solve": _rate(N, 1, lambda: sysm.forward_dynamics(qs, dqs, zero), 25)}
+            runs = {}
+            for stab in ("none", "baumgarte", "projection"):
+                run = (lambda st=stab: runs.__setitem__(st, gear.simulate(
+                    sysm, qs, dqs, steps * dt, dt, integrator="euler", stabilization=None if st == "none" else st,
+                    record_every=steps, progress=False)))
+                t[stab] = _rate(N, steps, run, rounds)
+            us = {k: 1e6 / v for k, v in t.items()}
+            print(f"{name:<14} {nv:>3} {sysm.nc:>4} {us['solve']:7.2f} {us['none']:7.2f} {us['baumgarte']:9.2f} "
+                  f"{us['projection']:10.2f} {us['projection'] / us['baumgarte']:14.2f} "
+                  f"{us['projection'] / us['solve']:10.2f} "
+                  f"{runs['projection'].stats['gauss_newton_per_step']:11.3f}")
+    finally:
+        gear.set_num_threads(old)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--states", type=int, default=1000)
@@ -213,7 +259,13 @@ def main(argv=None):
     ap.add_argument("--dask", action="store_true", help="also time the Dask path on a 2-process LocalCluster")
     ap.add_argument("--euler-only", action="store_true",
                     help="only the table against mujoco.rollout, Euler to Euler (256 x 200)")
+    ap.add_argument("--projection-cost", action="store_true",
+                    help="only the table of what projection costs per step on the bundled mechanisms")
     a = ap.parse_args(argv)
+    if a.projection_cost:
+        print(f"# gear {gear.__version__} | numpy {np.__version__} | {os.cpu_count()} cores")
+        projection_cost_table()
+        return
     if a.euler_only:
         print(f"# gear {gear.__version__} | numpy {np.__version__} | {os.cpu_count()} cores")
         euler_table()

@@ -35,7 +35,7 @@ def test_demo_runs_and_prints_identities():
     assert worst < 1e-10
     proj = float(re.search(r"^\s+projection\s+([0-9.e+-]+)", out, flags=re.M).group(1))
     assert proj < 1e-9
-    closed = [float(x) for x in re.findall(r"constrained ID\(FD\(tau\)\) - tau\s+([0-9.e+-]+)", out)]
+    closed = [float(x) for x in re.findall(r"ID\(FD\(tau\)\) - tau\s+([0-9.e+-]+)", out)]
     assert closed and closed[0] < 1e-9
 
 
