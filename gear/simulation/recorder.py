@@ -16,9 +16,10 @@ The store of ``gear.simulate(..., out=STORE)`` (format
   wall time, dynamics evaluations, largest constraint residual, native
   loop, the projection's Gauss-Newton iterations per step; NaN where not
   applicable; stores of format 1 have the first four) and ``done[c]``
-  (uint8), each entry in a Zarr chunk of its own.  ``done[c]`` is set to 1 only after every array of the chunk has
-  been written, so a process killed at any instant never leaves a
-  half-written chunk marked complete;
+  (uint8), each entry in a Zarr chunk of its own.  ``done[c]`` is set to
+  1 only after every array of the chunk has been written, so a process
+  killed at any instant never leaves a half-written chunk marked
+  complete;
 * root attributes: the metadata (``model_hash``, ``integrator``, ``dt``,
   ``t_final``, ``steps``, ``solver``, ``gear_version``...), the
   ``gear_store`` marker (:mod:`gear._output`), ``campaign`` (the identity
@@ -75,11 +76,11 @@ class Trajectory:
         before its projection (the recorded states are on the rows to
         1e-12), otherwise that of the states themselves; with projection
         also ``gauss_newton_per_step``, the projection's iterations per
-        step and state (in a campaign, over its chunks complete so far;
-        not in stores written before gear kept it) (1 where the first iteration reaches the rows: the
+        step and state: 1 where the first iteration reaches the rows (the
         native loop's first one takes the rows' second-order term where
         Gauss-Newton alone would need a second, the Python loop's does
-        not).
+        not); in a campaign, over its chunks complete so far (a store
+        written before gear kept it has none).
 
     With ``out=`` the arrays are the Zarr arrays of the store (read them
     with ``[...]``).
@@ -382,7 +383,8 @@ def create_store(out, meta, identity, widths, N, T, single, rows, n_chunks, fram
     root.create_array("done", shape=(n_chunks,), chunks=(1,), dtype="u1", fill_value=0, compressors=None)
     root.create_array("attempts", shape=(n_chunks,), chunks=(1,), dtype="u4", fill_value=0,
                       compressors=None)
-    root.create_array("chunk_stats", shape=(n_chunks, len(CHUNK_STATS)), chunks=(1, len(CHUNK_STATS)), dtype="f8",
+    ncol = len(CHUNK_STATS)
+    root.create_array("chunk_stats", shape=(n_chunks, ncol), chunks=(1, ncol), dtype="f8",
                       fill_value=float("nan"), compressors=None)
     zt[:] = t
     root.attrs.update({"campaign_id": uuid.uuid4().hex, "campaign": identity})

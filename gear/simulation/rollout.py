@@ -474,7 +474,7 @@ def campaign_result(root, camp, summaries, before, done_before, wall, extra=None
         The cluster's worker threads: adds ``overhead_per_chunk``
         (:func:`overhead_per_chunk` of the chunks this call ran).
     """
-    from .recorder import store_trajectory
+    from .recorder import CHUNK_STATS, store_trajectory
 
     attempts = np.asarray(root["attempts"][:], dtype=np.int64)
     cs = np.asarray(root["chunk_stats"][:])
@@ -507,10 +507,11 @@ def campaign_result(root, camp, summaries, before, done_before, wall, extra=None
         stats["solver_counters"] = counters
         stats["max_residual"] = float(np.nanmax(res)) if not np.isnan(res).all() else 0.0
         stats["stabilization"] = str(camp.stabilization)
-        if camp.stabilization == "projection" and cs.shape[1] > 4:
+        k = CHUNK_STATS.index("gauss_newton_per_step")
+        if camp.stabilization == "projection" and cs.shape[1] > k:
             # the chunks' iterations per step and state, weighted by their
-            # rollouts (chunks complete so far)
-            its = cs[:, 4]
+            # rollouts (chunks complete so far; format-1 stores have none)
+            its = cs[:, k]
             have = np.flatnonzero(done & ~np.isnan(its)).tolist()
             if have:
                 w = np.array([b - a for a, b in map(camp.rows_of, have)], dtype=float)
