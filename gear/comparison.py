@@ -598,6 +598,26 @@ class Comparison:
                     out[key] = p
         return out
 
+    def converging(self):
+        """The formulations whose error still falls at the work-precision
+        sweep's smallest step: one of their runs has its error there above
+        ten times the reference's own and below half its error at the next
+        step.  A tolerance such a formulation misses would be reached with
+        a smaller step, which the sweep did not take, so it is no
+        evidence that another formulation is cheaper there (a soft run's
+        compliance, by contrast, sets a floor no step goes below)."""
+        floor = 10.0 * (self.settings.get("reference_error") or 0.0)
+        pts = {}
+        for p in self.work_precision:
+            if p.get("error") is not None:
+                pts.setdefault((p["formulation"], p["run"]), []).append((p["dt"], p["error"]))
+        out = set()
+        for (f, _), ps in pts.items():
+            ps = sorted(ps)
+            if len(ps) >= 2 and floor < ps[0][1] < 0.5 * ps[1][1]:
+                out.add(f)
+        return out
+
     def orders(self):
         """The order of convergence each run shows in the work-precision
         points: the slope of ``log error`` against ``log dt`` between its
@@ -661,6 +681,10 @@ class Comparison:
             # the tolerances some runs reach and others do not
             floor = 10.0 * (st.get("reference_error") or 0.0)      # what the reference resolves
             targets = [10.0 ** k for k in range(-2, -13, -2) if max(errs[0], floor) <= 10.0 ** k < errs[-1]]
+            forms = [f for f in ("reduced", "soft", "maximal") if any(p["formulation"] == f
+                                                                     for p in self.work_precision)]
+            converging = self.converging()
+            finest = min(p["dt"] for p in self.work_precision)
             parts, seen = [], []
             for target in targets:
                 ch = self._cheapest(target)
@@ -671,34 +695,49 @@ class Comparison:
                     seen[-1][1].append(target)
                     continue
                 seen.append((key, [target], ch))
+            compared = []                               # (formulation that wins, tolerances) of fair ones
             for key, tols, ch in seen:
                 a = ch["all"]
                 tol = f"{tols[0]:.0e}" + (f" down to {tols[-1]:.0e}" if len(tols) > 1 else "")
-                txt = (f"error ≤ {tol} {unit}: cheapest `{a['run']}` at dt = {_fmt_dt(a['dt'])}, "
+                missing = [f for f in forms if f not in ch]
+                short = [f for f in missing if f in converging]     # the sweep stopped before they got there
+                lead = "only" if short and len(ch) == 2 else "cheapest"
+                txt = (f"error ≤ {tol} {unit}: {lead} `{a['run']}` at dt = {_fmt_dt(a['dt'])}, "
                        f"{a['cost_s'] * 1e3:.3g} ms per simulated second")
                 others = [f"{f} {ch[f]['cost_s'] / a['cost_s']:.3g}× that (`{ch[f]['run']}`)"
-                          for f in ("reduced", "soft", "maximal") if f in ch and f != a["formulation"]]
-                missing = [f for f in ("reduced", "soft", "maximal")
-                           if f not in ch and any(p["formulation"] == f for p in self.work_precision)]
+                          for f in forms if f in ch and f != a["formulation"]]
                 if others:
                     txt += "; " + ", ".join(others)
-                if missing:
-                    txt += "; no " + " or ".join(missing) + " run reaches it"
+                if [f for f in missing if f not in short]:
+                    txt += "; no " + " or ".join(f for f in missing if f not in short) + " run reaches it"
+                if short:
+                    txt += (f"; the {' and '.join(short)} runs were still converging at the sweep's smallest "
+                            f"step ({_fmt_dt(finest)}), where a smaller one may reach it, so this tolerance is "
+                            "left out of the verdict")
+                else:
+                    compared.append((a["formulation"], tols))
                 parts.append(txt)
             if parts:
                 lines.append("**Work precision**: " + ". ".join(parts) + ".")
                 wins = {}
-                for key, tols, ch in seen:
-                    wins.setdefault(ch["all"]["formulation"], []).extend(tols)
-                if "maximal" not in wins:
+                for f, tols in compared:
+                    wins.setdefault(f, []).extend(tols)
+                every = sorted((t for _, tols in compared for t in tols), reverse=True)
+                span = (f"{every[0]:.0e}" + (f" down to {every[-1]:.0e}" if len(every) > 1 else "") + f" {unit}"
+                        if every else "")
+                if not wins:
+                    verdict = ("**Verdict**: none drawn: at every tolerance the work-precision runs reach, "
+                               "some formulation was still converging at the sweep's smallest step "
+                               f"({_fmt_dt(finest)}); repeat with a smaller `dt` (work precision below).")
+                elif "maximal" not in wins:
                     verdict = ("**Verdict**: joint coordinates (" + " and ".join(sorted(wins)) + " runs) are the "
-                               "cheapest at every tolerance measured; maximal coordinates reach the same accuracy "
-                               "only at a higher cost per simulated second, and keep their joints closed only "
-                               "when stabilised (joint drift below).")
+                               f"cheapest at every tolerance compared ({span}); maximal coordinates reach the "
+                               "same accuracy only at a higher cost per simulated second, and keep their joints "
+                               "closed only when stabilised (joint drift below).")
                 else:
                     verdict = ("**Verdict**: maximal coordinates are the cheapest at error ≤ "
                                + ", ".join(f"{t:.0e}" for t in wins["maximal"]) + f" {unit}; joint coordinates "
-                               "elsewhere (work precision below).")
+                               f"elsewhere (of the tolerances compared, {span}; work precision below).")
                 lines.insert(0, verdict)
         drift = [r for r in done if r["formulation"] == "maximal"]
         if drift and "position_residual" in self.series:

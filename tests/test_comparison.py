@@ -289,6 +289,52 @@ def test_rk4_below_fourth_order_on_spherical_joints_is_said(rep):
     assert "Integrator order" not in rep.summary() and rep.settings["lie_joints"] == 0
 
 
+def _wp_report(points, reference_error=1e-13):
+    """A Comparison holding only work-precision points ``(run, formulation,
+    dt, error, cost_s)`` (for the summary's logic)."""
+    runs = [{"name": n, "formulation": f, "integrator": "rk4", "status": "ok"}
+            for n, f in dict.fromkeys((p[0], p[1]) for p in points)]
+    wp = [{"run": r, "formulation": f, "dt": dt, "error": e, "cost_s": c} for r, f, dt, e, c in points]
+    settings = {"dt": 1e-3, "t_final": 0.5, "coordinate_unit": "rad", "reference_error": reference_error}
+    return gear.comparison.Comparison("synthetic", {}, settings, runs, np.zeros(1), {}, {}, wp)
+
+
+def test_the_verdict_leaves_out_tolerances_the_sweep_stopped_short_of():
+    """A tolerance that one formulation reaches at the sweep's smallest
+    step while another is still converging there (its error halving and
+    more from one step to the next) is no evidence that the first is
+    cheaper: a smaller step might get the other there for less.  The
+    summary says so and leaves it out of the verdict; a formulation whose
+    error has stopped falling (a soft run's compliance) simply does not
+    reach it, and the tolerance counts."""
+    red = [("kkt / rk4", "reduced", 4e-3, 3.0e-6, 0.75e-3), ("kkt / rk4", "reduced", 2e-3, 1.9e-7, 1.5e-3),
+           ("kkt / rk4", "reduced", 1e-3, 1.2e-8, 3.0e-3)]
+    mx = [("maximal / rk4", "maximal", 4e-3, 1.8e-6, 4.0e-3), ("maximal / rk4", "maximal", 2e-3, 1.1e-7, 8.0e-3),
+          ("maximal / rk4", "maximal", 1e-3, 7e-9, 1.6e-2)]
+    soft = [("soft / rk4", "soft", 4e-3, 2.0e-6, 1.0e-3), ("soft / rk4", "soft", 2e-3, 1.4e-6, 2.0e-3),
+            ("soft / rk4", "soft", 1e-3, 1.3e-6, 4.0e-3)]
+    rep = _wp_report(red + mx + soft)
+    assert rep.converging() == {"reduced", "maximal"}
+    s = rep.summary()
+    assert s.startswith("- **Verdict**: joint coordinates (reduced runs) are the cheapest at every tolerance "
+                        "compared (1e-06 rad)")
+    assert ("error ≤ 1e-06 rad: cheapest `kkt / rk4` at dt = 2 ms, 1.5 ms per simulated second; maximal 5.33× "
+            "that (`maximal / rk4`); no soft run reaches it.") in s
+    assert ("error ≤ 1e-08 rad: only `maximal / rk4` at dt = 1 ms, 16 ms per simulated second; no soft run "
+            "reaches it; the reduced runs were still converging at the sweep's smallest step (1 ms)") in s
+    # the reduced run's error stops falling at 1 ms (a floor): then 1e-8 is a
+    # fair comparison, and the maximal run wins it
+    floor = red[:1] + [("kkt / rk4", "reduced", 2e-3, 1.3e-8, 1.5e-3), ("kkt / rk4", "reduced", 1e-3, 1.2e-8, 3e-3)]
+    s = _wp_report(floor + mx + soft).summary()
+    assert "left out of the verdict" not in s
+    assert s.startswith("- **Verdict**: maximal coordinates are the cheapest at error ≤ 1e-08 rad; joint "
+                        "coordinates elsewhere (of the tolerances compared, 1e-06 down to 1e-08 rad")
+    assert "no reduced or soft run reaches it" in s
+    # the only tolerance reached, cut short: no verdict drawn
+    s = _wp_report(red[1:] + mx[1:]).summary()
+    assert s.startswith("- **Verdict**: none drawn") and "left out of the verdict" in s
+
+
 def test_compare_bad_input():
     sysm, q0 = mech.four_bar()
     for kw, err, needle in [
