@@ -58,7 +58,11 @@ studies:
   times each factor of ``work_precision=`` (default 1, 2, 4, 8): the error
   at ``t_final`` against the reference versus the wall time per
   simulated second (a work-precision diagram, as Hairer, Lubich and
-  Wanner, "Geometric Numerical Integration", compare integrators);
+  Wanner, "Geometric Numerical Integration", compare integrators).  The
+  summary's verdict counts a tolerance only where the sweep settles who
+  is cheapest: not where a formulation that misses it was still
+  converging at the smallest step, and still cheaper there, than the
+  run that reaches it (:meth:`Comparison.converging`);
 * **stability limits** (``stability``): the largest ``dt`` at which each
   run stays stable over a short horizon, by bisection
   (:data:`STABILITY` states the criterion);
@@ -600,22 +604,25 @@ class Comparison:
 
     def converging(self):
         """The formulations whose error still falls at the work-precision
-        sweep's smallest step: one of their runs has its error there above
-        ten times the reference's own and below half its error at the next
-        step.  A tolerance such a formulation misses would be reached with
-        a smaller step, which the sweep did not take, so it is no
-        evidence that another formulation is cheaper there (a soft run's
-        compliance, by contrast, sets a floor no step goes below)."""
+        sweep's smallest step, with what they cost there: ``{formulation:
+        the least cost_s, at its smallest step, of its runs whose error
+        there is above ten times the reference's own and below half their
+        error at the next step}``.  A tolerance such a formulation misses
+        might be reached with a smaller step, which the sweep did not
+        take, at a cost above that one: where that cost is below the
+        cheapest run that reaches the tolerance, the sweep is no evidence
+        of who is cheaper there (a soft run's compliance, by contrast,
+        sets a floor no step goes below)."""
         floor = 10.0 * (self.settings.get("reference_error") or 0.0)
         pts = {}
         for p in self.work_precision:
             if p.get("error") is not None:
-                pts.setdefault((p["formulation"], p["run"]), []).append((p["dt"], p["error"]))
-        out = set()
+                pts.setdefault((p["formulation"], p["run"]), []).append((p["dt"], p["error"], p["cost_s"]))
+        out = {}
         for (f, _), ps in pts.items():
             ps = sorted(ps)
             if len(ps) >= 2 and floor < ps[0][1] < 0.5 * ps[1][1]:
-                out.add(f)
+                out[f] = min(out.get(f, np.inf), ps[0][2])
         return out
 
     def orders(self):
@@ -700,7 +707,8 @@ class Comparison:
                 a = ch["all"]
                 tol = f"{tols[0]:.0e}" + (f" down to {tols[-1]:.0e}" if len(tols) > 1 else "")
                 missing = [f for f in forms if f not in ch]
-                short = [f for f in missing if f in converging]     # the sweep stopped before they got there
+                # the sweep stopped before they got there, where they were still cheaper
+                short = [f for f in missing if converging.get(f, np.inf) < a["cost_s"]]
                 lead = "only" if short and len(ch) == 2 else "cheapest"
                 txt = (f"error ≤ {tol} {unit}: {lead} `{a['run']}` at dt = {_fmt_dt(a['dt'])}, "
                        f"{a['cost_s'] * 1e3:.3g} ms per simulated second")

@@ -302,11 +302,12 @@ def _wp_report(points, reference_error=1e-13):
 def test_the_verdict_leaves_out_tolerances_the_sweep_stopped_short_of():
     """A tolerance that one formulation reaches at the sweep's smallest
     step while another is still converging there (its error halving and
-    more from one step to the next) is no evidence that the first is
-    cheaper: a smaller step might get the other there for less.  The
-    summary says so and leaves it out of the verdict; a formulation whose
-    error has stopped falling (a soft run's compliance) simply does not
-    reach it, and the tolerance counts."""
+    more from one step to the next), and still cheaper there, is no
+    evidence that the first is cheaper: a smaller step might get the
+    other there for less.  The summary says so and leaves it out of the
+    verdict.  A formulation whose error has stopped falling (a soft run's
+    compliance), or that already costs more at the smallest step, does
+    not change who is cheapest, and the tolerance counts."""
     red = [("kkt / rk4", "reduced", 4e-3, 3.0e-6, 0.75e-3), ("kkt / rk4", "reduced", 2e-3, 1.9e-7, 1.5e-3),
            ("kkt / rk4", "reduced", 1e-3, 1.2e-8, 3.0e-3)]
     mx = [("maximal / rk4", "maximal", 4e-3, 1.8e-6, 4.0e-3), ("maximal / rk4", "maximal", 2e-3, 1.1e-7, 8.0e-3),
@@ -314,7 +315,7 @@ def test_the_verdict_leaves_out_tolerances_the_sweep_stopped_short_of():
     soft = [("soft / rk4", "soft", 4e-3, 2.0e-6, 1.0e-3), ("soft / rk4", "soft", 2e-3, 1.4e-6, 2.0e-3),
             ("soft / rk4", "soft", 1e-3, 1.3e-6, 4.0e-3)]
     rep = _wp_report(red + mx + soft)
-    assert rep.converging() == {"reduced", "maximal"}
+    assert rep.converging() == {"reduced": 3.0e-3, "maximal": 1.6e-2}
     s = rep.summary()
     assert s.startswith("- **Verdict**: joint coordinates (reduced runs) are the cheapest at every tolerance "
                         "compared (1e-06 rad)")
@@ -330,6 +331,12 @@ def test_the_verdict_leaves_out_tolerances_the_sweep_stopped_short_of():
     assert s.startswith("- **Verdict**: maximal coordinates are the cheapest at error ≤ 1e-08 rad; joint "
                         "coordinates elsewhere (of the tolerances compared, 1e-06 down to 1e-08 rad")
     assert "no reduced or soft run reaches it" in s
+    # still converging, but already dearer at the smallest step than the
+    # maximal run that reaches 1e-8: no smaller step could make it cheaper
+    dear = red[:2] + [("kkt / rk4", "reduced", 1e-3, 1.2e-8, 2.0e-2)]
+    s = _wp_report(dear + mx + soft).summary()
+    assert "left out of the verdict" not in s and s.startswith("- **Verdict**: maximal coordinates are the "
+                                                               "cheapest at error ≤ 1e-08 rad")
     # the only tolerance reached, cut short: no verdict drawn
     s = _wp_report(red[1:] + mx[1:]).summary()
     assert s.startswith("- **Verdict**: none drawn") and "left out of the verdict" in s
