@@ -61,8 +61,9 @@ studies:
   Wanner, "Geometric Numerical Integration", compare integrators).  The
   summary's verdict counts a tolerance only where the sweep settles who
   is cheapest: not where a formulation that misses it was still
-  converging at the smallest step, and still cheaper there, than the
-  run that reaches it (:meth:`Comparison.converging`);
+  converging at the smallest step and, extrapolated with its order,
+  would reach it for less than the run that does
+  (:meth:`Comparison.converging`);
 * **stability limits** (``stability``): the largest ``dt`` at which each
   run stays stable over a short horizon, by bisection
   (:data:`STABILITY` states the criterion);
@@ -603,27 +604,35 @@ class Comparison:
         return out
 
     def converging(self):
-        """The formulations whose error still falls at the work-precision
-        sweep's smallest step, with what they cost there: ``{formulation:
-        the least cost_s, at its smallest step, of its runs whose error
-        there is above ten times the reference's own and below half their
-        error at the next step}``.  A tolerance such a formulation misses
+        """The runs whose error still falls at their smallest
+        work-precision step, by formulation: ``{formulation: [{"run",
+        "dt", "error", "cost_s", "order"}]}``, the point at the smallest
+        step of each run whose error there is above ten times the
+        reference's own and below half its error at the next step, with
+        the order the two points show.  A tolerance such a run misses
         might be reached with a smaller step, which the sweep did not
-        take, at a cost above that one: where that cost is below the
-        cheapest run that reaches the tolerance, the sweep is no evidence
-        of who is cheaper there (a soft run's compliance, by contrast,
-        sets a floor no step goes below)."""
+        take, at about ``cost_s (error / tolerance)^(1 / order)`` (a soft
+        run's compliance, by contrast, sets a floor no step goes below)."""
         floor = 10.0 * (self.settings.get("reference_error") or 0.0)
         pts = {}
         for p in self.work_precision:
             if p.get("error") is not None:
                 pts.setdefault((p["formulation"], p["run"]), []).append((p["dt"], p["error"], p["cost_s"]))
         out = {}
-        for (f, _), ps in pts.items():
+        for (f, run), ps in pts.items():
             ps = sorted(ps)
-            if len(ps) >= 2 and floor < ps[0][1] < 0.5 * ps[1][1]:
-                out[f] = min(out.get(f, np.inf), ps[0][2])
+            if len(ps) >= 2 and floor < ps[0][1] < 0.5 * ps[1][1] and ps[1][0] > ps[0][0]:
+                order = float(np.log(ps[1][1] / ps[0][1]) / np.log(ps[1][0] / ps[0][0]))
+                out.setdefault(f, []).append({"run": run, "dt": ps[0][0], "error": ps[0][1], "cost_s": ps[0][2],
+                                              "order": order})
         return out
+
+    def _reach_cost(self, converging, formulation, target):
+        """The least cost per simulated second at which a still-converging
+        run of ``formulation`` would reach ``target``, extrapolated with its
+        order (:meth:`converging`); inf when none is converging."""
+        return min((c["cost_s"] * (c["error"] / target) ** (1.0 / c["order"])
+                    for c in converging.get(formulation, ())), default=np.inf)
 
     def orders(self):
         """The order of convergence each run shows in the work-precision
@@ -707,8 +716,10 @@ class Comparison:
                 a = ch["all"]
                 tol = f"{tols[0]:.0e}" + (f" down to {tols[-1]:.0e}" if len(tols) > 1 else "")
                 missing = [f for f in forms if f not in ch]
-                # the sweep stopped before they got there, where they were still cheaper
-                short = [f for f in missing if converging.get(f, np.inf) < a["cost_s"]]
+                # the sweep stopped before they got there, and a smaller step
+                # would get them there for less (extrapolated with their order)
+                reach = {f: self._reach_cost(converging, f, tols[0]) for f in missing}
+                short = [f for f in missing if reach[f] < a["cost_s"]]
                 lead = "only" if short and len(ch) == 2 else "cheapest"
                 txt = (f"error ≤ {tol} {unit}: {lead} `{a['run']}` at dt = {_fmt_dt(a['dt'])}, "
                        f"{a['cost_s'] * 1e3:.3g} ms per simulated second")
@@ -720,7 +731,9 @@ class Comparison:
                     txt += "; no " + " or ".join(f for f in missing if f not in short) + " run reaches it"
                 if short:
                     txt += (f"; the {' and '.join(short)} runs were still converging at the sweep's smallest "
-                            f"step ({_fmt_dt(finest)}), where a smaller one may reach it, so this tolerance is "
+                            f"step ({_fmt_dt(finest)}), and a smaller one would reach it at about "
+                            + " and ".join(f"{reach[f] * 1e3:.3g}" for f in short)
+                            + " ms per simulated second (extrapolated with their order), so this tolerance is "
                             "left out of the verdict")
                 else:
                     compared.append((a["formulation"], tols))

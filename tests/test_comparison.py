@@ -302,12 +302,12 @@ def _wp_report(points, reference_error=1e-13):
 def test_the_verdict_leaves_out_tolerances_the_sweep_stopped_short_of():
     """A tolerance that one formulation reaches at the sweep's smallest
     step while another is still converging there (its error halving and
-    more from one step to the next), and still cheaper there, is no
-    evidence that the first is cheaper: a smaller step might get the
-    other there for less.  The summary says so and leaves it out of the
-    verdict.  A formulation whose error has stopped falling (a soft run's
-    compliance), or that already costs more at the smallest step, does
-    not change who is cheapest, and the tolerance counts."""
+    more from one step to the next) is no evidence that the first is
+    cheaper where a smaller step, extrapolated with the other's order,
+    would get the other there for less.  The summary says so and leaves
+    it out of the verdict.  A formulation whose error has stopped falling
+    (a soft run's compliance), or that would cost more, does not change
+    who is cheapest, and the tolerance counts."""
     red = [("kkt / rk4", "reduced", 4e-3, 3.0e-6, 0.75e-3), ("kkt / rk4", "reduced", 2e-3, 1.9e-7, 1.5e-3),
            ("kkt / rk4", "reduced", 1e-3, 1.2e-8, 3.0e-3)]
     mx = [("maximal / rk4", "maximal", 4e-3, 1.8e-6, 4.0e-3), ("maximal / rk4", "maximal", 2e-3, 1.1e-7, 8.0e-3),
@@ -315,14 +315,18 @@ def test_the_verdict_leaves_out_tolerances_the_sweep_stopped_short_of():
     soft = [("soft / rk4", "soft", 4e-3, 2.0e-6, 1.0e-3), ("soft / rk4", "soft", 2e-3, 1.4e-6, 2.0e-3),
             ("soft / rk4", "soft", 1e-3, 1.3e-6, 4.0e-3)]
     rep = _wp_report(red + mx + soft)
-    assert rep.converging() == {"reduced": 3.0e-3, "maximal": 1.6e-2}
+    conv = rep.converging()
+    assert {f: [c["run"] for c in cs] for f, cs in conv.items()} == {"reduced": ["kkt / rk4"],
+                                                                      "maximal": ["maximal / rk4"]}
+    assert conv["reduced"][0]["order"] == pytest.approx(np.log2(1.9e-7 / 1.2e-8))
     s = rep.summary()
     assert s.startswith("- **Verdict**: joint coordinates (reduced runs) are the cheapest at every tolerance "
                         "compared (1e-06 rad)")
     assert ("error ≤ 1e-06 rad: cheapest `kkt / rk4` at dt = 2 ms, 1.5 ms per simulated second; maximal 5.33× "
             "that (`maximal / rk4`); no soft run reaches it.") in s
     assert ("error ≤ 1e-08 rad: only `maximal / rk4` at dt = 1 ms, 16 ms per simulated second; no soft run "
-            "reaches it; the reduced runs were still converging at the sweep's smallest step (1 ms)") in s
+            "reaches it; the reduced runs were still converging at the sweep's smallest step (1 ms), and a "
+            "smaller one would reach it at about 3.14 ms per simulated second") in s
     # the reduced run's error stops falling at 1 ms (a floor): then 1e-8 is a
     # fair comparison, and the maximal run wins it
     floor = red[:1] + [("kkt / rk4", "reduced", 2e-3, 1.3e-8, 1.5e-3), ("kkt / rk4", "reduced", 1e-3, 1.2e-8, 3e-3)]
@@ -331,6 +335,12 @@ def test_the_verdict_leaves_out_tolerances_the_sweep_stopped_short_of():
     assert s.startswith("- **Verdict**: maximal coordinates are the cheapest at error ≤ 1e-08 rad; joint "
                         "coordinates elsewhere (of the tolerances compared, 1e-06 down to 1e-08 rad")
     assert "no reduced or soft run reaches it" in s
+    # a first-order run still converging and cheap at the smallest step
+    # would need a million times smaller steps for 1e-8: it changes nothing
+    euler = [("kkt / euler", "reduced", 2e-3, 2e-2, 0.6e-3), ("kkt / euler", "reduced", 1e-3, 9e-3, 1.2e-3)]
+    s = _wp_report(floor + euler + mx + soft).summary()
+    assert "left out of the verdict" not in s
+    assert s.startswith("- **Verdict**: maximal coordinates are the cheapest at error ≤ 1e-08 rad")
     # still converging, but already dearer at the smallest step than the
     # maximal run that reaches 1e-8: no smaller step could make it cheaper
     dear = red[:2] + [("kkt / rk4", "reduced", 1e-3, 1.2e-8, 2.0e-2)]
