@@ -734,7 +734,8 @@ class Comparison:
                             f"step ({_fmt_dt(finest)}), and a smaller one would reach it at about "
                             + " and ".join(f"{reach[f] * 1e3:.3g}" for f in short)
                             + " ms per simulated second (extrapolated with their order), so this tolerance is "
-                            "left out of the verdict")
+                            "left out of the verdict (a finer sweep settles it: `work_precision=` factors "
+                            "below 1, or a smaller `dt`)")
                 else:
                     compared.append((a["formulation"], tols))
                 parts.append(txt)
@@ -749,7 +750,8 @@ class Comparison:
                 if not wins:
                     verdict = ("**Verdict**: none drawn: at every tolerance the work-precision runs reach, "
                                "some formulation was still converging at the sweep's smallest step "
-                               f"({_fmt_dt(finest)}); repeat with a smaller `dt` (work precision below).")
+                               f"({_fmt_dt(finest)}); repeat with a smaller `dt` or `work_precision=` factors "
+                               "below 1 (work precision below).")
                 elif "maximal" not in wins:
                     verdict = ("**Verdict**: joint coordinates (" + " and ".join(sorted(wins)) + " runs) are the "
                                f"cheapest at every tolerance compared ({span}); maximal coordinates reach the "

@@ -349,7 +349,7 @@ def test_the_verdict_leaves_out_tolerances_the_sweep_stopped_short_of():
                                                                "cheapest at error ≤ 1e-08 rad")
     # the only tolerance reached, cut short: no verdict drawn
     s = _wp_report(red[1:] + mx[1:]).summary()
-    assert s.startswith("- **Verdict**: none drawn") and "left out of the verdict" in s
+    assert s.startswith("- **Verdict**: none drawn") and "left out of the verdict (a finer sweep settles it" in s
 
 
 def test_compare_bad_input():
