@@ -264,6 +264,16 @@ def cmd_compare(args):
     if not integrators or bad:
         raise UsageError(f"--integrator: expected one or more of euler, rk4, rkmk4 (comma-separated), "
                          f"got {args.integrator!r}")
+    if args.work_precision.strip().lower() == "none":
+        factors = None
+    else:
+        try:
+            factors = [float(s) for s in args.work_precision.split(",") if s.strip()]
+        except ValueError:
+            factors = []
+        if not factors or not all(f > 0 and f == f and f != float("inf") for f in factors):
+            raise UsageError(f"--work-precision: expected positive factors of --dt, comma-separated "
+                             f"(e.g. 0.5,1,2,4,8), or 'none', got {args.work_precision!r}")
     claim_directory(args.out, "compare report", overwrite=args.overwrite, option="--overwrite")
     obj, q0, name = load(args.model, args.floating_base, args.fixed_base)
     trees = None
@@ -277,10 +287,11 @@ def cmd_compare(args):
     if not args.no_maximal:
         runs += [f"maximal / {i}" + x for i in integrators for x in ("", ", unstabilised")]
     print(f"gear compare {name}: {args.t:g} s at dt = {args.dt:g} s, runs: {', '.join(runs)}; "
-          "then work precision, stability limits" + (", spanning trees" if trees else ""), flush=True)
+          "then " + ("work precision, " if factors else "") + "stability limits"
+          + (", spanning trees" if trees else ""), flush=True)
     rep = gear.compare(obj, q0, t_final=args.t, dt=args.dt, integrators=integrators,
                        solvers=solvers, maximal=not args.no_maximal, name=name, trees=trees,
-                       progress=False if args.no_progress else None)
+                       work_precision=factors, progress=False if args.no_progress else None)
     paths = rep.save(args.out)
     print()
     print(rep.table())
@@ -488,6 +499,9 @@ def build_parser():
     s.add_argument("--solvers", default="kkt,projection,maximal,soft",
                    help="comma-separated reduced-coordinate runs (default kkt,projection,maximal,soft)")
     s.add_argument("--no-maximal", action="store_true", help="skip the maximal-coordinate runs")
+    s.add_argument("--work-precision", default="1,2,4,8", metavar="FACTORS",
+                   help="comma-separated factors of --dt at which the work-precision study repeats every "
+                   "run (default 1,2,4,8; factors below 1 step finer than --dt; 'none' skips the study)")
     s.add_argument("--out", default="gear-compare",
                    help="output directory, new or empty (default ./gear-compare)")
     s.add_argument("--overwrite", action="store_true",

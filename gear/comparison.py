@@ -735,7 +735,7 @@ class Comparison:
                             + " and ".join(f"{reach[f] * 1e3:.3g}" for f in short)
                             + " ms per simulated second (extrapolated with their order), so this tolerance is "
                             "left out of the verdict (a finer sweep settles it: `work_precision=` factors "
-                            "below 1, or a smaller `dt`)")
+                            "below 1, `--work-precision 0.5,1,2,4,8` on the command line)")
                 else:
                     compared.append((a["formulation"], tols))
                 parts.append(txt)
@@ -750,8 +750,8 @@ class Comparison:
                 if not wins:
                     verdict = ("**Verdict**: none drawn: at every tolerance the work-precision runs reach, "
                                "some formulation was still converging at the sweep's smallest step "
-                               f"({_fmt_dt(finest)}); repeat with a smaller `dt` or `work_precision=` factors "
-                               "below 1 (work precision below).")
+                               f"({_fmt_dt(finest)}); repeat with `work_precision=` factors below 1 "
+                               "(`--work-precision 0.5,1,2,4,8`) or a smaller `dt` (work precision below).")
                 elif "maximal" not in wins:
                     verdict = ("**Verdict**: joint coordinates (" + " and ".join(sorted(wins)) + " runs) are the "
                                f"cheapest at every tolerance compared ({span}); maximal coordinates reach the "

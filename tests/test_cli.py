@@ -191,6 +191,29 @@ def test_compare_writes_report_json_and_pngs(tmp_path):
     assert "| maximal / euler, unstabilised | maximal |" in out and "**Work precision**" in out
 
 
+def test_compare_work_precision_factors(tmp_path):
+    """--work-precision sets the study's factors of --dt (below 1: finer
+    than --dt), 'none' skips it, and anything else is refused before any
+    run."""
+    code, out, err = run("compare", "four-bar", "--t", "0.02", "--dt", "2e-3", "--out", "rep", "--solvers", "kkt",
+                         "--integrator", "rk4", "--no-maximal", "--work-precision", "0.5,1", "--no-progress",
+                         cwd=tmp_path)
+    assert code == 0, err
+    d = gear.comparison.validate(str(tmp_path / "rep" / "report.json"))
+    assert sorted(p["dt"] for p in d["work_precision"]) == pytest.approx([1e-3, 2e-3])
+    assert d["settings"]["work_precision_factors"] == [0.5, 1.0]
+    code, out, err = run("compare", "four-bar", "--t", "0.02", "--out", "none", "--solvers", "kkt",
+                         "--integrator", "rk4", "--no-maximal", "--work-precision", "none", "--no-progress",
+                         cwd=tmp_path)
+    assert code == 0, err
+    assert gear.comparison.validate(str(tmp_path / "none" / "report.json"))["work_precision"] == []
+    assert "then stability limits" in out
+    for bad in ("0,1", "-1", "a,b", "", "nan"):
+        code, out, err = run("compare", "four-bar", "--out", "bad", "--work-precision", bad, cwd=tmp_path)
+        assert code == 2 and "--work-precision: expected positive factors" in err, (bad, err)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_compare_n_four_bar_times_both_spanning_trees(tmp_path):
     pytest.importorskip("sksparse", reason="the maximal runs need scikit-sparse (the 'sparse' extra)")
     code, out, err = run("compare", "n-four-bar:3", "--t", "0.02", "--dt", "1e-3", "--integrator", "rk4",
