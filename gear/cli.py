@@ -21,6 +21,7 @@ failed (bad model file, loops that do not close...), 2 for bad usage.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import sys
@@ -271,7 +272,7 @@ def cmd_compare(args):
             factors = [float(s) for s in args.work_precision.split(",") if s.strip()]
         except ValueError:
             factors = []
-        if not factors or not all(f > 0 and f == f and f != float("inf") for f in factors):
+        if not factors or not all(f > 0 and math.isfinite(f) for f in factors):
             raise UsageError(f"--work-precision: expected positive factors of --dt, comma-separated "
                              f"(e.g. 0.5,1,2,4,8), or 'none', got {args.work_precision!r}")
     claim_directory(args.out, "compare report", overwrite=args.overwrite, option="--overwrite")

@@ -603,28 +603,47 @@ class Comparison:
                     out[key] = p
         return out
 
+    def _points_by_run(self):
+        """Each run's work-precision points that have an error, by
+        increasing ``dt``: ``{run: [point]}``."""
+        pts = {}
+        for p in self.work_precision:
+            if p.get("error") is not None:
+                pts.setdefault(p["run"], []).append(p)
+        return {run: sorted(ps, key=lambda p: p["dt"]) for run, ps in pts.items()}
+
+    def orders(self):
+        """The order of convergence each run shows in the work-precision
+        points: the slope of ``log error`` against ``log dt`` between its
+        two smallest steps whose error is above ten times the reference's
+        own (``{run: order}``; runs without two such points are left out)."""
+        floor = 10.0 * (self.settings.get("reference_error") or 0.0)
+        out = {}
+        for run, ps in self._points_by_run().items():
+            ps = [p for p in ps if p["error"] > floor][:2]
+            if len(ps) == 2 and ps[1]["dt"] > ps[0]["dt"] and ps[0]["error"] > 0:
+                out[run] = float(np.log(ps[1]["error"] / ps[0]["error"]) / np.log(ps[1]["dt"] / ps[0]["dt"]))
+        return out
+
     def converging(self):
         """The runs whose error still falls at their smallest
         work-precision step, by formulation: ``{formulation: [{"run",
         "dt", "error", "cost_s", "order"}]}``, the point at the smallest
         step of each run whose error there is above ten times the
         reference's own and below half its error at the next step, with
-        the order the two points show.  A tolerance such a run misses
-        might be reached with a smaller step, which the sweep did not
-        take, at about ``cost_s (error / tolerance)^(1 / order)`` (a soft
-        run's compliance, by contrast, sets a floor no step goes below)."""
+        the order the two points show (:meth:`orders`).  A tolerance such a
+        run misses might be reached with a smaller step, which the sweep
+        did not take, at about ``cost_s (error / tolerance)^(1 / order)``
+        (a soft run's compliance, by contrast, sets a floor no step goes
+        below)."""
         floor = 10.0 * (self.settings.get("reference_error") or 0.0)
-        pts = {}
-        for p in self.work_precision:
-            if p.get("error") is not None:
-                pts.setdefault((p["formulation"], p["run"]), []).append((p["dt"], p["error"], p["cost_s"]))
+        orders = self.orders()
         out = {}
-        for (f, run), ps in pts.items():
-            ps = sorted(ps)
-            if len(ps) >= 2 and floor < ps[0][1] < 0.5 * ps[1][1] and ps[1][0] > ps[0][0]:
-                order = float(np.log(ps[1][1] / ps[0][1]) / np.log(ps[1][0] / ps[0][0]))
-                out.setdefault(f, []).append({"run": run, "dt": ps[0][0], "error": ps[0][1], "cost_s": ps[0][2],
-                                              "order": order})
+        for run, ps in self._points_by_run().items():
+            if len(ps) >= 2 and floor < ps[0]["error"] < 0.5 * ps[1]["error"] and run in orders:
+                p = ps[0]
+                out.setdefault(p["formulation"], []).append({"run": run, "dt": p["dt"], "error": p["error"],
+                                                             "cost_s": p["cost_s"], "order": orders[run]})
         return out
 
     def _reach_cost(self, converging, formulation, target):
@@ -633,23 +652,6 @@ class Comparison:
         order (:meth:`converging`); inf when none is converging."""
         return min((c["cost_s"] * (c["error"] / target) ** (1.0 / c["order"])
                     for c in converging.get(formulation, ())), default=np.inf)
-
-    def orders(self):
-        """The order of convergence each run shows in the work-precision
-        points: the slope of ``log error`` against ``log dt`` between its
-        two smallest steps whose error is above ten times the reference's
-        own (``{run: order}``; runs without two such points are left out)."""
-        floor = 10.0 * (self.settings.get("reference_error") or 0.0)
-        pts = {}
-        for p in self.work_precision:
-            if p.get("error") is not None and p["error"] > floor:
-                pts.setdefault(p["run"], []).append((p["dt"], p["error"]))
-        out = {}
-        for run, ps in pts.items():
-            ps = sorted(ps)[:2]
-            if len(ps) == 2 and ps[1][0] > ps[0][0] and ps[0][1] > 0:
-                out[run] = float(np.log(ps[1][1] / ps[0][1]) / np.log(ps[1][0] / ps[0][0]))
-        return out
 
     def summary(self):
         """Who wins where, from the measurements: a list of Markdown
@@ -727,8 +729,9 @@ class Comparison:
                           for f in forms if f in ch and f != a["formulation"]]
                 if others:
                     txt += "; " + ", ".join(others)
-                if [f for f in missing if f not in short]:
-                    txt += "; no " + " or ".join(f for f in missing if f not in short) + " run reaches it"
+                absent = [f for f in missing if f not in short]
+                if absent:
+                    txt += "; no " + " or ".join(absent) + " run reaches it"
                 if short:
                     txt += (f"; the {' and '.join(short)} runs were still converging at the sweep's smallest "
                             f"step ({_fmt_dt(finest)}), and a smaller one would reach it at about "
