@@ -296,7 +296,6 @@ def chain_table(ns, dt=1e-3, t_final=0.2):
     """The hanging chain in gear (``gear.simulate`` recording every frame,
     then every 10th; and the native kernel alone, ``native_run``) and in
     PyBullet (its step records nothing: a user queries states when needed)."""
-    import shutil
     import tempfile
 
     from gear.maximal import native
@@ -306,8 +305,7 @@ def chain_table(ns, dt=1e-3, t_final=0.2):
     cols = ["gear euler+bg", "gear euler+proj", "gear e+bg, every 10th", "gear e+bg kernel", "pybullet",
             "gear e+bg / pybullet", "every 10th / pybullet"]
     print(f"{'N':>5} " + " ".join(f"{c:>24}" for c in cols))
-    tmp = tempfile.mkdtemp()
-    try:
+    with tempfile.TemporaryDirectory() as tmp:   # (the chains this run writes)
         for n in ns:
             path = os.path.join(tmp, f"chain{n}.urdf")
             chain_urdf(n, path)
@@ -336,8 +334,6 @@ def chain_table(ns, dt=1e-3, t_final=0.2):
             cells.append("-" if tp is None else f"{t['bg'] / tp:12.2f}")
             cells.append("-" if tp is None else f"{t['bg10'] / tp:12.2f}")
             print(f"{n:>5} " + " ".join(f"{c:>24}" for c in cells))
-    finally:
-        shutil.rmtree(tmp)   # (the chains this run wrote)
 
 
 if __name__ == "__main__":

@@ -262,18 +262,16 @@ def main(argv=None):
     ap.add_argument("--projection-cost", action="store_true",
                     help="only the table of what projection costs per step on the bundled mechanisms")
     a = ap.parse_args(argv)
+    print(f"# gear {gear.__version__} | numpy {np.__version__} | {os.cpu_count()} cores")
     if a.projection_cost:
-        print(f"# gear {gear.__version__} | numpy {np.__version__} | {os.cpu_count()} cores")
         projection_cost_table()
         return
     if a.euler_only:
-        print(f"# gear {gear.__version__} | numpy {np.__version__} | {os.cpu_count()} cores")
         euler_table()
         return
     div = 10 if a.quick else 1
     N, S = a.states // div, a.steps // div
     rng = np.random.default_rng(0)
-    print(f"# gear {gear.__version__} | numpy {np.__version__} | {os.cpu_count()} cores")
     print("\n## 7-DoF arm (arm7.urdf), RK4, dt = 1 ms: state-steps per second\n")
     arm = gear.load_urdf(gear.data_path("arm7.urdf"))
     q0 = 0.5 * rng.standard_normal((N, arm.nq))
